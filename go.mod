@@ -1,0 +1,3 @@
+module github.com/pdhybrid/pdhybrid
+
+go 1.26

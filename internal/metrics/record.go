@@ -1,0 +1,75 @@
+// Package metrics defines what a run records: one Record per request
+// (metrics.jsonl), a Summary per run (summary.json) using both the seed's
+// field names and vLLM `bench serve` names, and the structural time series of
+// worker occupancy. Simulator, gateway and replay all write these shapes, so
+// reports read every run the same way.
+package metrics
+
+// Status says how a request ended. Every request ends in exactly one status.
+type Status string
+
+const (
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"  // a worker or the control plane refused or broke it; Error says why
+	StatusTimeout   Status = "timeout" // the per-request timeout fired before it finished
+	StatusAborted   Status = "aborted" // the run ended (or the client gave up) before it finished
+)
+
+// Breakdown splits a request's end-to-end latency into where the time went.
+// The parts add up to the e2e latency of a completed request.
+type Breakdown struct {
+	QueueS     float64 `json:"queue_s"`     // waiting: concurrency gate, scheduler queues, KV waits
+	AdmissionS float64 `json:"admission_s"` // admission RPCs and routing
+	PrefillS   float64 `json:"prefill_s"`   // prefill compute (on P, or the append on D)
+	TransferS  float64 `json:"transfer_s"`  // P→D KV transfer
+	DecodeS    float64 `json:"decode_s"`    // first token onwards on the decode worker
+}
+
+// Record is one line of metrics.jsonl.
+type Record struct {
+	RequestID      string    `json:"request_id"`
+	SessionID      string    `json:"session_id"`
+	ChatID         int64     `json:"chat_id"`
+	Turn           int       `json:"turn"`
+	TraceTimeS     float64   `json:"trace_time_s"` // the request's timestamp in the trace
+	ArrivalS       float64   `json:"arrival_s"`    // when the replay released it (run clock)
+	InputLength    int       `json:"input_length"`
+	OutputLength   int       `json:"output_length"` // tokens generated (≤ requested when cut short)
+	CachedTokens   int       `json:"cached_tokens"` // prompt tokens served from a prefix cache
+	UncachedTokens int       `json:"uncached_tokens"`
+	TTFTS          float64   `json:"ttft_s"`
+	LatencyS       float64   `json:"latency_s"` // end-to-end
+	TPOTS          float64   `json:"tpot_s"`    // (latency − ttft)/(output − 1); 0 when output ≤ 1
+	ExecutionMode  string    `json:"execution_mode"`
+	PrefillWorker  string    `json:"prefill_worker,omitempty"`
+	DecodeWorker   string    `json:"decode_worker,omitempty"`
+	Status         Status    `json:"status"`
+	Error          string    `json:"error,omitempty"` // cause, for every status but completed
+	FinishReason   string    `json:"finish_reason"`   // stop | length | abort
+	Breakdown      Breakdown `json:"breakdown"`
+}
+
+// WorkerSample is one line of structural/workers.jsonl: a worker's pool and
+// scheduler state at one instant.
+type WorkerSample struct {
+	TimeS            float64 `json:"t"`
+	Worker           string  `json:"worker"`
+	Role             string  `json:"role"` // prefill | decode | colocated
+	KVUsedTokens     int64   `json:"kv_used_tokens"`
+	KVCachedTokens   int64   `json:"kv_cached_tokens"` // held only by the prefix cache (evictable)
+	KVCapacityTokens int64   `json:"kv_capacity_tokens"`
+	Running          int     `json:"running"`
+	Queued           int     `json:"queued"`
+}
+
+// Event is one line of structural/events.jsonl: a control-plane or engine
+// decision worth reading later (admission, binding, backpressure, eviction).
+type Event struct {
+	TimeS     float64 `json:"t"`
+	Kind      string  `json:"kind"`
+	Worker    string  `json:"worker,omitempty"`
+	SessionID string  `json:"session_id,omitempty"`
+	RequestID string  `json:"request_id,omitempty"`
+	Detail    string  `json:"detail,omitempty"`
+	Tokens    int64   `json:"tokens,omitempty"`
+}

@@ -1,0 +1,195 @@
+// Package model describes what the engine model needs to know about a served
+// model and the hardware under it: KV bytes per token, KV pool size, prefill
+// and decode-step timing, and the links KV travels over. A Profile is data:
+// built-in profiles are embedded JSON files, and users bring their own with
+// Load. Every built-in number names its source in the profile's Sources map.
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// Model is the shape of a transformer as far as serving cost goes.
+type Model struct {
+	Name       string `json:"name"`
+	Layers     int    `json:"layers"`
+	QHeads     int    `json:"q_heads"`
+	KVHeads    int    `json:"kv_heads"`
+	HeadDim    int    `json:"head_dim"`
+	DTypeBytes int    `json:"dtype_bytes"` // bytes per KV element (bf16 = 2)
+	MaxContext int    `json:"max_context"` // tokens
+	// Experts and TopK describe a mixture-of-experts FFN (0 for dense models).
+	Experts     int   `json:"experts,omitempty"`
+	TopK        int   `json:"top_k,omitempty"`
+	WeightBytes int64 `json:"weight_bytes"` // resident weights on one GPU (TP1)
+}
+
+// KVBytesPerToken is 2 (K and V) · layers · kv_heads · head_dim · dtype bytes.
+func (m Model) KVBytesPerToken() int64 {
+	return 2 * int64(m.Layers) * int64(m.KVHeads) * int64(m.HeadDim) * int64(m.DTypeBytes)
+}
+
+// ExpertFraction is the expected share of experts a decode step over batch
+// sequences touches, per layer: 1 − (1 − k/E)^batch. It is why a small MoE
+// decode batch costs less than a large one even though every token reads the
+// attention weights: each new sequence pulls in more expert weights until all
+// are read. Dense models return 1.
+func (m Model) ExpertFraction(batch int) float64 {
+	if m.Experts <= 0 || m.TopK <= 0 {
+		return 1
+	}
+	if batch <= 0 {
+		return 0
+	}
+	return 1 - math.Pow(1-float64(m.TopK)/float64(m.Experts), float64(batch))
+}
+
+// Hardware is one GPU as the KV pool sees it.
+type Hardware struct {
+	Name        string  `json:"name"`
+	HBMBytes    int64   `json:"hbm_bytes"`
+	MemFraction float64 `json:"mem_fraction"` // share of HBM the server may use (SGLang --mem-fraction-static)
+	// WorkspaceBytes is what the server keeps besides weights and KV:
+	// activations, CUDA graphs, allocator slack.
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+}
+
+// Timing holds the engine model's cost coefficients, all in seconds.
+//
+// A scheduler step that runs prefill chunks (n_i new tokens after p_i cached
+// ones) together with a decode batch of B sequences holding C context tokens
+// in all costs
+//
+//	step = overhead + Σ_i (PrefillPerToken·n_i + PrefillAttn·n_i·(p_i + n_i/2))
+//	     + DecodePerSeq·B + DecodePerCtxToken·C + DecodeExperts·ExpertFraction(B)
+//
+// where overhead is PrefillOverhead when the step holds any prefill work and
+// DecodeOverhead otherwise. A step's cost is the sum over its composition, not
+// a flat per-token constant.
+type Timing struct {
+	PrefillOverheadS   float64 `json:"prefill_overhead_s"`
+	PrefillPerTokenS   float64 `json:"prefill_per_token_s"`
+	PrefillAttnS       float64 `json:"prefill_attn_s"` // per token pair n·(p+n/2)
+	DecodeOverheadS    float64 `json:"decode_overhead_s"`
+	DecodePerSeqS      float64 `json:"decode_per_seq_s"`
+	DecodePerCtxTokenS float64 `json:"decode_per_ctx_token_s"`
+	DecodeExpertsS     float64 `json:"decode_experts_s"` // cost of reading every expert once
+}
+
+// PrefillS is the time to prefill n new tokens after p cached ones alone.
+func (t Timing) PrefillS(n, p int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return t.PrefillOverheadS + t.PrefillWorkS(n, p)
+}
+
+// PrefillWorkS is the prefill cost of one chunk without the step overhead.
+func (t Timing) PrefillWorkS(n, p int) float64 {
+	fn := float64(n)
+	return t.PrefillPerTokenS*fn + t.PrefillAttnS*fn*(float64(p)+fn/2)
+}
+
+// DecodeWorkS is the decode part of a step without the overhead.
+func (t Timing) DecodeWorkS(m Model, batch int, ctxTokens int64) float64 {
+	if batch <= 0 {
+		return 0
+	}
+	return t.DecodePerSeqS*float64(batch) + t.DecodePerCtxTokenS*float64(ctxTokens) +
+		t.DecodeExpertsS*m.ExpertFraction(batch)
+}
+
+// DecodeStepS is one decode step for batch sequences with ctxTokens context
+// in total, with no prefill in the step.
+func (t Timing) DecodeStepS(m Model, batch int, ctxTokens int64) float64 {
+	if batch <= 0 {
+		return 0
+	}
+	return t.DecodeOverheadS + t.DecodeWorkS(m, batch, ctxTokens)
+}
+
+// Link is a KV transfer path: a setup latency plus bytes over an effective
+// bandwidth, shared by transfers in flight at the same time.
+type Link struct {
+	Name           string  `json:"name"`
+	SetupS         float64 `json:"setup_s"`
+	BandwidthBytes float64 `json:"bandwidth_bytes_per_s"`
+}
+
+// TransferS is the time to move bytes alone on the link.
+func (l Link) TransferS(bytes int64) float64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return l.SetupS + float64(bytes)/l.BandwidthBytes
+}
+
+// Profile binds a model to hardware with its timing and links.
+type Profile struct {
+	Name     string          `json:"name"`
+	Model    Model           `json:"model"`
+	Hardware Hardware        `json:"hardware"`
+	Timing   Timing          `json:"timing"`
+	Links    map[string]Link `json:"links"`
+	// Sources says where each number came from, keyed by field path
+	// ("timing.prefill_per_token_s", "hardware.workspace_bytes", ...).
+	Sources map[string]string `json:"sources"`
+}
+
+// KVPoolTokens is the KV pool size at the profile's memory fraction:
+// (HBM · mem_fraction − weights − workspace) / KV bytes per token.
+func (p *Profile) KVPoolTokens(memFraction float64) int64 {
+	if memFraction <= 0 {
+		memFraction = p.Hardware.MemFraction
+	}
+	free := int64(float64(p.Hardware.HBMBytes)*memFraction) - p.Model.WeightBytes - p.Hardware.WorkspaceBytes
+	if free <= 0 {
+		return 0
+	}
+	return free / p.Model.KVBytesPerToken()
+}
+
+// Validate checks that the profile can drive a simulation.
+func (p *Profile) Validate() error {
+	var errs []string
+	pos := func(name string, v float64) {
+		if !(v > 0) {
+			errs = append(errs, fmt.Sprintf("%s = %v, expected > 0", name, v))
+		}
+	}
+	nonneg := func(name string, v float64) {
+		if v < 0 || math.IsNaN(v) {
+			errs = append(errs, fmt.Sprintf("%s = %v, expected ≥ 0", name, v))
+		}
+	}
+	pos("model.layers", float64(p.Model.Layers))
+	pos("model.kv_heads", float64(p.Model.KVHeads))
+	pos("model.head_dim", float64(p.Model.HeadDim))
+	pos("model.dtype_bytes", float64(p.Model.DTypeBytes))
+	pos("hardware.hbm_bytes", float64(p.Hardware.HBMBytes))
+	if p.Hardware.MemFraction <= 0 || p.Hardware.MemFraction > 1 {
+		errs = append(errs, fmt.Sprintf("hardware.mem_fraction = %v, expected in (0, 1]", p.Hardware.MemFraction))
+	}
+	nonneg("timing.prefill_overhead_s", p.Timing.PrefillOverheadS)
+	pos("timing.prefill_per_token_s", p.Timing.PrefillPerTokenS)
+	nonneg("timing.prefill_attn_s", p.Timing.PrefillAttnS)
+	nonneg("timing.decode_overhead_s", p.Timing.DecodeOverheadS)
+	nonneg("timing.decode_per_seq_s", p.Timing.DecodePerSeqS)
+	nonneg("timing.decode_per_ctx_token_s", p.Timing.DecodePerCtxTokenS)
+	nonneg("timing.decode_experts_s", p.Timing.DecodeExpertsS)
+	if p.Timing.DecodeOverheadS+p.Timing.DecodePerSeqS <= 0 {
+		errs = append(errs, "timing: a decode step must cost something (decode_overhead_s + decode_per_seq_s > 0)")
+	}
+	for name, l := range p.Links {
+		nonneg("links."+name+".setup_s", l.SetupS)
+		pos("links."+name+".bandwidth_bytes_per_s", l.BandwidthBytes)
+	}
+	if p.KVPoolTokens(0) <= 0 {
+		errs = append(errs, "hardware: HBM·mem_fraction leaves no room for KV after weights and workspace")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("profile %s: %v", p.Name, errs)
+	}
+	return nil
+}

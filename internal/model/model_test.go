@@ -1,0 +1,83 @@
+package model
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestQwenKVBytesPerToken(t *testing.T) {
+	p, err := Builtin("qwen3-30b-a3b", "h100-80g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Model.KVBytesPerToken(); got != 98304 {
+		t.Fatalf("KV bytes/token = %d, want 48·4·128·2·2 = 98304", got)
+	}
+	// The seed measured 92,104 tokens per H100 at mem_fraction 0.835.
+	if got := p.KVPoolTokens(0); got != 92104 {
+		t.Fatalf("H100 pool = %d tokens, want 92104", got)
+	}
+}
+
+func TestBuiltinsLoadAndRoundTrip(t *testing.T) {
+	names := BuiltinNames()
+	if len(names) < 2 {
+		t.Fatalf("built-in profiles = %v, want at least h100 and h200", names)
+	}
+	for _, n := range names {
+		m, hw, _ := strings.Cut(n, "/")
+		p, err := Builtin(m, hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := p.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		q, err := Decode(&buf, "roundtrip")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Timing != p.Timing || q.Model != p.Model || q.Hardware != p.Hardware {
+			t.Fatalf("%s: round trip changed the profile", n)
+		}
+	}
+}
+
+func TestDecodeRejectsUnknownAndInvalid(t *testing.T) {
+	if _, err := Decode(strings.NewReader(`{"timing":{"prefil_per_token_s":1}}`), "x"); err == nil {
+		t.Fatal("misspelt field accepted")
+	}
+	if _, err := Decode(strings.NewReader(`{"name":"empty"}`), "x"); err == nil {
+		t.Fatal("empty profile accepted")
+	}
+}
+
+func TestPrefillTerms(t *testing.T) {
+	tm := Timing{PrefillOverheadS: 0.01, PrefillPerTokenS: 1e-5, PrefillAttnS: 1e-9}
+	// n=1000 after p=2000: 0.01 + 1000e-5 + 1e-9·1000·(2000+500)
+	want := 0.01 + 0.01 + 1e-9*1000*2500
+	if got := tm.PrefillS(1000, 2000); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("PrefillS = %v, want %v", got, want)
+	}
+	if tm.PrefillS(0, 5000) != 0 {
+		t.Fatal("prefill of nothing must cost nothing")
+	}
+}
+
+func TestExpertFraction(t *testing.T) {
+	m := Model{Experts: 128, TopK: 8}
+	if got := m.ExpertFraction(1); math.Abs(got-8.0/128) > 1e-12 {
+		t.Fatalf("batch 1 fraction = %v", got)
+	}
+	prev := 0.0
+	for b := 1; b <= 256; b++ {
+		f := m.ExpertFraction(b)
+		if f < prev || f > 1 {
+			t.Fatalf("fraction not monotone in [0,1] at batch %d: %v", b, f)
+		}
+		prev = f
+	}
+}

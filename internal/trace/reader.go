@@ -1,0 +1,173 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Error locates a problem in a trace: file, line, field and what was expected.
+type Error struct {
+	File  string // path as given by the caller; may be empty
+	Line  int    // 1-based line number; 0 when not tied to one line
+	Field string // JSON field name; may be empty
+	Msg   string // what was wrong and what was expected
+}
+
+func (e *Error) Error() string {
+	var b bytes.Buffer
+	if e.File != "" {
+		b.WriteString(e.File)
+	} else {
+		b.WriteString("<trace>")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %q", e.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Reader streams requests from a canonical trace. Memory is bounded by the
+// longest line, not by the file.
+type Reader struct {
+	br        *bufio.Reader
+	file      string
+	line      int
+	header    Header
+	hasHeader bool
+	pending   []byte // first data line, read while looking for the header
+	buf       []byte
+}
+
+// NewReader reads the optional header line at once. If the file has no
+// header, defaultBlockSize is used as its block size (0 means "unknown"; the
+// caller should then refuse to interpret hash ids).
+func NewReader(r io.Reader, file string, defaultBlockSize int) (*Reader, error) {
+	rd := &Reader{br: bufio.NewReaderSize(r, 1<<20), file: file}
+	rd.header = Header{Version: FormatVersion, BlockSize: defaultBlockSize}
+	for {
+		line, err := rd.readLine()
+		if err == io.EOF {
+			return rd, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if bytes.Contains(line, []byte(`"pdhybrid_trace"`)) {
+			var h Header
+			if err := json.Unmarshal(line, &h); err != nil {
+				return nil, &Error{File: file, Line: rd.line, Msg: "malformed header: " + err.Error()}
+			}
+			if h.Version != FormatVersion {
+				return nil, &Error{File: file, Line: rd.line, Field: "pdhybrid_trace", Msg: fmt.Sprintf("unsupported version %d, expected %d", h.Version, FormatVersion)}
+			}
+			if h.BlockSize <= 0 {
+				return nil, &Error{File: file, Line: rd.line, Field: "block_size", Msg: fmt.Sprintf("got %d, expected a positive token count", h.BlockSize)}
+			}
+			rd.header, rd.hasHeader = h, true
+			return rd, nil
+		}
+		rd.pending = append([]byte(nil), line...)
+		return rd, nil
+	}
+}
+
+// Header returns the file's header (synthesised from the default block size
+// when the file has none).
+func (r *Reader) Header() Header { return r.header }
+
+// HasHeader reports whether the file began with a header line.
+func (r *Reader) HasHeader() bool { return r.hasHeader }
+
+// Line is the number of the line most recently read.
+func (r *Reader) Line() int { return r.line }
+
+// Next decodes the next request into req, reusing req's HashIDs storage. It
+// returns io.EOF at the end of the file and an *Error for a malformed line.
+func (r *Reader) Next(req *Request) error {
+	for {
+		var line []byte
+		if r.pending != nil {
+			line, r.pending = r.pending, nil
+		} else {
+			var err error
+			line, err = r.readLine()
+			if err != nil {
+				return err
+			}
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := decodeRequest(line, req); err != nil {
+			var pe *Error
+			if errors.As(err, &pe) {
+				pe.File, pe.Line = r.file, r.line
+				return pe
+			}
+			return &Error{File: r.file, Line: r.line, Msg: err.Error()}
+		}
+		return nil
+	}
+}
+
+// readLine returns the next line without its newline; the slice is valid
+// until the next call.
+func (r *Reader) readLine() ([]byte, error) {
+	r.buf = r.buf[:0]
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		r.buf = append(r.buf, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF {
+			if len(r.buf) == 0 {
+				return nil, io.EOF
+			}
+			r.line++
+			return r.buf, nil
+		}
+		if err != nil {
+			return nil, &Error{File: r.file, Line: r.line + 1, Msg: "read: " + err.Error()}
+		}
+		r.line++
+		n := len(r.buf) - 1
+		if n > 0 && r.buf[n-1] == '\r' {
+			n--
+		}
+		return r.buf[:n], nil
+	}
+}
+
+// ReadAll reads every request. It is meant for tests and small files; tools
+// that may see large traces should loop over Next.
+func ReadAll(r io.Reader, file string, defaultBlockSize int) (Header, []Request, error) {
+	rd, err := NewReader(r, file, defaultBlockSize)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	var out []Request
+	for {
+		var req Request
+		err := rd.Next(&req)
+		if err == io.EOF {
+			return rd.Header(), out, nil
+		}
+		if err != nil {
+			return rd.Header(), out, err
+		}
+		out = append(out, req)
+	}
+}
