@@ -33,6 +33,7 @@ func topCommands() []command {
 		{"sim", "one simulation run with every knob exposed", runSim},
 		{"trace", "trace toolkit: convert, stats, sample, synth, validate", runTrace},
 		{"report", "compare runs: HTML report with charts, terminal tables", runReport},
+		{"calibrate", "fit engine-model timing coefficients to GPU measurements", runCalibrate},
 	}
 }
 
