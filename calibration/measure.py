@@ -1,0 +1,740 @@
+#!/usr/bin/env python3
+"""Time a Qwen3-30B-A3B-shaped layer stack on one NVIDIA GPU (PyTorch only).
+
+What it measures, each point with warm-ups, CUDA-event timing and the median
+of >= 5 repeats, written row by row to CSV files under --out so that a run cut
+short still leaves its finished points:
+
+  copy.csv      device-to-device copies (tensor.copy_) of 1 MiB .. 8 GiB on
+                cuda:0, and cuda:0 -> cuda:1 when a second GPU is present;
+                also the same payload as 96 equal chunks (48 layers x K, V).
+  decode.csv    one decode step for batch B and total context C (uniform
+                C/B tokens per sequence), layers captured in a CUDA graph.
+  prefill.csv   prefill of n new tokens after a cached prefix of p tokens,
+                eager (as SGLang runs extend batches).
+  prefill_l48.csv, decode_l48.csv
+                a few points with all 48 layers, to check the 48/L scaling.
+  meta.json     torch/CUDA versions, device, mem_get_info, kernel checks.
+
+The model: hidden 2048, 48 layers (a subset of L distinct layers is timed and
+scaled by 48/L; embedding, final norm, lm_head and argmax are timed apart and
+added once), GQA 32 query / 4 KV heads of dim 128, q/k RMSNorm, RoPE (theta
+1e6), MoE 128 experts top-8 with intermediate 768 (softmax router, top-k
+renormalised), vocab 151,936, random bf16 weights. Every layer owns its
+weights and its KV pool, so a layer never finds the previous one's data in L2.
+
+Kernels: dense projections are cuBLAS (F.linear); MoE sorts the token-expert
+pairs by expert and runs torch._grouped_mm (CUTLASS grouped GEMM, SM90) for
+gate/up and down, then un-permutes and sums the top-8 outputs weighted by the
+router; attention is FlashAttention-2 as vendored in PyTorch (prefill: causal
+aligned to the lower right so the n new queries see the whole prefix; decode:
+the 8 query heads of each KV head packed as 8 query rows, non-causal).
+
+Run:  python3 calibration/measure.py --out $OUT            (full grid)
+      python3 calibration/measure.py --out $OUT --smoke    (small grid)
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HIDDEN = 2048
+LAYERS = 48
+QH = 32
+KVH = 4
+HD = 128
+E = 128
+TOPK = 8
+INTER = 768
+VOCAB = 151936
+EPS = 1e-6
+THETA = 1_000_000.0
+GROUP = QH // KVH
+SCALE = 1.0 / math.sqrt(HD)
+
+DEV = torch.device("cuda:0")
+BF = torch.bfloat16
+
+T0 = time.time()
+
+
+def log(*a):
+    print(f"[{time.time() - T0:7.1f}s]", *a, flush=True)
+
+
+# ---------------------------------------------------------------- weights
+
+
+class Layer:
+    def __init__(self, gen, kv_cap):
+        def w(*shape, fan_in):
+            t = torch.empty(*shape, device=DEV, dtype=BF)
+            t.normal_(0.0, 1.0 / math.sqrt(fan_in), generator=gen)
+            return t
+
+        self.ln1 = 1.0 + 0.1 * w(HIDDEN, fan_in=1)
+        self.wqkv = w((QH + 2 * KVH) * HD, HIDDEN, fan_in=HIDDEN)
+        self.qn = 1.0 + 0.1 * w(HD, fan_in=1)
+        self.kn = 1.0 + 0.1 * w(HD, fan_in=1)
+        self.wo = w(HIDDEN, QH * HD, fan_in=QH * HD)
+        self.ln2 = 1.0 + 0.1 * w(HIDDEN, fan_in=1)
+        # router in fp32 logits like SGLang (bf16 weights, fp32 softmax)
+        self.wr = w(E, HIDDEN, fan_in=HIDDEN)
+        # experts stored (E, N, K) row-major; _grouped_mm gets (E, K, N) views
+        self.w13 = w(E, 2 * INTER, HIDDEN, fan_in=HIDDEN)
+        self.w2 = w(E, HIDDEN, INTER, fan_in=INTER)
+        self.w13t = self.w13.transpose(1, 2)
+        self.w2t = self.w2.transpose(1, 2)
+        # KV pool in SGLang's token-major layout [token, kv_head, dim]
+        self.kv_cap = kv_cap
+        self.kpool = w(kv_cap, KVH, HD, fan_in=1)
+        self.vpool = w(kv_cap, KVH, HD, fan_in=1)
+
+
+class Head:
+    def __init__(self, gen):
+        def w(*shape, fan_in):
+            t = torch.empty(*shape, device=DEV, dtype=BF)
+            t.normal_(0.0, 1.0 / math.sqrt(fan_in), generator=gen)
+            return t
+
+        self.embed = w(VOCAB, HIDDEN, fan_in=1)
+        self.norm = 1.0 + 0.1 * w(HIDDEN, fan_in=1)
+        self.lm_head = w(VOCAB, HIDDEN, fan_in=HIDDEN)
+
+
+ROPE = {"on": True, "cos": None, "sin": None}
+
+
+def build_rope(max_pos):
+    inv = 1.0 / (THETA ** (torch.arange(0, HD, 2, device=DEV, dtype=torch.float32) / HD))
+    pos = torch.arange(max_pos, device=DEV, dtype=torch.float32)
+    f = torch.outer(pos, inv)
+    ROPE["cos"] = f.cos().to(BF)
+    ROPE["sin"] = f.sin().to(BF)
+
+
+def rope(x, pos):
+    # x (T, heads, HD); neox style (Qwen3)
+    if not ROPE["on"]:
+        return x
+    c = ROPE["cos"].index_select(0, pos).unsqueeze(1)
+    s = ROPE["sin"].index_select(0, pos).unsqueeze(1)
+    x1, x2 = x[..., : HD // 2], x[..., HD // 2 :]
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+
+# ---------------------------------------------------------------- MoE
+
+MOE = {"kernel": "grouped_mm"}
+ARANGE_E = None
+
+
+def moe_grouped(h, L):
+    T = h.shape[0]
+    logits = F.linear(h, L.wr).float()
+    probs = torch.softmax(logits, dim=-1)
+    topw, topi = probs.topk(TOPK, dim=-1)
+    topw = topw / topw.sum(dim=-1, keepdim=True)
+    flat = topi.view(-1)
+    sorted_ids, order = torch.sort(flat)
+    offs = torch.searchsorted(sorted_ids, ARANGE_E, right=True, out_int32=True)
+    tok = order // TOPK
+    xs = h.index_select(0, tok)
+    gu = torch._grouped_mm(xs, L.w13t, offs=offs)
+    a = F.silu(gu[:, :INTER]) * gu[:, INTER:]
+    y = torch._grouped_mm(a, L.w2t, offs=offs)
+    un = torch.empty_like(y)
+    un.index_copy_(0, order, y)
+    return (un.view(T, TOPK, HIDDEN) * topw.to(BF).unsqueeze(-1)).sum(dim=1)
+
+
+def moe_loop(h, L):
+    # fallback: a loop over the experts that got tokens (host sync; eager only)
+    T = h.shape[0]
+    logits = F.linear(h, L.wr).float()
+    probs = torch.softmax(logits, dim=-1)
+    topw, topi = probs.topk(TOPK, dim=-1)
+    topw = (topw / topw.sum(dim=-1, keepdim=True)).to(BF)
+    flat = topi.view(-1)
+    sorted_ids, order = torch.sort(flat)
+    counts = torch.bincount(flat, minlength=E).tolist()
+    tok = order // TOPK
+    xs = h.index_select(0, tok)
+    ys = torch.empty_like(xs)
+    start = 0
+    for e, c in enumerate(counts):
+        if c == 0:
+            continue
+        seg = xs[start : start + c]
+        gu = F.linear(seg, L.w13[e])
+        a = F.silu(gu[:, :INTER]) * gu[:, INTER:]
+        ys[start : start + c] = F.linear(a, L.w2[e])
+        start += c
+    un = torch.empty_like(ys)
+    un.index_copy_(0, order, ys)
+    return (un.view(T, TOPK, HIDDEN) * topw.unsqueeze(-1)).sum(dim=1)
+
+
+def moe(h, L):
+    if MOE["kernel"] == "grouped_mm":
+        return moe_grouped(h, L)
+    return moe_loop(h, L)
+
+
+def moe_reference(h, L):
+    hf = h.float()
+    probs = torch.softmax(F.linear(hf, L.wr.float()), dim=-1)
+    topw, topi = probs.topk(TOPK, dim=-1)
+    topw = topw / topw.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(hf)
+    for t in range(h.shape[0]):
+        for j in range(TOPK):
+            e = int(topi[t, j])
+            gu = L.w13[e].float() @ hf[t]
+            a = F.silu(gu[:INTER]) * gu[INTER:]
+            out[t] += topw[t, j] * (L.w2[e].float() @ a)
+    return out
+
+
+# ---------------------------------------------------------------- attention
+
+ATTN = {"prefill": "flash_gqa"}
+
+
+def attn_prefill(q, k, v):
+    # q (1, QH, n, HD); k, v (1, KVH, S, HD); causal aligned lower-right
+    if ATTN["prefill"] == "flash_expand":
+        k = k.repeat_interleave(GROUP, dim=1)
+        v = v.repeat_interleave(GROUP, dim=1)
+    return torch.ops.aten._scaled_dot_product_flash_attention(
+        q, k, v, 0.0, True, False, scale=SCALE
+    )[0]
+
+
+def attn_decode(q, k, v):
+    # q (B, QH, HD) one token per sequence; k, v (B, KVH, S, HD).
+    # The GROUP query heads that share a KV head become GROUP query rows.
+    B = q.shape[0]
+    qg = q.view(B, KVH, GROUP, HD)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        o = F.scaled_dot_product_attention(qg, k, v, is_causal=False, scale=SCALE)
+    return o.reshape(B, QH * HD)
+
+
+def attn_reference(q, k, v, causal_offset):
+    # q (1|B, QH, n, HD), k/v (., KVH, S, HD); lower-right causal when causal_offset is not None
+    k = k.float().repeat_interleave(GROUP, dim=1)
+    v = v.float().repeat_interleave(GROUP, dim=1)
+    s = (q.float() @ k.transpose(-1, -2)) * SCALE
+    if causal_offset is not None:
+        n, S = q.shape[2], k.shape[2]
+        i = torch.arange(n, device=q.device).unsqueeze(1)
+        j = torch.arange(S, device=q.device).unsqueeze(0)
+        s = s.masked_fill(j > i + (S - n), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+# ---------------------------------------------------------------- forward
+
+
+def layer_prefill(x, L, p, pos):
+    n = x.shape[0]
+    h = F.rms_norm(x, (HIDDEN,), L.ln1, EPS)
+    qkv = F.linear(h, L.wqkv)
+    q = qkv[:, : QH * HD].view(n, QH, HD)
+    k = qkv[:, QH * HD : (QH + KVH) * HD].view(n, KVH, HD)
+    v = qkv[:, (QH + KVH) * HD :].view(n, KVH, HD)
+    q = rope(F.rms_norm(q, (HD,), L.qn, EPS), pos)
+    k = rope(F.rms_norm(k, (HD,), L.kn, EPS), pos)
+    L.kpool[p : p + n].copy_(k)
+    L.vpool[p : p + n].copy_(v)
+    K = L.kpool[: p + n].unsqueeze(0).transpose(1, 2)
+    V = L.vpool[: p + n].unsqueeze(0).transpose(1, 2)
+    o = attn_prefill(q.unsqueeze(0).transpose(1, 2), K, V)  # (1, QH, n, HD)
+    o = o.transpose(1, 2).reshape(n, QH * HD)
+    x = x + F.linear(o, L.wo)
+    h = F.rms_norm(x, (HIDDEN,), L.ln2, EPS)
+    return x + moe(h, L)
+
+
+def layer_decode(x, L, B, S, pos):
+    h = F.rms_norm(x, (HIDDEN,), L.ln1, EPS)
+    qkv = F.linear(h, L.wqkv)
+    q = qkv[:, : QH * HD].view(B, QH, HD)
+    k = qkv[:, QH * HD : (QH + KVH) * HD].view(B, KVH, HD)
+    v = qkv[:, (QH + KVH) * HD :].view(B, KVH, HD)
+    q = rope(F.rms_norm(q, (HD,), L.qn, EPS), pos)
+    k = rope(F.rms_norm(k, (HD,), L.kn, EPS), pos)
+    kv = L.kpool[: B * S].view(B, S, KVH, HD)
+    vv = L.vpool[: B * S].view(B, S, KVH, HD)
+    kv[:, S - 1].copy_(k)
+    vv[:, S - 1].copy_(v)
+    o = attn_decode(q, kv.transpose(1, 2), vv.transpose(1, 2))
+    x = x + F.linear(o, L.wo)
+    h = F.rms_norm(x, (HIDDEN,), L.ln2, EPS)
+    return x + moe(h, L)
+
+
+def head_fn(H, ids, x_last):
+    # embedding of the step's input tokens, final norm, lm_head, greedy sample
+    e = H.embed.index_select(0, ids)
+    h = F.rms_norm(x_last, (HIDDEN,), H.norm, EPS)
+    logits = F.linear(h, H.lm_head)
+    return logits.argmax(dim=-1), e
+
+
+# ---------------------------------------------------------------- timing
+
+
+def median(xs):
+    s = sorted(xs)
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
+
+
+def time_pair(f_layers, f_head, warmup, min_reps, max_reps, target_s):
+    for i in range(warmup):
+        t = time.time()
+        f_layers()
+        f_head()
+        torch.cuda.synchronize()
+        if time.time() - t > 0.5:  # long points: one warm-up is enough
+            break
+    tl, th = [], []
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+    reps = min_reps
+    i = 0
+    while i < reps:
+        ev[0].record()
+        f_layers()
+        ev[1].record()
+        f_head()
+        ev[2].record()
+        torch.cuda.synchronize()
+        tl.append(ev[0].elapsed_time(ev[1]) / 1e3)
+        th.append(ev[1].elapsed_time(ev[2]) / 1e3)
+        i += 1
+        if i == 1:
+            per = tl[0] + th[0]
+            reps = max(min_reps, min(max_reps, int(target_s / max(per, 1e-6))))
+    return tl, th
+
+
+class Writer:
+    def __init__(self, path, cols):
+        self.f = open(path, "w", newline="")
+        self.w = csv.writer(self.f)
+        self.w.writerow(cols)
+        self.f.flush()
+
+    def row(self, vals):
+        self.w.writerow(vals)
+        self.f.flush()
+
+
+def fmt(x):
+    return f"{x:.9g}"
+
+
+# ---------------------------------------------------------------- phases
+
+
+def run_copies(out, args, meta):
+    w = Writer(os.path.join(out, "copy.csv"),
+               ["kind", "bytes", "chunks", "seconds", "reps", "min_s", "max_s", "gb_per_s"])
+    sizes = [1 << k for k in range(20, 34)]  # 1 MiB .. 8 GiB
+    if args.smoke:
+        sizes = [1 << 20, 1 << 26, 1 << 30]
+    maxb = sizes[-1]
+    src = torch.empty(maxb // 2, device=DEV, dtype=BF).normal_().view(torch.uint8)
+    dst = torch.empty(maxb, device=DEV, dtype=torch.uint8)
+    kinds = [("d2d", DEV, src, dst)]
+    if torch.cuda.device_count() >= 2:
+        d1 = torch.device("cuda:1")
+        dst1 = torch.empty(maxb, device=d1, dtype=torch.uint8)
+        meta["p2p_access_0_to_1"] = torch.cuda.can_device_access_peer(0, 1)
+        kinds.append(("p2p_0to1", d1, src, dst1))
+    t_end = time.time() + args.budget_copy
+    ev0 = torch.cuda.Event(enable_timing=True)
+    ev1 = torch.cuda.Event(enable_timing=True)
+    for kind, _, s_buf, d_buf in kinds:
+        for chunks in (1, 96):
+            for b in sizes:
+                if time.time() > t_end:
+                    log("copy budget spent")
+                    return
+                if chunks > 1 and b < chunks * 4096:
+                    continue
+                cs = b // chunks
+                srcs = [s_buf[i * cs:(i + 1) * cs] for i in range(chunks)]
+                dsts = [d_buf[i * cs:(i + 1) * cs] for i in range(chunks)]
+
+                def go():
+                    for a, d in zip(srcs, dsts):
+                        d.copy_(a, non_blocking=True)
+
+                for _ in range(3):
+                    go()
+                torch.cuda.synchronize(0)
+                if torch.cuda.device_count() >= 2:
+                    torch.cuda.synchronize(1)
+                ts = []
+                for _ in range(args.copy_reps):
+                    # PyTorch runs a peer copy on the source device's current stream
+                    ev0.record()
+                    go()
+                    ev1.record()
+                    for d in range(min(2, torch.cuda.device_count())):
+                        torch.cuda.synchronize(d)
+                    ts.append(ev0.elapsed_time(ev1) / 1e3)
+                m = median(ts)
+                tot = cs * chunks
+                w.row([kind, tot, chunks, fmt(m), len(ts), fmt(min(ts)), fmt(max(ts)), fmt(tot / m / 1e9)])
+                log(f"copy {kind} {tot / 2**20:9.1f} MiB x{chunks}: {m * 1e3:8.3f} ms {tot / m / 1e9:7.1f} GB/s")
+    del src, dst
+    kinds.clear()
+    torch.cuda.empty_cache()
+
+
+def prefill_point(layers, H, n, p, args):
+    x0 = torch.randn(n, HIDDEN, device=DEV, dtype=BF)
+    ids = torch.randint(0, VOCAB, (n,), device=DEV)
+    pos = torch.arange(p, p + n, device=DEV)
+    state = {}
+
+    def fl():
+        x = x0
+        for L in layers:
+            x = layer_prefill(x, L, p, pos)
+        state["x"] = x
+
+    def fh():
+        head_fn(H, ids, state["x"][-1:])
+
+    with torch.no_grad():
+        tl, th = time_pair(fl, fh, args.warmup, args.min_reps, args.max_reps, args.target_s)
+    return tl, th
+
+
+def decode_point(layers, H, B, C, args):
+    S = max(1, C // B)
+    x0 = torch.randn(B, HIDDEN, device=DEV, dtype=BF)
+    ids = torch.randint(0, VOCAB, (B,), device=DEV)
+    pos = torch.full((B,), S - 1, device=DEV, dtype=torch.long)
+    buf = {}
+
+    def fl_eager():
+        x = x0
+        for L in layers:
+            x = layer_decode(x, L, B, S, pos)
+        buf["x"] = x
+
+    def fh_eager():
+        head_fn(H, ids, buf["x"])
+
+    graph = 0
+    with torch.no_grad():
+        if args.graphs and MOE["kernel"] == "grouped_mm":
+            try:
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(2):
+                        fl_eager()
+                        fh_eager()
+                torch.cuda.current_stream().wait_stream(s)
+                g1 = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g1):
+                    fl_eager()
+                g2 = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g2):
+                    fh_eager()
+                graph = 1
+                tl, th = time_pair(g1.replay, g2.replay, args.warmup, args.min_reps, args.max_reps,
+                                   args.target_s)
+                del g1, g2
+            except Exception as ex:  # noqa: BLE001
+                log(f"graph capture failed ({type(ex).__name__}: {ex}); eager decode")
+                args.graphs = False
+                graph = 0
+                torch.cuda.synchronize()
+        if not graph:
+            tl, th = time_pair(fl_eager, fh_eager, args.warmup, args.min_reps, args.max_reps, args.target_s)
+    buf.clear()
+    return tl, th, S, graph
+
+
+PF_COLS = ["n", "p", "layers", "layers_s", "head_s", "model_s", "reps", "layers_min_s", "layers_max_s"]
+DC_COLS = ["batch", "ctx_tokens", "seq_len", "layers", "layers_s", "head_s", "model_s", "reps",
+           "cuda_graph", "layers_min_s", "layers_max_s"]
+
+
+def run_prefill(out, name, layers, H, points, budget, args):
+    w = Writer(os.path.join(out, name), PF_COLS)
+    t_end = time.time() + budget
+    Lc = len(layers)
+    for n, p in points:
+        if time.time() > t_end:
+            log(f"{name}: budget spent, {len(points)} points planned")
+            break
+        if p + n > layers[0].kv_cap or p + n > layers[-1].kv_cap:
+            continue
+        try:
+            tl, th = prefill_point(layers, H, n, p, args)
+        except torch.cuda.OutOfMemoryError:
+            log(f"prefill n={n} p={p}: out of memory, skipped")
+            torch.cuda.empty_cache()
+            continue
+        ml, mh = median(tl), median(th)
+        tot = mh + ml * LAYERS / Lc
+        w.row([n, p, Lc, fmt(ml), fmt(mh), fmt(tot), len(tl), fmt(min(tl)), fmt(max(tl))])
+        log(f"prefill n={n:6d} p={p:7d} L={Lc}: layers {ml * 1e3:9.3f} ms head {mh * 1e3:6.3f} ms"
+            f" -> model {tot * 1e3:9.2f} ms")
+        torch.cuda.empty_cache()
+
+
+def run_decode(out, name, layers, H, points, budget, args):
+    w = Writer(os.path.join(out, name), DC_COLS)
+    t_end = time.time() + budget
+    Lc = len(layers)
+    for B, C in points:
+        if time.time() > t_end:
+            log(f"{name}: budget spent")
+            break
+        S = max(1, C // B)
+        if B * S > min(L.kv_cap for L in layers):
+            continue
+        try:
+            tl, th, S, graph = decode_point(layers, H, B, C, args)
+        except torch.cuda.OutOfMemoryError:
+            log(f"decode B={B} C={C}: out of memory, skipped")
+            torch.cuda.empty_cache()
+            continue
+        ml, mh = median(tl), median(th)
+        tot = mh + ml * LAYERS / Lc
+        w.row([B, B * S, S, Lc, fmt(ml), fmt(mh), fmt(tot), len(tl), graph, fmt(min(tl)), fmt(max(tl))])
+        log(f"decode B={B:4d} C={B * S:8d} L={Lc} graph={graph}: layers {ml * 1e3:8.3f} ms"
+            f" head {mh * 1e3:6.3f} ms -> model {tot * 1e3:8.3f} ms")
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- checks
+
+
+def rel(a, b):
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def run_checks(layer, meta):
+    checks = {}
+    torch.manual_seed(1)
+    # MoE: grouped GEMM path against an fp32 per-token reference
+    h = torch.randn(37, HIDDEN, device=DEV, dtype=BF)
+    ref = moe_reference(h, layer)
+    try:
+        got = moe_grouped(h, layer)
+        torch.cuda.synchronize()
+        r = rel(got, ref)
+        checks["moe_grouped_mm_rel_err"] = r
+        if not (r < 2e-2):
+            raise RuntimeError(f"grouped_mm MoE rel err {r}")
+    except Exception as ex:  # noqa: BLE001
+        log(f"grouped_mm MoE unusable ({type(ex).__name__}: {ex}); falling back to expert loop")
+        checks["moe_grouped_mm_error"] = f"{type(ex).__name__}: {ex}"
+        MOE["kernel"] = "loop"
+        checks["moe_loop_rel_err"] = rel(moe_loop(h, layer), ref)
+    # prefill attention: lower-right causal with GQA, n=96 new after p=160
+    n, S = 96, 256
+    q = torch.randn(1, QH, n, HD, device=DEV, dtype=BF)
+    k = torch.randn(1, KVH, S, HD, device=DEV, dtype=BF)
+    v = torch.randn(1, KVH, S, HD, device=DEV, dtype=BF)
+    ref = attn_reference(q, k, v, causal_offset=True)
+    for mode in ("flash_gqa", "flash_expand"):
+        ATTN["prefill"] = mode
+        try:
+            r = rel(attn_prefill(q, k, v), ref)
+            checks[f"prefill_attn_{mode}_rel_err"] = r
+            if r < 2e-2:
+                break
+        except Exception as ex:  # noqa: BLE001
+            checks[f"prefill_attn_{mode}_error"] = f"{type(ex).__name__}: {ex}"
+    else:
+        raise SystemExit("no prefill attention path passed its check")
+    # decode attention: grouped-query packing against the reference
+    B, S = 5, 300
+    q = torch.randn(B, QH, HD, device=DEV, dtype=BF)
+    k = torch.randn(B, KVH, S, HD, device=DEV, dtype=BF)
+    v = torch.randn(B, KVH, S, HD, device=DEV, dtype=BF)
+    ref = attn_reference(q.unsqueeze(2), k, v, causal_offset=None).reshape(B, QH * HD)
+    r = rel(attn_decode(q, k, v), ref)
+    checks["decode_attn_rel_err"] = r
+    if not (r < 2e-2):
+        raise SystemExit(f"decode attention check failed: {r}")
+    checks["moe_kernel"] = MOE["kernel"]
+    checks["prefill_attn_kernel"] = ATTN["prefill"]
+    meta["checks"] = checks
+    log("checks", json.dumps(checks))
+
+
+# ---------------------------------------------------------------- grids
+
+
+def pow2_half(lo, hi):
+    out, k = [], 0
+    while True:
+        v = int(round(lo * 2 ** (k / 2) / 64)) * 64 if k else lo
+        if v > hi:
+            break
+        out.append(v)
+        k += 1
+    return out
+
+
+def ordered(points, coarse):
+    # coarse grid first (so a cut run still spans the grid), each level by cost
+    lv0 = [pt for pt in points if coarse(pt)]
+    lv1 = [pt for pt in points if not coarse(pt)]
+    return lv0 + lv1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument("--smoke", action="store_true", help="tiny grids to catch errors")
+    ap.add_argument("--prefill-layers", type=int, default=4, help="layers timed for prefill (scaled by 48/L)")
+    ap.add_argument("--decode-layers", type=int, default=8, help="layers timed for decode (scaled by 48/L)")
+    ap.add_argument("--validate-layers", type=int, default=48, help="layers for the scaling check (0: none)")
+    ap.add_argument("--kv-cap", type=int, default=(1 << 20) + 256, help="KV pool tokens of the first layers")
+    ap.add_argument("--val-kv-cap", type=int, default=(1 << 18) + 256, help="KV pool tokens of the other layers")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--min-reps", type=int, default=5)
+    ap.add_argument("--max-reps", type=int, default=25)
+    ap.add_argument("--target-s", type=float, default=0.25, help="aim for this much timed work per point")
+    ap.add_argument("--copy-reps", type=int, default=10)
+    ap.add_argument("--no-graphs", dest="graphs", action="store_false", help="eager decode")
+    ap.add_argument("--no-rope", action="store_true")
+    ap.add_argument("--budget-copy", type=float, default=40)
+    ap.add_argument("--budget-decode", type=float, default=110)
+    ap.add_argument("--budget-prefill", type=float, default=230)
+    ap.add_argument("--budget-validate", type=float, default=70)
+    ap.add_argument("--skip", default="", help="comma list of phases to skip: copy,decode,prefill,validate")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    skip = set(s for s in args.skip.split(",") if s)
+    ROPE["on"] = not args.no_rope
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    meta = {"script": "calibration/measure.py", "argv": sys.argv[1:], "started_unix": time.time()}
+    free, total = torch.cuda.mem_get_info(0)
+    props = torch.cuda.get_device_properties(0)
+    meta.update({
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
+        "device_count": torch.cuda.device_count(), "device_name": props.name,
+        "sm_count": props.multi_processor_count, "capability": f"{props.major}.{props.minor}",
+        "total_memory_props": props.total_memory,
+        "mem_get_info_free": free, "mem_get_info_total": total,
+        "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+        "has_grouped_mm": hasattr(torch, "_grouped_mm"),
+    })
+    try:
+        meta["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,"
+             "power.limit,temperature.gpu", "--format=csv"],
+            capture_output=True, text=True, timeout=20).stdout.strip()
+        meta["nvidia_smi_topo"] = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
+                                                 timeout=20).stdout.strip()
+    except Exception as ex:  # noqa: BLE001
+        meta["nvidia_smi"] = f"unavailable: {ex}"
+    meta_path = os.path.join(args.out, "meta.json")
+
+    def save_meta():
+        meta["elapsed_s"] = time.time() - T0
+        with open(meta_path, "w") as f:
+            json.dump(meta, f, indent=2, default=str)
+
+    save_meta()
+    log(json.dumps({k: meta[k] for k in ("torch", "cuda", "device_name", "sm_count", "mem_get_info_total",
+                                          "mem_get_info_free", "device_count")}))
+
+    if "copy" not in skip:
+        run_copies(args.out, args, meta)
+        save_meta()
+
+    # model
+    if args.smoke:
+        args.kv_cap = min(args.kv_cap, (1 << 17) + 256)
+        args.val_kv_cap = min(args.val_kv_cap, 20000)
+    n_main = max(args.prefill_layers, args.decode_layers)
+    n_alloc = max(n_main, args.validate_layers)
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(1234)
+    global ARANGE_E
+    ARANGE_E = torch.arange(E, device=DEV)
+    build_rope(max(args.kv_cap, args.val_kv_cap) + 1)
+    t = time.time()
+    layers = [Layer(gen, args.kv_cap if i < n_main else args.val_kv_cap) for i in range(n_alloc)]
+    H = Head(gen)
+    torch.cuda.synchronize()
+    free2, _ = torch.cuda.mem_get_info(0)
+    meta["alloc"] = {"layers": n_alloc, "seconds": time.time() - t, "mem_free_after": free2,
+                     "kv_cap_main": args.kv_cap, "kv_cap_other": args.val_kv_cap}
+    log(f"allocated {n_alloc} layers + head in {time.time() - t:.1f}s; free {free2 / 2**30:.1f} GiB")
+    run_checks(layers[0], meta)
+    save_meta()
+
+    # grids
+    batches = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128]
+    ctxs = [1024 << k for k in range(11)]  # 1K .. 1M
+    ns = pow2_half(128, 32768)  # 128 .. 32K, half-octave steps
+    ps = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 98304, 131072]
+    if args.smoke:
+        batches, ctxs = [1, 16, 128], [4096, 131072]
+        ns, ps = [128, 2048, 8192], [0, 16384]
+    dpts = [(B, C) for B in batches for C in ctxs if C >= B]
+    dpts = ordered(sorted(dpts, key=lambda bc: bc[1] + 2000 * bc[0]),
+                   lambda bc: bc[0] in (1, 4, 16, 64, 128) and int(math.log2(bc[1] // 1024)) % 2 == 0)
+    ppts = [(n, p) for n in ns for p in ps]
+    ppts = ordered(sorted(ppts, key=lambda np_: np_[0] * (np_[1] + np_[0] / 2) + 3e4 * np_[0]),
+                   lambda np_: ns.index(np_[0]) % 2 == 0 and ps.index(np_[1]) % 2 == 0)
+    meta["grids"] = {"decode": dpts, "prefill": ppts}
+    save_meta()
+
+    if "decode" not in skip:
+        run_decode(args.out, "decode.csv", layers[:args.decode_layers], H, dpts, args.budget_decode, args)
+        save_meta()
+    if "prefill" not in skip:
+        run_prefill(args.out, "prefill.csv", layers[:args.prefill_layers], H, ppts, args.budget_prefill, args)
+        save_meta()
+    if "validate" not in skip and args.validate_layers > 0:
+        VL = layers[:args.validate_layers]
+        vd = [(1, 4096), (16, 65536), (64, 16384), (128, 262144)]
+        vp = [(512, 0), (2048, 8192), (8192, 0), (4096, 32768)]
+        if args.smoke:
+            vd, vp = [(16, 16384)], [(2048, 8192)]
+        vd = [(B, C) for B, C in vd if C <= args.val_kv_cap - 256]
+        vp = [(n, p) for n, p in vp if n + p <= args.val_kv_cap]
+        if vd:  # the main grids hold the same points, timed with fewer layers
+            run_decode(args.out, "decode_l48.csv", VL, H, vd, args.budget_validate / 2, args)
+        run_prefill(args.out, "prefill_l48.csv", VL, H, vp, args.budget_validate / 2, args)
+        save_meta()
+    meta["finished"] = True
+    save_meta()
+    log("done")
+
+
+if __name__ == "__main__":
+    main()
