@@ -2,9 +2,159 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+	"github.com/pdhybrid/pdhybrid/internal/trace/convert"
+	"github.com/pdhybrid/pdhybrid/internal/trace/stats"
 )
 
 func runTraceStats(ctx context.Context, e *env, args []string) error {
-	return errors.New("trace_stats: under construction")
+	fs := newFlags(e, "stats", "pdhybrid trace stats [--json] [flags] PATH",
+		`Summarise a trace in one streaming pass: requests, sessions, block size,
+turns per session, input/output token, inter-turn gap and think-time
+distributions (mean, p50, p90, p99, max; numpy linear-interpolation
+percentiles), the ideal prefix-cache hit ratio of an infinite radix cache
+(a block hits only if its whole chain was requested before), and the share
+of hits on blocks first seen in another session.
+
+PATH is a canonical trace; a headerless canonical-schema file needs
+--block-size. A raw Mooncake file or a weka directory is detected and
+converted on the fly (same flags as 'trace convert'); --from forces a format.`)
+	sf := addSourceFlags(fs, "", "source format (weka, mooncake, bailian, seed, canonical); empty = detect from the file")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"stats: need exactly one PATH"}
+	}
+	path := fs.Arg(0)
+	if *sf.from == "" {
+		f, err := convert.Detect(path)
+		if err != nil {
+			return err
+		}
+		*sf.from = f
+	}
+	if _, ok := convert.DefaultBlockSize[*sf.from]; !ok {
+		return usageError{fmt.Sprintf("stats: unknown --from %q", *sf.from)}
+	}
+	var rep stats.Report
+	switch *sf.from {
+	case "weka", "mooncake":
+		st, err := convert.Open(path, sf.options(false))
+		if err != nil {
+			return err
+		}
+		col := stats.NewCollector(st.Header)
+		n := 0
+		err = st.Run(func(r *trace.Request) error {
+			if n++; n%4096 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			col.Add(r)
+			return nil
+		})
+		fmt.Fprintf(e.stderr, "read %s as %s\n", path, *sf.from)
+		reportStream(e.stderr, st)
+		if err != nil {
+			return err
+		}
+		rep = col.Report()
+	default:
+		// Canonical-schema files are read directly, without the pass-through
+		// checker, whose chat-id map would grow with the file.
+		var err error
+		if rep, err = statsCanonical(ctx, e, path, *sf.from, *sf.blockSize); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printStats(e.stdout, path, rep)
+	return nil
+}
+
+// statsCanonical streams a canonical-schema file into a stats collector.
+// Malformed lines are counted, listed (up to maxListed) and left out.
+func statsCanonical(ctx context.Context, e *env, path, from string, blockSize int) (stats.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return stats.Report{}, err
+	}
+	defer f.Close()
+	bs := blockSize
+	if bs <= 0 {
+		bs = convert.DefaultBlockSize[from]
+	}
+	rd, err := trace.NewReader(f, path, bs)
+	if err != nil {
+		return stats.Report{}, err
+	}
+	h := rd.Header()
+	if blockSize > 0 {
+		h.BlockSize = blockSize
+	}
+	if !rd.HasHeader() && h.BlockSize <= 0 {
+		return stats.Report{}, usageError{path + ": no header line: give --block-size (or --from bailian|seed)"}
+	}
+	col := stats.NewCollector(h)
+	var req trace.Request
+	bad := 0
+	for n := 1; ; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return stats.Report{}, ctx.Err()
+		}
+		err := rd.Next(&req)
+		if err == io.EOF {
+			break
+		}
+		var te *trace.Error
+		if errors.As(err, &te) {
+			if bad++; bad <= maxListed {
+				fmt.Fprintln(e.stderr, "skipped:", te)
+			}
+			continue
+		}
+		if err != nil {
+			return stats.Report{}, err
+		}
+		col.Add(&req)
+	}
+	if bad > 0 {
+		fmt.Fprintf(e.stderr, "skipped %d malformed lines (run 'pdhybrid trace validate' for the full list)\n", bad)
+	}
+	return col.Report(), nil
+}
+
+func printStats(w io.Writer, path string, r stats.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "trace\t%s (source %q)\n", path, r.Source)
+	fmt.Fprintf(tw, "requests\t%d\n", r.Requests)
+	fmt.Fprintf(tw, "sessions\t%d (%d sub-agent)\n", r.Sessions, r.SubagentSessions)
+	fmt.Fprintf(tw, "block size\t%d tokens\n", r.BlockSize)
+	fmt.Fprintf(tw, "duration\t%.1f s (global timestamp order: %v)\n", r.DurationS, r.GlobalTimeOrdered)
+	fmt.Fprintf(tw, "total tokens\tinput %d, output %d\n", r.TotalInputTokens, r.TotalOutputTokens)
+	fmt.Fprintf(tw, "ideal cache hit ratio\t%.4f (%d of %d blocks; %d unique)\n", r.IdealCacheHitRatio, r.BlocksHit, r.BlocksRequested, r.UniqueBlocks)
+	fmt.Fprintf(tw, "cross-session share\t%.4f of hit blocks (%d) were first seen in another session\n", r.CrossSessionShare, r.CrossSessionHitBlocks)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "distribution\tcount\tmean\tp50\tp90\tp99\tmax")
+	row := func(name string, s stats.Summary) {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n", name, s.Count, s.Mean, s.P50, s.P90, s.P99, s.Max)
+	}
+	row("turns per session", r.TurnsPerSession)
+	row("input tokens", r.InputTokens)
+	row("output tokens", r.OutputTokens)
+	row("inter-turn gap (s)", r.InterTurnGapS)
+	row("think time (s)", r.ThinkTimeS)
+	tw.Flush()
 }

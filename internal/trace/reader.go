@@ -94,7 +94,9 @@ func (r *Reader) HasHeader() bool { return r.hasHeader }
 func (r *Reader) Line() int { return r.line }
 
 // Next decodes the next request into req, reusing req's HashIDs storage. It
-// returns io.EOF at the end of the file and an *Error for a malformed line.
+// returns io.EOF at the end of the file and an *Error for a malformed line;
+// after an *Error for a line, Next may be called again to go on with the
+// following line (validators use this to report every bad line).
 func (r *Reader) Next(req *Request) error {
 	for {
 		var line []byte
@@ -123,32 +125,52 @@ func (r *Reader) Next(req *Request) error {
 }
 
 // readLine returns the next line without its newline; the slice is valid
-// until the next call.
+// until the next call. A line that fits the bufio buffer is returned in place
+// (no copy); only longer lines are assembled in r.buf.
 func (r *Reader) readLine() ([]byte, error) {
-	r.buf = r.buf[:0]
-	for {
-		chunk, err := r.br.ReadSlice('\n')
-		r.buf = append(r.buf, chunk...)
-		if err == bufio.ErrBufferFull {
-			continue
+	chunk, err := r.br.ReadSlice('\n')
+	var line []byte
+	switch err {
+	case nil:
+		line = chunk
+	case bufio.ErrBufferFull:
+		r.buf = append(r.buf[:0], chunk...)
+		for err == bufio.ErrBufferFull {
+			chunk, err = r.br.ReadSlice('\n')
+			r.buf = append(r.buf, chunk...)
 		}
-		if err == io.EOF {
-			if len(r.buf) == 0 {
-				return nil, io.EOF
-			}
-			r.line++
-			return r.buf, nil
+		if err != nil && err != io.EOF {
+			return nil, r.readErr(err)
 		}
-		if err != nil {
-			return nil, &Error{File: r.file, Line: r.line + 1, Msg: "read: " + err.Error()}
+		line = r.buf
+	case io.EOF:
+		if len(chunk) == 0 {
+			return nil, io.EOF
 		}
-		r.line++
-		n := len(r.buf) - 1
-		if n > 0 && r.buf[n-1] == '\r' {
-			n--
-		}
-		return r.buf[:n], nil
+		line = chunk
+	default:
+		return nil, r.readErr(err)
 	}
+	r.line++
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		n--
+	}
+	if n > 0 && line[n-1] == '\r' {
+		n--
+	}
+	return line[:n], nil
+}
+
+// readErr wraps an I/O error. It is deliberately not an *Error: an *Error
+// means "this line is bad, the next may be fine", while an I/O error ends the
+// file.
+func (r *Reader) readErr(err error) error {
+	name := r.file
+	if name == "" {
+		name = "<trace>"
+	}
+	return fmt.Errorf("%s: read after line %d: %w", name, r.line, err)
 }
 
 // ReadAll reads every request. It is meant for tests and small files; tools

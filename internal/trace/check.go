@@ -1,0 +1,184 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Checker verifies a trace's invariants one request at a time, in file order:
+//
+//   - chat_id is unique;
+//   - parent_chat_id is -1 or the chat id of an earlier request of the same
+//     session (the previous turn);
+//   - turns increase within a session, starting at 1 at the root;
+//   - timestamps are finite, non-negative and do not go backwards within a
+//     session;
+//   - lengths are non-negative and len(hash_ids) == ceil(input_length/block_size);
+//   - think_time_s, when present, is finite and non-negative.
+//
+// It also fills a missing session_id and turn from the parent chain, which is
+// how Bailian-style files (chat_id/parent_chat_id only) get their sessions:
+// a root opens session "s<chat_id>" and every child inherits its parent's
+// session with the parent's turn + 1.
+//
+// Memory grows with the number of requests (one small record per chat id, to
+// answer "does the parent exist"), never with their hash ids.
+type Checker struct {
+	blockSize int
+	chats     map[int64]chatRef
+	sessIdx   map[string]int32
+	sessions  []sessState
+
+	requests  int
+	lastTS    float64
+	unordered int // requests whose timestamp is below the previous line's
+	firstBack int // line of the first such request
+}
+
+type chatRef struct {
+	sess     int32 // index into sessions; -1 when the request was rejected
+	turn     int32
+	line     int32
+	rejected bool
+	ts       float64
+}
+
+type sessState struct {
+	id       string
+	lastTurn int
+	lastTS   float64
+}
+
+// NewChecker checks against the given block size (tokens per hash id); a
+// block size of 0 skips the hash-length check.
+func NewChecker(blockSize int) *Checker {
+	return &Checker{blockSize: blockSize, chats: map[int64]chatRef{}, sessIdx: map[string]int32{}}
+}
+
+// Check validates r, which was read from the given line, against the schema
+// and against everything accepted or rejected before. It fills r.SessionID and
+// r.Turn when they are missing (empty / 0). The returned errors carry Line and
+// Field; the caller adds File. Check records nothing: follow it with Accept
+// (r goes into the trace) or Reject (r is dropped, and its children will be
+// reported as orphans of a dropped request).
+func (c *Checker) Check(r *Request, line int) []*Error {
+	var errs []*Error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &Error{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if prev, dup := c.chats[r.ChatID]; dup {
+		bad("chat_id", "%d already used on line %d; expected a chat id unique in the file", r.ChatID, prev.line)
+	}
+	if r.InputLength < 0 {
+		bad("input_length", "got %d, expected a non-negative token count", r.InputLength)
+	}
+	if r.OutputLength < 0 {
+		bad("output_length", "got %d, expected a non-negative token count", r.OutputLength)
+	}
+	if math.IsNaN(r.Timestamp) || math.IsInf(r.Timestamp, 0) || r.Timestamp < 0 {
+		bad("timestamp", "got %v, expected non-negative seconds from the trace start", r.Timestamp)
+	}
+	if t := r.ThinkTimeS; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
+		bad("think_time_s", "got %v, expected non-negative seconds", *t)
+	}
+	if c.blockSize > 0 && r.InputLength >= 0 {
+		if want := BlocksFor(r.InputLength, c.blockSize); len(r.HashIDs) != want {
+			bad("hash_ids", "has %d ids, expected ceil(input_length %d / block_size %d) = %d", len(r.HashIDs), r.InputLength, c.blockSize, want)
+		}
+	}
+	switch {
+	case r.ParentChatID < -1:
+		bad("parent_chat_id", "got %d, expected -1 (session root) or an earlier chat id", r.ParentChatID)
+	case r.ParentChatID == -1:
+		if r.SessionID == "" {
+			r.SessionID = "s" + strconv.FormatInt(r.ChatID, 10)
+		}
+		if r.Turn == 0 {
+			r.Turn = 1
+		}
+		if r.Turn != 1 {
+			bad("turn", "got %d, expected 1 for a session root (parent_chat_id -1)", r.Turn)
+		}
+	default:
+		p, ok := c.chats[r.ParentChatID]
+		switch {
+		case !ok:
+			bad("parent_chat_id", "%d does not appear on an earlier line; expected the chat id of the session's previous turn", r.ParentChatID)
+		case p.rejected:
+			bad("parent_chat_id", "%d (line %d) was dropped, so this turn has no parent", r.ParentChatID, p.line)
+		default:
+			ps := c.sessions[p.sess].id
+			if r.SessionID == "" {
+				r.SessionID = ps
+			} else if r.SessionID != ps {
+				bad("session_id", "got %q, expected %q, the session of parent chat %d (line %d)", r.SessionID, ps, r.ParentChatID, p.line)
+			}
+			if r.Turn == 0 {
+				r.Turn = int(p.turn) + 1
+			}
+			if r.Turn <= int(p.turn) {
+				bad("turn", "got %d, expected more than the parent's turn %d (line %d)", r.Turn, p.turn, p.line)
+			}
+			if r.Timestamp < p.ts {
+				bad("timestamp", "got %v, earlier than the parent's %v (line %d); expected time not to go backwards within a session", r.Timestamp, p.ts, p.line)
+			}
+		}
+	}
+	if i, ok := c.sessIdx[r.SessionID]; ok && r.SessionID != "" {
+		s := c.sessions[i]
+		if r.Turn <= s.lastTurn && r.ParentChatID != -1 {
+			bad("turn", "got %d, expected more than %d, the session's latest turn so far (is this a second branch from one parent?)", r.Turn, s.lastTurn)
+		}
+		if r.ParentChatID == -1 {
+			bad("parent_chat_id", "session %q already has a root; expected the chat id of its previous turn", r.SessionID)
+		}
+	}
+	return errs
+}
+
+// Accept records r (already passed through Check) as part of the trace.
+func (c *Checker) Accept(r *Request, line int) {
+	c.requests++
+	if c.requests > 1 && r.Timestamp < c.lastTS {
+		if c.unordered == 0 {
+			c.firstBack = line
+		}
+		c.unordered++
+	} else {
+		c.lastTS = r.Timestamp
+	}
+	i, ok := c.sessIdx[r.SessionID]
+	if !ok {
+		i = int32(len(c.sessions))
+		c.sessIdx[r.SessionID] = i
+		c.sessions = append(c.sessions, sessState{id: r.SessionID})
+	}
+	s := &c.sessions[i]
+	if r.Turn > s.lastTurn {
+		s.lastTurn = r.Turn
+	}
+	if r.Timestamp > s.lastTS {
+		s.lastTS = r.Timestamp
+	}
+	if _, dup := c.chats[r.ChatID]; !dup {
+		c.chats[r.ChatID] = chatRef{sess: i, turn: int32(r.Turn), line: int32(line), ts: r.Timestamp}
+	}
+}
+
+// Reject records that r was dropped, so later requests naming it as parent
+// are reported as orphans rather than as pointing at nothing.
+func (c *Checker) Reject(r *Request, line int) {
+	if _, dup := c.chats[r.ChatID]; !dup {
+		c.chats[r.ChatID] = chatRef{sess: -1, line: int32(line), rejected: true}
+	}
+}
+
+// Sessions is the number of distinct sessions accepted.
+func (c *Checker) Sessions() int { return len(c.sessions) }
+
+// Order reports whether accepted requests were in global non-decreasing
+// timestamp order; if not, how many stepped back and the first such line.
+func (c *Checker) Order() (ordered bool, backwards, firstLine int) {
+	return c.unordered == 0, c.unordered, c.firstBack
+}
