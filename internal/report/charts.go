@@ -1,0 +1,295 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+)
+
+// Chart is one figure on the page.
+type Chart struct {
+	ID       string
+	Title    string
+	Question string // what the chart answers, shown under it and in docs/reports.md
+	Method   string // how the numbers were computed
+	SVG      template.HTML
+}
+
+// palette is the Okabe–Ito colour-blind-safe set. The three mechanisms own
+// fixed colours (KVC blue, naive PD vermillion, DP green, as in the seed's
+// figures) so a mechanism looks the same in every report; other runs take
+// the remaining colours in run order.
+func palette() []string {
+	return []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999"}
+}
+
+func mechanismSlot(mech string) int {
+	m := strings.ToLower(mech)
+	switch {
+	case strings.Contains(m, "kvc") || strings.Contains(m, "kvcache"):
+		return 0
+	case strings.Contains(m, "disagg") || strings.Contains(m, "naive"):
+		return 1
+	case strings.Contains(m, "colo") || m == "dp":
+		return 2
+	}
+	return -1
+}
+
+// RunColors assigns each run a colour: the first run of a known mechanism
+// gets the mechanism's colour; every other run takes the next unused colour
+// in run order. The result depends only on the runs' order and mechanisms,
+// so regenerating a report never repaints it.
+func RunColors(mechanisms []string) []string {
+	pal := palette()
+	used := make([]bool, len(pal))
+	out := make([]string, len(mechanisms))
+	for i, m := range mechanisms {
+		if s := mechanismSlot(m); s >= 0 && !used[s] {
+			used[s], out[i] = true, pal[s]
+		}
+	}
+	next := 0
+	for i := range out {
+		if out[i] != "" {
+			continue
+		}
+		for next < len(pal) && used[next] {
+			next++
+		}
+		if next < len(pal) {
+			used[next], out[i] = true, pal[next]
+		} else {
+			out[i] = pal[(i+3)%len(pal)] // more runs than colours: reuse
+		}
+	}
+	return out
+}
+
+// view is a run as the charts see it: its display name, colour and the
+// sorted series several charts share.
+type view struct {
+	*Run
+	name    string
+	color   string
+	ttft    []float64
+	latency []float64
+}
+
+func newViews(runs []*Run) []view {
+	mechs := make([]string, len(runs))
+	for i, r := range runs {
+		mechs[i] = r.Mechanism
+	}
+	colors := RunColors(mechs)
+	names := uniqueNames(runs)
+	vs := make([]view, len(runs))
+	for i, r := range runs {
+		vs[i] = view{Run: r, name: names[i], color: colors[i],
+			ttft:    sortedCompleted(r.Requests, func(q *Request) float64 { return q.TTFTS }),
+			latency: sortedCompleted(r.Requests, func(q *Request) float64 { return q.LatencyS })}
+	}
+	return vs
+}
+
+// uniqueNames suffixes repeated run names with #2, #3… so legends differ.
+func uniqueNames(runs []*Run) []string {
+	seen := map[string]int{}
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		seen[r.Name]++
+		out[i] = r.Name
+		if k := seen[r.Name]; k > 1 {
+			out[i] = r.Name + " #" + strconv.Itoa(k)
+		}
+	}
+	return out
+}
+
+func runLegend(vs []view, extra func(v view) string) []LegendItem {
+	items := make([]LegendItem, len(vs))
+	for i, v := range vs {
+		label := v.name
+		if extra != nil {
+			label += " " + extra(v)
+		}
+		items[i] = LegendItem{Label: label, Color: v.color}
+	}
+	return items
+}
+
+// buildCharts lays out every figure of the report, in page order.
+func buildCharts(vs []view, opt Options) []Chart {
+	var charts []Chart
+	add := func(id, title, question, method string, svg template.HTML) {
+		charts = append(charts, Chart{ID: id, Title: title, Question: question, Method: method, SVG: svg})
+	}
+	n := func(v view) string { return fmt.Sprintf("(n=%d)", len(v.ttft)) }
+
+	// TTFT density: linear body and log full range.
+	var pooled []float64
+	for _, v := range vs {
+		pooled = append(pooled, v.ttft...)
+	}
+	sort.Float64s(pooled)
+	cut := metrics.Percentile(pooled, opt.BodyQuantile)
+	if cut <= 0 {
+		cut = 1
+	}
+	var body, logd []Line
+	for _, v := range vs {
+		d := BodyDensity(v.ttft, cut, 200)
+		body = append(body, Line{Name: v.name, Color: v.color, X: d.X, Y: d.Y})
+		l := LogDensity(v.ttft, 200)
+		logd = append(logd, Line{Name: v.name, Color: v.color, X: l.X, Y: l.Y})
+	}
+	add("ttft-density-linear", fmt.Sprintf("TTFT density, body (TTFT ≤ %s s, pooled p%g)", formatNum(cut), opt.BodyQuantile),
+		"Where do most requests' first tokens land, and does a mechanism have a fast path (a second, early peak)?",
+		"Gaussian kernel density estimate (not a histogram) over completed requests with TTFT ≤ the cut; bandwidth by Scott's rule on those samples; divided by all completed requests, so the area under a curve is its share of requests inside the cut.",
+		LineChart{Title: "TTFT density — linear body", X: Axis{Label: "TTFT (s)", Min: 0, Max: cut},
+			Y: Axis{Label: "density (1/s)"}, Lines: body, Legend: runLegend(vs, n)}.SVG())
+	add("ttft-density-log", "TTFT density, full range (log scale)",
+		"How far does the TTFT tail reach, and how are the fast body and the slow tail split?",
+		"Gaussian KDE of log10(TTFT) over all completed requests, Scott bandwidth in log space; y is density per decade, so equal areas mean equal shares of requests. TTFTs under 0.1 ms are drawn at 0.1 ms.",
+		LineChart{Title: "TTFT density — log x, full range", X: Axis{Label: "TTFT (s, log scale)", Log: true},
+			Y: Axis{Label: "density per decade of TTFT"}, Lines: logd, Legend: runLegend(vs, n)}.SVG())
+
+	// Latency CDF and log survival.
+	var cdf, surv []Line
+	minS := 1.0
+	for _, v := range vs {
+		x, F, S := ECDFPoints(v.latency, 500)
+		cdf = append(cdf, Line{Name: v.name, Color: v.color, X: x, Y: F})
+		surv = append(surv, Line{Name: v.name, Color: v.color, X: x, Y: S})
+		if len(v.latency) > 0 {
+			minS = math.Min(minS, 1/float64(len(v.latency)))
+		}
+	}
+	add("latency-cdf", "End-to-end latency CDF",
+		"Which run finishes more requests by a given time; where do the curves cross?",
+		"Empirical CDF of completed requests' e2e latency: the share of requests with latency ≤ x.",
+		LineChart{Title: "E2E latency CDF", X: Axis{Label: "end-to-end latency (s)"},
+			Y: Axis{Label: "share of completed requests ≤ x", Percent: true, Min: 0, Max: 1}, Lines: cdf, Legend: runLegend(vs, nil)}.SVG())
+	add("latency-survival", "End-to-end latency survival (log y)",
+		"How heavy is each run's tail: how many requests are slower than x, down to the single slowest?",
+		"P(latency ≥ x) of completed requests on a log axis; the slowest request sits at 1/n.",
+		LineChart{Title: "E2E latency survival — log y", X: Axis{Label: "end-to-end latency (s)"},
+			Y: Axis{Label: "P(latency ≥ x)", Log: true, Min: minS, Max: 1}, Lines: surv, Legend: runLegend(vs, nil)}.SVG())
+
+	charts = append(charts, modeCharts(vs, opt)...)
+	charts = append(charts, loadCharts(vs)...)
+	return charts
+}
+
+// modeCharts: execution-mode mix, per-mode TTFT and tail attribution.
+func modeCharts(vs []view, opt Options) []Chart {
+	var out []Chart
+	stats := make([][]ModeStat, len(vs))
+	totals := map[string]int{}
+	for i, v := range vs {
+		stats[i] = ModeStats(v.Requests)
+		for _, m := range stats[i] {
+			totals[m.Mode] += m.Requests
+		}
+	}
+	modes := keysByCount(totals)
+	mix := make([]BarGroup, len(vs))
+	ttft := make([]BarGroup, len(vs))
+	top := modes
+	if len(top) > opt.MaxModes {
+		top = top[:opt.MaxModes]
+	}
+	for i, v := range vs {
+		by := map[string]ModeStat{}
+		all := 0
+		for _, m := range stats[i] {
+			by[m.Mode] = m
+			all += m.Requests
+		}
+		mix[i] = BarGroup{Name: v.name, Color: v.color}
+		for _, m := range modes {
+			s, ok := by[m]
+			if !ok || all == 0 {
+				mix[i].Values, mix[i].Labels = append(mix[i].Values, math.NaN()), append(mix[i].Labels, "")
+				continue
+			}
+			mix[i].Values = append(mix[i].Values, float64(s.Requests)/float64(all))
+			mix[i].Labels = append(mix[i].Labels, strconv.Itoa(s.Requests))
+		}
+		ttft[i] = BarGroup{Name: v.name, Color: v.color}
+		for _, m := range top {
+			s, ok := by[m]
+			if !ok || s.Completed == 0 {
+				ttft[i].Values, ttft[i].Labels = append(ttft[i].Values, math.NaN()), append(ttft[i].Labels, "")
+				continue
+			}
+			ttft[i].Values = append(ttft[i].Values, s.TTFT.Mean)
+			ttft[i].Labels = append(ttft[i].Labels, fmt.Sprintf("%ss n=%d", formatNum(s.TTFT.Mean), s.Completed))
+		}
+	}
+	out = append(out, Chart{ID: "mode-mix", Title: "Execution-mode mix",
+		Question: "Which paths did requests take: how often the fast path (direct-to-D) fired and which fallbacks dominate?",
+		Method:   "Share of each run's requests (all statuses) by execution_mode; the number after a bar is the request count.",
+		SVG:      BarChart{Title: "Execution-mode mix", Categories: modes, Groups: mix, Horizontal: true, Value: Axis{Label: "share of the run's requests", Percent: true}}.SVG()})
+	out = append(out, Chart{ID: "mode-ttft", Title: "Mean TTFT per execution mode",
+		Question: "What does each path cost? A fast path only pays if its TTFT is far below the fallbacks'.",
+		Method:   fmt.Sprintf("Mean TTFT of completed requests per execution mode, the %d most used modes, log axis; the table below adds p50/p90/p99.", opt.MaxModes),
+		SVG:      BarChart{Title: "Mean TTFT per execution mode", Categories: top, Groups: ttft, Horizontal: true, Value: Axis{Label: "mean TTFT (s, log scale)", Log: true}}.SVG()})
+
+	// Tail attribution.
+	tailTotals := map[string]int{}
+	type tailRes struct {
+		thr   float64
+		n     int
+		modes map[string]ModeCount
+	}
+	res := make([]tailRes, len(vs))
+	for i, v := range vs {
+		thr, n, ms := TailAttribution(v.Requests, opt.TailQuantile)
+		res[i] = tailRes{thr, n, map[string]ModeCount{}}
+		for _, m := range ms {
+			res[i].modes[m.Mode] = m
+			tailTotals[m.Mode] += m.Count
+		}
+	}
+	tmodes := keysByCount(tailTotals)
+	groups := make([]BarGroup, len(vs))
+	for i, v := range vs {
+		groups[i] = BarGroup{Name: fmt.Sprintf("%s (n=%d, TTFT ≥ %s s)", v.name, res[i].n, formatNum(res[i].thr)), Color: v.color}
+		for _, m := range tmodes {
+			c, ok := res[i].modes[m]
+			if !ok {
+				groups[i].Values, groups[i].Labels = append(groups[i].Values, math.NaN()), append(groups[i].Labels, "")
+				continue
+			}
+			share := float64(c.Count) / float64(res[i].n)
+			groups[i].Values = append(groups[i].Values, share)
+			groups[i].Labels = append(groups[i].Labels, fmt.Sprintf("%d (%.0f%%)", c.Count, share*100))
+		}
+	}
+	out = append(out, Chart{ID: "tail-attribution", Title: fmt.Sprintf("p%g TTFT tail attribution by execution mode", opt.TailQuantile),
+		Question: "Which paths make the tail? Improving a path that is absent from the tail cannot move p99.",
+		Method:   fmt.Sprintf("Completed requests with TTFT at or above the run's own p%g (numpy linear interpolation), split by execution_mode; bar = share of the run's tail, label = count (share).", opt.TailQuantile),
+		SVG:      BarChart{Title: fmt.Sprintf("TTFT ≥ p%g: share of the tail by execution mode", opt.TailQuantile), Categories: tmodes, Groups: groups, Horizontal: true, Value: Axis{Label: "share of the run's tail requests", Percent: true}}.SVG()})
+	return out
+}
+
+// keysByCount orders map keys by descending count, then name.
+func keysByCount(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if m[ks[i]] != m[ks[j]] {
+			return m[ks[i]] > m[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
+	return ks
+}

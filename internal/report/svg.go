@@ -1,0 +1,447 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// This file draws charts as inline SVG strings. It knows nothing about
+// runs: callers hand it axes and series. Every data mark carries class
+// "mark" so the page's self-check (and the browser test) can tell a chart
+// with data from an empty frame.
+
+// Axis describes one axis. Min and Max bound the data; the drawn range is
+// widened to nice tick values.
+type Axis struct {
+	Label   string // with unit, e.g. "TTFT (s)"
+	Log     bool
+	Percent bool // values are 0..1 shares, ticks print as %
+	Min     float64
+	Max     float64
+}
+
+// Line is one series of a line chart.
+type Line struct {
+	Name  string
+	Color string
+	Dash  string // SVG stroke-dasharray, "" for solid
+	X, Y  []float64
+}
+
+// LineChart is an x–y chart of one or more lines.
+type LineChart struct {
+	Title  string
+	X, Y   Axis
+	Lines  []Line
+	Legend []LegendItem // usually one per run; styles may add entries
+}
+
+// LegendItem is a swatch and a label.
+type LegendItem struct {
+	Label string
+	Color string
+	Dash  string
+}
+
+const (
+	chartW          = 620
+	chartH          = 340
+	padL, padR      = 64, 16
+	padT, padB      = 40, 52
+	fontSize        = 11
+	charW           = 6.4 // approximate advance of one 11 px sans character
+	approxTickCount = 6
+)
+
+// scale maps data values to pixels on one axis.
+type scale struct {
+	lo, hi   float64 // drawn data range (log10 units for log axes)
+	p0, p1   float64 // pixel range
+	log      bool
+	ticks    []float64 // data values
+	labels   []string
+	percent  bool
+	hasValue bool
+}
+
+func newScale(a Axis, p0, p1 float64) scale {
+	s := scale{p0: p0, p1: p1, log: a.Log, percent: a.Percent}
+	lo, hi := a.Min, a.Max
+	if a.Log {
+		if lo <= 0 {
+			lo = hi / 1e3
+		}
+		if hi <= 0 {
+			lo, hi = 0.1, 1
+		}
+		s.lo, s.hi = math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		if s.hi <= s.lo {
+			s.hi = s.lo + 1
+		}
+		for d := s.lo; d <= s.hi+1e-9; d++ {
+			for _, m := range []float64{1, 2, 5} {
+				v := m * math.Pow(10, d)
+				if (m == 1 || s.hi-s.lo <= 2) && math.Log10(v) <= s.hi+1e-9 {
+					s.ticks = append(s.ticks, v)
+				}
+			}
+		}
+	} else {
+		if hi <= lo {
+			hi = lo + 1
+		}
+		step := niceStep((hi - lo) / (approxTickCount - 1))
+		s.lo, s.hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
+		for v := s.lo; v <= s.hi+step*1e-6; v += step {
+			s.ticks = append(s.ticks, math.Round(v/step)*step)
+		}
+	}
+	for _, t := range s.ticks {
+		s.labels = append(s.labels, tickLabel(t, a.Percent))
+	}
+	return s
+}
+
+// niceStep rounds x up to 1, 2, 2.5 or 5 times a power of ten.
+func niceStep(x float64) float64 {
+	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*p >= x*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// tickLabel prints a tick compactly: 0.01, 0.5, 20, 1.5k, 100k, 2M, 50%.
+func tickLabel(v float64, percent bool) string {
+	if percent {
+		return strconv.FormatFloat(v*100, 'f', -1, 64) + "%"
+	}
+	a := math.Abs(v)
+	switch {
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
+	case a >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// px maps a data value to a pixel; ok is false where it cannot be drawn
+// (non-positive on a log axis, NaN).
+func (s scale) px(v float64) (float64, bool) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, false
+	}
+	if s.log {
+		if v <= 0 {
+			return 0, false
+		}
+		v = math.Log10(v)
+	}
+	return s.p0 + (v-s.lo)/(s.hi-s.lo)*(s.p1-s.p0), true
+}
+
+// esc escapes text for SVG inside HTML.
+func esc(s string) string { return html.EscapeString(s) }
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// svgOpen starts a chart's SVG element with its title.
+func svgOpen(b *strings.Builder, w, h int, title string) {
+	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-size="%d">`,
+		w, h, w, h, esc(title), fontSize)
+	fmt.Fprintf(b, `<text x="%d" y="18" font-weight="600" font-size="13">%s</text>`, padL, esc(title))
+}
+
+// legend draws items in a row under the title, wrapping when needed.
+func legend(b *strings.Builder, items []LegendItem, x0, y0, maxX float64) {
+	x, y := x0, y0
+	for _, it := range items {
+		w := 28 + float64(len(it.Label))*charW
+		if x+w > maxX && x > x0 {
+			x, y = x0, y+14
+		}
+		dash := ""
+		if it.Dash != "" {
+			dash = ` stroke-dasharray="` + esc(it.Dash) + `"`
+		}
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"%s/>`,
+			f1(x), f1(y-4), f1(x+18), f1(y-4), esc(it.Color), dash)
+		fmt.Fprintf(b, `<text x="%s" y="%s">%s</text>`, f1(x+22), f1(y), esc(it.Label))
+		x += w + 10
+	}
+}
+
+// legendHeight is the space legend needs at width maxX−x0.
+func legendHeight(items []LegendItem, width float64) float64 {
+	rows, x := 1, 0.0
+	for _, it := range items {
+		w := 28 + float64(len(it.Label))*charW
+		if x+w > width && x > 0 {
+			rows, x = rows+1, 0
+		}
+		x += w + 10
+	}
+	return float64(rows) * 14
+}
+
+// axes draws the frame, grid, tick labels and axis titles.
+func axes(b *strings.Builder, xs, ys scale, xl, yl string, left, top, right, bottom float64) {
+	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#888"/>`,
+		f1(left), f1(top), f1(right-left), f1(bottom-top))
+	for i, t := range xs.ticks {
+		x, _ := xs.px(t)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/>`, f1(x), f1(top), f1(x), f1(bottom))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1(x), f1(bottom+14), esc(xs.labels[i]))
+	}
+	for i, t := range ys.ticks {
+		y, _ := ys.px(t)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e4e4e4"/>`, f1(left), f1(y), f1(right), f1(y))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`, f1(left-4), f1(y+4), esc(ys.labels[i]))
+	}
+	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1((left+right)/2), f1(bottom+34), esc(xl))
+	fmt.Fprintf(b, `<text transform="translate(14 %s) rotate(-90)" text-anchor="middle">%s</text>`, f1((top+bottom)/2), esc(yl))
+}
+
+// dataRange returns the finite (and, for log axes, positive) extent of vs.
+func dataRange(log bool, vss ...[]float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, vs := range vss {
+		for _, v := range vs {
+			if math.IsNaN(v) || math.IsInf(v, 0) || (log && v <= 0) {
+				continue
+			}
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if math.IsInf(lo, 1) {
+		return 0, 1
+	}
+	return lo, hi
+}
+
+// SVG renders the chart. Unset axis bounds (Min == Max == 0) come from the
+// data.
+func (c LineChart) SVG() template.HTML {
+	var xs, ys [][]float64
+	for _, l := range c.Lines {
+		xs, ys = append(xs, l.X), append(ys, l.Y)
+	}
+	if c.X.Min == 0 && c.X.Max == 0 {
+		c.X.Min, c.X.Max = dataRange(c.X.Log, xs...)
+	}
+	if c.Y.Min == 0 && c.Y.Max == 0 {
+		c.Y.Min, c.Y.Max = dataRange(c.Y.Log, ys...)
+		if !c.Y.Log && c.Y.Min > 0 {
+			c.Y.Min = 0
+		}
+	}
+	lh := legendHeight(c.Legend, chartW-padL-padR)
+	top := padT + lh - 14
+	left, right, bottom := float64(padL), float64(chartW-padR), float64(chartH-padB)+lh-14
+	h := int(bottom) + padB
+	sx := newScale(c.X, left, right)
+	sy := newScale(c.Y, bottom, top)
+	var b strings.Builder
+	svgOpen(&b, chartW, h, c.Title)
+	legend(&b, c.Legend, left, 34, right)
+	axes(&b, sx, sy, c.X.Label, c.Y.Label, left, top, right, bottom)
+	fmt.Fprintf(&b, `<g fill="none" stroke-width="1.8" stroke-linejoin="round">`)
+	for _, l := range c.Lines {
+		var pts []string
+		flush := func() {
+			if len(pts) == 1 {
+				xy := strings.Split(pts[0], ",")
+				fmt.Fprintf(&b, `<circle class="mark" cx="%s" cy="%s" r="2.5" fill="%s"/>`, xy[0], xy[1], esc(l.Color))
+			} else if len(pts) > 1 {
+				dash := ""
+				if l.Dash != "" {
+					dash = ` stroke-dasharray="` + esc(l.Dash) + `"`
+				}
+				fmt.Fprintf(&b, `<polyline class="mark" data-n="%d" stroke="%s"%s points="%s"><title>%s</title></polyline>`,
+					len(pts), esc(l.Color), dash, strings.Join(pts, " "), esc(l.Name))
+			}
+			pts = pts[:0]
+		}
+		for i := range l.X {
+			x, okx := sx.px(l.X[i])
+			y, oky := sy.px(l.Y[i])
+			if !okx || !oky || x < left-0.5 || x > right+0.5 || y < top-0.5 || y > bottom+0.5 {
+				flush()
+				continue
+			}
+			pts = append(pts, f1(x)+","+f1(y))
+		}
+		flush()
+	}
+	b.WriteString(`</g></svg>`)
+	return template.HTML(b.String())
+}
+
+// BarGroup is one run's bars across a bar chart's categories.
+type BarGroup struct {
+	Name   string
+	Color  string
+	Values []float64 // one per category; NaN for "this run has none"
+	Labels []string  // optional text after each bar (counts, shares)
+}
+
+// BarChart draws grouped bars: for each category, one bar per group (run),
+// so colours stay those of the runs. Horizontal charts suit long category
+// names (execution modes); vertical ones suit many short ones (workers).
+type BarChart struct {
+	Title      string
+	Categories []string
+	Groups     []BarGroup
+	Value      Axis
+	Horizontal bool
+	CatLabel   string // axis title for the categories
+}
+
+// SVG renders the chart.
+func (c BarChart) SVG() template.HTML {
+	var vs [][]float64
+	for _, g := range c.Groups {
+		vs = append(vs, g.Values)
+	}
+	if c.Value.Min == 0 && c.Value.Max == 0 {
+		c.Value.Min, c.Value.Max = dataRange(c.Value.Log, vs...)
+		if !c.Value.Log {
+			c.Value.Min = math.Min(0, c.Value.Min)
+		}
+	}
+	items := make([]LegendItem, len(c.Groups))
+	for i, g := range c.Groups {
+		items[i] = LegendItem{Label: g.Name, Color: g.Color}
+	}
+	if c.Horizontal {
+		return c.horizontal(items)
+	}
+	return c.vertical(items)
+}
+
+func (c BarChart) horizontal(items []LegendItem) template.HTML {
+	longest := 0
+	for _, k := range c.Categories {
+		longest = max(longest, len(k))
+	}
+	w := 760.0
+	left := math.Min(8+float64(longest)*charW, w*0.55)
+	right := w - 70 // room for value labels
+	lh := legendHeight(items, right-left)
+	top := padT + lh - 14
+	barH := 10.0
+	rowH := barH*float64(len(c.Groups)) + 8
+	bottom := top + rowH*float64(len(c.Categories))
+	h := bottom + 44
+	sx := newScale(c.Value, left, right)
+	var b strings.Builder
+	svgOpen(&b, int(w), int(h), c.Title)
+	legend(&b, items, left, 34, right)
+	ys := scale{lo: 0, hi: 1, p0: bottom, p1: top}
+	axes(&b, sx, ys, c.Value.Label, "", left, top, right, bottom)
+	base := left
+	if v, ok := sx.px(0); ok && !c.Value.Log {
+		base = v
+	}
+	for i, cat := range c.Categories {
+		y0 := top + rowH*float64(i) + 4
+		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="end">%s</text>`,
+			f1(left-4), f1(y0+rowH/2), esc(truncate(cat, int((left-8)/charW))))
+		for j, g := range c.Groups {
+			if i >= len(g.Values) {
+				continue
+			}
+			x, ok := sx.px(g.Values[i])
+			if !ok {
+				continue
+			}
+			y := y0 + barH*float64(j)
+			x0, x1 := math.Min(base, x), math.Max(base, x)
+			fmt.Fprintf(&b, `<rect class="mark" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s — %s</title></rect>`,
+				f1(x0), f1(y), f1(math.Max(x1-x0, 1)), f1(barH-1), esc(g.Color), esc(g.Name), esc(cat))
+			if i < len(g.Labels) && g.Labels[i] != "" {
+				fmt.Fprintf(&b, `<text x="%s" y="%s" font-size="9">%s</text>`, f1(x1+3), f1(y+barH-2), esc(g.Labels[i]))
+			}
+		}
+	}
+	return template.HTML(b.String() + `</svg>`)
+}
+
+func (c BarChart) vertical(items []LegendItem) template.HTML {
+	n := len(c.Categories)
+	groupW := math.Max(12, 4*float64(len(c.Groups))+6)
+	w := math.Max(chartW, padL+padR+groupW*float64(n)*1.6)
+	left, right := float64(padL), w-padR
+	lh := legendHeight(items, right-left)
+	top := padT + lh - 14
+	longest := 0
+	for _, k := range c.Categories {
+		longest = max(longest, len(k))
+	}
+	slot := (right - left) / float64(max(n, 1))
+	rotate := float64(longest)*charW > slot-4
+	labelH := 18.0
+	if rotate {
+		labelH = math.Min(float64(longest)*charW*0.7+10, 120)
+	}
+	bottom := top + 240
+	h := bottom + labelH + 30
+	sy := newScale(c.Value, bottom, top)
+	var b strings.Builder
+	svgOpen(&b, int(w), int(h), c.Title)
+	legend(&b, items, left, 34, right)
+	xs := scale{lo: 0, hi: 1, p0: left, p1: right}
+	axes(&b, xs, sy, "", c.Value.Label, left, top, right, bottom)
+	fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1((left+right)/2), f1(h-6), esc(c.CatLabel))
+	base := bottom
+	if v, ok := sy.px(0); ok && !c.Value.Log {
+		base = v
+	}
+	barW := (slot * 0.8) / float64(max(len(c.Groups), 1))
+	for i, cat := range c.Categories {
+		x0 := left + slot*float64(i) + slot*0.1
+		cx := left + slot*(float64(i)+0.5)
+		if rotate {
+			fmt.Fprintf(&b, `<text transform="translate(%s %s) rotate(-40)" text-anchor="end">%s</text>`,
+				f1(cx+3), f1(bottom+12), esc(truncate(cat, 24)))
+		} else {
+			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1(cx), f1(bottom+14), esc(cat))
+		}
+		for j, g := range c.Groups {
+			if i >= len(g.Values) {
+				continue
+			}
+			y, ok := sy.px(g.Values[i])
+			if !ok {
+				continue
+			}
+			y0, y1 := math.Min(base, y), math.Max(base, y)
+			tip := g.Name + " — " + cat
+			if i < len(g.Labels) && g.Labels[i] != "" {
+				tip += ": " + g.Labels[i]
+			}
+			fmt.Fprintf(&b, `<rect class="mark" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>`,
+				f1(x0+barW*float64(j)), f1(y0), f1(math.Max(barW-1, 1)), f1(math.Max(y1-y0, 1)), esc(g.Color), esc(tip))
+		}
+	}
+	return template.HTML(b.String() + `</svg>`)
+}
+
+// truncate shortens s to n characters with an ellipsis.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if n < 4 || len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
