@@ -32,7 +32,8 @@ type Record struct {
 	ChatID         int64     `json:"chat_id"`
 	Turn           int       `json:"turn"`
 	TraceTimeS     float64   `json:"trace_time_s"` // the request's timestamp in the trace
-	ArrivalS       float64   `json:"arrival_s"`    // when the replay released it (run clock)
+	ArrivalS       float64   `json:"arrival_s"`    // when the client sent it (run clock); latencies count from here
+	GateS          float64   `json:"gate_s"`       // time held by the client's concurrency limit before sending
 	InputLength    int       `json:"input_length"`
 	OutputLength   int       `json:"output_length"` // tokens generated (≤ requested when cut short)
 	CachedTokens   int       `json:"cached_tokens"` // prompt tokens served from a prefix cache

@@ -1,0 +1,342 @@
+package engine
+
+import "container/heap"
+
+// Radix is a prefix cache over block hashes: a radix tree whose compressed
+// edges are runs of uint64 block ids. Nodes are reference-counted by the
+// requests that use them; unreferenced leaves are evicted least recently used
+// first, a whole node at a time (as SGLang's RadixCache does).
+//
+// Token accounting is exact: every block holds blockSize tokens except a
+// prompt's last block, which may be partial. A partial block can only end a
+// node's edge; when a later prompt runs past the same block id the block is
+// known to be full and the node grows to match.
+//
+// Nodes live in one slice and refer to each other by index, so a tree of
+// millions of blocks is a handful of allocations, not millions of pointers.
+type Radix struct {
+	blockSize int64
+	nodes     []node
+	free      []int32
+	lru       lruHeap
+	seq       uint64
+
+	tokens    int64 // tokens held by all nodes
+	evictable int64 // tokens in nodes with ref == 0
+}
+
+type node struct {
+	parent   int32
+	key      []uint64         // the edge's blocks
+	tokens   int64            // tokens on the edge
+	partial  int64            // tokens of the edge's last block if it is partial, else 0
+	children map[uint64]int32 // by first block of the child's edge
+	ref      int32
+	access   float64 // last time a request used this node
+	ver      uint32  // bumped whenever the node's LRU standing changes
+	live     bool
+}
+
+const root = 0
+
+// NewRadix makes an empty tree for the given block size (tokens per block).
+func NewRadix(blockSize int) *Radix {
+	r := &Radix{blockSize: int64(blockSize)}
+	r.nodes = append(r.nodes, node{parent: -1, live: true, ref: 1})
+	return r
+}
+
+// Tokens is the number of tokens the tree holds.
+func (r *Radix) Tokens() int64 { return r.tokens }
+
+// EvictableTokens is the number of tokens in nodes no request references.
+func (r *Radix) EvictableTokens() int64 { return r.evictable }
+
+// Match is the result of a prefix lookup.
+type Match struct {
+	Node   int32 // deepest node fully matched (root when nothing matched)
+	Blocks int   // blocks matched
+	Tokens int64 // tokens matched
+}
+
+// Match finds the longest cached prefix of blocks. It does not change LRU
+// order; Lock does. lastTokens is the token count of the prompt's last block
+// (blockSize when it is full): a cached partial block only matches as the
+// prompt's own last block with no more tokens than the prompt has there.
+func (r *Radix) Match(blocks []uint64, lastTokens int64) Match {
+	m := Match{Node: root}
+	cur := int32(root)
+	i := 0
+	for i < len(blocks) {
+		child, ok := r.nodes[cur].children[blocks[i]]
+		if !ok {
+			break
+		}
+		n := &r.nodes[child]
+		k := 0
+		for k < len(n.key) && i+k < len(blocks) && n.key[k] == blocks[i+k] {
+			k++
+		}
+		if k < len(n.key) {
+			// Partial edge match: count the full blocks matched; the tree
+			// must be split before a request can lock them (see Lock).
+			m.Blocks += k
+			m.Tokens += int64(k) * r.blockSize
+			return m
+		}
+		// Whole edge matched.
+		if n.partial > 0 {
+			isPromptEnd := i+k == len(blocks)
+			if !isPromptEnd || lastTokens < n.partial {
+				// The prompt runs past (or stops short inside) a block the
+				// tree holds only partly: stop before that block.
+				m.Blocks += k - 1
+				m.Tokens += n.tokens - n.partial
+				return m
+			}
+		}
+		m.Blocks += k
+		m.Tokens += n.tokens
+		m.Node = child
+		cur = child
+		i += k
+	}
+	return m
+}
+
+// Lock matches blocks, splitting an edge if the match ends inside one so that
+// the matched prefix is exactly one path, and references every node on it.
+// It returns the match; Unlock(m.Node) releases it.
+func (r *Radix) Lock(blocks []uint64, lastTokens int64, now float64) Match {
+	m := r.Match(blocks, lastTokens)
+	// Walk again to the match end, splitting the last edge if needed.
+	cur := int32(root)
+	i := 0
+	for i < m.Blocks {
+		child := r.nodes[cur].children[blocks[i]]
+		n := &r.nodes[child]
+		remain := m.Blocks - i
+		if remain < len(n.key) {
+			child = r.split(child, remain)
+		}
+		i += len(r.nodes[child].key)
+		cur = child
+	}
+	m.Node = cur
+	r.ref(cur, now)
+	return m
+}
+
+// ref adds a reference to n and every ancestor, touching their access time.
+func (r *Radix) ref(n int32, now float64) {
+	for ; n > root; n = r.nodes[n].parent {
+		nd := &r.nodes[n]
+		if nd.ref == 0 {
+			r.evictable -= nd.tokens
+		}
+		nd.ref++
+		nd.access = now
+		nd.ver++
+	}
+}
+
+// Unlock drops the reference Lock (or Insert) took on n and its ancestors.
+func (r *Radix) Unlock(n int32, now float64) {
+	for ; n > root; n = r.nodes[n].parent {
+		nd := &r.nodes[n]
+		nd.ref--
+		if nd.ref < 0 {
+			panic("engine: radix node unlocked more often than locked")
+		}
+		if nd.ref == 0 {
+			r.evictable += nd.tokens
+			nd.access = now
+			r.pushIfLeaf(n)
+		}
+	}
+}
+
+// Insert adds blocks[from:] below node at, which must be the locked result
+// of a Lock over the same blocks, and moves the lock to the new deepest node.
+// It returns the node now locked and the number of tokens the tree adopted
+// (blocks already present, inserted meanwhile by another request, are not
+// adopted; their tokens are the caller's to free).
+func (r *Radix) Insert(at int32, blocks []uint64, from int, lastTokens int64, now float64) (int32, int64) {
+	cur := at
+	i := from
+	var adopted int64
+	for i < len(blocks) {
+		child, ok := r.nodes[cur].children[blocks[i]]
+		if !ok {
+			nn := r.newNode(cur, append([]uint64(nil), blocks[i:]...))
+			nd := &r.nodes[nn]
+			nd.tokens = int64(len(nd.key)) * r.blockSize
+			if lastTokens < r.blockSize {
+				nd.partial = lastTokens
+				nd.tokens += lastTokens - r.blockSize
+			}
+			nd.access = now
+			r.tokens += nd.tokens
+			adopted += nd.tokens
+			// The new node is referenced below through ref(); count it as
+			// evictable first so ref's 0→1 bookkeeping balances.
+			r.evictable += nd.tokens
+			cur = nn
+			i = len(blocks)
+			break
+		}
+		n := &r.nodes[child]
+		k := 0
+		for k < len(n.key) && i+k < len(blocks) && n.key[k] == blocks[i+k] {
+			k++
+		}
+		if k < len(n.key) {
+			child = r.split(child, k)
+			n = &r.nodes[child]
+		}
+		if n.partial > 0 {
+			isEnd := i+k == len(blocks)
+			full := !isEnd || lastTokens >= r.blockSize
+			if full {
+				grow := r.blockSize - n.partial
+				n.tokens += grow
+				n.partial = 0
+				r.tokens += grow
+				adopted += grow
+				if n.ref == 0 {
+					r.evictable += grow
+				}
+			} else if lastTokens > n.partial {
+				grow := lastTokens - n.partial
+				n.tokens += grow
+				n.partial = lastTokens
+				r.tokens += grow
+				adopted += grow
+				if n.ref == 0 {
+					r.evictable += grow
+				}
+			}
+		}
+		cur = child
+		i += k
+	}
+	r.ref(cur, now)
+	r.Unlock(at, now)
+	return cur, adopted
+}
+
+// split cuts node n's edge after k blocks, returning the new upper node.
+func (r *Radix) split(n int32, k int) int32 {
+	old := r.nodes[n]
+	upper := r.newNode(old.parent, old.key[:k:k])
+	up := &r.nodes[upper]
+	up.tokens = int64(k) * r.blockSize
+	up.ref = old.ref
+	up.access = old.access
+	up.children = map[uint64]int32{old.key[k]: n}
+	// Re-hang n below upper.
+	r.nodes[old.parent].children[old.key[0]] = upper
+	lo := &r.nodes[n]
+	lo.parent = upper
+	lo.key = old.key[k:]
+	lo.tokens = old.tokens - up.tokens
+	return upper
+}
+
+func (r *Radix) newNode(parent int32, key []uint64) int32 {
+	var idx int32
+	if len(r.free) > 0 {
+		idx = r.free[len(r.free)-1]
+		r.free = r.free[:len(r.free)-1]
+		ver := r.nodes[idx].ver
+		r.nodes[idx] = node{ver: ver + 1}
+	} else {
+		idx = int32(len(r.nodes))
+		r.nodes = append(r.nodes, node{})
+	}
+	nd := &r.nodes[idx]
+	nd.parent, nd.key, nd.live = parent, key, true
+	p := &r.nodes[parent]
+	if p.children == nil {
+		p.children = make(map[uint64]int32, 2)
+	}
+	p.children[key[0]] = idx
+	return idx
+}
+
+// Evict frees unreferenced leaves, least recently used first, until at least
+// need tokens are freed or nothing evictable remains. It returns the tokens
+// freed.
+func (r *Radix) Evict(need int64) int64 {
+	var freed int64
+	for freed < need && r.lru.Len() > 0 {
+		e := heap.Pop(&r.lru).(lruEntry)
+		n := &r.nodes[e.node]
+		if !n.live || n.ver != e.ver || n.ref != 0 || len(n.children) != 0 {
+			continue // stale entry
+		}
+		freed += n.tokens
+		r.tokens -= n.tokens
+		r.evictable -= n.tokens
+		parent := n.parent
+		delete(r.nodes[parent].children, n.key[0])
+		*n = node{ver: n.ver + 1}
+		r.free = append(r.free, e.node)
+		if parent != root && r.nodes[parent].ref == 0 {
+			r.pushIfLeaf(parent)
+		}
+	}
+	return freed
+}
+
+func (r *Radix) pushIfLeaf(n int32) {
+	nd := &r.nodes[n]
+	if n == root || nd.ref != 0 || len(nd.children) != 0 {
+		return
+	}
+	nd.ver++
+	r.seq++
+	heap.Push(&r.lru, lruEntry{access: nd.access, seq: r.seq, node: n, ver: nd.ver})
+	if len(r.lru) > 1024 && len(r.lru) > 4*(len(r.nodes)-len(r.free)) {
+		r.compactLRU()
+	}
+}
+
+// compactLRU drops stale heap entries so the heap's size follows the tree's,
+// not the number of unlocks over a run.
+func (r *Radix) compactLRU() {
+	kept := r.lru[:0]
+	for _, e := range r.lru {
+		n := &r.nodes[e.node]
+		if n.live && n.ver == e.ver && n.ref == 0 && len(n.children) == 0 {
+			kept = append(kept, e)
+		}
+	}
+	r.lru = kept
+	heap.Init(&r.lru)
+}
+
+type lruEntry struct {
+	access float64
+	seq    uint64
+	node   int32
+	ver    uint32
+}
+
+type lruHeap []lruEntry
+
+func (h lruHeap) Len() int { return len(h) }
+func (h lruHeap) Less(i, j int) bool {
+	if h[i].access != h[j].access {
+		return h[i].access < h[j].access
+	}
+	return h[i].seq < h[j].seq
+}
+func (h lruHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *lruHeap) Push(x any)   { *h = append(*h, x.(lruEntry)) }
+func (h *lruHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func seq(from, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(from + i)
+	}
+	return out
+}
+
+func TestRadixMatchInsertSplit(t *testing.T) {
+	r := NewRadix(16)
+	a := seq(1, 10) // 10 blocks, last partial with 5 tokens
+	m := r.Lock(a, 5, 0)
+	if m.Blocks != 0 || m.Tokens != 0 {
+		t.Fatalf("empty tree matched %+v", m)
+	}
+	n, adopted := r.Insert(m.Node, a, 0, 5, 0)
+	if want := int64(9*16 + 5); adopted != want || r.Tokens() != want {
+		t.Fatalf("adopted %d, tree %d, want %d", adopted, r.Tokens(), want)
+	}
+	if r.EvictableTokens() != 0 {
+		t.Fatalf("locked prompt counted evictable: %d", r.EvictableTokens())
+	}
+	r.Unlock(n, 1)
+	if r.EvictableTokens() != r.Tokens() {
+		t.Fatalf("after unlock evictable %d != tokens %d", r.EvictableTokens(), r.Tokens())
+	}
+	// Same prompt, same partial tail: whole match.
+	if got := r.Match(a, 5); got.Blocks != 10 || got.Tokens != 149 {
+		t.Fatalf("full match = %+v", got)
+	}
+	// A longer prompt running past the partial block matches only up to it.
+	b := append(seq(1, 10), 100, 101)
+	if got := r.Match(b, 16); got.Blocks != 9 || got.Tokens != 144 {
+		t.Fatalf("match past partial = %+v, want 9 blocks/144 tokens", got)
+	}
+	// Diverging after 4 blocks splits the edge.
+	c := append(seq(1, 4), 200, 201)
+	mc := r.Lock(c, 16, 2)
+	if mc.Blocks != 4 || mc.Tokens != 64 {
+		t.Fatalf("diverging match = %+v", mc)
+	}
+	n2, ad2 := r.Insert(mc.Node, c, mc.Blocks, 16, 2)
+	if ad2 != 32 {
+		t.Fatalf("adopted %d, want 32", ad2)
+	}
+	// Extending the partial block upgrades it to full.
+	mb := r.Lock(b, 16, 3)
+	n3, ad3 := r.Insert(mb.Node, b, mb.Blocks, 16, 3)
+	if want := int64(16 - 5 + 32); ad3 != want {
+		t.Fatalf("extension adopted %d, want %d", ad3, want)
+	}
+	if want := int64(9*16+5) + 32 + 11 + 32; r.Tokens() != want {
+		t.Fatalf("tree tokens %d, want %d", r.Tokens(), want)
+	}
+	r.Unlock(n2, 4)
+	r.Unlock(n3, 5)
+	checkRadix(t, r)
+	// Evict everything: the least recently used branch goes first.
+	freed := r.Evict(1)
+	if freed != 32 { // c's private tail, unlocked at t=4
+		t.Fatalf("first eviction freed %d, want 32 (LRU leaf)", freed)
+	}
+	r.Evict(1 << 40)
+	if r.Tokens() != 0 || r.EvictableTokens() != 0 {
+		t.Fatalf("after evicting all: tokens %d evictable %d", r.Tokens(), r.EvictableTokens())
+	}
+}
+
+// checkRadix verifies the tree's counters against its nodes.
+func checkRadix(t *testing.T, r *Radix) {
+	t.Helper()
+	var tokens, evictable int64
+	for i := 1; i < len(r.nodes); i++ {
+		n := &r.nodes[i]
+		if !n.live {
+			continue
+		}
+		if n.tokens <= 0 || n.ref < 0 {
+			t.Fatalf("node %d: tokens %d ref %d", i, n.tokens, n.ref)
+		}
+		tokens += n.tokens
+		if n.ref == 0 {
+			evictable += n.tokens
+		}
+		if p := n.parent; r.nodes[p].children[n.key[0]] != int32(i) {
+			t.Fatalf("node %d not linked from its parent", i)
+		}
+	}
+	if tokens != r.Tokens() || evictable != r.EvictableTokens() {
+		t.Fatalf("counters: tokens %d (nodes %d), evictable %d (nodes %d)", r.Tokens(), tokens, r.EvictableTokens(), evictable)
+	}
+}
+
+// TestRadixProperty runs random sessions of growing prompts with locks,
+// inserts, unlocks and evictions, checking the accounting after every step.
+func TestRadixProperty(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		r := NewRadix(8)
+		type held struct{ node int32 }
+		var locks []held
+		sessions := make([][]uint64, 6)
+		for i := range sessions {
+			sessions[i] = seq(i*100000+1, 1+rng.IntN(5))
+		}
+		for step := 0; step < 400; step++ {
+			switch op := rng.IntN(10); {
+			case op < 5:
+				s := rng.IntN(len(sessions))
+				// grow the session's chain; sometimes branch from a prefix
+				chain := sessions[s]
+				if rng.IntN(4) == 0 && len(chain) > 2 {
+					chain = append([]uint64(nil), chain[:rng.IntN(len(chain)-1)+1]...)
+				}
+				chain = append(chain, uint64(s*100000+50000+step*10+rng.IntN(3)))
+				sessions[s] = chain
+				last := int64(1 + rng.IntN(8))
+				m := r.Lock(chain, last, float64(step))
+				n, _ := r.Insert(m.Node, chain, m.Blocks, last, float64(step))
+				locks = append(locks, held{n})
+			case op < 8 && len(locks) > 0:
+				i := rng.IntN(len(locks))
+				r.Unlock(locks[i].node, float64(step))
+				locks = append(locks[:i], locks[i+1:]...)
+			default:
+				before := r.Tokens()
+				freed := r.Evict(int64(rng.IntN(40)))
+				if r.Tokens() != before-freed {
+					t.Fatalf("seed %d: evict freed %d but tokens went %d→%d", seed, freed, before, r.Tokens())
+				}
+			}
+			checkRadix(t, r)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package engine
+
+// Kind says what a worker does with a request.
+type Kind uint8
+
+const (
+	// Full prefills and decodes on the same worker (colocated serving).
+	Full Kind = iota
+	// PrefillOnly prefills and then holds the KV until the owner calls
+	// Release (after the transfer to a decode worker finished).
+	PrefillOnly
+	// DecodeOnly reserves KV for a prompt computed elsewhere (Reserve), waits
+	// for the transfer, and decodes (StartDecode).
+	DecodeOnly
+)
+
+// Stage is where a request stands on one worker.
+type Stage uint8
+
+const (
+	StageNew      Stage = iota
+	StageWaiting        // in the prefill queue or the decode reservation queue
+	StagePrefill        // admitted, prefill chunks in progress
+	StageHeld           // PrefillOnly: prefill done, KV held for the transfer
+	StageReserved       // DecodeOnly: KV reserved, transfer not finished
+	StageDecoding       // in the decode batch (or about to join it)
+	StageDone           // finished or released
+	StageAborted
+)
+
+// Request is one request as a worker sees it. The owner fills the first
+// block of fields; the worker fills the rest.
+type Request struct {
+	ID     int64
+	Kind   Kind
+	Blocks []uint64 // prompt hash ids (not copied: must stay unchanged while the request lives)
+	Input  int      // prompt tokens
+	Output int      // tokens to generate here (≥ 1 for Full and DecodeOnly)
+	Tag    any      // the owner's own data
+
+	Stage        Stage
+	CachedTokens int // prompt tokens found in this worker's prefix cache
+	prefilled    int // uncached prompt tokens computed so far
+	generated    int
+	own          int64 // tokens this request holds outside the radix tree
+	reservedOut  int64 // output tokens still promised to this request
+	matched      int   // prompt blocks its cache match covered
+	node         int32 // deepest radix node this request holds locked
+	locked       bool
+
+	// Times on the owner's clock.
+	SubmittedAt   float64
+	AdmittedAt    float64 // prefill admission, or decode reservation
+	PrefillEndAt  float64
+	DecodeStartAt float64 // joined the decode batch
+	FirstTokenAt  float64
+	FinishedAt    float64
+	firstPending  bool
+}
+
+// Uncached is the number of prompt tokens this worker must compute.
+func (r *Request) Uncached() int { return r.Input - r.CachedTokens }
+
+// Generated is the number of tokens produced so far.
+func (r *Request) Generated() int { return r.generated }
+
+// EventKind names what happened to a request.
+type EventKind uint8
+
+const (
+	EvPrefillDone EventKind = iota // PrefillOnly: KV ready to transfer
+	EvReserved                     // DecodeOnly: KV space reserved
+	EvFirstToken
+	EvFinished
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EvPrefillDone:
+		return "prefill-done"
+	case EvReserved:
+		return "reserved"
+	case EvFirstToken:
+		return "first-token"
+	case EvFinished:
+		return "finished"
+	}
+	return "unknown"
+}
+
+// Event is a notification from a worker to its owner.
+type Event struct {
+	Kind EventKind
+	Req  *Request
+	Time float64
+}

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+)
+
+// wake makes the worker notice new work at time now: an idle worker plans a
+// step at once; a worker in a multi-step decode run cuts the run at the end
+// of the step in progress, so the new work is considered at that boundary.
+func (w *Worker) wake(now float64) {
+	if !w.busy {
+		w.planNext(now)
+		return
+	}
+	if w.plan.decodeK <= 1 || len(w.plan.chunks) > 0 {
+		return // a single step: the next plan comes at its end anyway
+	}
+	elapsed := now - w.stepStart
+	if elapsed <= 0 {
+		// The run was planned at this very instant: plan again with the
+		// new work in view.
+		w.busy = false
+		w.planNext(now)
+		return
+	}
+	j := w.stepsWithin(elapsed)
+	k := j + 1
+	if w.runTime(j) >= elapsed && j >= 1 {
+		k = j // now is exactly a step boundary
+	}
+	if k < w.plan.decodeK {
+		w.plan.decodeK = k
+		w.stepEnd = w.stepStart + w.runTime(k)
+	}
+}
+
+// runTime is the duration of the first k steps of the current decode run:
+// every step reads batch more context tokens than the one before.
+func (w *Worker) runTime(k int) float64 {
+	fk := float64(k)
+	return fk*w.plan.base + w.plan.slope*fk*(fk-1)/2
+}
+
+// stepsWithin is the number of whole steps of the current run that fit in
+// elapsed seconds.
+func (w *Worker) stepsWithin(elapsed float64) int {
+	a := w.plan.slope / 2
+	b := w.plan.base - a
+	var j int
+	if a <= 0 {
+		j = int(elapsed / w.plan.base)
+	} else {
+		j = int((-b + math.Sqrt(b*b+4*a*elapsed)) / (2 * a))
+	}
+	for j > 0 && w.runTime(j) > elapsed {
+		j--
+	}
+	for j < w.plan.decodeK && w.runTime(j+1) <= elapsed {
+		j++
+	}
+	return min(j, w.plan.decodeK)
+}
+
+// Advance completes the step (or decode run) that ends at now and plans the
+// next one. The owner calls it when now reaches NextTime.
+func (w *Worker) Advance(now float64) {
+	if !w.busy {
+		return
+	}
+	if now < w.stepEnd-1e-9 {
+		panic(fmt.Sprintf("engine %s: Advance(%v) before step end %v", w.cfg.Name, now, w.stepEnd))
+	}
+	end := w.stepEnd
+	w.stats.BusyS += end - w.stepStart
+	w.busy = false
+	p := &w.plan
+	if k := p.decodeK; k > 0 {
+		w.stats.DecodeSteps += int64(k)
+		firstEnd := w.stepStart + w.runTime(1)
+		kept := w.decoding[:0]
+		for _, r := range w.decoding {
+			if r.Stage != StageDecoding {
+				continue
+			}
+			w.generate(r, k)
+			if r.firstPending {
+				r.firstPending = false
+				r.FirstTokenAt = firstEnd
+				w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: firstEnd})
+			}
+			if r.generated >= max(r.Output, 1) {
+				w.finish(end, r)
+				continue
+			}
+			kept = append(kept, r)
+		}
+		clear(w.decoding[len(kept):])
+		w.decoding = kept
+	}
+	if len(p.chunks) > 0 {
+		w.stats.PrefillSteps++
+		for _, c := range p.chunks {
+			if c.req.Stage != StagePrefill {
+				continue
+			}
+			c.req.prefilled += c.n
+			w.stats.PrefillTokens += int64(c.n)
+			if c.req.prefilled >= c.req.Uncached() {
+				if w.chunked == c.req {
+					w.chunked = nil
+				}
+				w.prefillDone(end, c.req)
+			}
+		}
+	}
+	p.chunks = p.chunks[:0]
+	p.decodeK = 0
+	w.grantReservations(end)
+	w.planNext(end)
+}
+
+// generate credits k new tokens to r; each takes one KV slot.
+func (w *Worker) generate(r *Request, k int) {
+	left := max(r.Output, 1) - r.generated
+	k = min(k, left)
+	r.generated += k
+	r.own += int64(k)
+	w.own += int64(k)
+	r.reservedOut -= int64(k)
+	w.reserved -= int64(k)
+}
+
+// prefillDone moves r's prompt into the prefix cache (if any) and on to its
+// next stage.
+func (w *Worker) prefillDone(now float64, r *Request) {
+	r.PrefillEndAt = now
+	if w.tree != nil && len(r.Blocks) > 0 {
+		last := w.lastBlockTokens(r.Input, len(r.Blocks))
+		from := 0
+		if r.locked {
+			from = r.matched
+		}
+		node, _ := w.tree.Insert(r.node, r.Blocks, from, last, now)
+		// The tree now holds the prompt (adopted, or present already): the
+		// request's own copy of it is released.
+		uncached := int64(r.Uncached())
+		r.own -= uncached
+		w.own -= uncached
+		r.node, r.locked = node, true
+	}
+	switch r.Kind {
+	case PrefillOnly:
+		r.Stage = StageHeld
+		w.admitted-- // no longer running; the KV stays held until Release
+		w.events = append(w.events, Event{Kind: EvPrefillDone, Req: r, Time: now})
+	default:
+		// Colocated: the prefill step produced the first token.
+		w.generate(r, 1)
+		r.FirstTokenAt = now
+		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
+		if r.generated >= max(r.Output, 1) {
+			w.finish(now, r)
+			return
+		}
+		r.Stage, r.DecodeStartAt = StageDecoding, now
+		w.decoding = append(w.decoding, r)
+	}
+}
+
+func (w *Worker) finish(now float64, r *Request) {
+	w.freeRequest(now, r)
+	w.admitted--
+	r.Stage, r.FinishedAt = StageDone, now
+	w.events = append(w.events, Event{Kind: EvFinished, Req: r, Time: now})
+}
+
+// planNext decides the next step at time now: prefill has priority (SGLang's
+// default scheduler), else a decode run up to the next finish.
+func (w *Worker) planNext(now float64) {
+	for _, r := range w.joining {
+		r.firstPending = true
+		w.decoding = append(w.decoding, r)
+	}
+	clear(w.joining)
+	w.joining = w.joining[:0]
+
+	p := &w.plan
+	p.chunks = p.chunks[:0]
+	p.decodeK = 0
+	budget := w.cfg.ChunkTokens
+	open := false // a request's prefill continues past this step
+	if r := w.chunked; r != nil {
+		n := min(r.Uncached()-r.prefilled, budget)
+		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
+		budget -= n
+		open = r.prefilled+n < r.Uncached()
+	}
+	w.blocked = false
+	for budget > 0 && !open && w.waiting.len() > 0 {
+		if w.admitted >= w.cfg.MaxRunning {
+			w.blocked = true
+			break
+		}
+		r := w.waiting.peek()
+		if !w.admit(now, r) {
+			w.blocked = true
+			w.stats.KVWaits++
+			break
+		}
+		w.waiting.pop()
+		n := min(r.Uncached(), budget)
+		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens})
+		budget -= n
+		if n < r.Uncached() {
+			w.chunked, open = r, true
+		}
+	}
+
+	var dur float64
+	switch {
+	case len(p.chunks) > 0:
+		dur = w.tm.PrefillOverheadS
+		for _, c := range p.chunks {
+			dur += w.tm.PrefillWorkS(c.n, c.p)
+		}
+		if w.cfg.MixedChunk && len(w.decoding) > 0 {
+			b, ctx := w.batchShape()
+			p.decodeK, p.batch, p.ctx = 1, b, ctx
+			dur += w.tm.DecodeWorkS(w.mdl, b, ctx)
+			p.base, p.slope = dur, 0
+		}
+	case len(w.decoding) > 0:
+		b, ctx := w.batchShape()
+		k := math.MaxInt
+		for _, r := range w.decoding {
+			k = min(k, max(r.Output, 1)-r.generated)
+		}
+		p.decodeK, p.batch, p.ctx = max(k, 1), b, ctx
+		p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
+		p.slope = w.tm.DecodePerCtxTokenS * float64(b)
+		dur = w.runTime(p.decodeK)
+	default:
+		return // idle
+	}
+	w.busy = true
+	w.stepStart = now
+	w.stepEnd = now + dur
+}
+
+func (w *Worker) batchShape() (int, int64) {
+	var ctx int64
+	for _, r := range w.decoding {
+		ctx += int64(r.Input + r.generated)
+	}
+	return len(w.decoding), ctx
+}
+
+// admit tries to take r off the queue: lock its cached prefix and make room
+// for the rest of its prompt and its output.
+func (w *Worker) admit(now float64, r *Request) bool {
+	cached := 0
+	if w.tree != nil && len(r.Blocks) > 0 {
+		m := w.tree.Lock(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)), now)
+		r.node, r.locked = m.Node, true
+		r.matched = m.Blocks
+		// At least one token is always computed: its logits start decoding.
+		cached = min(int(m.Tokens), r.Input-1)
+	}
+	r.CachedTokens = max(cached, 0)
+	out := int64(w.outputOf(r))
+	need := int64(r.Uncached()) + out
+	if !w.makeRoom(need) {
+		if r.locked {
+			w.tree.Unlock(r.node, now)
+			r.locked = false
+		}
+		r.CachedTokens, r.matched = 0, 0
+		return false
+	}
+	w.admitted++
+	r.own = int64(r.Uncached())
+	w.own += r.own
+	r.reservedOut = out
+	w.reserved += out
+	r.Stage, r.AdmittedAt = StagePrefill, now
+	w.stats.CachedTokens += int64(r.CachedTokens)
+	return true
+}
+
+// queue is a FIFO of requests that reuses its storage.
+type queue struct {
+	items []*Request
+	head  int
+}
+
+func (q *queue) len() int        { return len(q.items) - q.head }
+func (q *queue) peek() *Request  { return q.items[q.head] }
+func (q *queue) push(r *Request) { q.items = append(q.items, r) }
+func (q *queue) pop() *Request {
+	r := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	if q.head > 64 && q.head*2 >= len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items = q.items[:n]
+		q.head = 0
+	}
+	return r
+}
+
+func (q *queue) remove(r *Request) {
+	for i := q.head; i < len(q.items); i++ {
+		if q.items[i] == r {
+			copy(q.items[i:], q.items[i+1:])
+			q.items[len(q.items)-1] = nil
+			q.items = q.items[:len(q.items)-1]
+			return
+		}
+	}
+}

@@ -1,0 +1,379 @@
+// Package engine models one SGLang worker: its KV pool, radix prefix cache,
+// and continuous-batching scheduler with chunked prefill. It has no clock of
+// its own: the owner (the simulator's virtual clock, or an emulated worker's
+// wall clock) tells it the time on every call and asks when it next needs
+// attention, so the same model runs in both worlds.
+//
+// Memory policy: a request is admitted only when the pool can hold its
+// uncached prompt and every output token it will generate (evicting
+// unreferenced prefix-cache leaves if needed). Requests that do not fit wait
+// in FIFO order and each wait is counted; decode therefore never runs out of
+// KV and nothing is retracted. A request larger than the whole pool is
+// refused at submission with ErrTooLarge.
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/model"
+)
+
+// Role is a worker's place in the deployment.
+type Role uint8
+
+const (
+	RoleColocated Role = iota
+	RolePrefill
+	RoleDecode
+)
+
+func (r Role) String() string {
+	switch r {
+	case RolePrefill:
+		return "prefill"
+	case RoleDecode:
+		return "decode"
+	}
+	return "colocated"
+}
+
+// Config sets one worker up.
+type Config struct {
+	Name        string
+	Role        Role
+	Profile     *model.Profile
+	BlockSize   int   // tokens per hash id of the trace being served
+	PoolTokens  int64 // KV pool size; 0 means the profile's pool at its memory fraction
+	ChunkTokens int   // chunked-prefill token budget per step (SGLang --chunked-prefill-size)
+	MaxRunning  int   // max admitted requests (SGLang --max-running-requests)
+	// PrefixCache keeps prompt KV in a radix cache after a request is done.
+	// Naive-PD decode workers run without one (SGLang's PD decode default).
+	PrefixCache bool
+	// MixedChunk lets the decode batch ride along in prefill steps instead of
+	// waiting for them (SGLang --enable-mixed-chunk).
+	MixedChunk bool
+}
+
+// ErrTooLarge means a request can never fit in the worker's KV pool.
+var ErrTooLarge = errors.New("request needs more KV than the whole pool holds")
+
+// Stats counts what a worker did over its life.
+type Stats struct {
+	PrefillSteps  int64
+	DecodeSteps   int64
+	PrefillTokens int64 // tokens computed in prefill
+	CachedTokens  int64 // prompt tokens served from the prefix cache
+	KVWaits       int64 // admissions deferred because the pool was full
+	EvictedTokens int64
+	BusyS         float64
+}
+
+// Worker is one engine instance.
+type Worker struct {
+	cfg      Config
+	tm       model.Timing
+	mdl      model.Model
+	tree     *Radix
+	capacity int64
+	own      int64 // tokens held by requests outside the tree
+	reserved int64 // output tokens promised to admitted requests, not yet generated
+
+	waiting  queue // prefill admission queue (Full, PrefillOnly)
+	prealloc queue // decode reservation queue (DecodeOnly)
+	chunked  *Request
+	decoding []*Request
+	joining  []*Request
+	admitted int // requests counted against MaxRunning
+
+	busy      bool
+	stepStart float64
+	stepEnd   float64
+	plan      stepPlan
+	blocked   bool // the queue head could not be admitted at the last plan
+
+	events []Event
+	stats  Stats
+}
+
+type chunk struct {
+	req  *Request
+	n, p int
+}
+
+// stepPlan is the work between two scheduling decisions: either one prefill
+// step (with the decode batch riding along when mixed) or a run of k decode
+// steps over a fixed batch, advanced arithmetically.
+type stepPlan struct {
+	chunks  []chunk
+	decodeK int
+	batch   int
+	ctx     int64   // context tokens of the batch at the run's start
+	base    float64 // cost of the run's first step
+	slope   float64 // growth of the step cost per step (context grows by batch)
+}
+
+// New makes a worker.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Profile == nil {
+		return nil, errors.New("engine: no profile")
+	}
+	if cfg.BlockSize <= 0 {
+		return nil, fmt.Errorf("engine %s: block size %d, expected > 0", cfg.Name, cfg.BlockSize)
+	}
+	if cfg.ChunkTokens <= 0 {
+		cfg.ChunkTokens = 8192
+	}
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = 128
+	}
+	if cfg.PoolTokens <= 0 {
+		cfg.PoolTokens = cfg.Profile.KVPoolTokens(0)
+	}
+	w := &Worker{cfg: cfg, tm: cfg.Profile.Timing, mdl: cfg.Profile.Model, capacity: cfg.PoolTokens}
+	if cfg.PrefixCache {
+		w.tree = NewRadix(cfg.BlockSize)
+	}
+	return w, nil
+}
+
+// Name is the worker's name.
+func (w *Worker) Name() string { return w.cfg.Name }
+
+// Role is the worker's role.
+func (w *Worker) Role() Role { return w.cfg.Role }
+
+// Capacity is the KV pool size in tokens.
+func (w *Worker) Capacity() int64 { return w.capacity }
+
+// Used is the number of KV tokens in use: requests' own tokens plus the
+// prefix cache.
+func (w *Worker) Used() int64 {
+	if w.tree != nil {
+		return w.own + w.tree.Tokens()
+	}
+	return w.own
+}
+
+// Reserved is the number of output tokens promised to admitted requests.
+func (w *Worker) Reserved() int64 { return w.reserved }
+
+// CachedTokens is the number of tokens held only by the prefix cache
+// (evictable).
+func (w *Worker) CachedTokens() int64 {
+	if w.tree == nil {
+		return 0
+	}
+	return w.tree.EvictableTokens()
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats { return w.stats }
+
+// Running is the number of requests counted against MaxRunning.
+func (w *Worker) Running() int { return w.admitted }
+
+// Queued is the number of requests waiting for admission or reservation.
+func (w *Worker) Queued() int { return w.waiting.len() + w.prealloc.len() }
+
+// Sample is the worker's occupancy for the structural log.
+func (w *Worker) Sample(now float64) metrics.WorkerSample {
+	return metrics.WorkerSample{
+		TimeS: now, Worker: w.cfg.Name, Role: w.cfg.Role.String(),
+		KVUsedTokens: w.Used(), KVCachedTokens: w.CachedTokens(), KVCapacityTokens: w.capacity,
+		Running: w.admitted, Queued: w.Queued(),
+	}
+}
+
+// PrefixMatch reports how many prompt tokens this worker's cache holds for
+// blocks, without touching LRU order (what a KV-aware router could ask).
+func (w *Worker) PrefixMatch(blocks []uint64, input int) int {
+	if w.tree == nil || len(blocks) == 0 {
+		return 0
+	}
+	m := w.tree.Match(blocks, w.lastBlockTokens(input, len(blocks)))
+	return int(m.Tokens)
+}
+
+// NextTime is when the worker next needs Advance; ok is false when idle.
+func (w *Worker) NextTime() (t float64, ok bool) { return w.stepEnd, w.busy }
+
+// Submit queues a Full or PrefillOnly request for prefill.
+func (w *Worker) Submit(now float64, r *Request) error {
+	if r.Kind == DecodeOnly {
+		return errors.New("engine: Submit of a DecodeOnly request; use Reserve")
+	}
+	if w.cfg.Role == RoleDecode {
+		return fmt.Errorf("engine %s: decode worker cannot prefill", w.cfg.Name)
+	}
+	if r.Input < 1 {
+		return fmt.Errorf("engine: request %d has %d prompt tokens, expected ≥ 1", r.ID, r.Input)
+	}
+	if need := int64(r.Input) + int64(w.outputOf(r)); need > w.capacity {
+		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
+	}
+	r.Stage, r.SubmittedAt = StageWaiting, now
+	w.waiting.push(r)
+	if w.busy && w.blocked && w.waiting.len() > 1 {
+		return nil // the queue head is stuck; r cannot be admitted before it
+	}
+	w.wake(now)
+	return nil
+}
+
+// Reserve queues a DecodeOnly request for a KV reservation of its whole
+// prompt plus its output. EvReserved tells when it is granted.
+func (w *Worker) Reserve(now float64, r *Request) error {
+	if r.Kind != DecodeOnly {
+		return errors.New("engine: Reserve of a request that is not DecodeOnly")
+	}
+	if need := int64(r.Input) + int64(max(r.Output, 1)); need > w.capacity {
+		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
+	}
+	r.Stage, r.SubmittedAt = StageWaiting, now
+	w.prealloc.push(r)
+	w.grantReservations(now)
+	return nil
+}
+
+// StartDecode puts a reserved request (its KV has arrived) into the decode
+// batch at the next step boundary.
+func (w *Worker) StartDecode(now float64, r *Request) error {
+	if r.Stage != StageReserved {
+		return fmt.Errorf("engine: StartDecode of request %d in stage %d", r.ID, r.Stage)
+	}
+	r.Stage, r.DecodeStartAt = StageDecoding, now
+	w.joining = append(w.joining, r)
+	w.wake(now)
+	return nil
+}
+
+// Release frees the KV a PrefillOnly request held for its transfer; the
+// prompt stays in the prefix cache, unreferenced.
+func (w *Worker) Release(now float64, r *Request) error {
+	if r.Stage != StageHeld {
+		return fmt.Errorf("engine: Release of request %d in stage %d", r.ID, r.Stage)
+	}
+	w.freeRequest(now, r)
+	r.Stage, r.FinishedAt = StageDone, now
+	w.grantReservations(now)
+	w.wake(now)
+	return nil
+}
+
+// Abort drops a request wherever it is. KV it holds is freed now; if it is
+// part of the step in progress, the step still completes as planned (the
+// GPU cannot take back work it started) and the request is skipped after.
+func (w *Worker) Abort(now float64, r *Request) {
+	switch r.Stage {
+	case StageDone, StageAborted, StageNew:
+		return
+	case StageWaiting:
+		w.waiting.remove(r)
+		w.prealloc.remove(r)
+	case StageHeld:
+		// prefillDone already stopped counting it as running
+	case StageReserved:
+		w.admitted--
+	case StagePrefill, StageDecoding:
+		w.admitted--
+		if w.chunked == r {
+			w.chunked = nil
+		}
+		w.decoding = removeReq(w.decoding, r)
+		w.joining = removeReq(w.joining, r)
+	}
+	w.freeRequest(now, r)
+	r.Stage = StageAborted
+	w.grantReservations(now)
+	w.wake(now)
+}
+
+func removeReq(rs []*Request, r *Request) []*Request {
+	for i, x := range rs {
+		if x == r {
+			return append(rs[:i], rs[i+1:]...)
+		}
+	}
+	return rs
+}
+
+func (w *Worker) outputOf(r *Request) int {
+	if r.Kind == PrefillOnly {
+		return 0
+	}
+	return max(r.Output, 1)
+}
+
+func (w *Worker) lastBlockTokens(input, nblocks int) int64 {
+	bs := w.cfg.BlockSize
+	last := input - (nblocks-1)*bs
+	if last <= 0 || last > bs {
+		return int64(bs)
+	}
+	return int64(last)
+}
+
+// freeRequest returns everything r holds to the pool.
+func (w *Worker) freeRequest(now float64, r *Request) {
+	w.own -= r.own
+	r.own = 0
+	w.reserved -= r.reservedOut
+	r.reservedOut = 0
+	if r.locked {
+		w.tree.Unlock(r.node, now)
+		r.locked = false
+	}
+	if w.own < 0 || w.reserved < 0 {
+		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))
+	}
+}
+
+// free is the pool space neither used nor promised.
+func (w *Worker) free() int64 { return w.capacity - w.Used() - w.reserved }
+
+// makeRoom evicts prefix-cache leaves so that need tokens are free, if the
+// cache can give that much. It reports whether need is now free.
+func (w *Worker) makeRoom(need int64) bool {
+	f := w.free()
+	if f >= need {
+		return true
+	}
+	if w.tree == nil || f+w.tree.EvictableTokens() < need {
+		return false
+	}
+	w.stats.EvictedTokens += w.tree.Evict(need - f)
+	return w.free() >= need
+}
+
+// grantReservations admits queued DecodeOnly reservations in FIFO order.
+func (w *Worker) grantReservations(now float64) {
+	for w.prealloc.len() > 0 {
+		r := w.prealloc.peek()
+		if w.admitted >= w.cfg.MaxRunning {
+			return
+		}
+		out := int64(max(r.Output, 1))
+		if !w.makeRoom(int64(r.Input) + out) {
+			w.stats.KVWaits++
+			return
+		}
+		w.prealloc.pop()
+		w.admitted++
+		r.own = int64(r.Input)
+		w.own += r.own
+		r.reservedOut = out
+		w.reserved += out
+		r.Stage, r.AdmittedAt = StageReserved, now
+		w.events = append(w.events, Event{Kind: EvReserved, Req: r, Time: now})
+	}
+}
+
+// TakeEvents returns the events produced since the last call. The slice is
+// reused by the worker: consume it before calling the worker again.
+func (w *Worker) TakeEvents() []Event {
+	ev := w.events
+	w.events = w.events[:0]
+	return ev
+}

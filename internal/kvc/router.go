@@ -1,0 +1,190 @@
+// Package kvc is the control plane's routing state: which worker a request
+// goes to, under which policy, and what the router believes each worker
+// caches. It knows nothing of clocks or engines: the simulator and the live
+// gateway feed it the same calls (Pick, Dispatched, Done), so one routing
+// implementation runs in both.
+package kvc
+
+import (
+	"fmt"
+)
+
+// Policy chooses among candidate workers.
+type Policy string
+
+const (
+	// PolicyDefault is round-robin.
+	PolicyDefault Policy = "default"
+	// PolicySticky sends turn 2+ of a session to the worker its previous turn
+	// used; first turns go round-robin.
+	PolicySticky Policy = "sticky"
+	// PolicyKVAware is Algorithm 1 without the KVC extras: the highest
+	// (overlap + α·sticky + floor bonus, sticky, −inflight, −assigned).
+	PolicyKVAware Policy = "kv-aware"
+)
+
+// ParsePolicy checks a policy name.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyDefault, PolicySticky, PolicyKVAware:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown policy %q (want default, sticky or kv-aware)", s)
+}
+
+// Options tune the kv-aware score.
+type Options struct {
+	// Alpha weighs stickiness against overlap blocks (DESIGN §5: α = 1).
+	Alpha float64
+	// FloorK is the load-floor bonus K: non-sticky candidates below the mean
+	// assigned count gain K·(mean − assigned)/mean. 0 turns it off.
+	FloorK float64
+	// IndexBlocks bounds each worker's believed-cached block set (LRU); set it
+	// to the worker's KV pool in blocks.
+	IndexBlocks int
+}
+
+// Router holds routing state for one pool of workers (the decode workers,
+// the prefill workers, or the colocated workers).
+type Router struct {
+	names    []string
+	policy   Policy
+	opts     Options
+	next     int // round-robin cursor
+	inflight []int
+	assigned []int
+	index    []*blockIndex
+	pins     map[string]int // session → worker of its last turn
+}
+
+// NewRouter makes a router over the named workers.
+func NewRouter(names []string, policy Policy, opts Options) *Router {
+	if opts.IndexBlocks <= 0 {
+		opts.IndexBlocks = 1 << 20
+	}
+	r := &Router{
+		names: names, policy: policy, opts: opts,
+		inflight: make([]int, len(names)),
+		assigned: make([]int, len(names)),
+		pins:     map[string]int{},
+	}
+	if policy == PolicyKVAware {
+		r.index = make([]*blockIndex, len(names))
+		for i := range r.index {
+			r.index[i] = newBlockIndex(opts.IndexBlocks)
+		}
+	}
+	return r
+}
+
+// Names are the workers in index order.
+func (r *Router) Names() []string { return r.names }
+
+// Pin is the worker the session's last turn used, if any.
+func (r *Router) Pin(session string) (int, bool) {
+	w, ok := r.pins[session]
+	return w, ok
+}
+
+// Decision is a routing choice and why.
+type Decision struct {
+	Worker  int
+	Overlap int  // blocks the router believes the worker holds
+	Sticky  bool // the worker is the session's pin
+}
+
+// Pick chooses a worker for a request of session with the given prompt
+// blocks. It does not change state; Dispatched does.
+func (r *Router) Pick(session string, blocks []uint64) Decision {
+	n := len(r.names)
+	if n == 1 {
+		d := Decision{Worker: 0}
+		if r.index != nil {
+			d.Overlap = r.index[0].prefix(blocks)
+		}
+		pin, ok := r.pins[session]
+		d.Sticky = ok && pin == 0
+		return d
+	}
+	switch r.policy {
+	case PolicySticky:
+		if w, ok := r.pins[session]; ok {
+			return Decision{Worker: w, Sticky: true}
+		}
+		return Decision{Worker: r.next % n}
+	case PolicyKVAware:
+		return r.pickKVAware(session, blocks)
+	default:
+		return Decision{Worker: r.next % n}
+	}
+}
+
+// pickKVAware scores every worker with Algorithm 1's lexicographic tuple.
+// Ties fall to the lowest index so runs are deterministic.
+func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
+	pin, hasPin := r.pins[session]
+	mean := 0.0
+	for _, a := range r.assigned {
+		mean += float64(a)
+	}
+	mean /= float64(len(r.assigned))
+	best := Decision{Worker: -1}
+	var bestScore float64
+	for i := range r.names {
+		overlap := r.index[i].prefix(blocks)
+		sticky := hasPin && pin == i
+		score := float64(overlap)
+		if sticky {
+			score += r.opts.Alpha
+		} else if r.opts.FloorK > 0 && mean > 0 {
+			score += r.opts.FloorK * max(0, mean-float64(r.assigned[i])) / mean
+		}
+		if best.Worker < 0 || r.better(score, sticky, i, bestScore, best) {
+			best = Decision{Worker: i, Overlap: overlap, Sticky: sticky}
+			bestScore = score
+		}
+	}
+	return best
+}
+
+func (r *Router) better(score float64, sticky bool, i int, bestScore float64, best Decision) bool {
+	if score != bestScore {
+		return score > bestScore
+	}
+	if sticky != best.Sticky {
+		return sticky
+	}
+	if r.inflight[i] != r.inflight[best.Worker] {
+		return r.inflight[i] < r.inflight[best.Worker]
+	}
+	return r.assigned[i] < r.assigned[best.Worker]
+}
+
+// Dispatched records that a request of session went to worker w: the
+// round-robin cursor moves, the session is pinned, counters rise, and the
+// worker is believed to hold the prompt's blocks.
+func (r *Router) Dispatched(w int, session string, blocks []uint64) {
+	if _, pinned := r.pins[session]; !pinned || r.policy != PolicySticky {
+		r.next = (r.next + 1) % len(r.names)
+	}
+	r.inflight[w]++
+	r.assigned[w]++
+	r.pins[session] = w
+	if r.index != nil {
+		r.index[w].add(blocks)
+	}
+}
+
+// Done records that a request dispatched to w has left it.
+func (r *Router) Done(w int) {
+	if r.inflight[w] > 0 {
+		r.inflight[w]--
+	}
+}
+
+// Forget drops a session's pin (the session ended).
+func (r *Router) Forget(session string) { delete(r.pins, session) }
+
+// Inflight and Assigned expose the counters for tests and logs.
+func (r *Router) Inflight(w int) int { return r.inflight[w] }
+func (r *Router) Assigned(w int) int { return r.assigned[w] }

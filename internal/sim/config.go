@@ -1,0 +1,145 @@
+// Package sim is the discrete-event simulator: it replays a trace closed-loop
+// per session against simulated workers (the engine model) under a virtual
+// clock, routes with the control plane (kvc), and records per-request
+// metrics, a summary and structural logs. Runs are deterministic: the same
+// trace and config give byte-identical output.
+package sim
+
+import (
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/model"
+)
+
+// Mechanism names a deployment (DESIGN §4).
+type Mechanism string
+
+const (
+	// PDDisaggregation is naive PD: prefill on P, whole-prompt KV transfer to
+	// D, decode on D; D keeps nothing between turns.
+	PDDisaggregation Mechanism = "pd-disaggregation"
+	// PDColo is data-parallel colocated serving: each worker prefills and
+	// decodes with its own radix prefix cache.
+	PDColo Mechanism = "pd-colo"
+)
+
+// Execution-mode labels for the baselines (DESIGN §5).
+const (
+	ModePDRouter  = "pd-disaggregation-router"
+	ModeColoRoute = "dp-colo-router"
+)
+
+// ParseMechanism checks a mechanism name.
+func ParseMechanism(s string) (Mechanism, error) {
+	switch m := Mechanism(s); m {
+	case PDDisaggregation, PDColo:
+		return m, nil
+	case "kvcache-centric":
+		return "", fmt.Errorf("mechanism %q is not built yet (it needs the KVC control plane)", s)
+	}
+	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation or pd-colo)", s)
+}
+
+// Config is everything a run needs besides the trace.
+type Config struct {
+	Name      string     `json:"name,omitempty"`
+	Mechanism Mechanism  `json:"mechanism"`
+	Policy    kvc.Policy `json:"policy"`
+	// Topology: Prefill and Decode workers for PD; Colo workers for pd-colo.
+	Prefill int `json:"prefill,omitempty"`
+	Decode  int `json:"decode,omitempty"`
+	Colo    int `json:"colo,omitempty"`
+
+	Profile *model.Profile `json:"profile"`
+	// Link names the profile's link KV travels over P→D (rdma-400g, ...).
+	Link string `json:"link,omitempty"`
+	// Memory fractions per role; 0 takes the profile's.
+	PrefillMemFraction float64 `json:"prefill_mem_fraction,omitempty"`
+	DecodeMemFraction  float64 `json:"decode_mem_fraction,omitempty"`
+	ColoMemFraction    float64 `json:"colo_mem_fraction,omitempty"`
+
+	ChunkTokens int  `json:"chunk_tokens"`
+	MaxRunning  int  `json:"max_running"`
+	MixedChunk  bool `json:"mixed_chunk"`
+
+	// Replay.
+	TimeScale   float64 `json:"time_scale"`    // trace time is divided by this (2 = twice as fast)
+	Concurrency int     `json:"concurrency"`   // max requests in flight; 0 = unlimited
+	TimeoutS    float64 `json:"timeout_s"`     // per request, from send; 0 = none
+	MaxInputLen int     `json:"max_input_len"` // longer prompts fail with cause; 0 = the model's max context
+	IgnoreThink bool    `json:"ignore_think_time"`
+
+	// Routing score (kv-aware).
+	Alpha  float64 `json:"alpha"`
+	FloorK float64 `json:"floor_k"`
+
+	SLO             metrics.SLO `json:"slo"`
+	SampleIntervalS float64     `json:"sample_interval_s"` // worker occupancy log period (sim seconds)
+	Seed            uint64      `json:"seed"`
+}
+
+// Defaults fills unset fields with documented defaults.
+func (c *Config) Defaults() {
+	if c.Policy == "" {
+		c.Policy = kvc.PolicyDefault
+	}
+	if c.Link == "" {
+		c.Link = "rdma-400g"
+	}
+	if c.ChunkTokens == 0 {
+		c.ChunkTokens = 8192
+	}
+	if c.MaxRunning == 0 {
+		c.MaxRunning = 128
+	}
+	if c.TimeScale == 0 {
+		c.TimeScale = 1
+	}
+	if c.Alpha == 0 {
+		c.Alpha = 1
+	}
+	if c.SampleIntervalS == 0 {
+		c.SampleIntervalS = 1
+	}
+	if c.MaxInputLen == 0 && c.Profile != nil {
+		c.MaxInputLen = c.Profile.Model.MaxContext
+	}
+}
+
+// Validate reports the first thing that makes the config unusable.
+func (c *Config) Validate() error {
+	if c.Profile == nil {
+		return fmt.Errorf("sim: no model profile")
+	}
+	switch c.Mechanism {
+	case PDDisaggregation:
+		if c.Prefill < 1 || c.Decode < 1 {
+			return fmt.Errorf("sim: %s needs ≥ 1 prefill and ≥ 1 decode worker (got %d P, %d D)", c.Mechanism, c.Prefill, c.Decode)
+		}
+		if _, ok := c.Profile.Links[c.Link]; !ok {
+			return fmt.Errorf("sim: profile %s has no link %q", c.Profile.Name, c.Link)
+		}
+	case PDColo:
+		if c.Colo < 1 {
+			return fmt.Errorf("sim: %s needs ≥ 1 colocated worker", c.Mechanism)
+		}
+	default:
+		_, err := ParseMechanism(string(c.Mechanism))
+		return err
+	}
+	if _, err := kvc.ParsePolicy(string(c.Policy)); err != nil {
+		return err
+	}
+	if c.TimeScale <= 0 {
+		return fmt.Errorf("sim: time scale %v, expected > 0", c.TimeScale)
+	}
+	if c.Concurrency < 0 || c.TimeoutS < 0 || c.MaxInputLen < 0 {
+		return fmt.Errorf("sim: concurrency, timeout and max input length must be ≥ 0")
+	}
+	if c.SampleIntervalS <= 0 {
+		return fmt.Errorf("sim: sample interval %v, expected > 0", c.SampleIntervalS)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package sim
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+)
+
+// dispatch routes r and starts it on its workers.
+func (s *Sim) dispatch(r *req) {
+	blocks := r.t.HashIDs
+	switch s.cfg.Mechanism {
+	case PDDisaggregation:
+		pd := s.pRouter.Pick(r.t.SessionID, blocks)
+		dd := s.dRouter.Pick(r.t.SessionID, blocks)
+		s.noteBinding(r, dd.Worker)
+		s.pRouter.Dispatched(pd.Worker, r.t.SessionID, blocks)
+		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
+		r.p, r.d = s.prefills[pd.Worker], s.decodes[dd.Worker]
+		r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: blocks, Input: r.t.InputLength, Tag: r}
+		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
+		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
+			s.failLegs(r, "prefill-rejected: "+reason(err))
+			return
+		}
+		s.collect(r.p)
+		if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
+			s.failLegs(r, "decode-rejected: "+reason(err))
+			return
+		}
+		s.collect(r.d)
+	case PDColo:
+		dd := s.dRouter.Pick(r.t.SessionID, blocks)
+		s.noteBinding(r, dd.Worker)
+		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
+		r.d = s.colos[dd.Worker]
+		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: blocks, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
+		if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
+			s.failLegs(r, "worker-rejected: "+reason(err))
+			return
+		}
+		s.collect(r.d)
+	}
+}
+
+func reason(err error) string {
+	if errors.Is(err, engine.ErrTooLarge) {
+		return "kv-pool-too-small: " + err.Error()
+	}
+	return err.Error()
+}
+
+// noteBinding logs a session's move to a new decode (or colocated) worker.
+func (s *Sim) noteBinding(r *req, w int) {
+	prev, ok := s.dRouter.Pin(r.t.SessionID)
+	if ok && prev == w {
+		return
+	}
+	detail := "bind"
+	if ok {
+		detail = "move from " + s.dRouter.Names()[prev]
+	}
+	s.logEvent("session-binding", s.dRouter.Names()[w], r, detail, int64(r.t.InputLength))
+}
+
+// handle reacts to one worker event.
+func (s *Sim) handle(ev engine.Event) {
+	r := ev.Req.Tag.(*req)
+	if r.dead {
+		return // its legs were aborted; nothing late matters
+	}
+	switch ev.Kind {
+	case engine.EvPrefillDone:
+		r.pReady = true
+		s.maybeTransfer(r)
+	case engine.EvReserved:
+		r.dReady = true
+		s.maybeTransfer(r)
+	case engine.EvFirstToken:
+		r.ttft, r.hasTTFT = ev.Time-r.sent, true
+	case engine.EvFinished:
+		s.dRouter.Done(s.routerIndex(r))
+		s.record(r, metrics.StatusCompleted, "")
+		s.end(r)
+	}
+}
+
+// routerIndex maps r's decode/colocated worker back to its router index.
+func (s *Sim) routerIndex(r *req) int {
+	if s.cfg.Mechanism == PDColo {
+		return r.d - s.colos[0]
+	}
+	return r.d - s.decodes[0]
+}
+
+// maybeTransfer starts the P→D KV transfer once the prefill is done and D
+// has room reserved: the whole prompt's KV moves, cache hits on P included.
+func (s *Sim) maybeTransfer(r *req) {
+	if !r.pReady || !r.dReady {
+		return
+	}
+	li := r.p - s.prefills[0]
+	r.xferStart = s.now
+	r.xfer = engine.Transfer{Bytes: int64(r.t.InputLength) * s.kvBytes, Tag: r}
+	s.links[li].Start(s.now, &r.xfer)
+	s.reschedLink(li)
+}
+
+func (s *Sim) transferDone(r *req) {
+	r.xferEnd = s.now
+	if r.dead {
+		s.workers[r.p].Release(s.now, &r.pe)
+		s.collect(r.p)
+		return
+	}
+	s.pRouter.Done(r.p - s.prefills[0])
+	r.pRouted = true
+	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
+		s.failLegs(r, "prefill-release: "+err.Error())
+		return
+	}
+	s.collect(r.p)
+	if err := s.workers[r.d].StartDecode(s.now, &r.de); err != nil {
+		s.failLegs(r, "decode-start: "+err.Error())
+		return
+	}
+	s.collect(r.d)
+}
+
+// failLegs aborts whatever r holds and records it failed with cause.
+func (s *Sim) failLegs(r *req, cause string) {
+	s.abortLegs(r)
+	s.fail(r, metrics.StatusFailed, cause)
+}
+
+// abortLegs frees r's KV on its workers. A transfer in flight cannot be
+// called back; P's KV is released when it lands (see transferDone).
+func (s *Sim) abortLegs(r *req) {
+	r.dead = true
+	if r.p >= 0 {
+		if r.pe.Stage != engine.StageHeld || r.xferStart == 0 {
+			s.workers[r.p].Abort(s.now, &r.pe)
+			s.collect(r.p)
+		}
+		if !r.pRouted {
+			s.pRouter.Done(r.p - s.prefills[0])
+			r.pRouted = true
+		}
+	}
+	if r.d >= 0 {
+		s.workers[r.d].Abort(s.now, &r.de)
+		s.collect(r.d)
+		s.dRouter.Done(s.routerIndex(r))
+	}
+}
+
+// record writes r's metrics line and folds it into the summary.
+func (s *Sim) record(r *req, st metrics.Status, cause string) {
+	m := &s.rec
+	*m = metrics.Record{
+		RequestID:    strconv.FormatInt(r.t.ChatID, 10),
+		SessionID:    r.t.SessionID,
+		ChatID:       r.t.ChatID,
+		Turn:         r.t.Turn,
+		TraceTimeS:   r.t.Timestamp,
+		ArrivalS:     r.sent,
+		GateS:        r.sent - r.released,
+		InputLength:  r.t.InputLength,
+		OutputLength: r.t.OutputLength,
+		Status:       st,
+		Error:        cause,
+	}
+	switch s.cfg.Mechanism {
+	case PDDisaggregation:
+		m.ExecutionMode = ModePDRouter
+	case PDColo:
+		m.ExecutionMode = ModeColoRoute
+	}
+	if r.p >= 0 {
+		m.PrefillWorker = s.workers[r.p].Name()
+	}
+	if r.d >= 0 {
+		m.DecodeWorker = s.workers[r.d].Name()
+	}
+	if st != metrics.StatusCompleted {
+		m.FinishReason = "abort"
+		m.OutputLength = r.de.Generated()
+		m.LatencyS = s.now - r.sent
+		s.emit(m)
+		return
+	}
+	m.FinishReason = "length"
+	m.LatencyS = s.now - r.sent
+	m.TTFTS = r.ttft
+	if r.t.OutputLength > 1 {
+		m.TPOTS = (m.LatencyS - m.TTFTS) / float64(r.t.OutputLength-1)
+	}
+	b := &m.Breakdown
+	if r.p >= 0 {
+		m.CachedTokens = r.pe.CachedTokens
+		b.QueueS = (r.pe.AdmittedAt - r.sent) + (r.xferStart - r.pe.PrefillEndAt)
+		b.PrefillS = r.pe.PrefillEndAt - r.pe.AdmittedAt
+		b.TransferS = r.xferEnd - r.xferStart
+		b.DecodeS = s.now - r.xferEnd
+	} else {
+		m.CachedTokens = r.de.CachedTokens
+		b.QueueS = r.de.AdmittedAt - r.sent
+		b.PrefillS = r.de.PrefillEndAt - r.de.AdmittedAt
+		b.DecodeS = s.now - r.de.PrefillEndAt
+	}
+	m.UncachedTokens = r.t.InputLength - m.CachedTokens
+	s.emit(m)
+}
+
+func (s *Sim) emit(m *metrics.Record) {
+	s.collector.Add(m)
+	if err := s.sink.Request(m); err != nil && s.err == nil {
+		s.err = err
+	}
+}

@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+)
+
+// DirSink writes a run folder: metrics.jsonl, structural/workers.jsonl and
+// structural/events.jsonl. summary.json and config.json are written by
+// WriteRunFiles once the run is over.
+type DirSink struct {
+	files   []*os.File
+	metrics *jsonl
+	workers *jsonl
+	events  *jsonl
+}
+
+type jsonl struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+func newJSONL(f *os.File) *jsonl {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	return &jsonl{bw: bw, enc: json.NewEncoder(bw)}
+}
+
+// NewDirSink creates dir (and dir/structural) and opens the JSONL files.
+func NewDirSink(dir string) (*DirSink, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "structural"), 0o755); err != nil {
+		return nil, err
+	}
+	d := &DirSink{}
+	open := func(name string) (*jsonl, error) {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		d.files = append(d.files, f)
+		return newJSONL(f), nil
+	}
+	var err error
+	if d.metrics, err = open("metrics.jsonl"); err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	if d.workers, err = open(filepath.Join("structural", "workers.jsonl")); err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	if d.events, err = open(filepath.Join("structural", "events.jsonl")); err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	return d, nil
+}
+
+func (d *DirSink) Request(r *metrics.Record) error      { return d.metrics.enc.Encode(r) }
+func (d *DirSink) Worker(w *metrics.WorkerSample) error { return d.workers.enc.Encode(w) }
+func (d *DirSink) Event(e *metrics.Event) error         { return d.events.enc.Encode(e) }
+
+// Close flushes and closes every file.
+func (d *DirSink) Close() error {
+	var errs []error
+	for _, j := range []*jsonl{d.metrics, d.workers, d.events} {
+		if j != nil {
+			errs = append(errs, j.bw.Flush())
+		}
+	}
+	for _, f := range d.files {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// WriteRunFiles writes summary.json (the summary, plus per-worker and
+// replay stats under "workers" and "replay") and config.json (the resolved
+// config) into dir.
+func WriteRunFiles(dir string, cfg Config, res *Result) error {
+	cfg.Defaults()
+	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "summary.json"), summaryFile{res.Summary, res.Workers, res.Replay})
+}
+
+// summaryFile flattens the summary's fields to the top level of
+// summary.json, as the seed's and vLLM's tools expect.
+type summaryFile struct {
+	metrics.Summary
+	Workers map[string]WorkerStats `json:"workers"`
+	Replay  ReplayStats            `json:"replay"`
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

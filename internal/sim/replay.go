@@ -1,0 +1,236 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// replay is the closed-loop driver: it reads the trace as simulated time
+// reaches each request, holds a turn until its parent has finished (plus
+// think time), applies the client's concurrency limit and timeouts.
+//
+// Memory follows what is live: a request exists from its trace time until
+// it ends; per session only the last finished turn is remembered.
+type replay struct {
+	hasNext  bool
+	next     trace.Request
+	nextAt   float64 // scaled trace time of next
+	lastTS   float64
+	sessions map[string]*session
+	inflight map[int64]*req // released, not yet ended, by chat id
+	gate     []*req
+	gateHead int
+	active   int // sent and not ended
+	live     int // ingested and not ended
+	sampling bool
+	stats    ReplayStats
+}
+
+type session struct {
+	lastChat int64   // last ended turn
+	lastEnd  float64 // when it ended
+	hasLast  bool
+}
+
+// req is one request's life in the simulator.
+type req struct {
+	t        trace.Request
+	sess     *session
+	readyAt  float64 // scaled trace time
+	released float64 // handed to the client (parent done, think time over)
+	sent     float64 // left the concurrency gate
+	waiters  []*req  // next turns waiting for this one to end
+	ended    bool
+	dead     bool // timed out or failed: ignore late engine events
+
+	p, d      int // worker indices (p = -1 for colocated)
+	pe, de    engine.Request
+	pRouted   bool // P's router already told the request left
+	pReady    bool // prefill done on P
+	dReady    bool // KV reserved on D
+	xfer      engine.Transfer
+	xferStart float64
+	xferEnd   float64
+	ttft      float64
+	hasTTFT   bool
+}
+
+func (s *Sim) initReplay() {
+	s.sessions = map[string]*session{}
+	s.inflight = map[int64]*req{}
+	s.stats.TraceBlockSize = s.src.Header().BlockSize
+	s.readNext()
+}
+
+// readNext peeks the next trace request.
+func (s *Sim) readNext() {
+	s.next.HashIDs = nil // the previous request owns its slice now
+	err := s.src.Next(&s.next)
+	if err == io.EOF {
+		s.hasNext = false
+		return
+	}
+	if err != nil {
+		s.hasNext = false
+		s.err = err
+		return
+	}
+	if s.next.Timestamp < s.lastTS {
+		s.hasNext = false
+		s.err = fmt.Errorf("sim: trace not in timestamp order at chat %d (%.3f s after %.3f s); sort it first (trace convert writes sorted files)",
+			s.next.ChatID, s.next.Timestamp, s.lastTS)
+		return
+	}
+	s.lastTS = s.next.Timestamp
+	s.hasNext = true
+	s.nextAt = s.next.Timestamp / s.cfg.TimeScale
+}
+
+// ingest takes the peeked request into the simulation at its trace time.
+func (s *Sim) ingest() error {
+	if s.now < s.nextAt {
+		s.now = s.nextAt
+	}
+	r := &req{t: s.next, readyAt: s.nextAt, p: -1, d: -1}
+	s.readNext()
+	s.stats.Requests++
+	s.live++
+	sess, ok := s.sessions[r.t.SessionID]
+	if !ok {
+		sess = &session{}
+		s.sessions[r.t.SessionID] = sess
+		s.stats.Sessions++
+	}
+	r.sess = sess
+	s.inflight[r.t.ChatID] = r
+	if !s.sampling {
+		s.sampling = true
+		s.push(event{t: s.now, kind: evSample})
+	}
+	switch {
+	case r.t.IsRoot():
+		s.schedRelease(r, s.now)
+	case sess.hasLast && sess.lastChat == r.t.ParentChatID:
+		s.schedRelease(r, max(s.now, sess.lastEnd+s.think(r)))
+	default:
+		if parent, ok := s.inflight[r.t.ParentChatID]; ok && parent != r {
+			parent.waiters = append(parent.waiters, r)
+		} else {
+			s.stats.OrphanTurns++
+			s.schedRelease(r, s.now)
+		}
+	}
+	return s.err
+}
+
+func (s *Sim) think(r *req) float64 {
+	if s.cfg.IgnoreThink || r.t.ThinkTimeS == nil {
+		return 0
+	}
+	return *r.t.ThinkTimeS / s.cfg.TimeScale
+}
+
+func (s *Sim) schedRelease(r *req, at float64) {
+	if at <= s.now {
+		s.release(r)
+		return
+	}
+	s.push(event{t: at, kind: evRelease, req: r})
+}
+
+// release hands r to the client: it is sent now, or queued behind the
+// concurrency limit.
+func (s *Sim) release(r *req) {
+	r.released = s.now
+	if s.cfg.Concurrency > 0 && s.active >= s.cfg.Concurrency {
+		s.stats.GateWaits++
+		s.gate = append(s.gate, r)
+		return
+	}
+	s.send(r)
+}
+
+func (s *Sim) send(r *req) {
+	r.sent = s.now
+	s.active++
+	s.stats.MaxInflight = max(s.stats.MaxInflight, s.active)
+	if s.cfg.TimeoutS > 0 {
+		s.push(event{t: s.now + s.cfg.TimeoutS, kind: evTimeout, req: r})
+	}
+	if s.cfg.MaxInputLen > 0 && r.t.InputLength > s.cfg.MaxInputLen {
+		s.fail(r, metrics.StatusFailed, "input-too-long: "+strconv.Itoa(r.t.InputLength)+" tokens > max "+strconv.Itoa(s.cfg.MaxInputLen))
+		return
+	}
+	s.dispatch(r)
+}
+
+func (s *Sim) timeout(r *req) {
+	if r.ended {
+		return
+	}
+	s.abortLegs(r)
+	s.fail(r, metrics.StatusTimeout, fmt.Sprintf("timeout after %gs", s.cfg.TimeoutS))
+}
+
+// end closes r's life: metrics, the gate, and its waiting next turns.
+func (s *Sim) end(r *req) {
+	r.ended = true
+	s.active--
+	s.live--
+	delete(s.inflight, r.t.ChatID)
+	r.sess.lastChat, r.sess.lastEnd, r.sess.hasLast = r.t.ChatID, s.now, true
+	for _, w := range r.waiters {
+		s.schedRelease(w, max(w.readyAt, s.now+s.think(w)))
+	}
+	r.waiters = nil
+	for s.gateHead < len(s.gate) && (s.cfg.Concurrency == 0 || s.active < s.cfg.Concurrency) {
+		g := s.gate[s.gateHead]
+		s.gate[s.gateHead] = nil
+		s.gateHead++
+		s.send(g)
+	}
+	if s.gateHead > 1024 && s.gateHead*2 > len(s.gate) {
+		s.gate = append(s.gate[:0], s.gate[s.gateHead:]...)
+		s.gateHead = 0
+	}
+	s.finished++
+	if s.progress != nil && s.finished%2048 == 0 {
+		s.progress(s.finished, s.now)
+	}
+}
+
+// fail ends r with a status other than completed and its cause.
+func (s *Sim) fail(r *req, st metrics.Status, cause string) {
+	r.dead = true
+	s.record(r, st, cause)
+	s.end(r)
+}
+
+// sampleWorkers logs every worker's occupancy and schedules the next sample
+// while anything is live.
+func (s *Sim) sampleWorkers() {
+	for _, w := range s.workers {
+		s.sample = w.Sample(s.now)
+		if err := s.sink.Worker(&s.sample); err != nil && s.err == nil {
+			s.err = err
+		}
+	}
+	if s.live > 0 || s.hasNext {
+		s.push(event{t: s.now + s.cfg.SampleIntervalS, kind: evSample})
+	} else {
+		s.sampling = false
+	}
+}
+
+func (s *Sim) logEvent(kind, worker string, r *req, detail string, tokens int64) {
+	s.ev = metrics.Event{TimeS: s.now, Kind: kind, Worker: worker, SessionID: r.t.SessionID,
+		RequestID: strconv.FormatInt(r.t.ChatID, 10), Detail: detail, Tokens: tokens}
+	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
+		s.err = err
+	}
+}

@@ -1,0 +1,367 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// Source is a stream of trace requests in non-decreasing timestamp order:
+// a *trace.Reader or a synthetic generator.
+type Source interface {
+	Header() trace.Header
+	Next(*trace.Request) error
+}
+
+// Sink receives what a run records. Any method may be a no-op.
+type Sink interface {
+	Request(*metrics.Record) error
+	Worker(*metrics.WorkerSample) error
+	Event(*metrics.Event) error
+}
+
+// Progress is called now and then with the requests finished so far and the
+// simulated time. It must not block for long.
+type Progress func(finished int, simTimeS float64)
+
+// Result is what a run returns besides what it wrote to the sink.
+type Result struct {
+	Summary metrics.Summary        `json:"summary"`
+	Workers map[string]WorkerStats `json:"workers"`
+	Replay  ReplayStats            `json:"replay"`
+}
+
+// WorkerStats are one worker's counters at the end of a run.
+type WorkerStats struct {
+	Role          string  `json:"role"`
+	PoolTokens    int64   `json:"pool_tokens"`
+	PrefillSteps  int64   `json:"prefill_steps"`
+	DecodeSteps   int64   `json:"decode_steps"`
+	PrefillTokens int64   `json:"prefill_tokens"`
+	CachedTokens  int64   `json:"cached_tokens"`
+	KVWaits       int64   `json:"kv_waits"`
+	EvictedTokens int64   `json:"evicted_tokens"`
+	BusyS         float64 `json:"busy_s"`
+	Utilization   float64 `json:"utilization"` // busy share of the run's duration
+}
+
+// ReplayStats describe the replay itself.
+type ReplayStats struct {
+	Requests       int     `json:"requests"`
+	Sessions       int     `json:"sessions"`
+	OrphanTurns    int     `json:"orphan_turns"` // parent never seen: released at trace time
+	GateWaits      int     `json:"gate_waits"`   // requests held by the concurrency limit
+	MaxInflight    int     `json:"max_inflight"`
+	SimDurationS   float64 `json:"sim_duration_s"`
+	Events         int64   `json:"events"`
+	TraceBlockSize int     `json:"trace_block_size"`
+}
+
+// event kinds on the simulator's queue.
+const (
+	evWorker = iota
+	evLink
+	evRelease
+	evTimeout
+	evSample
+)
+
+type event struct {
+	t    float64
+	seq  uint64
+	kind uint8
+	idx  int32  // worker or link index
+	ver  uint32 // for evWorker/evLink: schedule version; stale ones are skipped
+	req  *req
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// Sim is one run in progress.
+type Sim struct {
+	cfg      Config
+	src      Source
+	sink     Sink
+	progress Progress
+
+	now    float64
+	seq    uint64
+	events eventHeap
+	nEv    int64
+
+	workers  []*engine.Worker
+	wsched   []schedule
+	links    []*engine.Link
+	lsched   []schedule
+	prefills []int // indices into workers
+	decodes  []int
+	colos    []int
+	pRouter  *kvc.Router
+	dRouter  *kvc.Router
+	kvBytes  int64
+
+	pending []engine.Event // worker events not yet handled
+
+	replay
+	collector *metrics.Collector
+	finished  int
+	rec       metrics.Record
+	sample    metrics.WorkerSample
+	ev        metrics.Event
+	err       error
+}
+
+type schedule struct {
+	at  float64
+	ver uint32
+	on  bool
+}
+
+// Run replays src under cfg and writes to sink (nil for none).
+func Run(ctx context.Context, cfg Config, src Source, sink Sink, progress Progress) (*Result, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sim{cfg: cfg, src: src, sink: sink, progress: progress}
+	if s.sink == nil {
+		s.sink = nopSink{}
+	}
+	if err := s.build(); err != nil {
+		return nil, err
+	}
+	s.collector = metrics.NewCollector(cfg.SLO)
+	s.initReplay()
+	if err := s.loop(ctx); err != nil {
+		return nil, err
+	}
+	return s.result(), nil
+}
+
+type nopSink struct{}
+
+func (nopSink) Request(*metrics.Record) error      { return nil }
+func (nopSink) Worker(*metrics.WorkerSample) error { return nil }
+func (nopSink) Event(*metrics.Event) error         { return nil }
+
+func (s *Sim) build() error {
+	c := &s.cfg
+	bs := s.src.Header().BlockSize
+	if bs <= 0 {
+		return fmt.Errorf("sim: trace has no block size")
+	}
+	s.kvBytes = c.Profile.Model.KVBytesPerToken()
+	add := func(name string, role engine.Role, frac float64, cache bool) (int, error) {
+		w, err := engine.New(engine.Config{
+			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
+			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
+			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk,
+		})
+		if err != nil {
+			return 0, err
+		}
+		if w.Capacity() <= 0 {
+			return 0, fmt.Errorf("sim: worker %s has no KV pool at memory fraction %v", name, frac)
+		}
+		s.workers = append(s.workers, w)
+		return len(s.workers) - 1, nil
+	}
+	opts := kvc.Options{Alpha: c.Alpha, FloorK: c.FloorK}
+	var names []string
+	switch c.Mechanism {
+	case PDDisaggregation:
+		for i := 0; i < c.Prefill; i++ {
+			idx, err := add(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, c.PrefillMemFraction, true)
+			if err != nil {
+				return err
+			}
+			s.prefills = append(s.prefills, idx)
+			s.links = append(s.links, engine.NewLink(c.Profile.Links[c.Link]))
+			names = append(names, s.workers[idx].Name())
+		}
+		opts.IndexBlocks = int(s.workers[s.prefills[0]].Capacity()) / bs
+		s.pRouter = kvc.NewRouter(names, c.Policy, opts)
+		names = nil
+		for i := 0; i < c.Decode; i++ {
+			// SGLang's PD decode keeps no prefix cache: it receives the whole
+			// prompt's KV every time.
+			idx, err := add(fmt.Sprintf("decode-%d", i), engine.RoleDecode, c.DecodeMemFraction, false)
+			if err != nil {
+				return err
+			}
+			s.decodes = append(s.decodes, idx)
+			names = append(names, s.workers[idx].Name())
+		}
+		opts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
+		s.dRouter = kvc.NewRouter(names, c.Policy, opts)
+	case PDColo:
+		for i := 0; i < c.Colo; i++ {
+			idx, err := add(fmt.Sprintf("colo-%d", i), engine.RoleColocated, c.ColoMemFraction, true)
+			if err != nil {
+				return err
+			}
+			s.colos = append(s.colos, idx)
+			names = append(names, s.workers[idx].Name())
+		}
+		opts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
+		s.dRouter = kvc.NewRouter(names, c.Policy, opts)
+	}
+	s.wsched = make([]schedule, len(s.workers))
+	s.lsched = make([]schedule, len(s.links))
+	return nil
+}
+
+func (s *Sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	heap.Push(&s.events, e)
+}
+
+// resched puts worker i's next step on the queue if it moved.
+func (s *Sim) resched(i int) {
+	t, ok := s.workers[i].NextTime()
+	sc := &s.wsched[i]
+	if ok == sc.on && (!ok || t == sc.at) {
+		return
+	}
+	sc.ver++
+	sc.at, sc.on = t, ok
+	if ok {
+		s.push(event{t: t, kind: evWorker, idx: int32(i), ver: sc.ver})
+	}
+}
+
+func (s *Sim) reschedLink(i int) {
+	t, ok := s.links[i].NextTime()
+	sc := &s.lsched[i]
+	if ok == sc.on && (!ok || t == sc.at) {
+		return
+	}
+	sc.ver++
+	sc.at, sc.on = t, ok
+	if ok {
+		s.push(event{t: t, kind: evLink, idx: int32(i), ver: sc.ver})
+	}
+}
+
+// loop interleaves trace ingestion with the event queue in time order.
+func (s *Sim) loop(ctx context.Context) error {
+	for {
+		if s.err != nil {
+			return s.err
+		}
+		if s.nEv&0xfff == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		next := math.Inf(1)
+		if len(s.events) > 0 {
+			next = s.events[0].t
+		}
+		if s.hasNext && s.nextAt <= next {
+			if err := s.ingest(); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(s.events) == 0 {
+			return nil
+		}
+		e := heap.Pop(&s.events).(event)
+		s.nEv++
+		if e.t > s.now {
+			s.now = e.t
+		}
+		switch e.kind {
+		case evWorker:
+			sc := &s.wsched[e.idx]
+			if !sc.on || sc.ver != e.ver {
+				continue
+			}
+			sc.on = false
+			s.workers[e.idx].Advance(s.now)
+			s.collect(int(e.idx))
+		case evLink:
+			sc := &s.lsched[e.idx]
+			if !sc.on || sc.ver != e.ver {
+				continue
+			}
+			sc.on = false
+			for _, t := range s.links[e.idx].Advance(s.now) {
+				s.transferDone(t.Tag.(*req))
+			}
+			s.reschedLink(int(e.idx))
+		case evRelease:
+			s.release(e.req)
+		case evTimeout:
+			s.timeout(e.req)
+		case evSample:
+			s.sampleWorkers()
+		}
+		s.drain()
+	}
+}
+
+// collect takes worker i's events onto the pending list and reschedules it.
+func (s *Sim) collect(i int) {
+	s.pending = append(s.pending, s.workers[i].TakeEvents()...)
+	s.resched(i)
+}
+
+// drain handles pending worker events until none are left; handlers may
+// call workers, which add more.
+func (s *Sim) drain() {
+	for len(s.pending) > 0 {
+		ev := s.pending[0]
+		s.pending = s.pending[1:]
+		s.handle(ev)
+	}
+	s.pending = s.pending[:0]
+}
+
+func (s *Sim) result() *Result {
+	res := &Result{Workers: map[string]WorkerStats{}, Replay: s.replay.stats}
+	res.Replay.SimDurationS = s.now
+	res.Replay.Events = s.nEv
+	res.Summary = s.collector.Summary(0)
+	res.Summary.Mechanism = string(s.cfg.Mechanism)
+	res.Summary.Policy = string(s.cfg.Policy)
+	dur := res.Summary.DurationS
+	for _, w := range s.workers {
+		st := w.Stats()
+		ws := WorkerStats{
+			Role: w.Role().String(), PoolTokens: w.Capacity(),
+			PrefillSteps: st.PrefillSteps, DecodeSteps: st.DecodeSteps,
+			PrefillTokens: st.PrefillTokens, CachedTokens: st.CachedTokens,
+			KVWaits: st.KVWaits, EvictedTokens: st.EvictedTokens, BusyS: st.BusyS,
+		}
+		if dur > 0 {
+			ws.Utilization = st.BusyS / dur
+		}
+		res.Workers[w.Name()] = ws
+	}
+	return res
+}
