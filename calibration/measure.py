@@ -193,8 +193,10 @@ def moe(h, L):
 
 
 def moe_reference(h, L):
+    # routing from the same bf16 router logits (near-ties in the 8th place
+    # would otherwise pick other experts); expert math in fp32
     hf = h.float()
-    probs = torch.softmax(F.linear(hf, L.wr.float()), dim=-1)
+    probs = torch.softmax(F.linear(h, L.wr).float(), dim=-1)
     topw, topi = probs.topk(TOPK, dim=-1)
     topw = topw / topw.sum(dim=-1, keepdim=True)
     out = torch.zeros_like(hf)
@@ -407,6 +409,35 @@ def run_copies(out, args, meta):
     torch.cuda.empty_cache()
 
 
+def timed(fl, fh, args):
+    """Time fl (the layers) and fh (the head): replayed from CUDA graphs when
+    they capture, else eager. Returns (layers times, head times, graph flag)."""
+    if args.graphs and MOE["kernel"] == "grouped_mm":
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(2):
+                    fl()
+                    fh()
+            torch.cuda.current_stream().wait_stream(s)
+            g1 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g1):
+                fl()
+            g2 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g2):
+                fh()
+            tl, th = time_pair(g1.replay, g2.replay, args.warmup, args.min_reps, args.max_reps, args.target_s)
+            del g1, g2
+            return tl, th, 1
+        except Exception as ex:  # noqa: BLE001
+            log(f"graph capture failed ({type(ex).__name__}: {ex}); eager from now on")
+            args.graphs = False
+            torch.cuda.synchronize()
+    tl, th = time_pair(fl, fh, args.warmup, args.min_reps, args.max_reps, args.target_s)
+    return tl, th, 0
+
+
 def prefill_point(layers, H, n, p, args):
     x0 = torch.randn(n, HIDDEN, device=DEV, dtype=BF)
     ids = torch.randint(0, VOCAB, (n,), device=DEV)
@@ -423,8 +454,15 @@ def prefill_point(layers, H, n, p, args):
         head_fn(H, ids, state["x"][-1:])
 
     with torch.no_grad():
-        tl, th = time_pair(fl, fh, args.warmup, args.min_reps, args.max_reps, args.target_s)
-    return tl, th
+        tl, th, graph = timed(fl, fh, args)
+        state.clear()
+        torch.cuda.empty_cache()
+        el, eh = [], []
+        # eager too (SGLang runs extend batches eagerly), where launch gaps can matter
+        if graph and median(tl) < args.eager_below_s:
+            el, eh = time_pair(fl, fh, args.warmup, args.min_reps, args.max_reps, args.target_s)
+    state.clear()
+    return tl, th, graph, el, eh
 
 
 def decode_point(layers, H, B, C, args):
@@ -434,48 +472,23 @@ def decode_point(layers, H, B, C, args):
     pos = torch.full((B,), S - 1, device=DEV, dtype=torch.long)
     buf = {}
 
-    def fl_eager():
+    def fl():
         x = x0
         for L in layers:
             x = layer_decode(x, L, B, S, pos)
         buf["x"] = x
 
-    def fh_eager():
+    def fh():
         head_fn(H, ids, buf["x"])
 
-    graph = 0
     with torch.no_grad():
-        if args.graphs and MOE["kernel"] == "grouped_mm":
-            try:
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(2):
-                        fl_eager()
-                        fh_eager()
-                torch.cuda.current_stream().wait_stream(s)
-                g1 = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g1):
-                    fl_eager()
-                g2 = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g2):
-                    fh_eager()
-                graph = 1
-                tl, th = time_pair(g1.replay, g2.replay, args.warmup, args.min_reps, args.max_reps,
-                                   args.target_s)
-                del g1, g2
-            except Exception as ex:  # noqa: BLE001
-                log(f"graph capture failed ({type(ex).__name__}: {ex}); eager decode")
-                args.graphs = False
-                graph = 0
-                torch.cuda.synchronize()
-        if not graph:
-            tl, th = time_pair(fl_eager, fh_eager, args.warmup, args.min_reps, args.max_reps, args.target_s)
+        tl, th, graph = timed(fl, fh, args)
     buf.clear()
     return tl, th, S, graph
 
 
-PF_COLS = ["n", "p", "layers", "layers_s", "head_s", "model_s", "reps", "layers_min_s", "layers_max_s"]
+PF_COLS = ["n", "p", "layers", "layers_s", "head_s", "model_s", "reps", "cuda_graph", "layers_min_s",
+           "layers_max_s", "eager_layers_s", "eager_head_s", "eager_model_s"]
 DC_COLS = ["batch", "ctx_tokens", "seq_len", "layers", "layers_s", "head_s", "model_s", "reps",
            "cuda_graph", "layers_min_s", "layers_max_s"]
 
@@ -491,16 +504,22 @@ def run_prefill(out, name, layers, H, points, budget, args):
         if p + n > layers[0].kv_cap or p + n > layers[-1].kv_cap:
             continue
         try:
-            tl, th = prefill_point(layers, H, n, p, args)
+            tl, th, graph, el, eh = prefill_point(layers, H, n, p, args)
         except torch.cuda.OutOfMemoryError:
             log(f"prefill n={n} p={p}: out of memory, skipped")
             torch.cuda.empty_cache()
             continue
         ml, mh = median(tl), median(th)
         tot = mh + ml * LAYERS / Lc
-        w.row([n, p, Lc, fmt(ml), fmt(mh), fmt(tot), len(tl), fmt(min(tl)), fmt(max(tl))])
-        log(f"prefill n={n:6d} p={p:7d} L={Lc}: layers {ml * 1e3:9.3f} ms head {mh * 1e3:6.3f} ms"
-            f" -> model {tot * 1e3:9.2f} ms")
+        eager = ["", "", ""]
+        etxt = ""
+        if el:
+            eml, emh = median(el), median(eh)
+            eager = [fmt(eml), fmt(emh), fmt(emh + eml * LAYERS / Lc)]
+            etxt = f" (eager {(emh + eml * LAYERS / Lc) * 1e3:9.2f} ms)"
+        w.row([n, p, Lc, fmt(ml), fmt(mh), fmt(tot), len(tl), graph, fmt(min(tl)), fmt(max(tl))] + eager)
+        log(f"prefill n={n:6d} p={p:7d} L={Lc} graph={graph}: layers {ml * 1e3:9.3f} ms head {mh * 1e3:6.3f} ms"
+            f" -> model {tot * 1e3:9.2f} ms{etxt}")
         torch.cuda.empty_cache()
 
 
@@ -623,7 +642,9 @@ def main():
     ap.add_argument("--max-reps", type=int, default=25)
     ap.add_argument("--target-s", type=float, default=0.25, help="aim for this much timed work per point")
     ap.add_argument("--copy-reps", type=int, default=10)
-    ap.add_argument("--no-graphs", dest="graphs", action="store_false", help="eager decode")
+    ap.add_argument("--no-graphs", dest="graphs", action="store_false", help="no CUDA graphs: eager only")
+    ap.add_argument("--eager-below-s", type=float, default=0.05,
+                    help="also time prefill eagerly where the graph took less than this (s, for L layers)")
     ap.add_argument("--no-rope", action="store_true")
     ap.add_argument("--budget-copy", type=float, default=40)
     ap.add_argument("--budget-decode", type=float, default=110)
@@ -698,15 +719,15 @@ def main():
 
     # grids
     batches = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128]
-    ctxs = [1024 << k for k in range(11)]  # 1K .. 1M
+    ctxs = pow2_half(1024, 1 << 20)  # 1K .. 1M, half-octave steps
     ns = pow2_half(128, 32768)  # 128 .. 32K, half-octave steps
-    ps = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 98304, 131072]
+    ps = [0, 512, 1024, 2048, 4096, 8192, 16384, 24576, 32768, 49152, 65536, 98304, 131072]
     if args.smoke:
         batches, ctxs = [1, 16, 128], [4096, 131072]
         ns, ps = [128, 2048, 8192], [0, 16384]
     dpts = [(B, C) for B in batches for C in ctxs if C >= B]
     dpts = ordered(sorted(dpts, key=lambda bc: bc[1] + 2000 * bc[0]),
-                   lambda bc: bc[0] in (1, 4, 16, 64, 128) and int(math.log2(bc[1] // 1024)) % 2 == 0)
+                   lambda bc: bc[0] in (1, 4, 16, 64, 128) and ctxs.index(bc[1]) % 4 == 0)
     ppts = [(n, p) for n in ns for p in ps]
     ppts = ordered(sorted(ppts, key=lambda np_: np_[0] * (np_[1] + np_[0] / 2) + 3e4 * np_[0]),
                    lambda np_: ns.index(np_[0]) % 2 == 0 and ps.index(np_[1]) % 2 == 0)
@@ -721,8 +742,8 @@ def main():
         save_meta()
     if "validate" not in skip and args.validate_layers > 0:
         VL = layers[:args.validate_layers]
-        vd = [(1, 4096), (16, 65536), (64, 16384), (128, 262144)]
-        vp = [(512, 0), (2048, 8192), (8192, 0), (4096, 32768)]
+        vd = [(1, 4096), (1, 65536), (16, 65536), (64, 16384), (128, 4096), (128, 262144)]
+        vp = [(128, 0), (512, 0), (2048, 8192), (8192, 0), (4096, 32768), (8192, 32768)]
         if args.smoke:
             vd, vp = [(16, 16384)], [(2048, 8192)]
         vd = [(B, C) for B, C in vd if C <= args.val_kv_cap - 256]
