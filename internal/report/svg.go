@@ -122,17 +122,25 @@ func niceStep(x float64) float64 {
 
 // tickLabel prints a tick compactly: 0.01, 0.5, 20, 1.5k, 100k, 2M, 50%.
 func tickLabel(v float64, percent bool) string {
+	// Ticks are sums of float steps (0.1+0.2…); 9 significant digits
+	// remove the representation noise before printing.
+	v = roundSig(v)
 	if percent {
-		return strconv.FormatFloat(v*100, 'f', -1, 64) + "%"
+		return strconv.FormatFloat(roundSig(v*100), 'f', -1, 64) + "%"
 	}
 	a := math.Abs(v)
 	switch {
 	case a >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
+		return strconv.FormatFloat(roundSig(v/1e6), 'f', -1, 64) + "M"
 	case a >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
+		return strconv.FormatFloat(roundSig(v/1e3), 'f', -1, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func roundSig(v float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 9, 64), 64)
+	return r
 }
 
 // px maps a data value to a pixel; ok is false where it cannot be drawn
