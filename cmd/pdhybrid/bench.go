@@ -2,9 +2,109 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/report"
+	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	return errors.New("bench: under construction")
+	fs := newFlags(e, "bench", "pdhybrid bench [flags]", `
+The main job: replay one agentic workload through several serving mechanisms
+on the same simulated cluster and print them side by side.
+
+With no flags it replays the built-in synthetic agentic coding workload
+(Claude-Code-like sessions, see docs/workloads.md) on 4 simulated H200 GPUs:
+naive PD as 1 prefill + 3 decode workers (round-robin) against data-parallel
+serving on 4 colocated workers (kv-aware routing). -trace replays any
+canonical trace instead. -out DIR writes one run folder per mechanism
+(readable by 'pdhybrid report') and DIR/comparison.json.`)
+	var f simFlags
+	f.register(fs)
+	gpus := fs.Int("gpus", 4, "simulated `GPUs`; naive PD gets 1 prefill and gpus-1 decode workers, DP gets gpus colocated workers")
+	pdPolicy := fs.String("pd-policy", "default", "routing `policy` for naive PD's decode workers: default, sticky, kv-aware")
+	dpPolicy := fs.String("dp-policy", "kv-aware", "routing `policy` for data-parallel workers: default, sticky, kv-aware")
+	out := fs.String("out", "", "write one run folder per mechanism and comparison.json to `dir`")
+	format := fs.String("format", "text", "table `format` on stdout: text, csv, json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("bench: unexpected argument %q", fs.Arg(0))}
+	}
+	if *gpus < 2 {
+		return usageError{"bench: -gpus must be at least 2 (one prefill and one decode worker)"}
+	}
+	pdPol, err := kvc.ParsePolicy(*pdPolicy)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	dpPol, err := kvc.ParsePolicy(*dpPolicy)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	prof, err := f.loadProfile()
+	if err != nil {
+		return err
+	}
+	pd := f.config(prof, sim.PDDisaggregation, pdPol)
+	pd.Prefill, pd.Decode = 1, *gpus-1
+	pd.Name = fmt.Sprintf("naive-pd-1p%dd", *gpus-1)
+	dp := f.config(prof, sim.PDColo, dpPol)
+	dp.Colo = *gpus
+	dp.Name = fmt.Sprintf("dp-x%d", *gpus)
+	runs := []sim.Config{pd, dp}
+
+	start := time.Now()
+	var names []string
+	var sums []metrics.Summary
+	comparison := map[string]any{"runs": []string{}}
+	for _, cfg := range runs {
+		dir := ""
+		if *out != "" {
+			dir = filepath.Join(*out, cfg.Name)
+		}
+		res, err := simulate(ctx, e, cfg, &f, dir)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.Name, err)
+		}
+		names = append(names, cfg.Name)
+		sums = append(sums, res.Summary)
+	}
+	fmt.Fprintf(e.stderr, "bench: %d mechanisms on %d simulated %s GPUs (%s) in %.1f s\n",
+		len(runs), *gpus, prof.Hardware.Name, prof.Model.Name, time.Since(start).Seconds())
+	if err := report.WriteTable(e.stdout, *format, names, sums); err != nil {
+		return err
+	}
+	if *out != "" {
+		comparison["runs"] = names
+		comparison["summaries"] = sums
+		b, err := json.MarshalIndent(comparison, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, "comparison.json"), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "bench: wrote %s (open with: pdhybrid report %s --out %s)\n",
+			*out, joinDirs(*out, names), filepath.Join(*out, "report"))
+	}
+	return nil
+}
+
+func joinDirs(base string, names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += " "
+		}
+		s += filepath.Join(base, n)
+	}
+	return s
 }
