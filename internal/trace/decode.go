@@ -130,6 +130,9 @@ func decodeRequest(line []byte, req *Request) error {
 			if hashes, err = d.hashes(hashes); err != nil {
 				return err
 			}
+			if hashes == nil {
+				hashes = []uint64{} // present but empty, as encoding/json has it
+			}
 			seen |= sHash
 		default:
 			if err := d.skip(0); err != nil {
