@@ -1,0 +1,112 @@
+package trace_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+	"github.com/pdhybrid/pdhybrid/internal/trace/tracetest"
+)
+
+func TestCheckerAcceptsGenerated(t *testing.T) {
+	c := trace.NewChecker(64)
+	for i, r := range tracetest.Sessions(5, 10, 10, 64) {
+		if errs := c.Check(&r, i+1); len(errs) > 0 {
+			t.Fatalf("line %d: %v", i+1, errs[0])
+		}
+		c.Accept(&r, i+1)
+	}
+	if ok, _, _ := c.Order(); !ok || c.Sessions() != 10 {
+		t.Fatalf("ordered %v sessions %d", ok, c.Sessions())
+	}
+}
+
+func TestCheckerProblems(t *testing.T) {
+	root := trace.Request{SessionID: "a", ChatID: 1, ParentChatID: -1, Turn: 1, Timestamp: 10, InputLength: 5, HashIDs: []uint64{1, 2}}
+	cases := []struct {
+		name  string
+		r     trace.Request
+		field string
+		msg   string
+	}{
+		{"duplicate chat", trace.Request{SessionID: "b", ChatID: 1, ParentChatID: -1, Turn: 1, Timestamp: 11}, "chat_id", "already used on line 1"},
+		{"missing parent", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 9, Turn: 2, Timestamp: 11}, "parent_chat_id", "does not appear"},
+		{"bad parent", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: -3, Turn: 2, Timestamp: 11}, "parent_chat_id", "got -3"},
+		{"turn not increasing", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 1, Timestamp: 11, InputLength: 5, HashIDs: []uint64{1, 2}}, "turn", "more than the parent's turn 1"},
+		{"time backwards", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 9, InputLength: 5, HashIDs: []uint64{1, 2}}, "timestamp", "earlier than the parent's"},
+		{"wrong session", trace.Request{SessionID: "z", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11}, "session_id", `expected "a"`},
+		{"hash length", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, InputLength: 9, HashIDs: []uint64{1}}, "hash_ids", "expected ceil(input_length 9 / block_size 4) = 3"},
+		{"negative length", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, InputLength: -1, OutputLength: 0}, "input_length", "non-negative"},
+		{"negative output", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, OutputLength: -4}, "output_length", "non-negative"},
+		{"root turn", trace.Request{SessionID: "c", ChatID: 2, ParentChatID: -1, Turn: 3, Timestamp: 11}, "turn", "expected 1"},
+		{"second root", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: -1, Turn: 1, Timestamp: 11}, "parent_chat_id", "already has a root"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			chk := trace.NewChecker(4)
+			r0 := root
+			if errs := chk.Check(&r0, 1); len(errs) > 0 {
+				t.Fatal(errs[0])
+			}
+			chk.Accept(&r0, 1)
+			r := c.r
+			errs := chk.Check(&r, 2)
+			for _, e := range errs {
+				if e.Line == 2 && e.Field == c.field && strings.Contains(e.Msg, c.msg) {
+					return
+				}
+			}
+			t.Fatalf("want %s: %q, got %v", c.field, c.msg, errs)
+		})
+	}
+}
+
+func TestCheckerDerivesSessions(t *testing.T) {
+	// Bailian style: no session ids, no turns.
+	rs := []trace.Request{
+		{ChatID: 10, ParentChatID: -1, Timestamp: 0},
+		{ChatID: 11, ParentChatID: -1, Timestamp: 1},
+		{ChatID: 12, ParentChatID: 10, Timestamp: 2},
+		{ChatID: 13, ParentChatID: 12, Timestamp: 3},
+	}
+	c := trace.NewChecker(16)
+	for i := range rs {
+		if errs := c.Check(&rs[i], i+1); len(errs) > 0 {
+			t.Fatal(errs[0])
+		}
+		c.Accept(&rs[i], i+1)
+	}
+	want := []struct {
+		s    string
+		turn int
+	}{{"s10", 1}, {"s11", 1}, {"s10", 2}, {"s10", 3}}
+	for i, w := range want {
+		if rs[i].SessionID != w.s || rs[i].Turn != w.turn {
+			t.Errorf("request %d: session %q turn %d, want %q %d", i, rs[i].SessionID, rs[i].Turn, w.s, w.turn)
+		}
+	}
+}
+
+func TestCheckerRejectedParent(t *testing.T) {
+	c := trace.NewChecker(0)
+	r := trace.Request{ChatID: 1, ParentChatID: -1, Timestamp: 0}
+	c.Check(&r, 1)
+	c.Reject(&r, 1)
+	k := trace.Request{ChatID: 2, ParentChatID: 1, Timestamp: 1}
+	errs := c.Check(&k, 2)
+	if len(errs) != 1 || !strings.Contains(errs[0].Msg, "was dropped") {
+		t.Fatalf("got %v", errs)
+	}
+}
+
+func TestCheckerOrder(t *testing.T) {
+	c := trace.NewChecker(0)
+	for i, ts := range []float64{0, 5, 3, 7, 1} {
+		r := trace.Request{SessionID: string(rune('a' + i)), ChatID: int64(i), ParentChatID: -1, Turn: 1, Timestamp: ts}
+		c.Accept(&r, i+1)
+	}
+	ok, back, first := c.Order()
+	if ok || back != 2 || first != 3 {
+		t.Fatalf("ordered %v back %d first %d", ok, back, first)
+	}
+}
