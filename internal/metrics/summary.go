@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 	"sort"
+	"strings"
 )
 
 // Stats is the seed's distribution shape (seconds).
@@ -44,7 +45,7 @@ type Summary struct {
 	Failures         int             `json:"failures"`
 	Timeouts         int             `json:"timeouts"`
 	Aborts           int             `json:"aborts"`
-	FailureCauses    map[string]int  `json:"failure_causes"`
+	FailureCauses    map[string]int  `json:"failure_causes"` // "<status>: <cause>" → count
 	LatencyStats     Stats           `json:"latency_stats_s"`
 	TTFTStats        Stats           `json:"ttft_stats_s"`
 	TPOTStats        Stats           `json:"tpot_stats_s"`
@@ -145,7 +146,7 @@ func (c *Collector) Add(r *Record) {
 		default:
 			s.Failures++
 		}
-		s.FailureCauses[string(r.Status)+": "+r.Error]++
+		s.FailureCauses[string(r.Status)+": "+Cause(r.Error)]++
 		if r.ExecutionMode != "" {
 			s.ExecutionModes[r.ExecutionMode]++
 		}
@@ -201,6 +202,19 @@ func (c *Collector) good(r *Record) bool {
 		return false
 	}
 	return true
+}
+
+// Cause is the class of an error message "<cause>: <detail>": the text
+// before the first colon. Summaries count failures by it so that details
+// (sizes, worker names) do not split one cause into many.
+func Cause(msg string) string {
+	if i := strings.IndexByte(msg, ':'); i >= 0 {
+		return msg[:i]
+	}
+	if msg == "" {
+		return "unknown"
+	}
+	return msg
 }
 
 // Summary computes the run's summary. durationS overrides the measured span

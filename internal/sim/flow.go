@@ -22,12 +22,12 @@ func (s *Sim) dispatch(r *req) {
 		r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: blocks, Input: r.t.InputLength, Tag: r}
 		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
-			s.failLegs(r, "prefill-rejected: "+reason(err))
+			s.failLegs(r, reason(err, s.workers[r.p].Name()))
 			return
 		}
 		s.collect(r.p)
 		if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
-			s.failLegs(r, "decode-rejected: "+reason(err))
+			s.failLegs(r, reason(err, s.workers[r.d].Name()))
 			return
 		}
 		s.collect(r.d)
@@ -38,18 +38,20 @@ func (s *Sim) dispatch(r *req) {
 		r.d = s.colos[dd.Worker]
 		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: blocks, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 		if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
-			s.failLegs(r, "worker-rejected: "+reason(err))
+			s.failLegs(r, reason(err, s.workers[r.d].Name()))
 			return
 		}
 		s.collect(r.d)
 	}
 }
 
-func reason(err error) string {
+// reason turns a worker's refusal into "<cause>: <detail>"; the cause
+// before the colon is what summaries group by.
+func reason(err error, worker string) string {
 	if errors.Is(err, engine.ErrTooLarge) {
-		return "kv-pool-too-small: " + err.Error()
+		return "kv-pool-too-small: " + worker + ": " + err.Error()
 	}
-	return err.Error()
+	return "worker-refused: " + worker + ": " + err.Error()
 }
 
 // noteBinding logs a session's move to a new decode (or colocated) worker.
@@ -118,12 +120,12 @@ func (s *Sim) transferDone(r *req) {
 	s.pRouter.Done(r.p - s.prefills[0])
 	r.pRouted = true
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
-		s.failLegs(r, "prefill-release: "+err.Error())
+		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return
 	}
 	s.collect(r.p)
 	if err := s.workers[r.d].StartDecode(s.now, &r.de); err != nil {
-		s.failLegs(r, "decode-start: "+err.Error())
+		s.failLegs(r, "engine-error: decode start: "+err.Error())
 		return
 	}
 	s.collect(r.d)

@@ -174,7 +174,7 @@ func (s *Sim) timeout(r *req) {
 		return
 	}
 	s.abortLegs(r)
-	s.fail(r, metrics.StatusTimeout, fmt.Sprintf("timeout after %gs", s.cfg.TimeoutS))
+	s.fail(r, metrics.StatusTimeout, fmt.Sprintf("timeout: no completion within %gs of sending", s.cfg.TimeoutS))
 }
 
 // end closes r's life: metrics, the gate, and its waiting next turns.

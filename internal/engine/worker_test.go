@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/model"
+)
+
+func testProfile(t testing.TB) *model.Profile {
+	t.Helper()
+	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// drive advances w until idle, returning its events.
+func drive(w *Worker, now float64) (float64, []Event) {
+	var evs []Event
+	for {
+		t, ok := w.NextTime()
+		if !ok {
+			return now, evs
+		}
+		now = t
+		w.Advance(now)
+		evs = append(evs, w.TakeEvents()...)
+	}
+}
+
+func checkPool(t *testing.T, w *Worker) {
+	t.Helper()
+	if w.own < 0 || w.reserved < 0 || w.Used() < 0 {
+		t.Fatalf("%s: negative accounting own=%d reserved=%d used=%d", w.cfg.Name, w.own, w.reserved, w.Used())
+	}
+	if w.Used()+w.reserved > w.capacity {
+		t.Fatalf("%s: used %d + reserved %d > capacity %d", w.cfg.Name, w.Used(), w.reserved, w.capacity)
+	}
+	if w.tree != nil {
+		var tokens, evictable int64
+		for i := 1; i < len(w.tree.nodes); i++ {
+			n := &w.tree.nodes[i]
+			if n.live {
+				tokens += n.tokens
+				if n.ref == 0 {
+					evictable += n.tokens
+				}
+			}
+		}
+		if tokens != w.tree.Tokens() || evictable != w.tree.EvictableTokens() {
+			t.Fatalf("tree counters drifted")
+		}
+	}
+}
+
+// TestWorkerKVProperty drives colocated and prefill workers with random
+// sessions on a small pool, checking after every call that KV use is never
+// negative nor above the pool, and that every request ends exactly once.
+func TestWorkerKVProperty(t *testing.T) {
+	p := testProfile(t)
+	for seed := uint64(1); seed <= 12; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		role := RoleColocated
+		if seed%3 == 0 {
+			role = RolePrefill
+		}
+		w, err := New(Config{Name: "w", Role: role, Profile: p, BlockSize: 16, PoolTokens: 4000 + int64(rng.IntN(4000)),
+			ChunkTokens: 512, MaxRunning: 1 + rng.IntN(8), PrefixCache: true, MixedChunk: seed%2 == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains := make([][]uint64, 5)
+		now := 0.0
+		ended := map[int64]int{}
+		var live []*Request
+		var held []*Request
+		for i := 0; i < 300; i++ {
+			now += rng.Float64() * 0.05
+			// advance through due steps
+			for {
+				tn, ok := w.NextTime()
+				if !ok || tn > now {
+					break
+				}
+				w.Advance(tn)
+				for _, ev := range w.TakeEvents() {
+					switch ev.Kind {
+					case EvFinished:
+						ended[ev.Req.ID]++
+					case EvPrefillDone:
+						held = append(held, ev.Req)
+					}
+				}
+				checkPool(t, w)
+			}
+			switch op := rng.IntN(10); {
+			case op < 6:
+				s := rng.IntN(len(chains))
+				for k := rng.IntN(20) + 1; k > 0; k-- {
+					chains[s] = append(chains[s], uint64(s)<<40|uint64(len(chains[s])+1))
+				}
+				if len(chains[s])*16 > 2000 {
+					chains[s] = chains[s][:1]
+				}
+				input := (len(chains[s])-1)*16 + 1 + rng.IntN(16)
+				kind := Full
+				if role == RolePrefill {
+					kind = PrefillOnly
+				}
+				r := &Request{ID: int64(i), Kind: kind, Blocks: append([]uint64(nil), chains[s]...), Input: input, Output: 1 + rng.IntN(40)}
+				if err := w.Submit(now, r); err != nil {
+					ended[r.ID]++ // refused up front: accounted for by the caller
+				} else {
+					live = append(live, r)
+				}
+			case op < 8 && len(held) > 0:
+				r := held[0]
+				held = held[1:]
+				if err := w.Release(now, r); err != nil {
+					t.Fatal(err)
+				}
+				ended[r.ID]++
+			case len(live) > 0:
+				r := live[rng.IntN(len(live))]
+				if r.Stage != StageDone && r.Stage != StageAborted && r.Stage != StageHeld {
+					w.Abort(now, r)
+					ended[r.ID]++
+				}
+			}
+			for _, ev := range w.TakeEvents() {
+				if ev.Kind == EvFinished {
+					ended[ev.Req.ID]++
+				}
+				if ev.Kind == EvPrefillDone {
+					held = append(held, ev.Req)
+				}
+			}
+			checkPool(t, w)
+		}
+		// Let everything finish, releasing held prefills.
+		for {
+			var evs []Event
+			now, evs = drive(w, now)
+			for _, ev := range evs {
+				switch ev.Kind {
+				case EvFinished:
+					ended[ev.Req.ID]++
+				case EvPrefillDone:
+					held = append(held, ev.Req)
+				}
+			}
+			if len(held) == 0 {
+				break
+			}
+			for _, r := range held {
+				w.Release(now, r)
+				ended[r.ID]++
+			}
+			held = nil
+			for _, ev := range w.TakeEvents() {
+				if ev.Kind == EvFinished {
+					ended[ev.Req.ID]++
+				}
+			}
+		}
+		checkPool(t, w)
+		for _, r := range live {
+			if ended[r.ID] != 1 {
+				t.Fatalf("seed %d: request %d ended %d times (stage %d)", seed, r.ID, ended[r.ID], r.Stage)
+			}
+		}
+		if w.own != 0 || w.reserved != 0 || w.Running() != 0 || w.tree.EvictableTokens() != w.tree.Tokens() {
+			t.Fatalf("seed %d: idle worker holds own=%d reserved=%d running=%d", seed, w.own, w.reserved, w.Running())
+		}
+	}
+}
+
+// TestDecodeRunIsArithmetic: a decode run over a fixed batch costs the sum
+// of its steps, and a request joining mid-run waits for the step boundary.
+func TestDecodeRunIsArithmetic(t *testing.T) {
+	p := testProfile(t)
+	w, _ := New(Config{Name: "d", Role: RoleDecode, Profile: p, BlockSize: 64})
+	a := &Request{ID: 1, Kind: DecodeOnly, Input: 1000, Output: 100}
+	w.Reserve(0, a)
+	w.StartDecode(0, a)
+	step0 := p.Timing.DecodeStepS(p.Model, 1, 1000)
+	// b arrives in the middle of a's third step.
+	b := &Request{ID: 2, Kind: DecodeOnly, Input: 2000, Output: 3}
+	w.Reserve(0, b)
+	var at float64
+	for k := 0; k < 2; k++ {
+		at += p.Timing.DecodeStepS(p.Model, 1, int64(1000+k))
+	}
+	mid := at + step0/2
+	w.StartDecode(mid, b)
+	end, ok := w.NextTime()
+	wantEnd := at + p.Timing.DecodeStepS(p.Model, 1, 1002)
+	if !ok || end-wantEnd > 1e-12 || wantEnd-end > 1e-12 {
+		t.Fatalf("run cut at %v, want end of step 3 at %v", end, wantEnd)
+	}
+	w.Advance(end)
+	for _, ev := range w.TakeEvents() {
+		if ev.Kind != EvReserved && !(ev.Kind == EvFirstToken && ev.Req == a && ev.Time == step0) {
+			t.Fatalf("unexpected event %v", ev.Kind)
+		}
+	}
+	// Next step holds both: batch 2, context 1003 + 2000.
+	next, _ := w.NextTime()
+	step := p.Timing.DecodeStepS(p.Model, 2, 3003)
+	if got := next - end; got < step-1e-12 {
+		t.Fatalf("two-request step %v shorter than %v", got, step)
+	}
+	_, evs := drive(w, end)
+	var bFirst float64
+	for _, ev := range evs {
+		if ev.Req == b && ev.Kind == EvFirstToken {
+			bFirst = ev.Time
+		}
+	}
+	if diff := bFirst - (end + step); diff > 1e-12 || diff < -1e-12 {
+		t.Fatalf("b's first token at %v, want %v", bFirst, end+step)
+	}
+}
