@@ -87,7 +87,11 @@ func newViews(runs []*Run) []view {
 		mechs[i] = r.Mechanism
 	}
 	colors := RunColors(mechs)
-	names := uniqueNames(runs)
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.Name
+	}
+	names = UniqueNames(names)
 	vs := make([]view, len(runs))
 	for i, r := range runs {
 		vs[i] = view{Run: r, name: names[i], color: colors[i],
@@ -97,15 +101,16 @@ func newViews(runs []*Run) []view {
 	return vs
 }
 
-// uniqueNames suffixes repeated run names with #2, #3… so legends differ.
-func uniqueNames(runs []*Run) []string {
+// UniqueNames suffixes repeated run names with #2, #3… so legends and
+// table columns tell the runs apart.
+func UniqueNames(names []string) []string {
 	seen := map[string]int{}
-	out := make([]string, len(runs))
-	for i, r := range runs {
-		seen[r.Name]++
-		out[i] = r.Name
-		if k := seen[r.Name]; k > 1 {
-			out[i] = r.Name + " #" + strconv.Itoa(k)
+	out := make([]string, len(names))
+	for i, n := range names {
+		seen[n]++
+		out[i] = n
+		if k := seen[n]; k > 1 {
+			out[i] = n + " #" + strconv.Itoa(k)
 		}
 	}
 	return out

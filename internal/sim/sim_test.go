@@ -34,9 +34,12 @@ type memSink struct {
 	events  []metrics.Event
 }
 
-func (m *memSink) Request(r *metrics.Record) error      { m.recs = append(m.recs, *r); return nil }
-func (m *memSink) Worker(w *metrics.WorkerSample) error { m.samples = append(m.samples, *w); return nil }
-func (m *memSink) Event(e *metrics.Event) error         { m.events = append(m.events, *e); return nil }
+func (m *memSink) Request(r *metrics.Record) error { m.recs = append(m.recs, *r); return nil }
+func (m *memSink) Worker(w *metrics.WorkerSample) error {
+	m.samples = append(m.samples, *w)
+	return nil
+}
+func (m *memSink) Event(e *metrics.Event) error { m.events = append(m.events, *e); return nil }
 
 func run(t testing.TB, cfg Config, reqs []trace.Request, bs int) (*Result, *memSink) {
 	t.Helper()

@@ -97,7 +97,7 @@ func DefaultAgentic() Agentic {
 	return Agentic{
 		Seed:                 1,
 		BlockSize:            64,
-		Sessions:             32,
+		Sessions:             40,
 		ArrivalRate:          0.1,
 		MaxInputTokens:       262144,
 		CapPolicy:            CapCompact,
@@ -300,10 +300,7 @@ func (g *AgenticStream) spawnSub(parent *agSession, at float64) {
 
 func (g *AgenticStream) firstTurn(s *agSession, ctx float64) {
 	x := float64(s.prefix) + max(1, math.Round(ctx))
-	for x > float64(g.cfg.MaxInputTokens) {
-		x = g.compact(s, x)
-	}
-	s.nextIn = int(x)
+	s.nextIn = int(min(x, float64(g.cfg.MaxInputTokens)))
 	s.nextReset = true
 }
 
@@ -367,7 +364,11 @@ func (g *AgenticStream) scheduleNext(s *agSession, out int) bool {
 		x = g.compact(s, x)
 		s.nextReset = true
 	} else {
-		x += float64(out) + math.Round(g.cal.appendTokens.draw(s.rng))
+		app := &g.cal.appendTokens
+		if s.turn == 1 {
+			app = &g.cal.appendTurn2 // the next turn is turn 2
+		}
+		x += float64(out) + math.Round(app.draw(s.rng))
 	}
 	for x > float64(c.MaxInputTokens) {
 		if c.CapPolicy == CapEnd {

@@ -40,6 +40,7 @@ type wekaSession struct {
 type wekaMeasure struct {
 	sessions, requests, subagents, mainTurns int
 	prefix, firstCtx, turns, appendTok       []float64
+	appendTurn2                              []float64
 	output, think, compactRatio              []float64
 	subTurns, subFirstCtx, subThink          []float64
 	subPrefix                                []float64
@@ -126,7 +127,12 @@ func loadWeka(t testing.TB) *wekaMeasure {
 				m.compactRatio = append(m.compactRatio, (float64(r.In)-p)/(float64(prev.In)-p))
 				continue
 			}
-			m.appendTok = append(m.appendTok, math.Max(0, float64(r.In-prev.In-prev.Out)))
+			a := math.Max(0, float64(r.In-prev.In-prev.Out))
+			if i == 1 {
+				m.appendTurn2 = append(m.appendTurn2, a)
+			} else {
+				m.appendTok = append(m.appendTok, a)
+			}
 		}
 		if maxIn > 262144 {
 			m.sessionsOverCap++
@@ -230,7 +236,7 @@ func TestSynthWekaCalibration(t *testing.T) {
 		xs   []float64
 	}{{"input (all requests)", m.allIn}, {"output (all requests)", m.allOut}, {"think (all, turn>1)", m.allThink},
 		{"shared prefix tool+system", m.prefix}, {"first-turn context after prefix", m.firstCtx},
-		{"turns per session", m.turns}, {"append per turn", m.appendTok}, {"output (main)", m.output},
+		{"turns per session", m.turns}, {"append at turn 2", m.appendTurn2}, {"append per turn 3+", m.appendTok}, {"output (main)", m.output},
 		{"think (main)", m.think}, {"compaction ratio", m.compactRatio}, {"sub-agent turns", m.subTurns},
 		{"sub-agent prefix", m.subPrefix}, {"sub-agent first context", m.subFirstCtx}, {"sub-agent think", m.subThink}} {
 		t.Logf("%-32s n=%5d mean=%10.1f p50=%9.1f p90=%9.1f p99=%9.1f max=%9.1f", d.name, len(d.xs), mean(d.xs),
@@ -263,6 +269,7 @@ func TestSynthWekaCalibration(t *testing.T) {
 	w := wekaTables()
 	check("firstContext", tableOf(m.firstCtx, 0), &w.firstContext)
 	check("turns", tableOf(m.turns, 1), &w.turns)
+	check("appendTurn2", tableOf(m.appendTurn2, 0), &w.appendTurn2)
 	check("appendTokens", tableOf(m.appendTok, 0), &w.appendTokens)
 	check("output", tableOf(m.output, 0), &w.output)
 	check("think", tableOf(m.think, 1), &w.think)

@@ -13,10 +13,13 @@ type wekaCalib struct {
 	firstContext quantiles
 	// turns: main-agent requests per session.
 	turns quantiles
-	// appendTokens: new context per turn beyond the previous turn's prompt
+	// appendTokens: new context per turn (turns 3+) beyond the previous turn's prompt
 	// and output, max(0, in[i] − in[i−1] − out[i−1]), over the turns whose
 	// input did not drop (tool results, file reads, user text).
 	appendTokens quantiles
+	// appendTurn2: the same at turn 2 alone, where it is four times larger
+	// on average: the first tool results (files read, searches) land there.
+	appendTurn2 quantiles
 	// output: out tokens per main-agent request.
 	output quantiles
 	// think: think_time in seconds before turns 2+ (client/tool/user delay).
@@ -39,7 +42,8 @@ func wekaTables() *wekaCalib {
 	return &wekaCalib{
 		firstContext:       quantiles{111, 187, 243, 489, 1591, 2434, 3317, 4260, 5422, 12474, 23906, 35609, 51790, 54514, 62019, 74742, 84392, 96862, 110161, 134524, 218251, 248547, 287560, 384903, 574646, 616568, 684423, 701387},
 		turns:              quantiles{3, 3, 3, 4, 5.4, 6.6, 8, 12, 14, 15.8, 19.6, 21, 23, 26.4, 31, 34.8, 44, 48, 54.2, 64.8, 72, 90.4, 96.6, 124.2, 138.4, 145.3, 145.9, 146},
-		appendTokens:       quantiles{0, 0, 0, 0, 10, 28, 54, 104, 150, 213, 266, 329, 397, 476, 597, 759, 944, 1185, 1597, 2258, 3604, 4883, 6666, 10581, 19015, 40118, 94885, 411432},
+		appendTokens:       quantiles{0, 0, 0, 0, 10, 27, 53, 102, 147, 207, 264, 322, 392, 470, 574, 738, 913, 1132, 1528, 2138, 3322, 4542, 6273, 9153, 16309, 27453, 94969, 411432},
+		appendTurn2:        quantiles{0, 0, 0, 0, 22, 42, 109, 195, 269, 422, 606, 889, 1175, 1523, 1950, 2931, 3538, 4773, 7845, 11978, 21406, 30310, 52536, 64032, 80876, 83554, 83791, 83850},
 		output:             quantiles{0, 69, 80, 99, 112, 124, 136, 148, 159, 172, 189, 211, 231, 256, 284, 322, 369, 433, 511, 610, 807, 987, 1293, 1891, 2921, 4305, 6506, 11082},
 		think:              quantiles{0, 2, 3, 4, 5, 5, 6, 6, 7, 8, 9, 10, 12, 15, 18, 23, 32, 46, 72, 124, 192.7, 281.1, 494.7, 1211.4, 2712.3, 3159.8, 10712.9, 77589},
 		compactRatio:       quantiles{0.019, 0.025, 0.03, 0.042, 0.071, 0.121, 0.139, 0.183, 0.201, 0.271, 0.342, 0.386, 0.48, 0.55, 0.608, 0.692, 0.745, 0.75, 0.77, 0.812, 0.833, 0.843, 0.854, 0.889, 0.936, 0.951, 0.964, 0.967},
