@@ -83,6 +83,7 @@ func WriteHTMLOptions(outDir string, runs []*Run, opt Options) error {
 // page is what the template sees.
 type page struct {
 	Title    string
+	TailQ    float64
 	Runs     []runInfo
 	Names    []string
 	Headline []htmlRow
@@ -131,7 +132,7 @@ func Render(w io.Writer, runs []*Run, opt Options) error {
 		names[i], sums[i] = v.name, v.Summary
 	}
 	opt = opt.withDefaults(names)
-	p := page{Title: opt.Title, Names: names, Failures: FailureRows(sums)}
+	p := page{Title: opt.Title, TailQ: opt.TailQuantile, Names: names, Failures: FailureRows(sums)}
 	for _, v := range vs {
 		p.Runs = append(p.Runs, runInfo{v.name, v.color, v.Dir, v.Mechanism, v.Policy, len(v.Requests), len(v.ttft)})
 		p.Modes = append(p.Modes, modeTable{v.name, v.color, ModeStats(v.Requests)})

@@ -81,7 +81,7 @@ svg.chart text { fill: #333; font-family: system-ui, -apple-system, "Segoe UI", 
 {{end}}</table>
 {{end}}
 
-<h2>TTFT tail attribution</h2>
+<h2>TTFT tail attribution (TTFT ≥ each run's p{{.TailQ}})</h2>
 {{range .Tails}}<h3><span class="swatch" style="background: {{.Color}}"></span>{{.Run}}: {{.Tail}} requests with TTFT ≥ {{num .Threshold}} s</h3>
 <table>
 <tr><th class="l">execution mode</th><th>requests in tail</th><th>share of tail</th><th>mean TTFT in tail (s)</th></tr>
