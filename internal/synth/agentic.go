@@ -90,12 +90,16 @@ type Agentic struct {
 	NominalAPITokensPerS float64
 }
 
-// DefaultAgentic is the built-in workload `pdhybrid bench` replays: 32
-// Claude-Code-like sessions arriving as a Poisson process at one per 10 s,
-// about 1,100 requests over a couple of simulated hours.
+// DefaultAgentic is the built-in workload `pdhybrid bench` replays: 40
+// Claude-Code-like sessions arriving as a Poisson process at one per 10 s —
+// 1,282 requests (this draw spawns no sub-agent) over about five simulated hours.
+// Seed 2 is used because its 40-session sample is the one among seeds 1–12
+// whose statistics sit closest to the generator's long-run ones (seed 1's
+// draw is light: mean input 71K instead of ~90K); docs/workloads.md lists
+// them all.
 func DefaultAgentic() Agentic {
 	return Agentic{
-		Seed:                 1,
+		Seed:                 2,
 		BlockSize:            64,
 		Sessions:             40,
 		ArrivalRate:          0.1,
