@@ -175,10 +175,18 @@ func buildCharts(vs []view, opt Options) []Chart {
 			minS = math.Min(minS, 1/float64(len(v.latency)))
 		}
 	}
+	// A linear x squeezes a sub-second body into the first pixels when the
+	// tail reaches minutes, so the CDF goes logarithmic when the pooled
+	// latencies span more than two decades.
+	xa := Axis{Label: "end-to-end latency (s)"}
+	lo, hi := dataRange(true, cdfX(cdf)...)
+	if hi > 100*lo {
+		xa = Axis{Label: "end-to-end latency (s, log scale)", Log: true}
+	}
 	add("latency-cdf", "End-to-end latency CDF",
 		"Which run finishes more requests by a given time; where do the curves cross?",
-		"Empirical CDF of completed requests' e2e latency: the share of requests with latency ≤ x.",
-		LineChart{Title: "E2E latency CDF", X: Axis{Label: "end-to-end latency (s)"},
+		"Empirical CDF of completed requests' e2e latency: the share of requests with latency ≤ x. The x axis turns logarithmic when latencies span more than two decades.",
+		LineChart{Title: "E2E latency CDF", X: xa,
 			Y: Axis{Label: "share of completed requests ≤ x", Percent: true, Min: 0, Max: 1}, Lines: cdf, Legend: runLegend(vs, nil)}.SVG())
 	add("latency-survival", "End-to-end latency survival (log y)",
 		"How heavy is each run's tail: how many requests are slower than x, down to the single slowest?",
@@ -281,6 +289,14 @@ func modeCharts(vs []view, opt Options) []Chart {
 		Question: "Which paths make the tail? Improving a path that is absent from the tail cannot move p99.",
 		Method:   fmt.Sprintf("Completed requests with TTFT at or above the run's own p%g (numpy linear interpolation), split by execution_mode; bar = share of the run's tail, label = count (share).", opt.TailQuantile),
 		SVG:      BarChart{Title: fmt.Sprintf("TTFT ≥ p%g: share of the tail by execution mode", opt.TailQuantile), Categories: tmodes, Groups: groups, Horizontal: true, Value: Axis{Label: "share of the run's tail requests", Percent: true}}.SVG()})
+	return out
+}
+
+func cdfX(ls []Line) [][]float64 {
+	out := make([][]float64, len(ls))
+	for i, l := range ls {
+		out[i] = l.X
+	}
 	return out
 }
 

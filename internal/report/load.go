@@ -81,7 +81,8 @@ func IsRunDir(dir string) bool {
 
 // Expand resolves the directories given on a command line into run
 // directories: a run directory stands for itself, and a `pdhybrid bench`
-// output folder (runs one level down) stands for its runs in name order.
+// output folder (runs one level down) stands for its runs, in the order of
+// its comparison.json "runs" list (bench's baseline first), then by name.
 func Expand(dirs []string) ([]string, error) {
 	var out []string
 	for _, d := range dirs {
@@ -102,10 +103,36 @@ func Expand(dirs []string) ([]string, error) {
 		if len(sub) == 0 {
 			return nil, fmt.Errorf("report: %s holds no metrics.jsonl or summary.json, nor run folders", d)
 		}
-		sort.Strings(sub)
+		sortByComparison(d, sub)
 		out = append(out, sub...)
 	}
 	return out, nil
+}
+
+// sortByComparison orders a bench folder's runs as its comparison.json
+// lists them, so the report's baseline is bench's baseline.
+func sortByComparison(dir string, sub []string) {
+	rank := map[string]int{}
+	if b, err := os.ReadFile(filepath.Join(dir, "comparison.json")); err == nil {
+		var c struct {
+			Runs []string `json:"runs"`
+		}
+		if json.Unmarshal(b, &c) == nil {
+			for i, n := range c.Runs {
+				rank[n] = i + 1
+			}
+		}
+	}
+	sort.Slice(sub, func(i, j int) bool {
+		ri, rj := rank[filepath.Base(sub[i])], rank[filepath.Base(sub[j])]
+		if (ri == 0) != (rj == 0) {
+			return ri != 0
+		}
+		if ri != rj {
+			return ri < rj
+		}
+		return sub[i] < sub[j]
+	})
 }
 
 // Load reads a run directory: metrics.jsonl (streamed; required),

@@ -115,10 +115,15 @@ func TestReportExpandBenchFolder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	os.WriteFile(filepath.Join(base, "comparison.json"), []byte("{}"), 0o644)
 	got, err := Expand([]string{base})
 	if err != nil || len(got) != 2 || filepath.Base(got[0]) != "kvcache-centric" {
-		t.Errorf("Expand = %v, %v", got, err)
+		t.Errorf("Expand without comparison.json = %v, %v (want name order)", got, err)
+	}
+	// bench's comparison.json order wins: its first run is the baseline.
+	os.WriteFile(filepath.Join(base, "comparison.json"), []byte(`{"runs":["pd-disaggregation","kvcache-centric"]}`), 0o644)
+	got, err = Expand([]string{base})
+	if err != nil || len(got) != 2 || filepath.Base(got[0]) != "pd-disaggregation" {
+		t.Errorf("Expand = %v, %v (want comparison.json order)", got, err)
 	}
 	if _, err := Expand([]string{t.TempDir()}); err == nil {
 		t.Error("empty folder expanded")

@@ -379,11 +379,13 @@ func DChanges(reqs []Request) (hist []int, transitions, changes int) {
 	return hist, transitions, changes
 }
 
-// Occupancy summarises KV pool occupancy across workers at n evenly spaced
-// instants: each worker's state is its latest sample at or before the
-// instant (the pool holds its level between samples), and mean and max are
-// taken over the workers that have reported by then. Mean says how full the
-// pool is; max says whether one worker is the bottleneck.
+// Occupancy summarises KV pool occupancy across workers in n equal time
+// buckets. Each worker's occupancy is a step function (it holds a sample's
+// level until the next sample), averaged over the part of the bucket after
+// its first sample; mean and max are then taken over the workers seen in the
+// bucket. Averaging within buckets, rather than sampling instants, keeps
+// short spikes from aliasing into a comb. Mean says how full the pool is;
+// max says whether one worker is the bottleneck. t is each bucket's middle.
 func Occupancy(ws []WorkerSeries, n int) (t, mean, max []float64) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, w := range ws {
@@ -392,34 +394,57 @@ func Occupancy(ws []WorkerSeries, n int) (t, mean, max []float64) {
 			hi = math.Max(hi, w.T[len(w.T)-1])
 		}
 	}
-	if math.IsInf(lo, 1) || n < 2 {
+	if math.IsInf(lo, 1) || n < 1 {
 		return nil, nil, nil
 	}
 	if hi == lo {
-		n = 1
-	}
-	for i := 0; i < n; i++ {
-		at := lo
-		if n > 1 {
-			at = lo + (hi-lo)*float64(i)/float64(n-1)
-		}
 		var sum, mx float64
-		cnt := 0
 		for _, w := range ws {
-			k := sort.Search(len(w.T), func(j int) bool { return w.T[j] > at }) - 1
-			if k < 0 {
-				continue
+			if len(w.T) > 0 {
+				v := w.Occ[len(w.Occ)-1]
+				sum, mx = sum+v, math.Max(mx, v)
 			}
-			sum += w.Occ[k]
-			mx = math.Max(mx, w.Occ[k])
-			cnt++
 		}
-		if cnt == 0 {
+		return []float64{lo}, []float64{sum / float64(len(ws))}, []float64{mx}
+	}
+	width := (hi - lo) / float64(n)
+	sum := make([]float64, n)
+	cnt := make([]int, n)
+	mx := make([]float64, n)
+	for _, w := range ws {
+		k := 0 // the sample in force at the bucket's start
+		for b := 0; b < n; b++ {
+			a, e := lo+width*float64(b), lo+width*float64(b+1)
+			var area, covered float64
+			for ; k < len(w.T); k++ {
+				segEnd := hi
+				if k+1 < len(w.T) {
+					segEnd = w.T[k+1]
+				}
+				s0, s1 := math.Max(w.T[k], a), math.Min(segEnd, e)
+				if s1 > s0 {
+					area += w.Occ[k] * (s1 - s0)
+					covered += s1 - s0
+				}
+				if segEnd > e {
+					break // this sample is still in force in the next bucket
+				}
+			}
+			if covered > 0 {
+				v := area / covered
+				sum[b] += v
+				cnt[b]++
+				mx[b] = math.Max(mx[b], v)
+			}
+		}
+	}
+	for b := 0; b < n; b++ {
+		if cnt[b] == 0 {
 			continue
 		}
-		t = append(t, at)
-		mean = append(mean, sum/float64(cnt))
-		max = append(max, mx)
+		t = append(t, lo+width*(float64(b)+0.5))
+		mean = append(mean, sum[b]/float64(cnt[b]))
+		max = append(max, mx[b])
 	}
 	return t, mean, max
 }

@@ -163,15 +163,16 @@ func TestReportCacheHitAndLoads(t *testing.T) {
 
 func TestReportOccupancy(t *testing.T) {
 	ws := []WorkerSeries{
-		{Worker: "d0", T: []float64{0, 10}, Occ: []float64{0.2, 0.6}},
+		{Worker: "d0", T: []float64{0, 4, 10}, Occ: []float64{0.2, 0.6, 0}},
 		{Worker: "d1", T: []float64{5}, Occ: []float64{1}},
 	}
-	tt, mean, mx := Occupancy(ws, 3) // instants 0, 5, 10
-	if !reflect.DeepEqual(tt, []float64{0, 5, 10}) {
-		t.Fatalf("instants %v", tt)
+	// Buckets [0,5) and [5,10]. d0: (4·0.2 + 1·0.6)/5 = 0.28, then 0.6.
+	// d1 starts at 5: absent from the first bucket, 1 in the second.
+	tt, mean, mx := Occupancy(ws, 2)
+	if !reflect.DeepEqual(tt, []float64{2.5, 7.5}) {
+		t.Fatalf("bucket middles %v", tt)
 	}
-	// t=0: only d0 (0.2). t=5: d0 holds 0.2, d1 1 → mean 0.6. t=10: 0.6 and 1.
-	for i, w := range [][2]float64{{0.2, 0.2}, {0.6, 1}, {0.8, 1}} {
+	for i, w := range [][2]float64{{0.28, 0.28}, {0.8, 1}} {
 		near(t, "mean", mean[i], w[0], 1e-12)
 		near(t, "max", mx[i], w[1], 1e-12)
 	}

@@ -7,6 +7,10 @@ import (
 	"strconv"
 )
 
+// minTurnRequests is the fewest requests a turn number needs to be drawn in
+// the cache-by-turn chart.
+const minTurnRequests = 5
+
 // loadCharts: per-worker load, cache behaviour, D changes and KV occupancy.
 func loadCharts(vs []view) []Chart {
 	var out []Chart
@@ -59,14 +63,23 @@ func loadCharts(vs []view) []Chart {
 	var hit []Line
 	for _, v := range vs {
 		l := Line{Name: v.name, Color: v.color}
-		for _, t := range CacheHitByTurn(v.Requests) {
-			l.X, l.Y = append(l.X, float64(t.Turn)), append(l.Y, t.Ratio())
+		turns := CacheHitByTurn(v.Requests)
+		kept := 0
+		for _, t := range turns {
+			if t.Requests >= minTurnRequests {
+				kept++
+			}
+		}
+		for _, t := range turns {
+			if t.Requests >= minTurnRequests || kept < 2 {
+				l.X, l.Y = append(l.X, float64(t.Turn)), append(l.Y, t.Ratio())
+			}
 		}
 		hit = append(hit, l)
 	}
 	out = append(out, Chart{ID: "cache-by-turn", Title: "Prefix-cache hit rate by turn",
 		Question: "Do later turns find their session's history in cache, or does the mechanism lose it between turns?",
-		Method:   "Cached ÷ input tokens summed over completed requests of each turn number (token-weighted).",
+		Method:   fmt.Sprintf("Cached ÷ input tokens summed over completed requests of each turn number (token-weighted); turns with fewer than %d requests in a run are left out of its line, as a single long session would otherwise draw noise.", minTurnRequests),
 		SVG: LineChart{Title: "Cache hit rate by turn", X: Axis{Label: "turn number"},
 			Y: Axis{Label: "cached share of prompt tokens", Percent: true, Min: 0, Max: 1}, Lines: hit, Legend: runLegend(vs, nil)}.SVG()})
 
@@ -142,7 +155,7 @@ func loadCharts(vs []view) []Chart {
 	legend = append(legend, LegendItem{Label: "solid: mean", Color: "#444"}, LegendItem{Label: "dashed: busiest worker", Color: "#444", Dash: "5 3"})
 	out = append(out, Chart{ID: "kv-occupancy", Title: "KV pool occupancy over time (decode-side workers)",
 		Question: "How full are the pools that hold sessions between turns, and is one worker saturated while others idle?",
-		Method:   "From structural/workers.jsonl: kv_used_tokens ÷ kv_capacity_tokens of decode and colocated workers (all workers when roles are absent), each held at its latest sample, at 300 instants; solid = mean over workers, dashed = the fullest worker.",
+		Method:   "From structural/workers.jsonl: kv_used_tokens ÷ kv_capacity_tokens of decode and colocated workers (all workers when roles are absent), each worker's level held between samples and averaged over 300 equal time buckets; solid = mean over workers, dashed = the fullest worker in the bucket.",
 		SVG: LineChart{Title: "KV occupancy over time", X: Axis{Label: "run time (s)"},
 			Y: Axis{Label: "KV pool occupancy", Percent: true, Min: 0, Max: 1}, Lines: occ, Legend: legend}.SVG()})
 	return out
