@@ -140,6 +140,8 @@ func lineOf(data []byte, off int64) int {
 // blockSize is the session's block size.
 func (e *Entry) Check(blockSize int) string {
 	switch {
+	case blockSize <= 0:
+		return "no block size"
 	case e.T == nil:
 		return "missing t (seconds since the session start)"
 	case *e.T < 0:
