@@ -73,15 +73,15 @@ run directories. See docs/reports.md for what each chart answers.`)
 		return report.WriteTable(e.stdout, *format, report.UniqueNames(names), sums)
 	}
 
-	runs := make([]*report.Run, len(runDirs))
-	for i, d := range runDirs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	for _, d := range runDirs {
 		fmt.Fprintf(e.stderr, "reading %s\n", d)
-		if runs[i], err = report.Load(d); err != nil {
-			return err
-		}
+	}
+	runs, err := report.LoadAll(runDirs)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	opt := report.Options{Title: *title, TailQuantile: *tailQ, BodyQuantile: *bodyQ}
 	if err := report.WriteHTMLOptions(*out, runs, opt); err != nil {

@@ -157,3 +157,33 @@ func checkSelfContained(t *testing.T, html string) {
 		}
 	}
 }
+
+// TestReportBrowserDetectsEmptyChart is the negative control: without
+// structural/workers.jsonl the occupancy chart has no data, and the page's
+// self-check must say so, or the positive test above would prove nothing.
+func TestReportBrowserDetectsEmptyChart(t *testing.T) {
+	bin := findBrowser()
+	if bin == "" {
+		t.Skip("no Chromium found; install it with `apt-get install -y chromium` to run the browser test")
+	}
+	runs := twoRuns(t, 20)
+	for _, r := range runs {
+		r.Workers = nil
+	}
+	out := t.TempDir()
+	if err := WriteHTML(out, runs); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(out, "index.html")
+	html, _ := os.ReadFile(page)
+	if strings.Count(string(html), "no data in these runs") != 1 {
+		t.Error("the empty chart does not say \"no data\"")
+	}
+	dom, logs := chromium(t, bin, page, "--dump-dom")
+	if !strings.Contains(dom, `data-check="fail"`) || !strings.Contains(dom, "1 without data: kv-occupancy") {
+		t.Errorf("self-check missed the empty chart: %q", regexp.MustCompile(`self-check:[^<]*`).FindString(dom))
+	}
+	if !strings.Contains(logs, "CONSOLE") {
+		t.Error("the empty chart did not log a console error")
+	}
+}

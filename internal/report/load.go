@@ -17,7 +17,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 )
@@ -143,12 +145,15 @@ func Load(dir string) (*Run, error) {
 	if err := readConfig(dir, r); err != nil {
 		return nil, err
 	}
-	col := metrics.NewCollector(metrics.SLO{})
-	if err := readRecords(filepath.Join(dir, "metrics.jsonl"), r, col); err != nil {
-		return nil, err
-	}
 	sum, ok, err := readSummary(dir)
 	if err != nil {
+		return nil, err
+	}
+	var col *metrics.Collector // only needed when summary.json is missing
+	if !ok {
+		col = metrics.NewCollector(metrics.SLO{})
+	}
+	if err := readRecords(filepath.Join(dir, "metrics.jsonl"), r, col); err != nil {
 		return nil, err
 	}
 	if !ok {
@@ -168,6 +173,29 @@ func Load(dir string) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// LoadAll loads several run directories concurrently (decoding JSON is the
+// bottleneck for large runs), returning them in the order given.
+func LoadAll(dirs []string) ([]*Run, error) {
+	runs := make([]*Run, len(dirs))
+	errs := make([]error, len(dirs))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			runs[i], errs[i] = Load(d)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return runs, nil
 }
 
 // LoadSummary reads only what a terminal table needs: the run's name and
@@ -253,8 +281,8 @@ type slimRecord struct {
 	Error          string  `json:"error"`
 }
 
-// readRecords streams metrics.jsonl into r.Requests and, for runs without
-// summary.json, into col.
+// readRecords streams metrics.jsonl into r.Requests and, when col is not
+// nil (runs without summary.json), into col.
 func readRecords(path string, r *Run, col *metrics.Collector) error {
 	intern := map[string]string{}
 	in := func(s string) string {
@@ -282,6 +310,9 @@ func readRecords(path string, r *Run, col *metrics.Collector) error {
 			q.Cause = in(s.Status + ": " + s.Error)
 		}
 		r.Requests = append(r.Requests, q)
+		if col == nil {
+			return nil
+		}
 		col.Add(&metrics.Record{
 			SessionID: q.SessionID, Turn: q.Turn, InputLength: q.InputLength,
 			OutputLength: q.OutputLength, CachedTokens: q.CachedTokens,

@@ -291,8 +291,8 @@ func (c LineChart) SVG() template.HTML {
 		}
 		flush()
 	}
-	b.WriteString(`</g></svg>`)
-	return template.HTML(b.String())
+	b.WriteString(`</g>`)
+	return closeSVG(&b, (left+right)/2, (top+bottom)/2)
 }
 
 // BarGroup is one run's bars across a bar chart's categories.
@@ -382,7 +382,7 @@ func (c BarChart) horizontal(items []LegendItem) template.HTML {
 			}
 		}
 	}
-	return template.HTML(b.String() + `</svg>`)
+	return closeSVG(&b, (left+right)/2, (top+bottom)/2)
 }
 
 func (c BarChart) vertical(items []LegendItem) template.HTML {
@@ -442,7 +442,18 @@ func (c BarChart) vertical(items []LegendItem) template.HTML {
 				f1(x0+barW*float64(j)), f1(y0), f1(math.Max(barW-1, 1)), f1(math.Max(y1-y0, 1)), esc(g.Color), esc(tip))
 		}
 	}
-	return template.HTML(b.String() + `</svg>`)
+	return closeSVG(&b, (left+right)/2, (top+bottom)/2)
+}
+
+// closeSVG ends a chart. A chart that drew no data mark says so in its
+// middle, so a reader sees "no data" rather than a blank frame (the page's
+// self-check still lists it).
+func closeSVG(b *strings.Builder, cx, cy float64) template.HTML {
+	if !strings.Contains(b.String(), `class="mark"`) {
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" font-size="14" fill="#999">no data in these runs</text>`, f1(cx), f1(cy))
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
 }
 
 // truncate shortens s to n characters with an ellipsis.
