@@ -3,8 +3,216 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/pdhybrid/pdhybrid/internal/synth"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
+const synthAbout = `Generate a synthetic canonical trace (header line + JSONL requests) on
+stdout or --out FILE, and a one-line summary on stderr. Generators:
+
+  agentic       Claude-Code-like agentic coding sessions, calibrated on the
+                145 weka sessions (context growth, compaction, outputs, think
+                times, turns per session, shared system/tool prefix,
+                sub-agents). The defaults are the workload 'pdhybrid bench'
+                replays. Use --requests N for large streams (e.g. 1000000).
+  small-append  the seed's microbenchmark: sessions x turns, a long initial
+                prompt, a small append per turn, fixed output, fixed gaps.
+
+Output is deterministic: the same flags give byte-identical files.
+docs/workloads.md documents every default and how it was derived.
+Run 'pdhybrid trace synth GENERATOR --help' for a generator's flags.`
+
 func runTraceSynth(ctx context.Context, e *env, args []string) error {
-	return errors.New("trace_synth: under construction")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(e.stderr, "usage: pdhybrid trace synth agentic|small-append [flags] [--out FILE]\n\n%s\n", synthAbout)
+		if len(args) == 0 {
+			return usageError{"synth: name a generator: agentic or small-append"}
+		}
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "agentic":
+		return synthAgentic(ctx, e, args[1:])
+	case "small-append":
+		return synthSmallAppend(ctx, e, args[1:])
+	}
+	return usageError{fmt.Sprintf("synth: unknown generator %q: expected agentic or small-append", args[0])}
+}
+
+func synthAgentic(ctx context.Context, e *env, args []string) error {
+	d := synth.DefaultAgentic()
+	fs := newFlags(e, "synth agentic", "pdhybrid trace synth agentic [flags] [--out FILE]",
+		`Agentic coding sessions calibrated on the weka Claude Code traces: first-turn
+size and session length drawn jointly, context growing by the previous output
+plus a measured append each turn, compaction (measured per-turn hazard, and
+at --max-input), measured output lengths and think times, a system/tool
+prefix whose blocks are shared by every session, occasional sub-agents.
+With no flags: the built-in 'pdhybrid bench' workload (40 sessions, 1,282
+requests). Sessions arrive as a Poisson process (--rate) or --stagger apart;
+the stream ends when --sessions have finished, after --requests requests, or
+at --duration seconds, whichever comes first.`)
+	c := d
+	fs.Uint64Var(&c.Seed, "seed", d.Seed, "random `seed`; each session draws from its own stream derived from it")
+	fs.IntVar(&c.BlockSize, "block-size", d.BlockSize, "`tokens` per hash id")
+	fs.IntVar(&c.Sessions, "sessions", d.Sessions, "top-level `sessions` to start; 0 = unbounded (needs --requests or --duration; the default when --requests is given)")
+	fs.Int64Var(&c.Requests, "requests", 0, "stop after this many `requests` (sessions still active are cut off); 0 = no limit")
+	fs.Float64Var(&c.DurationS, "duration", 0, "stop at this trace time in `seconds`; no session starts later; 0 = no limit")
+	fs.Float64Var(&c.ArrivalRate, "rate", d.ArrivalRate, "Poisson session arrival `rate` in sessions/s")
+	fs.Float64Var(&c.StaggerS, "stagger", 0, "start sessions this many `seconds` apart instead of Poisson arrivals; 0 = use --rate")
+	fs.IntVar(&c.MaxInputTokens, "max-input", d.MaxInputTokens, "largest input in `tokens` (the context window); see --cap-policy")
+	policy := fs.String("cap-policy", string(d.CapPolicy), "what a session does when its next input would exceed --max-input: compact (keep the shared prefix, shrink the rest by a measured compaction ratio) or end (the session stops)")
+	fs.IntVar(&c.SharedPrefixTokens, "shared-prefix", d.SharedPrefixTokens, "system prompt + tool definitions in `tokens`, the same blocks in every session (weka median tool_tokens+system_tokens)")
+	fs.Float64Var(&c.SubagentProb, "subagent-prob", d.SubagentProb, "`probability` that a main-agent turn spawns a sub-agent session (weka: 7 in 4,945 turns); 0 = none")
+	fs.IntVar(&c.SubagentPrefixTokens, "subagent-prefix", d.SubagentPrefixTokens, "sub-agents' own shared system+tool prefix in `tokens`")
+	fs.Float64Var(&c.MaxThinkS, "max-think", d.MaxThinkS, "truncate think times at this many `seconds` (the measured tail reaches 21 h); 0 = no truncation")
+	noCompact := fs.Bool("no-compaction", false, "disable spontaneous compaction (the measured per-turn hazard); the --max-input cap still applies")
+	out := fs.String("out", "-", "output `file`; - for stdout")
+	if err := parseSynthFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Sprintf("synth agentic: unexpected argument %q", fs.Arg(0))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if (c.Requests > 0 || c.DurationS > 0) && !set["sessions"] {
+		c.Sessions = 0 // a request or time budget replaces the session count
+	}
+	c.CapPolicy = synth.CapPolicy(*policy)
+	if *noCompact {
+		c.CompactHazard = nil
+	}
+	g, err := synth.NewAgentic(c)
+	if err != nil {
+		return usageError{"synth " + err.Error()}
+	}
+	return writeSynth(ctx, e, g, *out, "agentic")
+}
+
+func synthSmallAppend(ctx context.Context, e *env, args []string) error {
+	d := synth.DefaultSmallAppend()
+	fs := newFlags(e, "synth small-append", "pdhybrid trace synth small-append [flags] [--out FILE]",
+		`The seed's small-append microbenchmark: every session opens with --initial
+tokens, then each turn's input is the previous input + --output + --append,
+so a session-resident decoder only ever needs the small append. Timestamps:
+session i turn k at i*--stagger + (k-1)*--gap; turns 2+ carry
+think_time_s = --gap. No randomness.`)
+	c := d
+	fs.IntVar(&c.BlockSize, "block-size", d.BlockSize, "`tokens` per hash id")
+	fs.IntVar(&c.Sessions, "sessions", d.Sessions, "number of `sessions`")
+	fs.IntVar(&c.Turns, "turns", d.Turns, "`requests` per session")
+	fs.IntVar(&c.InitialTokens, "initial", d.InitialTokens, "turn 1 input in `tokens`")
+	fs.IntVar(&c.AppendTokens, "append", d.AppendTokens, "new input per turn beyond the previous prompt and output, in `tokens`")
+	fs.IntVar(&c.OutputTokens, "output", d.OutputTokens, "output of every request in `tokens`")
+	fs.Float64Var(&c.GapS, "gap", d.GapS, "time between a session's turns in `seconds` (also its think_time_s)")
+	fs.Float64Var(&c.StaggerS, "stagger", d.StaggerS, "time between session starts in `seconds`")
+	fs.IntVar(&c.SharedPrefixTokens, "shared-prefix", d.SharedPrefixTokens, "leading `tokens` of every prompt that are the same blocks in all sessions; 0 = sessions fully disjoint")
+	out := fs.String("out", "-", "output `file`; - for stdout")
+	if err := parseSynthFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Sprintf("synth small-append: unexpected argument %q", fs.Arg(0))}
+	}
+	g, err := synth.NewSmallAppend(c)
+	if err != nil {
+		return usageError{"synth " + err.Error()}
+	}
+	return writeSynth(ctx, e, g, *out, "small-append")
+}
+
+// parseSynthFlags makes a malformed command line a usageError (exit 2);
+// --help stays flag.ErrHelp.
+func parseSynthFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{fs.Name() + ": " + err.Error()}
+	}
+	return err
+}
+
+// synthSummary accumulates the one-line report printed on stderr.
+type synthSummary struct {
+	requests, roots, subs int64
+	inSum, outSum, blocks int64
+	maxIn                 int
+	last                  float64
+}
+
+func (s *synthSummary) add(r *trace.Request) {
+	s.requests++
+	if r.Turn == 1 {
+		if r.ParentSessionID != "" {
+			s.subs++
+		} else {
+			s.roots++
+		}
+	}
+	s.inSum += int64(r.InputLength)
+	s.outSum += int64(r.OutputLength)
+	s.blocks += int64(len(r.HashIDs))
+	s.maxIn = max(s.maxIn, r.InputLength)
+	s.last = r.Timestamp
+}
+
+func (s *synthSummary) String() string {
+	n := max(s.requests, 1)
+	return fmt.Sprintf("%d requests, %d sessions (+%d sub-agents), span %.0f s, input mean %d max %d tokens, output mean %d tokens, %d hash ids",
+		s.requests, s.roots, s.subs, s.last, s.inSum/n, s.maxIn, s.outSum/n, s.blocks)
+}
+
+// writeSynth streams g into the output; memory stays constant however long
+// the stream is. A failed or interrupted run removes a partial --out file.
+func writeSynth(ctx context.Context, e *env, g synth.Stream, out, name string) (err error) {
+	var w io.Writer = e.stdout
+	if out != "-" {
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(out)
+			}
+		}()
+		w = f
+	}
+	tw, err := trace.NewWriter(w, g.Header())
+	if err != nil {
+		return err
+	}
+	var sum synthSummary
+	var r trace.Request
+	for {
+		if sum.requests%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := g.Next(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return err
+		}
+		if err := tw.Write(&r); err != nil {
+			return err
+		}
+		sum.add(&r)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	dest := "stdout"
+	if out != "-" {
+		dest = out
+	}
+	fmt.Fprintf(e.stderr, "synth %s: %s -> %s\n", name, sum.String(), strings.TrimSpace(dest))
+	return nil
 }
