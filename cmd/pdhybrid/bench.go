@@ -22,14 +22,14 @@ on the same simulated cluster and print them side by side.
 With no flags it replays the built-in synthetic agentic coding workload
 (Claude-Code-like sessions, see docs/workloads.md) on 4 simulated H200 GPUs:
 naive PD as 1 prefill + 3 decode workers (round-robin) against data-parallel
-serving on 4 colocated workers (kv-aware routing). -trace replays any
+serving on 4 colocated workers (sticky session routing). -trace replays any
 canonical trace instead. -out DIR writes one run folder per mechanism
 (readable by 'pdhybrid report') and DIR/comparison.json.`)
 	var f simFlags
 	f.register(fs)
 	gpus := fs.Int("gpus", 4, "simulated `GPUs`; naive PD gets 1 prefill and gpus-1 decode workers, DP gets gpus colocated workers")
 	pdPolicy := fs.String("pd-policy", "default", "routing `policy` for naive PD's decode workers: default, sticky, kv-aware")
-	dpPolicy := fs.String("dp-policy", "kv-aware", "routing `policy` for data-parallel workers: default, sticky, kv-aware")
+	dpPolicy := fs.String("dp-policy", "sticky", "routing `policy` for data-parallel workers: default, sticky, kv-aware (kv-aware without -floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
 	out := fs.String("out", "", "write one run folder per mechanism and comparison.json to `dir`")
 	format := fs.String("format", "text", "table `format` on stdout: text, csv, json")
 	if err := fs.Parse(args); err != nil {

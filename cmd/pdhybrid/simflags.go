@@ -118,7 +118,10 @@ func (f *simFlags) source() (sim.Source, string, func() error, error) {
 		if err != nil {
 			return nil, "", nil, err
 		}
-		desc := fmt.Sprintf("built-in agentic workload (seed %d, %d sessions at %.3g/s", cfg.Seed, cfg.Sessions, cfg.ArrivalRate)
+		desc := fmt.Sprintf("built-in agentic workload (seed %d, sessions arriving at %.3g/s", cfg.Seed, cfg.ArrivalRate)
+		if cfg.Sessions > 0 {
+			desc += fmt.Sprintf(", %d sessions", cfg.Sessions)
+		}
 		if cfg.Requests > 0 {
 			desc += fmt.Sprintf(", first %d requests", cfg.Requests)
 		}

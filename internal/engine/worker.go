@@ -18,6 +18,7 @@ import (
 
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/model"
+	"github.com/pdhybrid/pdhybrid/internal/radix"
 )
 
 // Role is a worker's place in the deployment.
@@ -75,7 +76,7 @@ type Worker struct {
 	cfg      Config
 	tm       model.Timing
 	mdl      model.Model
-	tree     *Radix
+	tree     *radix.Tree
 	capacity int64
 	own      int64 // tokens held by requests outside the tree
 	reserved int64 // output tokens promised to admitted requests, not yet generated
@@ -133,7 +134,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, tm: cfg.Profile.Timing, mdl: cfg.Profile.Model, capacity: cfg.PoolTokens}
 	if cfg.PrefixCache {
-		w.tree = NewRadix(cfg.BlockSize)
+		w.tree = radix.New(cfg.BlockSize)
 	}
 	return w, nil
 }

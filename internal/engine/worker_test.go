@@ -39,18 +39,8 @@ func checkPool(t *testing.T, w *Worker) {
 		t.Fatalf("%s: used %d + reserved %d > capacity %d", w.cfg.Name, w.Used(), w.reserved, w.capacity)
 	}
 	if w.tree != nil {
-		var tokens, evictable int64
-		for i := 1; i < len(w.tree.nodes); i++ {
-			n := &w.tree.nodes[i]
-			if n.live {
-				tokens += n.tokens
-				if n.ref == 0 {
-					evictable += n.tokens
-				}
-			}
-		}
-		if tokens != w.tree.Tokens() || evictable != w.tree.EvictableTokens() {
-			t.Fatalf("tree counters drifted")
+		if err := w.tree.Check(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -223,3 +213,5 @@ func TestDecodeRunIsArithmetic(t *testing.T) {
 		t.Fatalf("b's first token at %v, want %v", bFirst, end+step)
 	}
 }
+
+func testProfileB() (*model.Profile, error) { return model.Builtin("qwen3-30b-a3b", "h200-141g") }

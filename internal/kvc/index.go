@@ -1,71 +1,43 @@
 package kvc
 
-// blockIndex is what the router believes one worker caches: a bounded set of
-// block ids with least-recently-dispatched eviction. The router cannot see
-// inside a worker (over HTTP it never could), so it keeps this belief from
-// what it sent there, as the seed's kv-aware router did.
-//
-// LRU is kept lazily: every touch appends (block, stamp) to a FIFO, and the
-// map holds each block's latest stamp; when the set is over capacity the
-// FIFO head is dropped if its stamp is still current, skipped if stale.
-type blockIndex struct {
-	capacity int
-	stamp    uint64
-	last     map[uint64]uint64
-	fifo     []touch
-	head     int
-}
+import "github.com/pdhybrid/pdhybrid/internal/radix"
 
-type touch struct {
-	block, stamp uint64
+// blockIndex is what the router believes one worker caches: a radix tree of
+// the prompts it sent there, bounded to the worker's pool in blocks with
+// least-recently-dispatched eviction. The router cannot see inside a worker
+// (over HTTP it never could), so it keeps this belief from what it sent, as
+// the seed's kv-aware router and SGLang's cache-aware router do.
+//
+// A tree, not a set of blocks: consecutive turns share almost their whole
+// chain, so a dispatch costs a walk over a few compressed edges plus the new
+// blocks, not a map write per block of a 100K-token prompt.
+type blockIndex struct {
+	tree     *radix.Tree
+	capacity int64
+	clock    float64 // dispatch counter: the router's only notion of recency
 }
 
 func newBlockIndex(capacity int) *blockIndex {
-	return &blockIndex{capacity: capacity, last: map[uint64]uint64{}}
+	return &blockIndex{tree: radix.New(1), capacity: int64(capacity)}
 }
 
-// prefix is the number of leading blocks believed present. A request's
-// blocks are always added together, so presence is (almost) monotone along
-// the prompt and a binary search finds the boundary in O(log n) lookups.
+// prefix is the number of leading blocks believed present.
 func (x *blockIndex) prefix(blocks []uint64) int {
-	lo, hi := 0, len(blocks) // blocks[:lo] present; blocks[hi:] not known
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if _, ok := x.last[blocks[mid]]; ok {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	if len(blocks) == 0 {
+		return 0
 	}
-	return lo
+	return x.tree.Match(blocks, 1).Blocks
 }
 
 func (x *blockIndex) add(blocks []uint64) {
-	x.stamp++
-	for _, b := range blocks {
-		x.last[b] = x.stamp
-		x.fifo = append(x.fifo, touch{b, x.stamp})
+	if len(blocks) == 0 {
+		return
 	}
-	for len(x.last) > x.capacity && x.head < len(x.fifo) {
-		t := x.fifo[x.head]
-		x.head++
-		if x.last[t.block] == t.stamp {
-			delete(x.last, t.block)
-		}
+	x.clock++
+	m := x.tree.Lock(blocks, 1, x.clock)
+	n, _ := x.tree.Insert(m.Node, blocks, m.Blocks, 1, x.clock)
+	x.tree.Unlock(n, x.clock)
+	if over := x.tree.Tokens() - x.capacity; over > 0 {
+		x.tree.Evict(over)
 	}
-	if live := len(x.fifo) - x.head; x.head > 1024 && x.head*2 > len(x.fifo) || live > 2*len(x.last)+1024 {
-		x.compact()
-	}
-}
-
-// compact drops consumed and stale FIFO entries so memory follows the set.
-func (x *blockIndex) compact() {
-	kept := x.fifo[:0]
-	for _, t := range x.fifo[x.head:] {
-		if x.last[t.block] == t.stamp {
-			kept = append(kept, t)
-		}
-	}
-	x.fifo = kept
-	x.head = 0
 }

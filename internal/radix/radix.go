@@ -1,8 +1,14 @@
-package engine
+// Package radix is a prefix cache over block hashes, shared by the engine
+// model (a worker's real cache) and the control plane (what the router
+// believes a worker caches).
+package radix
 
-import "container/heap"
+import (
+	"container/heap"
+	"fmt"
+)
 
-// Radix is a prefix cache over block hashes: a radix tree whose compressed
+// Tree is a prefix cache over block hashes: a radix tree whose compressed
 // edges are runs of uint64 block ids. Nodes are reference-counted by the
 // requests that use them; unreferenced leaves are evicted least recently used
 // first, a whole node at a time (as SGLang's RadixCache does).
@@ -14,7 +20,7 @@ import "container/heap"
 //
 // Nodes live in one slice and refer to each other by index, so a tree of
 // millions of blocks is a handful of allocations, not millions of pointers.
-type Radix struct {
+type Tree struct {
 	blockSize int64
 	nodes     []node
 	free      []int32
@@ -39,18 +45,18 @@ type node struct {
 
 const root = 0
 
-// NewRadix makes an empty tree for the given block size (tokens per block).
-func NewRadix(blockSize int) *Radix {
-	r := &Radix{blockSize: int64(blockSize)}
+// New makes an empty tree for the given block size (tokens per block).
+func New(blockSize int) *Tree {
+	r := &Tree{blockSize: int64(blockSize)}
 	r.nodes = append(r.nodes, node{parent: -1, live: true, ref: 1})
 	return r
 }
 
 // Tokens is the number of tokens the tree holds.
-func (r *Radix) Tokens() int64 { return r.tokens }
+func (r *Tree) Tokens() int64 { return r.tokens }
 
 // EvictableTokens is the number of tokens in nodes no request references.
-func (r *Radix) EvictableTokens() int64 { return r.evictable }
+func (r *Tree) EvictableTokens() int64 { return r.evictable }
 
 // Match is the result of a prefix lookup.
 type Match struct {
@@ -63,7 +69,7 @@ type Match struct {
 // order; Lock does. lastTokens is the token count of the prompt's last block
 // (blockSize when it is full): a cached partial block only matches as the
 // prompt's own last block with no more tokens than the prompt has there.
-func (r *Radix) Match(blocks []uint64, lastTokens int64) Match {
+func (r *Tree) Match(blocks []uint64, lastTokens int64) Match {
 	m := Match{Node: root}
 	cur := int32(root)
 	i := 0
@@ -107,7 +113,7 @@ func (r *Radix) Match(blocks []uint64, lastTokens int64) Match {
 // Lock matches blocks, splitting an edge if the match ends inside one so that
 // the matched prefix is exactly one path, and references every node on it.
 // It returns the match; Unlock(m.Node) releases it.
-func (r *Radix) Lock(blocks []uint64, lastTokens int64, now float64) Match {
+func (r *Tree) Lock(blocks []uint64, lastTokens int64, now float64) Match {
 	m := r.Match(blocks, lastTokens)
 	// Walk again to the match end, splitting the last edge if needed.
 	cur := int32(root)
@@ -128,7 +134,7 @@ func (r *Radix) Lock(blocks []uint64, lastTokens int64, now float64) Match {
 }
 
 // ref adds a reference to n and every ancestor, touching their access time.
-func (r *Radix) ref(n int32, now float64) {
+func (r *Tree) ref(n int32, now float64) {
 	for ; n > root; n = r.nodes[n].parent {
 		nd := &r.nodes[n]
 		if nd.ref == 0 {
@@ -141,12 +147,12 @@ func (r *Radix) ref(n int32, now float64) {
 }
 
 // Unlock drops the reference Lock (or Insert) took on n and its ancestors.
-func (r *Radix) Unlock(n int32, now float64) {
+func (r *Tree) Unlock(n int32, now float64) {
 	for ; n > root; n = r.nodes[n].parent {
 		nd := &r.nodes[n]
 		nd.ref--
 		if nd.ref < 0 {
-			panic("engine: radix node unlocked more often than locked")
+			panic("radix: node unlocked more often than locked")
 		}
 		if nd.ref == 0 {
 			r.evictable += nd.tokens
@@ -161,7 +167,7 @@ func (r *Radix) Unlock(n int32, now float64) {
 // It returns the node now locked and the number of tokens the tree adopted
 // (blocks already present, inserted meanwhile by another request, are not
 // adopted; their tokens are the caller's to free).
-func (r *Radix) Insert(at int32, blocks []uint64, from int, lastTokens int64, now float64) (int32, int64) {
+func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now float64) (int32, int64) {
 	cur := at
 	i := from
 	var adopted int64
@@ -226,7 +232,7 @@ func (r *Radix) Insert(at int32, blocks []uint64, from int, lastTokens int64, no
 }
 
 // split cuts node n's edge after k blocks, returning the new upper node.
-func (r *Radix) split(n int32, k int) int32 {
+func (r *Tree) split(n int32, k int) int32 {
 	old := r.nodes[n]
 	upper := r.newNode(old.parent, old.key[:k:k])
 	up := &r.nodes[upper]
@@ -243,7 +249,7 @@ func (r *Radix) split(n int32, k int) int32 {
 	return upper
 }
 
-func (r *Radix) newNode(parent int32, key []uint64) int32 {
+func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	var idx int32
 	if len(r.free) > 0 {
 		idx = r.free[len(r.free)-1]
@@ -267,7 +273,7 @@ func (r *Radix) newNode(parent int32, key []uint64) int32 {
 // Evict frees unreferenced leaves, least recently used first, until at least
 // need tokens are freed or nothing evictable remains. It returns the tokens
 // freed.
-func (r *Radix) Evict(need int64) int64 {
+func (r *Tree) Evict(need int64) int64 {
 	var freed int64
 	for freed < need && r.lru.Len() > 0 {
 		e := heap.Pop(&r.lru).(lruEntry)
@@ -289,7 +295,7 @@ func (r *Radix) Evict(need int64) int64 {
 	return freed
 }
 
-func (r *Radix) pushIfLeaf(n int32) {
+func (r *Tree) pushIfLeaf(n int32) {
 	nd := &r.nodes[n]
 	if n == root || nd.ref != 0 || len(nd.children) != 0 {
 		return
@@ -304,7 +310,7 @@ func (r *Radix) pushIfLeaf(n int32) {
 
 // compactLRU drops stale heap entries so the heap's size follows the tree's,
 // not the number of unlocks over a run.
-func (r *Radix) compactLRU() {
+func (r *Tree) compactLRU() {
 	kept := r.lru[:0]
 	for _, e := range r.lru {
 		n := &r.nodes[e.node]
@@ -339,4 +345,30 @@ func (h *lruHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// Check recomputes the tree's counters from its nodes and reports any
+// drift; property tests call it after every operation.
+func (r *Tree) Check() error {
+	var tokens, evictable int64
+	for i := 1; i < len(r.nodes); i++ {
+		n := &r.nodes[i]
+		if !n.live {
+			continue
+		}
+		if n.tokens <= 0 || n.ref < 0 {
+			return fmt.Errorf("radix: node %d holds %d tokens with %d references", i, n.tokens, n.ref)
+		}
+		tokens += n.tokens
+		if n.ref == 0 {
+			evictable += n.tokens
+		}
+		if r.nodes[n.parent].children[n.key[0]] != int32(i) {
+			return fmt.Errorf("radix: node %d is not linked from its parent", i)
+		}
+	}
+	if tokens != r.tokens || evictable != r.evictable {
+		return fmt.Errorf("radix: counters say %d tokens (%d evictable), nodes hold %d (%d)", r.tokens, r.evictable, tokens, evictable)
+	}
+	return nil
 }

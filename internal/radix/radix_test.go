@@ -1,4 +1,4 @@
-package engine
+package radix
 
 import (
 	"math/rand/v2"
@@ -14,7 +14,7 @@ func seq(from, n int) []uint64 {
 }
 
 func TestRadixMatchInsertSplit(t *testing.T) {
-	r := NewRadix(16)
+	r := New(16)
 	a := seq(1, 10) // 10 blocks, last partial with 5 tokens
 	m := r.Lock(a, 5, 0)
 	if m.Blocks != 0 || m.Tokens != 0 {
@@ -74,7 +74,7 @@ func TestRadixMatchInsertSplit(t *testing.T) {
 }
 
 // checkRadix verifies the tree's counters against its nodes.
-func checkRadix(t *testing.T, r *Radix) {
+func checkRadix(t *testing.T, r *Tree) {
 	t.Helper()
 	var tokens, evictable int64
 	for i := 1; i < len(r.nodes); i++ {
@@ -103,7 +103,7 @@ func checkRadix(t *testing.T, r *Radix) {
 func TestRadixProperty(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		r := NewRadix(8)
+		r := New(8)
 		type held struct{ node int32 }
 		var locks []held
 		sessions := make([][]uint64, 6)

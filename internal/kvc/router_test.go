@@ -1,0 +1,101 @@
+package kvc
+
+import "testing"
+
+func chain(ns uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = ns<<32 | uint64(i+1)
+	}
+	return out
+}
+
+func TestRoundRobinAndSticky(t *testing.T) {
+	r := NewRouter([]string{"a", "b", "c"}, PolicyDefault, Options{})
+	var got []int
+	for i := 0; i < 6; i++ {
+		d := r.Pick("s", nil)
+		r.Dispatched(d.Worker, "s", nil)
+		got = append(got, d.Worker)
+	}
+	if want := []int{0, 1, 2, 0, 1, 2}; !equal(got, want) {
+		t.Fatalf("round robin %v, want %v", got, want)
+	}
+	s := NewRouter([]string{"a", "b", "c"}, PolicySticky, Options{})
+	for _, sess := range []string{"x", "y", "x", "z", "y", "x"} {
+		d := s.Pick(sess, nil)
+		s.Dispatched(d.Worker, sess, nil)
+	}
+	if w, _ := s.Pin("x"); w != 0 {
+		t.Fatalf("x pinned to %d", w)
+	}
+	if w, _ := s.Pin("y"); w != 1 {
+		t.Fatalf("y pinned to %d", w)
+	}
+	if w, _ := s.Pin("z"); w != 2 {
+		t.Fatalf("z pinned to %d (first turns go round-robin)", w)
+	}
+}
+
+// TestKVAwareScore walks Algorithm 1's tuple: overlap wins, then the
+// sticky bonus, then fewer in flight, then fewer assigned.
+func TestKVAwareScore(t *testing.T) {
+	r := NewRouter([]string{"a", "b", "c"}, PolicyKVAware, Options{Alpha: 1, IndexBlocks: 1000})
+	// Empty router: all tie; lowest index.
+	if d := r.Pick("s1", chain(1, 10)); d.Worker != 0 || d.Overlap != 0 {
+		t.Fatalf("cold pick %+v", d)
+	}
+	r.Dispatched(1, "s1", chain(1, 10))
+	// s1's next turn extends its chain: b holds 10 blocks of it.
+	if d := r.Pick("s1", chain(1, 12)); d.Worker != 1 || d.Overlap != 10 || !d.Sticky {
+		t.Fatalf("overlap pick %+v", d)
+	}
+	// A new session with no overlap: a and c tie on score and stickiness;
+	// b has one in flight, so a (fewest in flight, lowest index) wins.
+	if d := r.Pick("s2", chain(2, 5)); d.Worker != 0 {
+		t.Fatalf("tie-break pick %+v", d)
+	}
+	r.Done(1)
+	// The load-floor bonus steers a new session to the under-assigned worker.
+	f := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{Alpha: 1, FloorK: 200, IndexBlocks: 1000})
+	shared := chain(9, 100)
+	f.Dispatched(0, "s1", shared)
+	f.Dispatched(0, "s2", shared)
+	if d := f.Pick("s3", shared); d.Worker != 1 {
+		t.Fatalf("with K=200 a new session sharing a 100-block prefix should go to the idle worker, got %+v", d)
+	}
+	g := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{Alpha: 1, IndexBlocks: 1000})
+	g.Dispatched(0, "s1", shared)
+	g.Dispatched(0, "s2", shared)
+	if d := g.Pick("s3", shared); d.Worker != 0 {
+		t.Fatalf("with K=0 the shared prefix pins new sessions to worker 0 (the seed's pile-up), got %+v", d)
+	}
+}
+
+func TestIndexBounded(t *testing.T) {
+	x := newBlockIndex(100)
+	for s := uint64(0); s < 10; s++ {
+		x.add(chain(s, 40))
+		if x.tree.Tokens() > 100 {
+			t.Fatalf("index holds %d blocks, capacity 100", x.tree.Tokens())
+		}
+	}
+	if got := x.prefix(chain(9, 40)); got != 40 {
+		t.Fatalf("latest chain prefix %d, want 40", got)
+	}
+	if got := x.prefix(chain(0, 40)); got != 0 {
+		t.Fatalf("oldest chain should be evicted, prefix %d", got)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

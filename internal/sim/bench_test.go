@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/synth"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// BenchmarkSimAgentic simulates 20,000 requests of the built-in agentic
+// workload per iteration (naive PD 1P3D and DP x4 sticky).
+func BenchmarkSimAgentic(b *testing.B) {
+	p := profile(b)
+	for _, cfg := range []Config{
+		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "dp-sticky", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicySticky, Profile: p},
+		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyKVAware, Profile: p},
+	} {
+		b.Run(cfg.Name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				sc := synth.DefaultAgentic()
+				sc.Sessions, sc.Requests, sc.ArrivalRate = 0, 20000, 0.002
+				st, err := synth.NewAgentic(sc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := Run(context.Background(), cfg, st, nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.Replay.Requests), "requests/op")
+			}
+		})
+	}
+}
+
+// BenchmarkSimWeka replays a converted WEKA trace named by PDHYBRID_WEKA
+// (skipped when unset): the 3 s-per-mechanism target.
+func BenchmarkSimWeka(b *testing.B) {
+	path := os.Getenv("PDHYBRID_WEKA")
+	if path == "" {
+		b.Skip("set PDHYBRID_WEKA to a converted weka trace (pdhybrid trace convert --from weka)")
+	}
+	p := profile(b)
+	for _, cfg := range []Config{
+		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyKVAware, Profile: p},
+	} {
+		b.Run(cfg.Name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				f, err := os.Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rd, err := trace.NewReader(f, path, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := Run(context.Background(), cfg, rd, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
+	}
+}
