@@ -58,7 +58,7 @@ func collect(t testing.TB, s Stream) *genStats {
 func within(t *testing.T, name string, got, want, tol float64) {
 	t.Helper()
 	dev := got/want - 1
-	t.Logf("%-12s generated %10.1f  weka %10.1f  (%+.1f%%, tolerance ±%.0f%%)", name, got, want, 100*dev, 100*tol)
+	t.Logf("%-12s generated %10.5g  weka %10.5g  (%+.1f%%, tolerance ±%.0f%%)", name, got, want, 100*dev, 100*tol)
 	if math.Abs(dev) > tol {
 		t.Errorf("%s: generated %.1f is more than %.0f%% from weka's %.1f", name, got, 100*tol, want)
 	}
