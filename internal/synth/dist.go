@@ -7,7 +7,7 @@ import (
 
 // quantileGrid is the probability grid of every embedded empirical table: the
 // body in 5% steps, with the tails resolved finer because the weka
-// distributions are heavy-tailed (a few huge appends and week-long pauses).
+// distributions are heavy-tailed (a few huge appends, pauses of up to a day). Read-only.
 var quantileGrid = [...]float64{
 	0, 0.01, 0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50,
 	0.55, 0.60, 0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 0.925, 0.95, 0.975, 0.99,
