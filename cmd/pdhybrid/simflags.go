@@ -50,7 +50,7 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay (default: the built-in synthetic agentic workload)")
 	fs.IntVar(&f.blockSize, "block-size", 0, "tokens per hash id for a trace `file` without a header line (0 = require a header)")
 	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests` (0 = its default size)")
-	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions` (0 = default 32; unbounded when -synth-requests is set)")
+	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions` (0 = its default, 40; unbounded when -synth-requests is set)")
 	fs.Float64Var(&f.synthRate, "synth-rate", 0, "built-in workload: session arrival `rate` in sessions/s (0 = default 0.1)")
 	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
@@ -73,7 +73,7 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.sloTPOT, "slo-tpot", 0.1, "goodput SLO: max TPOT in `seconds` (0 = no bound)")
 	fs.Float64Var(&f.sloE2E, "slo-e2el", 0, "goodput SLO: max end-to-end latency in `seconds` (0 = no bound)")
 	fs.Float64Var(&f.sample, "sample-interval", 1, "worker occupancy log period in simulated `seconds`")
-	fs.Uint64Var(&f.seed, "seed", 1, "`seed` for the built-in workload (the simulator itself is deterministic)")
+	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "`seed` for the built-in workload (the simulator itself is deterministic)")
 }
 
 // loadProfile resolves -profile or -model/-hardware.

@@ -5,7 +5,7 @@ import (
 )
 
 // BenchmarkDecodeStep: scheduling work per decode event with a 64-request
-// batch on a decode worker (each Advance is one arithmetic run up to the
+// batch of 5K-token contexts on a decode worker (each Advance is one arithmetic run up to the
 // next finish, then a new request joins).
 func BenchmarkDecodeStep(b *testing.B) {
 	p, _ := testProfileB()
@@ -14,8 +14,10 @@ func BenchmarkDecodeStep(b *testing.B) {
 	id := int64(0)
 	add := func() {
 		id++
-		r := &Request{ID: id, Kind: DecodeOnly, Input: 50000, Output: 1 + int(id%300)}
-		w.Reserve(now, r)
+		r := &Request{ID: id, Kind: DecodeOnly, Input: 5000, Output: 1 + int(id%300)}
+		if err := w.Reserve(now, r); err != nil || r.Stage != StageReserved {
+			b.Fatal("reservation not granted at once", err)
+		}
 		w.StartDecode(now, r)
 	}
 	for i := 0; i < 64; i++ {
@@ -24,13 +26,21 @@ func BenchmarkDecodeStep(b *testing.B) {
 	w.TakeEvents()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t, _ := w.NextTime()
+		t, ok := w.NextTime()
+		if !ok {
+			b.Fatal("decode worker went idle: the benchmark lost requests")
+		}
 		now = t
 		w.Advance(now)
+		finished := 0
 		for _, ev := range w.TakeEvents() {
 			if ev.Kind == EvFinished {
-				add()
+				finished++
 			}
+		}
+		// Add only after the events are consumed: the worker reuses them.
+		for ; finished > 0; finished-- {
+			add()
 		}
 		w.TakeEvents()
 	}
