@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+)
+
+func runCLI(args ...string) (string, string, error) {
+	var out, errb bytes.Buffer
+	err := dispatch(context.Background(), &env{stdout: &out, stderr: &errb}, "pdhybrid", topCommands(), args)
+	return out.String(), errb.String(), err
+}
+
+// TestBenchDefault is the README's main job: no flags, both mechanisms, a
+// side-by-side table on stdout.
+func TestBenchDefault(t *testing.T) {
+	out, stderr, err := runCLI("bench")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "TTFT p99", "pd-disaggregation-router", "dp-colo-router"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("bench table lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr, "built-in agentic workload") {
+		t.Fatalf("bench does not say what it ran:\n%s", stderr)
+	}
+}
+
+// TestBenchOutFolders: -out writes a run folder per mechanism that report
+// can read, and comparison.json.
+func TestBenchOutFolders(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, err := runCLI("bench", "-synth-sessions", "6", "-out", dir, "-format", "json"); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	for _, run := range []string{"naive-pd-1p3d", "dp-x4"} {
+		for _, f := range []string{"metrics.jsonl", "summary.json", "config.json", "structural/workers.jsonl", "structural/events.jsonl"} {
+			if st, err := os.Stat(filepath.Join(dir, run, f)); err != nil || st.Size() == 0 {
+				t.Fatalf("%s/%s missing or empty (%v)", run, f, err)
+			}
+		}
+		var sum metrics.Summary
+		b, _ := os.ReadFile(filepath.Join(dir, run, "summary.json"))
+		if err := json.Unmarshal(b, &sum); err != nil || sum.Requests == 0 {
+			t.Fatalf("%s summary: %v %+v", run, err, sum)
+		}
+		lines := bytes.Count(mustRead(t, filepath.Join(dir, run, "metrics.jsonl")), []byte("\n"))
+		if lines != sum.Requests {
+			t.Fatalf("%s: %d metrics lines for %d requests", run, lines, sum.Requests)
+		}
+	}
+	var cmp struct {
+		Runs []string `json:"runs"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "comparison.json")), &cmp); err != nil || len(cmp.Runs) != 2 {
+		t.Fatalf("comparison.json: %v %+v", err, cmp)
+	}
+	if out, stderr, err := runCLI("report", "--compare", dir); err != nil || !strings.Contains(out, "dp-x4") {
+		t.Fatalf("report on bench output: %v\n%s%s", err, out, stderr)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSimOnTraceFile replays a generated trace file and checks the run
+// folder accounts for every request.
+func TestSimOnTraceFile(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.jsonl")
+	if _, stderr, err := runCLI("trace", "synth", "small-append", "--out", tr); err != nil {
+		t.Fatalf("synth: %v\n%s", err, stderr)
+	}
+	out := filepath.Join(dir, "run")
+	stdout, stderr, err := runCLI("sim", "-trace", tr, "-mechanism", "pd-colo", "-colo", "2", "-policy", "sticky", "-out", out)
+	if err != nil {
+		t.Fatalf("sim: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "pd-colo/sticky") {
+		t.Fatalf("sim table:\n%s", stdout)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "config.json")), &cfg); err != nil || cfg["mechanism"] != "pd-colo" || cfg["colo"] != 2.0 {
+		t.Fatalf("config.json: %v %v", err, cfg)
+	}
+	if n := bytes.Count(mustRead(t, filepath.Join(out, "metrics.jsonl")), []byte("\n")); n != 160 {
+		t.Fatalf("%d metrics lines, want the small-append default's 160", n)
+	}
+}
+
+func TestSimUsageErrors(t *testing.T) {
+	headerless := filepath.Join(t.TempDir(), "h.jsonl")
+	os.WriteFile(headerless, []byte(`{"chat_id":1,"parent_chat_id":-1,"timestamp":0,"input_length":10,"output_length":2,"hash_ids":[1]}`+"\n"), 0o644)
+	for _, args := range [][]string{
+		{"sim", "-mechanism", "nope"},
+		{"sim", "-policy", "nope"},
+		{"sim", "extra-arg"},
+		{"sim", "-trace", headerless},
+		{"bench", "-gpus", "1"},
+	} {
+		_, _, err := runCLI(args...)
+		var u usageError
+		if !errors.As(err, &u) {
+			t.Errorf("%v: got %v, want a usage error", args, err)
+		}
+	}
+	if _, _, err := runCLI("sim", "-trace", "/nonexistent/trace.jsonl"); err == nil {
+		t.Error("missing trace file accepted")
+	}
+}
+
+// TestSimHelpExplainsEveryFlag: --help lists each flag with its default.
+func TestSimHelpExplainsEveryFlag(t *testing.T) {
+	for _, cmd := range []string{"sim", "bench"} {
+		_, stderr, err := runCLI(cmd, "--help")
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s --help: %v", cmd, err)
+		}
+		for _, f := range []string{"-trace", "-time-scale", "-concurrency", "-timeout", "-max-input-len", "-chunk-tokens", "-slo-ttft", "-profile", "-link", "-out"} {
+			if !strings.Contains(stderr, f) {
+				t.Errorf("%s --help does not explain %s", cmd, f)
+			}
+		}
+		if !strings.Contains(stderr, "default") || !strings.Contains(stderr, "seconds") {
+			t.Errorf("%s --help gives no defaults or units:\n%s", cmd, stderr)
+		}
+	}
+}
