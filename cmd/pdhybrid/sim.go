@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/report"
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
@@ -29,6 +31,7 @@ DIR/structural/events.jsonl (session bindings and other decisions).`)
 	colo := fs.Int("colo", 4, "pd-colo: number of colocated `workers` (GPUs)")
 	out := fs.String("out", "", "write the run folder to `dir`")
 	name := fs.String("name", "", "run `name` recorded in config.json (default: mechanism/policy)")
+	dump := fs.String("dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with -profile")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +49,9 @@ DIR/structural/events.jsonl (session bindings and other decisions).`)
 	prof, err := f.loadProfile()
 	if err != nil {
 		return err
+	}
+	if *dump != "" {
+		return dumpProfile(e, prof, *dump)
 	}
 	cfg := f.config(prof, m, pol)
 	cfg.Prefill, cfg.Decode, cfg.Colo = *prefill, *decode, *colo
@@ -104,4 +110,20 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, f *simFlags, dir stri
 
 func slo(ttft, tpot, e2e float64) metrics.SLO {
 	return metrics.SLO{TTFTS: ttft, TPOTS: tpot, LatencyS: e2e}
+}
+
+// dumpProfile writes p where asked.
+func dumpProfile(e *env, p *model.Profile, path string) error {
+	if path == "-" {
+		return p.Encode(e.stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Encode(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -143,3 +143,21 @@ func TestSimHelpExplainsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileDumpAndLoad: a dumped profile loads back and drives a run.
+func TestProfileDumpAndLoad(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "p.json")
+	if _, stderr, err := runCLI("sim", "-hardware", "h100-80g", "-dump-profile", p); err != nil {
+		t.Fatalf("dump: %v\n%s", err, stderr)
+	}
+	if !bytes.Contains(mustRead(t, p), []byte(`"h100-80g"`)) {
+		t.Fatal("dumped profile is not the H100 one")
+	}
+	if _, stderr, err := runCLI("sim", "-profile", p, "-synth-sessions", "2"); err != nil {
+		t.Fatalf("sim with dumped profile: %v\n%s", err, stderr)
+	}
+	os.WriteFile(p, []byte(`{"name":"x","timing":{"prefil_per_token_s":1}}`), 0o644)
+	if _, _, err := runCLI("sim", "-profile", p); err == nil {
+		t.Fatal("misspelt profile field accepted")
+	}
+}
