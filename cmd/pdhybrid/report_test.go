@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -28,12 +26,6 @@ func reportRuns(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	return a, b
-}
-
-func runReportCmd(args ...string) (stdout, stderr string, err error) {
-	var o, e bytes.Buffer
-	err = runReport(context.Background(), &env{stdout: &o, stderr: &e}, args)
-	return o.String(), e.String(), err
 }
 
 // TestReportCompareFormats checks `report --compare A B` in each format.
@@ -94,7 +86,7 @@ func TestReportCompareFormats(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.format, func(t *testing.T) {
 			// Flags after the run directories, as people type them.
-			out, _, err := runReportCmd(a, b, "--compare", "--format", tc.format)
+			out, _, err := runCLI("report", a, b, "--compare", "--format", tc.format)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +98,7 @@ func TestReportCompareFormats(t *testing.T) {
 func TestReportCommandHTML(t *testing.T) {
 	a, b := reportRuns(t)
 	dir := filepath.Join(t.TempDir(), "rep")
-	out, _, err := runReportCmd("--out", dir, a, b, "--tail-quantile", "95")
+	out, _, err := runCLI("report", "--out", dir, a, b, "--tail-quantile", "95")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +117,7 @@ func TestReportCommandHTML(t *testing.T) {
 // TestReportCommandBenchFolder: a bench output folder stands for its runs.
 func TestReportCommandBenchFolder(t *testing.T) {
 	a, _ := reportRuns(t)
-	out, _, err := runReportCmd("--compare", filepath.Dir(a))
+	out, _, err := runCLI("report", "--compare", filepath.Dir(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +136,14 @@ func TestReportCommandUsage(t *testing.T) {
 		{a, "--tail-quantile", "100"},
 		{a, "--body-quantile", "0"},
 	} {
-		if _, _, err := runReportCmd(args...); !errors.As(err, &u) {
+		if _, _, err := runCLI(append([]string{"report"}, args...)...); !errors.As(err, &u) {
 			t.Errorf("%v: err %v, want a usage error", args, err)
 		}
 	}
-	if _, _, err := runReportCmd(filepath.Join(t.TempDir(), "missing"), "--compare"); err == nil || errors.As(err, &u) {
+	if _, _, err := runCLI("report", filepath.Join(t.TempDir(), "missing"), "--compare"); err == nil || errors.As(err, &u) {
 		t.Errorf("missing run dir: err %v, want a plain error", err)
 	}
-	_, help, err := runReportCmd("--help")
+	_, help, err := runCLI("report", "--help")
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}

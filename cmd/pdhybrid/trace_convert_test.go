@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,15 +13,6 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/trace/stats"
 	"github.com/pdhybrid/pdhybrid/internal/trace/tracetest"
 )
-
-// runCmd runs `pdhybrid trace <args>` and returns stdout, stderr and error.
-func runTraceCmd(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	e := &env{stdout: &out, stderr: &errb}
-	err := runTrace(context.Background(), e, args)
-	return out.String(), errb.String(), err
-}
 
 const wekaFixture = `{"id":"w1","block_size":4,"tool_tokens":4,"system_tokens":4,"requests":[
  {"t":0,"type":"n","in":10,"out":3,"hash_ids":[1,2],"api_time":2,"think_time":0},
@@ -43,7 +33,7 @@ func wekaDir(t *testing.T) string {
 
 func statsJSON(t *testing.T, args ...string) stats.Report {
 	t.Helper()
-	out, stderr, err := runTraceCmd(t, append([]string{"stats", "--json"}, args...)...)
+	out, stderr, err := runCLI(append([]string{"trace", "stats", "--json"}, args...)...)
 	if err != nil {
 		t.Fatalf("stats %v: %v\n%s", args, err, stderr)
 	}
@@ -60,7 +50,7 @@ func statsJSON(t *testing.T, args ...string) stats.Report {
 func TestConvertStatsRoundTrip(t *testing.T) {
 	dir := wekaDir(t)
 	out := filepath.Join(t.TempDir(), "w.jsonl")
-	_, stderr, err := runTraceCmd(t, "convert", "--from", "weka", "--shared-prefix", "--out", out, dir)
+	_, stderr, err := runCLI("trace", "convert", "--from", "weka", "--shared-prefix", "--out", out, dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -76,7 +66,7 @@ func TestConvertStatsRoundTrip(t *testing.T) {
 		t.Fatalf("report %+v", fromFile)
 	}
 	again := filepath.Join(t.TempDir(), "again.jsonl")
-	if _, stderr, err := runTraceCmd(t, "convert", "--from", "canonical", "--out", again, out); err != nil {
+	if _, stderr, err := runCLI("trace", "convert", "--from", "canonical", "--out", again, out); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	a, _ := os.ReadFile(out)
@@ -84,7 +74,7 @@ func TestConvertStatsRoundTrip(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatalf("pass-through changed the file:\n%s\n%s", a, b)
 	}
-	if o, _, err := runTraceCmd(t, "validate", out); err != nil || !strings.Contains(o, "valid") {
+	if o, _, err := runCLI("trace", "validate", out); err != nil || !strings.Contains(o, "valid") {
 		t.Fatalf("validate: %v\n%s", err, o)
 	}
 }
@@ -93,7 +83,7 @@ func TestConvertStrictWritesNothing(t *testing.T) {
 	dir := wekaDir(t)
 	os.WriteFile(filepath.Join(dir, "trace_z.json"), []byte(`{"block_size":4,"requests":[{"t":1}]}`), 0o644)
 	out := filepath.Join(t.TempDir(), "w.jsonl")
-	_, stderr, err := runTraceCmd(t, "convert", "--from", "weka", "--strict", "--out", out, dir)
+	_, stderr, err := runCLI("trace", "convert", "--from", "weka", "--strict", "--out", out, dir)
 	if err == nil || !strings.Contains(stderr, "trace_z.json: requests[0]: missing in") {
 		t.Fatalf("err %v stderr %s", err, stderr)
 	}
@@ -101,7 +91,7 @@ func TestConvertStrictWritesNothing(t *testing.T) {
 		t.Fatal("--strict left an output file")
 	}
 	// Without --strict the skip is counted and reported.
-	_, stderr, err = runTraceCmd(t, "convert", "--from", "weka", "--out", out, dir)
+	_, stderr, err = runCLI("trace", "convert", "--from", "weka", "--out", out, dir)
 	if err != nil || !strings.Contains(stderr, "skipped 1 records") {
 		t.Fatalf("err %v stderr %s", err, stderr)
 	}
@@ -117,7 +107,7 @@ func TestTraceUsageErrors(t *testing.T) {
 		{"sample", "--long", "keep", "x"},
 		{"validate"},
 	} {
-		_, _, err := runTraceCmd(t, args...)
+		_, _, err := runCLI(append([]string{"trace"}, args...)...)
 		var u usageError
 		if !errors.As(err, &u) {
 			t.Errorf("%v: got %v, want a usage error", args, err)
@@ -132,7 +122,7 @@ func TestTraceHelpListsFlags(t *testing.T) {
 		"sample":   {"-first", "-rate", "-seed", "-min-turns", "-duration", "-max-input-len", "-long", "-out"},
 		"validate": {"-block-size", "-max-listed"},
 	} {
-		_, stderr, err := runTraceCmd(t, cmd, "--help")
+		_, stderr, err := runCLI("trace", cmd, "--help")
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%s --help: %v", cmd, err)
 		}
@@ -153,7 +143,7 @@ func TestSharedTraceStats(t *testing.T) {
 	}
 	weka := tracetest.SharedTraces(t, "weka")
 	out := filepath.Join(t.TempDir(), "weka.jsonl")
-	if _, stderr, err := runTraceCmd(t, "convert", "--from", "weka", "--out", out, weka); err != nil {
+	if _, stderr, err := runCLI("trace", "convert", "--from", "weka", "--out", out, weka); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	if rep := statsJSON(t, out); rep.Requests != 5049 || rep.Sessions != 152 {

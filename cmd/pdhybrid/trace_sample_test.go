@@ -9,11 +9,11 @@ import (
 func TestSampleCommand(t *testing.T) {
 	dir := wekaDir(t)
 	conv := filepath.Join(t.TempDir(), "w.jsonl")
-	if _, stderr, err := runTraceCmd(t, "convert", "--from", "weka", "--out", conv, dir); err != nil {
+	if _, stderr, err := runCLI("trace", "convert", "--from", "weka", "--out", conv, dir); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	out := filepath.Join(t.TempDir(), "s.jsonl")
-	_, stderr, err := runTraceCmd(t, "sample", "--first", "1", "--max-input-len", "9", "--long", "truncate", "--out", out, conv)
+	_, stderr, err := runCLI("trace", "sample", "--first", "1", "--max-input-len", "9", "--long", "truncate", "--out", out, conv)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -25,7 +25,7 @@ func TestSampleCommand(t *testing.T) {
 	if rep.Requests != 3 || rep.InputTokens.Max != 9 {
 		t.Fatalf("report %+v", rep)
 	}
-	if o, _, err := runTraceCmd(t, "validate", out); err != nil {
+	if o, _, err := runCLI("trace", "validate", out); err != nil {
 		t.Fatalf("sample output invalid: %v\n%s", err, o)
 	}
 }

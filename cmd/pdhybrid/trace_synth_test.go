@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"os"
@@ -12,13 +10,6 @@ import (
 
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
-
-func runSynthCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	var o, e bytes.Buffer
-	err = runTraceSynth(context.Background(), &env{stdout: &o, stderr: &e}, args)
-	return o.String(), e.String(), err
-}
 
 // readSynth parses a canonical trace and returns its header and requests.
 func readSynth(t *testing.T, s string) (trace.Header, []trace.Request) {
@@ -39,11 +30,11 @@ func readSynth(t *testing.T, s string) (trace.Header, []trace.Request) {
 }
 
 func TestSynthCLIAgenticDefault(t *testing.T) {
-	a, summary, err := runSynthCLI(t, "agentic")
+	a, summary, err := runCLI("trace", "synth", "agentic")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, _ := runSynthCLI(t, "agentic")
+	b, _, _ := runCLI("trace", "synth", "agentic")
 	if a != b {
 		t.Fatal("two runs with default flags differ")
 	}
@@ -58,7 +49,7 @@ func TestSynthCLIAgenticDefault(t *testing.T) {
 
 func TestSynthCLIRequestsAndOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big.jsonl")
-	out, _, err := runSynthCLI(t, "agentic", "--requests", "3000", "--seed", "7", "--out", path)
+	out, _, err := runCLI("trace", "synth", "agentic", "--requests", "3000", "--seed", "7", "--out", path)
 	if err != nil || out != "" {
 		t.Fatalf("err %v, stdout %q", err, out)
 	}
@@ -73,7 +64,7 @@ func TestSynthCLIRequestsAndOut(t *testing.T) {
 }
 
 func TestSynthCLISmallAppend(t *testing.T) {
-	out, _, err := runSynthCLI(t, "small-append", "--sessions", "3", "--turns", "4", "--initial", "1000",
+	out, _, err := runCLI("trace", "synth", "small-append", "--sessions", "3", "--turns", "4", "--initial", "1000",
 		"--append", "10", "--output", "5", "--block-size", "16")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +89,7 @@ func TestSynthCLIErrors(t *testing.T) {
 		{"small-append", "--turns", "0"},
 		{"agentic", "--no-such-flag"},
 	} {
-		_, _, err := runSynthCLI(t, args...)
+		_, _, err := runCLI(append([]string{"trace", "synth"}, args...)...)
 		var u usageError
 		if !errors.As(err, &u) {
 			t.Errorf("%q: got %v, want a usage error", args, err)
@@ -115,7 +106,7 @@ func TestSynthCLIHelp(t *testing.T) {
 		"agentic":      {"-sessions", "(default 40)", "-max-input", "(default 262144)", "-rate", "sessions/s", "-seed", "-requests", "-shared-prefix", "(default 15138)"},
 		"small-append": {"-initial", "(default 32768)", "-append", "(default 512)", "-gap", "seconds", "(default 5)"},
 	} {
-		_, stderr, err := runSynthCLI(t, gen, "--help")
+		_, stderr, err := runCLI("trace", "synth", gen, "--help")
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s --help: %v", gen, err)
 		}

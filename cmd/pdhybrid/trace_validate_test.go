@@ -16,7 +16,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 `
 	p := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(p, []byte(body), 0o644)
-	out, _, err := runTraceCmd(t, "validate", p)
+	out, _, err := runCLI("trace", "validate", p)
 	if err == nil || exitCode(err) != 1 {
 		t.Fatalf("err %v", err)
 	}
@@ -33,7 +33,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, _ = runTraceCmd(t, "validate", "--max-listed", "2", p)
+	out, _, _ = runCLI("trace", "validate", "--max-listed", "2", p)
 	if !strings.Contains(out, "... and 3 more problems") {
 		t.Errorf("cap not applied:\n%s", out)
 	}
@@ -42,7 +42,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 func TestValidateRefusesRawFormats(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.jsonl")
 	os.WriteFile(p, []byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [0]}`+"\n"), 0o644)
-	if _, _, err := runTraceCmd(t, "validate", p); err == nil || !strings.Contains(err.Error(), "convert --from mooncake") {
+	if _, _, err := runCLI("trace", "validate", p); err == nil || !strings.Contains(err.Error(), "convert --from mooncake") {
 		t.Fatalf("err %v", err)
 	}
 }

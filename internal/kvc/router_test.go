@@ -1,6 +1,9 @@
 package kvc
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func chain(ns uint64, n int) []uint64 {
 	out := make([]uint64, n)
@@ -18,7 +21,7 @@ func TestRoundRobinAndSticky(t *testing.T) {
 		r.Dispatched(d.Worker, "s", nil)
 		got = append(got, d.Worker)
 	}
-	if want := []int{0, 1, 2, 0, 1, 2}; !equal(got, want) {
+	if want := []int{0, 1, 2, 0, 1, 2}; !slices.Equal(got, want) {
 		t.Fatalf("round robin %v, want %v", got, want)
 	}
 	s := NewRouter([]string{"a", "b", "c"}, PolicySticky, Options{})
@@ -88,14 +91,3 @@ func TestIndexBounded(t *testing.T) {
 	}
 }
 
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
