@@ -144,10 +144,11 @@ func (p *Profile) KVPoolTokens(memFraction float64) int64 {
 		memFraction = p.Hardware.MemFraction
 	}
 	free := int64(float64(p.Hardware.HBMBytes)*memFraction) - p.Model.WeightBytes - p.Hardware.WorkspaceBytes
-	if free <= 0 {
+	per := p.Model.KVBytesPerToken()
+	if free <= 0 || per <= 0 {
 		return 0
 	}
-	return free / p.Model.KVBytesPerToken()
+	return free / per
 }
 
 // Validate checks that the profile can drive a simulation.

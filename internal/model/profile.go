@@ -56,6 +56,9 @@ func Decode(r io.Reader, name string) (*Profile, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: unexpected data after the profile object", name)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -1,0 +1,25 @@
+package model
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzDecode: any input either decodes to a valid profile or fails with an
+// error; it never panics, and a valid profile has a positive KV pool.
+func FuzzDecode(f *testing.F) {
+	b, _ := builtin.ReadFile("profiles/qwen3-30b-a3b_h100-80g.json")
+	f.Add(b)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"model":{"layers":-1}}`))
+	f.Add([]byte(`{"timing":{"prefill_per_token_s":"x"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Decode(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			return
+		}
+		if p.KVPoolTokens(0) <= 0 || p.Model.KVBytesPerToken() <= 0 {
+			t.Fatalf("accepted a profile with no KV pool: %+v", p)
+		}
+	})
+}
