@@ -76,7 +76,8 @@ def log(*a):
 
 
 class Layer:
-    def __init__(self, gen, kv_cap):
+    def __init__(self, gen, kv_cap, index=0):
+        self.index = index
         def w(*shape, fan_in):
             t = torch.empty(*shape, device=DEV, dtype=BF)
             t.normal_(0.0, 1.0 / math.sqrt(fan_in), generator=gen)
@@ -140,13 +141,21 @@ MOE = {"kernel": "grouped_mm"}
 ARANGE_E = None
 
 
+ROUTER = {"noise": None, "record": None}
+
+
 def moe_grouped(h, L):
     T = h.shape[0]
     logits = F.linear(h, L.wr).float()
+    if ROUTER["noise"] is not None:
+        # fixed per-layer random offset: every layer routes like a fresh one
+        logits = logits + ROUTER["noise"][L.index][:T]
     probs = torch.softmax(logits, dim=-1)
     topw, topi = probs.topk(TOPK, dim=-1)
     topw = topw / topw.sum(dim=-1, keepdim=True)
     flat = topi.view(-1)
+    if ROUTER["record"] is not None:  # diagnostics only (host sync)
+        ROUTER["record"].append(int(torch.unique(flat).numel()))
     sorted_ids, order = torch.sort(flat)
     offs = torch.searchsorted(sorted_ids, ARANGE_E, right=True, out_int32=True)
     tok = order // TOPK
@@ -334,10 +343,11 @@ def time_pair(f_layers, f_head, warmup, min_reps, max_reps, target_s):
 
 
 class Writer:
-    def __init__(self, path, cols):
-        self.f = open(path, "w", newline="")
+    def __init__(self, path, cols, mode="w"):
+        self.f = open(path, mode, newline="")
         self.w = csv.writer(self.f)
-        self.w.writerow(cols)
+        if mode == "w":
+            self.w.writerow(cols)
         self.f.flush()
 
     def row(self, vals):
@@ -493,8 +503,8 @@ DC_COLS = ["batch", "ctx_tokens", "seq_len", "layers", "layers_s", "head_s", "mo
            "cuda_graph", "layers_min_s", "layers_max_s"]
 
 
-def run_prefill(out, name, layers, H, points, budget, args):
-    w = Writer(os.path.join(out, name), PF_COLS)
+def run_prefill(out, name, layers, H, points, budget, args, mode="w"):
+    w = Writer(os.path.join(out, name), PF_COLS, mode)
     t_end = time.time() + budget
     Lc = len(layers)
     for n, p in points:
@@ -646,6 +656,8 @@ def main():
     ap.add_argument("--eager-below-s", type=float, default=0.05,
                     help="also time prefill eagerly where the graph took less than this (s, for L layers)")
     ap.add_argument("--no-rope", action="store_true")
+    ap.add_argument("--router-noise", type=float, default=4.0,
+                    help="std of the per-layer router-logit offset in the extra scaling check (0: skip it)")
     ap.add_argument("--budget-copy", type=float, default=40)
     ap.add_argument("--budget-decode", type=float, default=110)
     ap.add_argument("--budget-prefill", type=float, default=230)
@@ -707,7 +719,7 @@ def main():
     ARANGE_E = torch.arange(E, device=DEV)
     build_rope(max(args.kv_cap, args.val_kv_cap) + 1)
     t = time.time()
-    layers = [Layer(gen, args.kv_cap if i < n_main else args.val_kv_cap) for i in range(n_alloc)]
+    layers = [Layer(gen, args.kv_cap if i < n_main else args.val_kv_cap, i) for i in range(n_alloc)]
     H = Head(gen)
     torch.cuda.synchronize()
     free2, _ = torch.cuda.mem_get_info(0)
@@ -752,6 +764,38 @@ def main():
             run_decode(args.out, "decode_l48.csv", VL, H, vd, args.budget_validate / 2, args)
         run_prefill(args.out, "prefill_l48.csv", VL, H, vp, args.budget_validate / 2, args)
         save_meta()
+        if args.router_noise > 0:
+            # A deep stack of random layers collapses the tokens of one prompt
+            # onto nearly the same hidden state, so deep layers route a whole
+            # prompt to few experts (a real model does not). Count the distinct
+            # experts per layer for n=128 new tokens, then time the small-n
+            # points again with a fixed random offset on every layer's router
+            # logits, with L and 48 layers.
+            g2 = torch.Generator(device=DEV)
+            g2.manual_seed(99)
+            nmax = max(n for n, _ in vp)
+            noise = [args.router_noise * torch.randn(nmax, E, device=DEV, generator=g2) for _ in VL]
+            diag = {}
+            for label, nz in (("no_offset", None), (f"offset_std_{args.router_noise:g}", noise)):
+                ROUTER["noise"] = nz
+                ROUTER["record"] = []
+                with torch.no_grad():
+                    x = torch.randn(128, HIDDEN, device=DEV, dtype=BF)
+                    pos = torch.arange(128, device=DEV)
+                    for L in VL:
+                        x = layer_prefill(x, L, 0, pos)
+                diag[label] = ROUTER["record"]
+                ROUTER["record"] = None
+            meta["distinct_experts_per_layer_n128"] = diag
+            log("distinct experts per layer, n=128:", json.dumps(diag))
+            ROUTER["noise"] = noise
+            small = [(n, p) for n, p in vp if n <= 2048]
+            w_pts = small
+            run_prefill(args.out, "prefill_l48_offset.csv", VL[:args.prefill_layers], H, w_pts,
+                        args.budget_validate / 4, args)
+            run_prefill(args.out, "prefill_l48_offset.csv", VL, H, w_pts, args.budget_validate / 4, args, mode="a")
+            ROUTER["noise"] = None
+            save_meta()
     meta["finished"] = True
     save_meta()
     log("done")
