@@ -11,10 +11,16 @@ short still leaves its finished points:
   decode.csv    one decode step for batch B and total context C (uniform
                 C/B tokens per sequence), layers captured in a CUDA graph.
   prefill.csv   prefill of n new tokens after a cached prefix of p tokens,
-                eager (as SGLang runs extend batches).
+                replayed from a CUDA graph (GPU time), and also eagerly where
+                the graph took under --eager-below-s (eager_* columns).
   prefill_l48.csv, decode_l48.csv
                 a few points with all 48 layers, to check the 48/L scaling.
-  meta.json     torch/CUDA versions, device, mem_get_info, kernel checks.
+  prefill_l48_offset.csv
+                small prefills again, at L and 48 layers, with a fixed random
+                offset on every layer's router logits (see docs/calibration.md:
+                deep random stacks collapse a prompt's tokens onto few experts).
+  meta.json     torch/CUDA versions, device, mem_get_info, kernel checks,
+                distinct experts per layer.
 
 The model: hidden 2048, 48 layers (a subset of L distinct layers is timed and
 scaled by 48/L; embedding, final norm, lm_head and argmax are timed apart and
