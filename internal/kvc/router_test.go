@@ -90,4 +90,3 @@ func TestIndexBounded(t *testing.T) {
 		t.Fatalf("oldest chain should be evicted, prefix %d", got)
 	}
 }
-
