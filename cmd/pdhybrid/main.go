@@ -116,3 +116,25 @@ func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
 	}
 	return fs
 }
+
+// writeOutput runs write against stdout (path "-") or a new file at path.
+// A failed write removes the partial file, so a broken run never leaves a
+// truncated trace behind that looks whole.
+func writeOutput(e *env, path string, write func(io.Writer) error) (err error) {
+	if path == "-" || path == "" {
+		return write(e.stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	return write(f)
+}

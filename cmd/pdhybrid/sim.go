@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
@@ -114,16 +114,5 @@ func slo(ttft, tpot, e2e float64) metrics.SLO {
 
 // dumpProfile writes p where asked.
 func dumpProfile(e *env, p *model.Profile, path string) error {
-	if path == "-" {
-		return p.Encode(e.stdout)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Encode(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeOutput(e, path, func(w io.Writer) error { return p.Encode(w) })
 }

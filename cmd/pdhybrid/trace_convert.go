@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 	"github.com/pdhybrid/pdhybrid/internal/trace/convert"
@@ -87,23 +86,12 @@ See docs/traces.md for every rule.`)
 	if err != nil {
 		return err
 	}
-	var w io.Writer = e.stdout
-	var file *os.File
-	if *out != "-" {
-		if file, err = os.Create(*out); err != nil {
-			return err
-		}
-		w = file
-	}
-	n, err := writeStream(ctx, st, w)
-	if file != nil {
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(*out) // never leave a partial trace behind
-		}
-	}
+	var n int
+	err = writeOutput(e, *out, func(w io.Writer) error {
+		var werr error
+		n, werr = writeStream(ctx, st, w)
+		return werr
+	})
 	reportStream(e.stderr, st)
 	if err != nil {
 		return err

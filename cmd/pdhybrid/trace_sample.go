@@ -75,27 +75,15 @@ them (one "family"). Filters apply in this order: --min-turns, --duration,
 	}
 	h.Note += fmt.Sprintf("sampled first=%d rate=%g seed=%d min_turns=%d duration=%g max_input_len=%d long=%s",
 		*first, *rate, *seed, *minTurns, *duration, *maxIn, *long)
-	var w io.Writer = e.stdout
-	var file *os.File
-	if *out != "-" {
-		if file, err = os.Create(*out); err != nil {
+	var rep sample.Report
+	err = writeOutput(e, *out, func(w io.Writer) error {
+		tw, err := trace.NewWriter(w, h)
+		if err != nil {
 			return err
 		}
-		w = file
-	}
-	tw, err := trace.NewWriter(w, h)
-	var rep sample.Report
-	if err == nil {
 		rep, err = plan.Apply(rd, tw)
-	}
-	if file != nil {
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(*out)
-		}
-	}
+		return err
+	})
 	if err != nil {
 		return err
 	}

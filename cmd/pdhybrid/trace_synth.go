@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/pdhybrid/pdhybrid/internal/synth"
@@ -169,23 +168,16 @@ func (s *synthSummary) String() string {
 
 // writeSynth streams g into the output; memory stays constant however long
 // the stream is. A failed or interrupted run removes a partial --out file.
-func writeSynth(ctx context.Context, e *env, g synth.Stream, out, name string) (err error) {
-	var w io.Writer = e.stdout
+func writeSynth(ctx context.Context, e *env, g synth.Stream, out, name string) error {
+	dest := "stdout"
 	if out != "-" {
-		f, err := os.Create(out)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(out)
-			}
-		}()
-		w = f
+		dest = out
 	}
+	return writeOutput(e, out, func(w io.Writer) error { return streamSynth(ctx, e, g, w, name, dest) })
+}
+
+// streamSynth writes g to w as a canonical trace.
+func streamSynth(ctx context.Context, e *env, g synth.Stream, w io.Writer, name, dest string) error {
 	tw, err := trace.NewWriter(w, g.Header())
 	if err != nil {
 		return err
@@ -208,10 +200,6 @@ func writeSynth(ctx context.Context, e *env, g synth.Stream, out, name string) (
 	}
 	if err := tw.Flush(); err != nil {
 		return err
-	}
-	dest := "stdout"
-	if out != "-" {
-		dest = out
 	}
 	fmt.Fprintf(e.stderr, "synth %s: %s -> %s\n", name, sum.String(), strings.TrimSpace(dest))
 	return nil

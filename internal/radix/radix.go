@@ -79,10 +79,7 @@ func (r *Tree) Match(blocks []uint64, lastTokens int64) Match {
 			break
 		}
 		n := &r.nodes[child]
-		k := 0
-		for k < len(n.key) && i+k < len(blocks) && n.key[k] == blocks[i+k] {
-			k++
-		}
+		k := commonPrefix(n.key, blocks[i:])
 		if k < len(n.key) {
 			// Partial edge match: count the full blocks matched; the tree
 			// must be split before a request can lock them (see Lock).
@@ -192,10 +189,7 @@ func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now
 			break
 		}
 		n := &r.nodes[child]
-		k := 0
-		for k < len(n.key) && i+k < len(blocks) && n.key[k] == blocks[i+k] {
-			k++
-		}
+		k := commonPrefix(n.key, blocks[i:])
 		if k < len(n.key) {
 			child = r.split(child, k)
 			n = &r.nodes[child]
@@ -229,6 +223,15 @@ func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now
 	r.ref(cur, now)
 	r.Unlock(at, now)
 	return cur, adopted
+}
+
+// commonPrefix is the number of leading blocks a and b share.
+func commonPrefix(a, b []uint64) int {
+	k := 0
+	for k < len(a) && k < len(b) && a[k] == b[k] {
+		k++
+	}
+	return k
 }
 
 // split cuts node n's edge after k blocks, returning the new upper node.

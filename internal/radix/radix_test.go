@@ -76,25 +76,8 @@ func TestRadixMatchInsertSplit(t *testing.T) {
 // checkRadix verifies the tree's counters against its nodes.
 func checkRadix(t *testing.T, r *Tree) {
 	t.Helper()
-	var tokens, evictable int64
-	for i := 1; i < len(r.nodes); i++ {
-		n := &r.nodes[i]
-		if !n.live {
-			continue
-		}
-		if n.tokens <= 0 || n.ref < 0 {
-			t.Fatalf("node %d: tokens %d ref %d", i, n.tokens, n.ref)
-		}
-		tokens += n.tokens
-		if n.ref == 0 {
-			evictable += n.tokens
-		}
-		if p := n.parent; r.nodes[p].children[n.key[0]] != int32(i) {
-			t.Fatalf("node %d not linked from its parent", i)
-		}
-	}
-	if tokens != r.Tokens() || evictable != r.EvictableTokens() {
-		t.Fatalf("counters: tokens %d (nodes %d), evictable %d (nodes %d)", r.Tokens(), tokens, r.EvictableTokens(), evictable)
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -242,27 +242,24 @@ func (s *Sim) push(e event) {
 // resched puts worker i's next step on the queue if it moved.
 func (s *Sim) resched(i int) {
 	t, ok := s.workers[i].NextTime()
-	sc := &s.wsched[i]
-	if ok == sc.on && (!ok || t == sc.at) {
-		return
-	}
-	sc.ver++
-	sc.at, sc.on = t, ok
-	if ok {
-		s.push(event{t: t, kind: evWorker, idx: int32(i), ver: sc.ver})
-	}
+	s.keepScheduled(&s.wsched[i], evWorker, i, t, ok)
 }
 
 func (s *Sim) reschedLink(i int) {
 	t, ok := s.links[i].NextTime()
-	sc := &s.lsched[i]
+	s.keepScheduled(&s.lsched[i], evLink, i, t, ok)
+}
+
+// keepScheduled keeps one live queue entry per worker or link: a changed time
+// bumps the version so the old entry is skipped when it surfaces.
+func (s *Sim) keepScheduled(sc *schedule, kind uint8, i int, t float64, ok bool) {
 	if ok == sc.on && (!ok || t == sc.at) {
 		return
 	}
 	sc.ver++
 	sc.at, sc.on = t, ok
 	if ok {
-		s.push(event{t: t, kind: evLink, idx: int32(i), ver: sc.ver})
+		s.push(event{t: t, kind: kind, idx: int32(i), ver: sc.ver})
 	}
 }
 
