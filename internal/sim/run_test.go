@@ -107,6 +107,14 @@ func TestEveryRequestAccountedOnce(t *testing.T) {
 			t.Fatalf("latency stats hold %d entries for %d completed", s.TTFTStats.Count, s.Completed)
 		}
 		t.Logf("causes: %v", res.Summary.FailureCauses)
+		if len(sink.samples) == 0 {
+			t.Fatal("no worker samples logged")
+		}
+		for _, w := range sink.samples {
+			if w.KVUsedTokens < 0 || w.KVUsedTokens > w.KVCapacityTokens || w.KVCachedTokens > w.KVUsedTokens {
+				t.Fatalf("worker sample out of bounds: %+v", w)
+			}
+		}
 		if status[metrics.StatusTimeout] == 0 || status[metrics.StatusFailed] == 0 || status[metrics.StatusCompleted] == 0 {
 			t.Fatalf("%s/%s: statuses %v: the test must exercise completions, failures and timeouts", cfg.Mechanism, cfg.Policy, status)
 		}
