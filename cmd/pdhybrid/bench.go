@@ -24,7 +24,8 @@ With no flags it replays the built-in synthetic agentic coding workload
 naive PD as 1 prefill + 3 decode workers (round-robin) against data-parallel
 serving on 4 colocated workers (sticky session routing). -trace replays any
 canonical trace instead. -out DIR writes one run folder per mechanism
-(readable by 'pdhybrid report') and DIR/comparison.json.`)
+(readable by 'pdhybrid report'), DIR/comparison.json and the HTML report
+DIR/report/index.html.`)
 	var f simFlags
 	f.register(fs)
 	gpus := fs.Int("gpus", 4, "simulated `GPUs`; naive PD gets 1 prefill and gpus-1 decode workers, DP gets gpus colocated workers")
@@ -92,19 +93,20 @@ canonical trace instead. -out DIR writes one run folder per mechanism
 		if err := os.WriteFile(filepath.Join(*out, "comparison.json"), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "bench: wrote %s (open with: pdhybrid report %s --out %s)\n",
-			*out, joinDirs(*out, names), filepath.Join(*out, "report"))
+		dirs := make([]string, len(names))
+		for i, n := range names {
+			dirs[i] = filepath.Join(*out, n)
+		}
+		runs, err := report.LoadAll(dirs)
+		if err != nil {
+			return err
+		}
+		page := filepath.Join(*out, "report")
+		if err := report.WriteHTML(page, runs); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "bench: wrote %s: one run folder per mechanism, comparison.json, and the HTML report %s\n",
+			*out, filepath.Join(page, "index.html"))
 	}
 	return nil
-}
-
-func joinDirs(base string, names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += " "
-		}
-		s += filepath.Join(base, n)
-	}
-	return s
 }

@@ -60,6 +60,9 @@ func TestBenchOutFolders(t *testing.T) {
 			t.Fatalf("%s: %d metrics lines for %d requests", run, lines, sum.Requests)
 		}
 	}
+	if st, err := os.Stat(filepath.Join(dir, "report", "index.html")); err != nil || st.Size() < 10000 {
+		t.Fatalf("bench -out wrote no HTML report (%v)", err)
+	}
 	var cmp struct {
 		Runs []string `json:"runs"`
 	}
