@@ -103,8 +103,8 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, f *simFlags, dir stri
 	if cfg.TimeScale != 1 {
 		// The seed learned this the hard way: compressing a trace 10x turned
 		// its results into a burst-queueing artefact. Say it with the result.
-		fmt.Fprintf(e.stderr, "%s: note: time scale %g compresses arrivals and think times %gx; load is %gx the trace's\n",
-			cfg.Name, cfg.TimeScale, cfg.TimeScale, cfg.TimeScale)
+		fmt.Fprintf(e.stderr, "%s: note: time scale %g compresses arrivals and think times %gx: the offered load is higher than the trace's, and queueing with it\n",
+			cfg.Name, cfg.TimeScale, cfg.TimeScale)
 	}
 	if dir != "" {
 		if err := sim.WriteRunFiles(dir, cfg, res); err != nil {
