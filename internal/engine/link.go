@@ -10,12 +10,21 @@ import (
 // link's setup latency, then its bytes flow; transfers flowing at the same
 // time share the bandwidth equally (processor sharing). Like Worker it has no
 // clock: the owner passes the time and asks when it next needs Advance.
+//
+// Sharing is tracked in "virtual bytes": served is how many bytes every
+// flowing transfer has received since the link was made, and a transfer
+// finishes when served reaches its finish tag (served at its start + its
+// size). Tags never drift with repeated subtraction, and a completion that
+// rounding puts at the current instant is still taken then, so the link can
+// neither lose a transfer nor spin in place.
 type Link struct {
 	spec    model.Link
 	setup   []*Transfer // paying setup latency, in start order
 	flowing []*Transfer
-	last    float64 // time flowing transfers were last progressed
+	last    float64 // time served was last brought up to date
+	served  float64 // virtual bytes served to each flowing transfer
 	done    []*Transfer
+	out     []*Transfer // the slice Advance last returned
 }
 
 // Transfer is one KV movement.
@@ -25,7 +34,7 @@ type Transfer struct {
 	StartedAt float64
 	FlowAt    float64 // setup finished, bytes start moving
 	DoneAt    float64
-	remaining float64
+	finish    float64 // served value at which it completes
 }
 
 // NewLink makes an idle link.
@@ -37,88 +46,116 @@ func (l *Link) Spec() model.Link { return l.spec }
 // Active is the number of transfers in setup or flowing.
 func (l *Link) Active() int { return len(l.setup) + len(l.flowing) }
 
-// Start begins a transfer at now.
+// Start begins a transfer at now. Completions it brings up to date are kept
+// for the next Advance, which NextTime then asks for at once.
 func (l *Link) Start(now float64, t *Transfer) {
 	l.progress(now)
 	t.StartedAt = now
 	t.FlowAt = now + l.spec.SetupS
-	t.remaining = float64(t.Bytes)
 	l.setup = append(l.setup, t)
 }
 
-// NextTime is when the next transfer finishes setup or completes.
+// NextTime is when the link next needs Advance: at once if completions are
+// waiting to be handed over.
 func (l *Link) NextTime() (float64, bool) {
-	next, ok := math.Inf(1), false
+	if len(l.done) > 0 {
+		return l.last, true
+	}
+	t, _, ok := l.next()
+	return t, ok
+}
+
+// next is the next setup end or flow completion, and whether it is the
+// latter.
+func (l *Link) next() (at float64, flow, ok bool) {
+	at = math.Inf(1)
 	for _, t := range l.setup {
-		if t.FlowAt < next {
-			next, ok = t.FlowAt, true
+		if t.FlowAt < at {
+			at, ok = t.FlowAt, true
 		}
 	}
 	if n := len(l.flowing); n > 0 {
-		rate := l.spec.BandwidthBytes / float64(n)
-		minRem := math.Inf(1)
-		for _, t := range l.flowing {
-			minRem = min(minRem, t.remaining)
-		}
-		if at := l.last + minRem/rate; at < next {
-			next, ok = at, true
+		c := l.last + (l.minFinish()-l.served)*float64(n)/l.spec.BandwidthBytes
+		c = max(c, l.last)
+		if c < at || !ok {
+			at, flow, ok = c, true, true
 		}
 	}
-	return next, ok
+	return at, flow, ok
+}
+
+func (l *Link) minFinish() float64 {
+	m := math.Inf(1)
+	for _, t := range l.flowing {
+		m = min(m, t.finish)
+	}
+	return m
 }
 
 // Advance processes everything up to now and returns the transfers that
-// completed, in completion order. The slice is reused on the next call.
+// completed, in completion order. The slice is valid until the next call.
 func (l *Link) Advance(now float64) []*Transfer {
-	l.done = l.done[:0]
+	// Each turn consumes a setup or completes at least one flow, so the
+	// loop ends.
 	for {
-		next, ok := l.NextTime()
-		if !ok || next > now {
+		at, flow, ok := l.next()
+		if !ok || at > now {
 			break
 		}
-		l.progress(next)
+		due := l.minFinish()
+		l.progress(at)
+		if flow {
+			// The finish that made this event is due now, whatever
+			// rounding says (progress may already have taken it).
+			l.served = max(l.served, due)
+			l.complete(at)
+		}
 	}
 	l.progress(now)
-	return l.done
+	l.out, l.done = l.done, l.out[:0]
+	return l.out
 }
 
-// progress moves flowing bytes forward to time t (no event lies between
-// l.last and t other than those handled here) and admits finished setups.
+// progress brings served up to time t, completes what it covers and moves
+// finished setups into the flow.
 func (l *Link) progress(t float64) {
-	if t > l.last && len(l.flowing) > 0 {
-		moved := (t - l.last) * l.spec.BandwidthBytes / float64(len(l.flowing))
-		kept := l.flowing[:0]
-		for _, x := range l.flowing {
-			x.remaining -= moved
-			// A transfer within a byte of its end is done: float rounding
-			// must not leave a phantom event a picosecond later.
-			if x.remaining <= 1e-6*float64(x.Bytes)+1 {
-				x.remaining = 0
-				x.DoneAt = t
-				l.done = append(l.done, x)
-				continue
-			}
-			kept = append(kept, x)
-		}
-		clear(l.flowing[len(kept):])
-		l.flowing = kept
-	}
 	if t > l.last {
+		if n := len(l.flowing); n > 0 {
+			l.served += (t - l.last) * l.spec.BandwidthBytes / float64(n)
+		}
 		l.last = t
 	}
+	l.complete(t)
 	kept := l.setup[:0]
 	for _, x := range l.setup {
-		if x.FlowAt <= t {
-			if x.Bytes == 0 {
-				x.DoneAt = x.FlowAt
-				l.done = append(l.done, x)
-				continue
-			}
-			l.flowing = append(l.flowing, x)
+		if x.FlowAt > t {
+			kept = append(kept, x)
+			continue
+		}
+		if x.Bytes <= 0 {
+			x.DoneAt = t
+			l.done = append(l.done, x)
+			continue
+		}
+		x.finish = l.served + float64(x.Bytes)
+		l.flowing = append(l.flowing, x)
+	}
+	clear(l.setup[len(kept):])
+	l.setup = kept
+}
+
+// complete finishes flowing transfers whose tag has been served (to within
+// rounding of the tag itself).
+func (l *Link) complete(t float64) {
+	kept := l.flowing[:0]
+	for _, x := range l.flowing {
+		if x.finish-l.served <= 1e-12*x.finish {
+			x.DoneAt = t
+			l.done = append(l.done, x)
 			continue
 		}
 		kept = append(kept, x)
 	}
-	clear(l.setup[len(kept):])
-	l.setup = kept
+	clear(l.flowing[len(kept):])
+	l.flowing = kept
 }

@@ -147,7 +147,7 @@ func (s *Sim) schedRelease(r *req, at float64) {
 // concurrency limit.
 func (s *Sim) release(r *req) {
 	r.released = s.now
-	if s.cfg.Concurrency > 0 && s.active >= s.cfg.Concurrency {
+	if s.cfg.Concurrency > 0 && (s.active >= s.cfg.Concurrency || s.gateHead < len(s.gate)) {
 		s.stats.GateWaits++
 		s.gate = append(s.gate, r)
 		return
@@ -184,10 +184,8 @@ func (s *Sim) end(r *req) {
 	s.live--
 	delete(s.inflight, r.t.ChatID)
 	r.sess.lastChat, r.sess.lastEnd, r.sess.hasLast = r.t.ChatID, s.now, true
-	for _, w := range r.waiters {
-		s.schedRelease(w, max(w.readyAt, s.now+s.think(w)))
-	}
-	r.waiters = nil
+	// The gate first: requests already waiting there go before next turns
+	// released by this ending (FIFO).
 	for s.gateHead < len(s.gate) && (s.cfg.Concurrency == 0 || s.active < s.cfg.Concurrency) {
 		g := s.gate[s.gateHead]
 		s.gate[s.gateHead] = nil
@@ -198,6 +196,10 @@ func (s *Sim) end(r *req) {
 		s.gate = append(s.gate[:0], s.gate[s.gateHead:]...)
 		s.gateHead = 0
 	}
+	for _, w := range r.waiters {
+		s.schedRelease(w, max(w.readyAt, s.now+s.think(w)))
+	}
+	r.waiters = nil
 	s.finished++
 	if s.progress != nil && s.finished%2048 == 0 {
 		s.progress(s.finished, s.now)
