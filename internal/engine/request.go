@@ -47,6 +47,7 @@ type Request struct {
 	matched      int   // prompt blocks its cache match covered
 	node         int32 // deepest radix node this request holds locked
 	locked       bool
+	kvWaited     bool // already counted in Stats.KVWaits
 
 	// Times on the owner's clock.
 	SubmittedAt   float64

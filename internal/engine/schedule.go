@@ -205,7 +205,7 @@ func (w *Worker) planNext(now float64) {
 		r := w.waiting.peek()
 		if !w.admit(now, r) {
 			w.blocked = true
-			w.stats.KVWaits++
+			w.countKVWait(r)
 			break
 		}
 		w.waiting.pop()

@@ -66,7 +66,7 @@ type Stats struct {
 	DecodeSteps   int64
 	PrefillTokens int64 // tokens computed in prefill
 	CachedTokens  int64 // prompt tokens served from the prefix cache
-	KVWaits       int64 // admissions deferred because the pool was full
+	KVWaits       int64 // requests that had to wait for KV space (each counted once)
 	EvictedTokens int64
 	BusyS         float64
 }
@@ -211,7 +211,14 @@ func (w *Worker) Submit(now float64, r *Request) error {
 	if r.Input < 1 {
 		return fmt.Errorf("engine: request %d has %d prompt tokens, expected ≥ 1", r.ID, r.Input)
 	}
-	if need := int64(r.Input) + int64(w.outputOf(r)); need > w.capacity {
+	// With a prefix cache the footprint can be one token more than the
+	// prompt: a fully cached prompt stays locked in the tree while its last
+	// token is recomputed.
+	need := int64(r.Input) + int64(w.outputOf(r))
+	if w.tree != nil {
+		need++
+	}
+	if need > w.capacity {
 		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
 	}
 	r.Stage, r.SubmittedAt = StageWaiting, now
@@ -357,7 +364,7 @@ func (w *Worker) grantReservations(now float64) {
 		}
 		out := int64(max(r.Output, 1))
 		if !w.makeRoom(int64(r.Input) + out) {
-			w.stats.KVWaits++
+			w.countKVWait(r)
 			return
 		}
 		w.prealloc.pop()
@@ -368,6 +375,14 @@ func (w *Worker) grantReservations(now float64) {
 		w.reserved += out
 		r.Stage, r.AdmittedAt = StageReserved, now
 		w.events = append(w.events, Event{Kind: EvReserved, Req: r, Time: now})
+	}
+}
+
+// countKVWait counts a request the first time the pool makes it wait.
+func (w *Worker) countKVWait(r *Request) {
+	if !r.kvWaited {
+		r.kvWaited = true
+		w.stats.KVWaits++
 	}
 }
 

@@ -215,3 +215,43 @@ func TestDecodeRunIsArithmetic(t *testing.T) {
 }
 
 func testProfileB() (*model.Profile, error) { return model.Builtin("qwen3-30b-a3b", "h200-141g") }
+
+// TestFullHitNeverStuck: a prompt that fills the pool, sent twice, is
+// admitted the second time from a full cache hit (its locked prefix plus
+// one recomputed token plus its output fit), and the queue behind it moves.
+// KV waits count requests, not scheduling attempts.
+func TestFullHitNeverStuck(t *testing.T) {
+	p := testProfile(t)
+	w, _ := New(Config{Name: "w", Profile: p, BlockSize: 10, PoolTokens: 1000, PrefixCache: true})
+	blocks := make([]uint64, 99)
+	for i := range blocks {
+		blocks[i] = uint64(i + 1)
+	}
+	big := func(id int64) *Request { return &Request{ID: id, Kind: Full, Blocks: blocks, Input: 990, Output: 9} }
+	if err := w.Submit(0, &Request{ID: 9, Kind: Full, Blocks: blocks, Input: 990, Output: 10}); err == nil {
+		t.Fatal("a request whose footprint is pool+1 was accepted")
+	}
+	a, b := big(1), big(2)
+	small := &Request{ID: 3, Kind: Full, Blocks: []uint64{500}, Input: 5, Output: 2}
+	for _, r := range []*Request{a, b, small} {
+		if err := w.Submit(0, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, evs := drive(w, 0)
+	done := map[int64]bool{}
+	for _, ev := range evs {
+		if ev.Kind == EvFinished {
+			done[ev.Req.ID] = true
+		}
+	}
+	if !done[1] || !done[2] || !done[3] {
+		t.Fatalf("finished %v, want all three", done)
+	}
+	if b.CachedTokens != 989 {
+		t.Fatalf("second copy cached %d tokens, want 989 (all but the recomputed last)", b.CachedTokens)
+	}
+	if got := w.Stats().KVWaits; got != 2 {
+		t.Fatalf("KV waits %d, want 2 (b and small each waited once)", got)
+	}
+}

@@ -70,6 +70,16 @@ type Match struct {
 // (blockSize when it is full): a cached partial block only matches as the
 // prompt's own last block with no more tokens than the prompt has there.
 func (r *Tree) Match(blocks []uint64, lastTokens int64) Match {
+	m := r.match(blocks, lastTokens)
+	// A prompt whose last block is partial may end on a block the tree holds
+	// full: the match covers only the tokens the prompt has.
+	if len(blocks) > 0 {
+		m.Tokens = min(m.Tokens, int64(len(blocks)-1)*r.blockSize+lastTokens)
+	}
+	return m
+}
+
+func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 	m := Match{Node: root}
 	cur := int32(root)
 	i := 0

@@ -123,3 +123,26 @@ func TestRadixProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchNeverExceedsPrompt: a prompt ending in a partial block that the
+// tree holds full matches only the prompt's own tokens.
+func TestMatchNeverExceedsPrompt(t *testing.T) {
+	r := New(8)
+	full := seq(1, 3) // 24 tokens, all blocks full
+	m := r.Lock(full, 8, 0)
+	n, _ := r.Insert(m.Node, full, 0, 8, 0)
+	r.Unlock(n, 0)
+	for _, c := range []struct {
+		blocks []uint64
+		last   int64
+		want   int64
+	}{
+		{seq(1, 2), 3, 11}, // ends mid-edge on a full block
+		{seq(1, 3), 3, 19}, // ends at the edge's end on a full block
+		{seq(1, 3), 8, 24},
+	} {
+		if got := r.Match(c.blocks, c.last); got.Tokens != c.want {
+			t.Errorf("Match(%v, last %d) = %d tokens, want %d", c.blocks, c.last, got.Tokens, c.want)
+		}
+	}
+}

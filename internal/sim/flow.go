@@ -21,16 +21,17 @@ func (s *Sim) dispatch(r *req) {
 		r.p, r.d = s.prefills[pd.Worker], s.decodes[dd.Worker]
 		r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: blocks, Input: r.t.InputLength, Tag: r}
 		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
-		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.p].Name()))
-			return
-		}
-		s.collect(r.p)
+		// D first: if it refuses, P has not planned a prefill for nothing.
 		if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
 			s.failLegs(r, reason(err, s.workers[r.d].Name()))
 			return
 		}
+		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
+			s.failLegs(r, reason(err, s.workers[r.p].Name()))
+			return
+		}
 		s.collect(r.d)
+		s.collect(r.p)
 	case PDColo:
 		dd := s.dRouter.Pick(r.t.SessionID, blocks)
 		s.noteBinding(r, dd.Worker)

@@ -222,9 +222,16 @@ func (s *Sim) sampleWorkers() {
 			s.err = err
 		}
 	}
-	if s.live > 0 || s.hasNext {
+	switch {
+	case s.live > 0 && !s.hasNext && len(s.events) == 0:
+		// Nothing left can advance the live requests: fail loudly rather
+		// than sample an idle cluster forever.
+		if s.err == nil {
+			s.err = fmt.Errorf("sim: %d requests can never finish: no event is left to advance them (an engine bug)", s.live)
+		}
+	case s.live > 0 || s.hasNext:
 		s.push(event{t: s.now + s.cfg.SampleIntervalS, kind: evSample})
-	} else {
+	default:
 		s.sampling = false
 	}
 }
