@@ -141,6 +141,18 @@ type schedule struct {
 
 // Run replays src under cfg and writes to sink (nil for none).
 func Run(ctx context.Context, cfg Config, src Source, sink Sink, progress Progress) (*Result, error) {
+	s, err := newSim(cfg, src, sink, progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loop(ctx); err != nil {
+		return nil, err
+	}
+	return s.result(), nil
+}
+
+// newSim builds the cluster and reads the first trace request.
+func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -154,10 +166,7 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink, progress Progre
 	}
 	s.collector = metrics.NewCollector(cfg.SLO)
 	s.initReplay()
-	if err := s.loop(ctx); err != nil {
-		return nil, err
-	}
-	return s.result(), nil
+	return s, nil
 }
 
 type nopSink struct{}

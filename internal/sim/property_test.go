@@ -1,0 +1,138 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// randTrace makes n requests over growing sessions with random appends,
+// compactions, think times, orphans (parents that never appear) and
+// prompts over the model's context.
+func randTrace(rng *rand.Rand, n int) []trace.Request {
+	type sess struct {
+		id    string
+		chain []uint64
+		last  int64
+		turn  int
+	}
+	var ss []*sess
+	var out []trace.Request
+	ts := 0.0
+	for i := 0; i < n; i++ {
+		ts += rng.ExpFloat64() * 0.3
+		var s *sess
+		if len(ss) == 0 || rng.IntN(4) == 0 {
+			s = &sess{id: fmt.Sprint("s", len(ss)), last: -1}
+			ss = append(ss, s)
+		} else {
+			s = ss[rng.IntN(len(ss))]
+		}
+		for k := 1 + rng.IntN(40); k > 0; k-- {
+			s.chain = append(s.chain, uint64(len(ss))<<32|uint64(rng.IntN(1<<20)))
+		}
+		if len(s.chain) > 400 {
+			s.chain = s.chain[:1+rng.IntN(5)]
+		}
+		parent := s.last
+		if rng.IntN(15) == 0 {
+			parent = 1 << 40
+		}
+		s.turn++
+		r := trace.Request{SessionID: s.id, ChatID: int64(i + 1), ParentChatID: parent, Turn: s.turn, Timestamp: ts,
+			InputLength: (len(s.chain)-1)*64 + 1 + rng.IntN(64), OutputLength: rng.IntN(200),
+			HashIDs: append([]uint64(nil), s.chain...)}
+		if rng.IntN(3) == 0 {
+			th := rng.Float64() * 2
+			r.ThinkTimeS = &th
+		}
+		if rng.IntN(25) == 0 {
+			r.InputLength = 300000
+		}
+		s.last = r.ChatID
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestSimProperty runs random clusters (both mechanisms, every policy and
+// link, small pools, gates, timeouts, mixed chunks) over random traces and
+// checks the invariants: every request is recorded exactly once, completed
+// ones have a sane TTFT, and at the end every worker, router counter and
+// replay counter is back to empty.
+func TestSimProperty(t *testing.T) {
+	p := profile(t)
+	statuses := map[metrics.Status]int{}
+	for seed := uint64(1); seed <= 1000; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		reqs := randTrace(rng, 150)
+		cfg := Config{Profile: p, Concurrency: rng.IntN(12), MaxRunning: 1 + rng.IntN(16), ChunkTokens: 512 + rng.IntN(8192),
+			MixedChunk: rng.IntN(2) == 0, IgnoreThink: rng.IntN(3) == 0,
+			Link:   []string{"rdma-400g", "tcp-loopback", "nvlink"}[rng.IntN(3)],
+			Policy: []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]}
+		if rng.IntN(2) == 0 {
+			cfg.TimeoutS = 0.5 + rng.Float64()*20
+		}
+		// Pools of 20K–60K tokens, so that KV waits and refusals happen.
+		want := 20000 + rng.Float64()*40000
+		frac := (want*float64(p.Model.KVBytesPerToken()) + float64(p.Model.WeightBytes) + float64(p.Hardware.WorkspaceBytes)) / float64(p.Hardware.HBMBytes)
+		if rng.IntN(2) == 0 {
+			cfg.Mechanism, cfg.Prefill, cfg.Decode = PDDisaggregation, 1+rng.IntN(2), 1+rng.IntN(3)
+			cfg.PrefillMemFraction, cfg.DecodeMemFraction = frac, frac
+		} else {
+			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
+			cfg.ColoMemFraction = frac
+		}
+		sink := &memSink{}
+		s, err := newSim(cfg, &SliceSource{H: trace.Header{Version: 1, BlockSize: 64}, Reqs: reqs}, sink, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.loop(context.Background()); err != nil {
+			t.Fatalf("seed %d (%s, %s): %v; recorded %d of %d", seed, cfg.Mechanism, cfg.Link, err, len(sink.recs), len(reqs))
+		}
+		seen := map[int64]int{}
+		for _, r := range sink.recs {
+			seen[r.ChatID]++
+			statuses[r.Status]++
+			if r.Status == metrics.StatusCompleted && (r.TTFTS <= 0 || r.TTFTS > r.LatencyS+1e-9) {
+				t.Fatalf("seed %d: TTFT %v with latency %v", seed, r.TTFTS, r.LatencyS)
+			}
+		}
+		for _, q := range reqs {
+			if seen[q.ChatID] != 1 {
+				t.Fatalf("seed %d (%s): chat %d recorded %d times", seed, cfg.Mechanism, q.ChatID, seen[q.ChatID])
+			}
+		}
+		for _, w := range s.workers {
+			if w.Running() != 0 || w.Queued() != 0 || w.Reserved() != 0 || w.Used() != w.CachedTokens() {
+				t.Fatalf("seed %d: %s ends with running %d queued %d reserved %d used %d cached %d",
+					seed, w.Name(), w.Running(), w.Queued(), w.Reserved(), w.Used(), w.CachedTokens())
+			}
+		}
+		for _, rt := range []*kvc.Router{s.pRouter, s.dRouter} {
+			if rt == nil {
+				continue
+			}
+			for i := range rt.Names() {
+				if rt.Inflight(i) != 0 {
+					t.Fatalf("seed %d: router in-flight count %d at the end", seed, rt.Inflight(i))
+				}
+			}
+		}
+		if s.active != 0 || s.live != 0 || len(s.inflight) != 0 {
+			t.Fatalf("seed %d: active %d live %d in flight %d at the end", seed, s.active, s.live, len(s.inflight))
+		}
+	}
+	t.Logf("statuses over all runs: %v", statuses)
+	for _, st := range []metrics.Status{metrics.StatusCompleted, metrics.StatusFailed, metrics.StatusTimeout} {
+		if statuses[st] == 0 {
+			t.Fatalf("no %s request in any run: the property test no longer exercises that path (%v)", st, statuses)
+		}
+	}
+}
