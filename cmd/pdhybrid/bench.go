@@ -29,8 +29,8 @@ DIR/report/index.html.`)
 	var f simFlags
 	f.register(fs)
 	gpus := fs.Int("gpus", 4, "simulated `GPUs`; naive PD gets 1 prefill and gpus-1 decode workers, DP gets gpus colocated workers")
-	pdPolicy := fs.String("pd-policy", "default", "routing `policy` for naive PD's decode workers: default, sticky, kv-aware")
-	dpPolicy := fs.String("dp-policy", "sticky", "routing `policy` for data-parallel workers: default, sticky, kv-aware (kv-aware without -floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
+	pdPolicy := fs.String("pd-policy", "default", "routing `policies` for naive PD's decode workers, comma-separated (one run each): default, sticky, kv-aware")
+	dpPolicy := fs.String("dp-policy", "sticky", "routing `policies` for data-parallel workers, comma-separated (one run each): default, sticky, kv-aware (kv-aware without -floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
 	out := fs.String("out", "", "write one run folder per mechanism and comparison.json to `dir`")
 	format := fs.String("format", "text", "table `format` on stdout: text, csv, json")
 	if err := fs.Parse(args); err != nil {
@@ -42,25 +42,38 @@ DIR/report/index.html.`)
 	if *gpus < 2 {
 		return usageError{"bench: -gpus must be at least 2 (one prefill and one decode worker)"}
 	}
-	pdPol, err := kvc.ParsePolicy(*pdPolicy)
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	dpPol, err := kvc.ParsePolicy(*dpPolicy)
-	if err != nil {
-		return usageError{err.Error()}
-	}
 	prof, err := f.loadProfile()
 	if err != nil {
 		return err
 	}
-	pd := f.config(prof, sim.PDDisaggregation, pdPol)
-	pd.Prefill, pd.Decode = 1, *gpus-1
-	pd.Name = fmt.Sprintf("naive-pd-1p%dd", *gpus-1)
-	dp := f.config(prof, sim.PDColo, dpPol)
-	dp.Colo = *gpus
-	dp.Name = fmt.Sprintf("dp-x%d", *gpus)
-	runs := []sim.Config{pd, dp}
+	var runs []sim.Config
+	for _, m := range []struct {
+		mech     sim.Mechanism
+		policies string
+		name     string
+	}{
+		{sim.PDDisaggregation, *pdPolicy, fmt.Sprintf("naive-pd-1p%dd", *gpus-1)},
+		{sim.PDColo, *dpPolicy, fmt.Sprintf("dp-x%d", *gpus)},
+	} {
+		pols := splitList(m.policies)
+		for _, ps := range pols {
+			pol, err := kvc.ParsePolicy(ps)
+			if err != nil {
+				return usageError{err.Error()}
+			}
+			cfg := f.config(prof, m.mech, pol)
+			if m.mech == sim.PDColo {
+				cfg.Colo = *gpus
+			} else {
+				cfg.Prefill, cfg.Decode = 1, *gpus-1
+			}
+			cfg.Name = m.name
+			if len(pols) > 1 {
+				cfg.Name += "-" + ps
+			}
+			runs = append(runs, cfg)
+		}
+	}
 
 	start := time.Now()
 	var names []string
@@ -78,7 +91,7 @@ DIR/report/index.html.`)
 		names = append(names, cfg.Name)
 		sums = append(sums, res.Summary)
 	}
-	fmt.Fprintf(e.stderr, "bench: %d mechanisms on %d simulated %s GPUs (%s) in %.1f s\n",
+	fmt.Fprintf(e.stderr, "bench: %d runs on %d simulated %s GPUs (%s) in %.1f s\n",
 		len(runs), *gpus, prof.Hardware.Name, prof.Model.Name, time.Since(start).Seconds())
 	if err := report.WriteTable(e.stdout, *format, names, sums); err != nil {
 		return err

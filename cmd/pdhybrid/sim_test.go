@@ -164,3 +164,19 @@ func TestProfileDumpAndLoad(t *testing.T) {
 		t.Fatal("misspelt profile field accepted")
 	}
 }
+
+// TestBenchPolicyLists: a comma list of policies gives one run each.
+func TestBenchPolicyLists(t *testing.T) {
+	out, stderr, err := runCLI("bench", "-synth-sessions", "4", "-dp-policy", "sticky,kv-aware", "-format", "csv")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"naive-pd-1p3d", "dp-x4-sticky", "dp-x4-kv-aware"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("csv lacks run %s:\n%s", want, out)
+		}
+	}
+	if _, _, err := runCLI("bench", "-dp-policy", "sticky,nope"); err == nil {
+		t.Fatal("unknown policy in a list accepted")
+	}
+}
