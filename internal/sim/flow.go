@@ -15,9 +15,6 @@ func (s *Sim) dispatch(r *req) {
 	case PDDisaggregation:
 		pd := s.pRouter.Pick(r.t.SessionID, blocks)
 		dd := s.dRouter.Pick(r.t.SessionID, blocks)
-		s.noteBinding(r, dd.Worker)
-		s.pRouter.Dispatched(pd.Worker, r.t.SessionID, blocks)
-		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
 		r.p, r.d = s.prefills[pd.Worker], s.decodes[dd.Worker]
 		r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: blocks, Input: r.t.InputLength, Tag: r}
 		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
@@ -30,18 +27,25 @@ func (s *Sim) dispatch(r *req) {
 			s.failLegs(r, reason(err, s.workers[r.p].Name()))
 			return
 		}
+		// Only accepted requests move the routers' state (pins, counters,
+		// belief of what each worker caches).
+		s.noteBinding(r, dd.Worker)
+		s.pRouter.Dispatched(pd.Worker, r.t.SessionID, blocks)
+		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
+		r.routed = true
 		s.collect(r.d)
 		s.collect(r.p)
 	case PDColo:
 		dd := s.dRouter.Pick(r.t.SessionID, blocks)
-		s.noteBinding(r, dd.Worker)
-		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
 		r.d = s.colos[dd.Worker]
 		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: blocks, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 		if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 			s.failLegs(r, reason(err, s.workers[r.d].Name()))
 			return
 		}
+		s.noteBinding(r, dd.Worker)
+		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
+		r.routed = true
 		s.collect(r.d)
 	}
 }
@@ -119,7 +123,7 @@ func (s *Sim) transferDone(r *req) {
 		return
 	}
 	s.pRouter.Done(r.p - s.prefills[0])
-	r.pRouted = true
+	r.pLeft = true
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return
@@ -147,15 +151,17 @@ func (s *Sim) abortLegs(r *req) {
 			s.workers[r.p].Abort(s.now, &r.pe)
 			s.collect(r.p)
 		}
-		if !r.pRouted {
+		if r.routed && !r.pLeft {
 			s.pRouter.Done(r.p - s.prefills[0])
-			r.pRouted = true
+			r.pLeft = true
 		}
 	}
 	if r.d >= 0 {
 		s.workers[r.d].Abort(s.now, &r.de)
 		s.collect(r.d)
-		s.dRouter.Done(s.routerIndex(r))
+		if r.routed {
+			s.dRouter.Done(s.routerIndex(r))
+		}
 	}
 }
 

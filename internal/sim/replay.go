@@ -50,7 +50,8 @@ type req struct {
 
 	p, d      int // worker indices (p = -1 for colocated)
 	pe, de    engine.Request
-	pRouted   bool // P's router already told the request left
+	routed    bool // the routers were told it was dispatched
+	pLeft     bool // P's router already told it left
 	pReady    bool // prefill done on P
 	dReady    bool // KV reserved on D
 	xfer      engine.Transfer
