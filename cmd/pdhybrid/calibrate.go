@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/calibrate"
@@ -26,6 +27,11 @@ func runCalibrate(ctx context.Context, e *env, args []string) error {
 	return dispatch(ctx, e, "pdhybrid calibrate", calibrateCommands(), args)
 }
 
+// defaultCalibrationData is the folder the committed h200 profile was fitted
+// to: prefill measured with cuDNN SDPA, decode and copies from the earlier
+// FlashAttention-2 run (calibration/data), copied unchanged (docs/calibration.md).
+const defaultCalibrationData = "calibration/data/cudnn"
+
 const calibrateAbout = `
 Measurements come from calibration/measure.py on a GPU (docs/calibration.md):
 prefill.csv, decode.csv and copy.csv in one folder, one row per point, times in
@@ -39,7 +45,7 @@ func runCalibrateFit(ctx context.Context, e *env, args []string) error {
 		`Fit the engine model's timing coefficients (non-negative least squares on
 relative error) and the copy links to GPU measurements, write the profile with
 its sources, and print the error table.`+"\n"+calibrateAbout)
-	data := fs.String("data", "calibration/data", "measurement `folder` (prefill.csv, decode.csv, copy.csv, meta.json)")
+	data := fs.String("data", defaultCalibrationData, "measurement `folder` (prefill.csv, decode.csv, copy.csv, meta.json)")
 	out := fs.String("out", "internal/model/profiles/qwen3-30b-a3b_h200-141g.json", "profile JSON `file` to write")
 	base := fs.String("base", "", "profile JSON `file` whose model, hardware, links and sources are kept (default: -out if it exists, else the built-in qwen3-30b-a3b/h200-141g)")
 	hold := fs.Int("holdout", calibrate.DefaultHoldout, "hold out a point when its key's hash is divisible by this `k` (1 = fit on everything)")
@@ -82,7 +88,7 @@ func runCalibrateCheck(ctx context.Context, e *env, args []string) error {
 		`Print how far a profile's timing and links are from GPU measurements, on the
 fitted and the held-out points apart; fail when prefill or decode-step
 held-out MAPE exceeds -max-mape.`+"\n"+calibrateAbout)
-	data := fs.String("data", "calibration/data", "measurement `folder`")
+	data := fs.String("data", defaultCalibrationData, "measurement `folder`")
 	profile := fs.String("profile", "", "profile JSON `file` (default: the built-in -model/-hardware)")
 	modelName := fs.String("model", "qwen3-30b-a3b", "built-in model `name`")
 	hw := fs.String("hardware", "h200-141g", "built-in hardware `name`")
@@ -183,7 +189,7 @@ func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 		"; non-negative least squares on relative error over 2/3 of the grid, error stated on the other third"
 	p.Sources["timing.prefill_overhead_s"] = "fixed cost of a prefill step, mostly reading all 128 experts' weights once: " + fitted + pm
 	p.Sources["timing.prefill_per_token_s"] = "GEMM work per new token (grouped-GEMM MoE + projections): " + fitted + pm
-	p.Sources["timing.prefill_attn_s"] = "FlashAttention-2 per query-key pair n·(p+n/2): " + fitted + pm
+	p.Sources["timing.prefill_attn_s"] = prefillAttnKernel(d) + " per query-key pair n·(p+n/2): " + fitted + pm
 	p.Sources["timing.decode_overhead_s"] = "CUDA-graph decode step with no context: non-expert weights, lm_head, launch: " + fitted + dm
 	p.Sources["timing.decode_per_seq_s"] = "per-sequence cost of a decode step: " + fitted + dm
 	p.Sources["timing.decode_per_ctx_token_s"] = "KV read per context token per step: " + fitted + dm
@@ -199,6 +205,23 @@ func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 		}
 		p.Sources["links."+name] = fmt.Sprintf("measured: %s, setup %.1f us + bytes / %.0f GB/s; %s; held-out MAPE %.1f%%",
 			what, 1e6*sig(l.SetupS), sig(l.BandwidthBytes)/1e9, fitted, 100*mape["copy "+kind+" ("+name+")"])
+	}
+}
+
+// prefillAttnKernel names the prefill attention kernel that produced d's
+// prefill points, from meta.json (runs before --attn-prefill used FlashAttention-2).
+func prefillAttnKernel(d *calibrate.Data) string {
+	kernel := ""
+	if c, ok := d.Meta["checks"].(map[string]any); ok {
+		kernel, _ = c["prefill_attn_kernel"].(string)
+	}
+	switch {
+	case strings.HasPrefix(kernel, "cudnn_split"):
+		return "cuDNN SDPA (the prefix and the new tokens as two calls, merged by log-sum-exp)"
+	case strings.HasPrefix(kernel, "cudnn"):
+		return "cuDNN SDPA"
+	default:
+		return "FlashAttention-2"
 	}
 }
 

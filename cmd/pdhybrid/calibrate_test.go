@@ -17,7 +17,7 @@ import (
 // profile, checks it loads and carries the measured links and sources, and
 // that `calibrate check` on it passes the 10% bar.
 func TestCalibrateFitAndCheck(t *testing.T) {
-	data := filepath.Join("..", "..", "calibration", "data")
+	data := filepath.Join("..", "..", defaultCalibrationData)
 	if _, err := os.Stat(filepath.Join(data, "prefill.csv")); err != nil {
 		t.Skip("no committed measurements:", err)
 	}
@@ -38,6 +38,9 @@ func TestCalibrateFitAndCheck(t *testing.T) {
 	}
 	if _, ok := p.Links["d2d-h200"]; !ok || !strings.Contains(p.Sources["timing"], "calibrated on a real H200") {
 		t.Fatalf("profile lacks the measured link or sources: %+v", p.Links)
+	}
+	if !strings.HasPrefix(p.Sources["timing.prefill_attn_s"], "cuDNN SDPA") {
+		t.Fatalf("prefill attention source does not name cuDNN: %q", p.Sources["timing.prefill_attn_s"])
 	}
 	so.Reset()
 	if err := runCalibrate(context.Background(), e, []string{"check", "--data", data, "--profile", out}); err != nil {

@@ -182,10 +182,32 @@ func TestLoadCSV(t *testing.T) {
 	}
 }
 
+// committedData is the folder the committed h200 profile is fitted to:
+// prefill measured with cuDNN SDPA (--attn-prefill cudnn), decode and copies
+// copied from the FlashAttention-2 run in calibration/data.
+var committedData = filepath.Join("..", "..", "calibration", "data", "cudnn")
+
+// The decode and copy files in the cuDNN folder are the earlier run's, unchanged.
+func TestCommittedDataSharesDecodeAndCopies(t *testing.T) {
+	for _, name := range []string{"decode.csv", "copy.csv"} {
+		a, err := os.ReadFile(filepath.Join(committedData, name))
+		if err != nil {
+			t.Skip("no committed measurements:", err)
+		}
+		b, err := os.ReadFile(filepath.Join(committedData, "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a) != string(b) {
+			t.Errorf("%s differs from calibration/data/%s: copy it again (docs/calibration.md)", filepath.Join(committedData, name), name)
+		}
+	}
+}
+
 // The committed h200 profile must come from the committed measurements and
 // meet the bar: ≤ 10% held-out MAPE for prefill and decode steps.
 func TestCommittedProfileMeetsBar(t *testing.T) {
-	dir := filepath.Join("..", "..", "calibration", "data")
+	dir := committedData
 	if _, err := os.Stat(filepath.Join(dir, "prefill.csv")); err != nil {
 		t.Skip("no committed measurements:", err)
 	}
