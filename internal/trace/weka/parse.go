@@ -19,7 +19,7 @@ package weka
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
 // File is one session JSON.
@@ -53,30 +53,6 @@ type Entry struct {
 // IsSubagent reports whether e is a nested sub-agent session.
 func (e *Entry) IsSubagent() bool { return e.Type == "subagent" }
 
-// ParseError locates a problem in a session JSON: the file, the line (for
-// syntax errors; 0 otherwise), the JSON path of the field, and what was
-// expected.
-type ParseError struct {
-	File string
-	Line int
-	Path string
-	Msg  string
-}
-
-func (e *ParseError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	if e.Path != "" {
-		fmt.Fprintf(&b, ": field %q", e.Path)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
 // Parse decodes one session JSON. It fails only when the document as a whole
 // cannot be read (malformed JSON, a field of the wrong JSON type, no
 // requests array); problems with single entries are left to Check so that
@@ -88,13 +64,13 @@ func Parse(data []byte, file string) (*File, error) {
 		return nil, jsonErr(data, file, err)
 	}
 	if _, ok := probe["requests"]; !ok {
-		return nil, &ParseError{File: file, Path: "requests", Msg: "missing; expected the session's array of requests"}
+		return nil, &trace.Error{File: file, Field: "requests", Msg: "missing; expected the session's array of requests"}
 	}
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, jsonErr(data, file, err)
 	}
 	if f.BlockSize < 0 {
-		return nil, &ParseError{File: file, Path: "block_size", Msg: fmt.Sprintf("got %d, expected a positive token count", f.BlockSize)}
+		return nil, &trace.Error{File: file, Field: "block_size", Msg: fmt.Sprintf("got %d, expected a positive token count", f.BlockSize)}
 	}
 	return &f, nil
 }
@@ -102,11 +78,11 @@ func Parse(data []byte, file string) (*File, error) {
 func jsonErr(data []byte, file string, err error) error {
 	switch e := err.(type) {
 	case *json.SyntaxError:
-		return &ParseError{File: file, Line: lineOf(data, e.Offset), Msg: "malformed JSON: " + e.Error()}
+		return &trace.Error{File: file, Line: lineOf(data, e.Offset), Msg: "malformed JSON: " + e.Error()}
 	case *json.UnmarshalTypeError:
-		return &ParseError{File: file, Line: lineOf(data, e.Offset), Path: e.Field, Msg: fmt.Sprintf("got JSON %s, expected %s", e.Value, goTypeWord(e.Type.String()))}
+		return &trace.Error{File: file, Line: lineOf(data, e.Offset), Field: e.Field, Msg: fmt.Sprintf("got JSON %s, expected %s", e.Value, goTypeWord(e.Type.String()))}
 	}
-	return &ParseError{File: file, Msg: err.Error()}
+	return &trace.Error{File: file, Msg: err.Error()}
 }
 
 func goTypeWord(t string) string {

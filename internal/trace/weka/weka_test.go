@@ -129,13 +129,13 @@ func TestParseErrorsLocated(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.doc), "s.json")
-		var pe *ParseError
-		if !errors.As(err, &pe) || pe.File != "s.json" || pe.Path != c.path || !strings.Contains(pe.Msg, c.msg) {
+		var pe *trace.Error
+		if !errors.As(err, &pe) || pe.File != "s.json" || pe.Field != c.path || !strings.Contains(pe.Msg, c.msg) {
 			t.Errorf("%q: got %v", c.doc, err)
 		}
 	}
 	_, err := Parse([]byte("{\n\"requests\": [\n}"), "s.json")
-	if pe := err.(*ParseError); pe.Line != 3 {
+	if pe := err.(*trace.Error); pe.Line != 3 {
 		t.Errorf("syntax error on line %d, want 3", pe.Line)
 	}
 }
@@ -150,7 +150,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		file, err := Parse(doc, "fz.json")
 		if err != nil {
-			var pe *ParseError
+			var pe *trace.Error
 			if !errors.As(err, &pe) || pe.File != "fz.json" {
 				t.Fatalf("unlocated error %v", err)
 			}
