@@ -42,6 +42,10 @@ type Options struct {
 	// IndexBlocks bounds each worker's believed-cached block set (LRU); set it
 	// to the worker's KV pool in blocks.
 	IndexBlocks int
+	// NoCache says the workers keep no prefix cache (a naive-PD decode worker
+	// receives the whole prompt every time), so the router never believes
+	// they hold a block and kv-aware falls back to stickiness and load.
+	NoCache bool
 }
 
 // Router holds routing state for one pool of workers (the decode workers,
@@ -68,7 +72,7 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 		assigned: make([]int, len(names)),
 		pins:     map[string]int{},
 	}
-	if policy == PolicyKVAware {
+	if policy == PolicyKVAware && !opts.NoCache {
 		r.index = make([]*blockIndex, len(names))
 		for i := range r.index {
 			r.index[i] = newBlockIndex(opts.IndexBlocks)
@@ -131,7 +135,10 @@ func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
 	best := Decision{Worker: -1}
 	var bestScore float64
 	for i := range r.names {
-		overlap := r.index[i].prefix(blocks)
+		overlap := 0
+		if r.index != nil {
+			overlap = r.index[i].prefix(blocks)
+		}
 		sticky := hasPin && pin == i
 		score := float64(overlap)
 		if sticky {

@@ -178,6 +178,12 @@ func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now
 	cur := at
 	i := from
 	var adopted int64
+	if i == len(blocks) && at != root {
+		// The lock ended on the prompt's last block, which the tree holds
+		// partly: the request computed the rest of that block, so the tree
+		// grows to the prompt's token count there.
+		adopted += r.growPartial(at, i == len(blocks), lastTokens)
+	}
 	for i < len(blocks) {
 		child, ok := r.nodes[cur].children[blocks[i]]
 		if !ok {
@@ -204,35 +210,40 @@ func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now
 			child = r.split(child, k)
 			n = &r.nodes[child]
 		}
-		if n.partial > 0 {
-			isEnd := i+k == len(blocks)
-			full := !isEnd || lastTokens >= r.blockSize
-			if full {
-				grow := r.blockSize - n.partial
-				n.tokens += grow
-				n.partial = 0
-				r.tokens += grow
-				adopted += grow
-				if n.ref == 0 {
-					r.evictable += grow
-				}
-			} else if lastTokens > n.partial {
-				grow := lastTokens - n.partial
-				n.tokens += grow
-				n.partial = lastTokens
-				r.tokens += grow
-				adopted += grow
-				if n.ref == 0 {
-					r.evictable += grow
-				}
-			}
-		}
+		adopted += r.growPartial(child, i+k == len(blocks), lastTokens)
 		cur = child
 		i += k
 	}
 	r.ref(cur, now)
 	r.Unlock(at, now)
 	return cur, adopted
+}
+
+// growPartial extends node n's partial last block to what a prompt now
+// shows of it: full when the prompt runs past it (isEnd false) or fills it,
+// else up to lastTokens. It returns the tokens added.
+func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
+	nd := &r.nodes[n]
+	if nd.partial == 0 {
+		return 0
+	}
+	var grow int64
+	switch {
+	case !isEnd || lastTokens >= r.blockSize:
+		grow = r.blockSize - nd.partial
+		nd.partial = 0
+	case lastTokens > nd.partial:
+		grow = lastTokens - nd.partial
+		nd.partial = lastTokens
+	default:
+		return 0
+	}
+	nd.tokens += grow
+	r.tokens += grow
+	if nd.ref == 0 {
+		r.evictable += grow
+	}
+	return grow
 }
 
 // commonPrefix is the number of leading blocks a and b share.

@@ -146,3 +146,31 @@ func TestMatchNeverExceedsPrompt(t *testing.T) {
 		}
 	}
 }
+
+// A prompt that ends on a block the tree holds partly, with more tokens
+// there, matches the partial block whole and must grow it on insert: the
+// request computed those tokens, and the next prompt with the same tail
+// should find them.
+func TestPartialLastBlockGrows(t *testing.T) {
+	r := New(16)
+	a := seq(1, 3) // 2 full blocks + 5 tokens
+	m := r.Lock(a, 5, 0)
+	n, _ := r.Insert(m.Node, a, m.Blocks, 5, 0)
+	r.Unlock(n, 0)
+	// Same blocks, 12 tokens in the last one.
+	m = r.Lock(a, 12, 1)
+	if m.Blocks != 3 || m.Tokens != 37 {
+		t.Fatalf("match = %+v, want 3 blocks / 37 tokens", m)
+	}
+	n, adopted := r.Insert(m.Node, a, m.Blocks, 12, 1)
+	if adopted != 7 || r.Tokens() != 44 {
+		t.Fatalf("adopted %d, tree %d; want 7 and 44", adopted, r.Tokens())
+	}
+	r.Unlock(n, 1)
+	if got := r.Match(a, 12); got.Tokens != 44 {
+		t.Fatalf("rematch = %+v, want 44 tokens", got)
+	}
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

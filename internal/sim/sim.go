@@ -224,7 +224,9 @@ func (s *Sim) build() error {
 			names = append(names, s.workers[idx].Name())
 		}
 		opts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
+		opts.NoCache = true // they keep nothing between requests
 		s.dRouter = kvc.NewRouter(names, c.Policy, opts)
+		opts.NoCache = false
 	case PDColo:
 		for i := 0; i < c.Colo; i++ {
 			idx, err := add(fmt.Sprintf("colo-%d", i), engine.RoleColocated, c.ColoMemFraction, true)
