@@ -10,7 +10,10 @@ const (
 	// Release (after the transfer to a decode worker finished).
 	PrefillOnly
 	// DecodeOnly reserves KV for a prompt computed elsewhere (Reserve), waits
-	// for the transfer, and decodes (StartDecode).
+	// for the transfer, and decodes (StartDecode). As in SGLang's PD, the
+	// prefill worker sampled the first token and sent it with the KV: the
+	// decode worker emits it when the request joins its batch, without a
+	// forward of its own, and generates the rest.
 	DecodeOnly
 )
 
@@ -36,7 +39,11 @@ type Request struct {
 	Blocks []uint64 // prompt hash ids (not copied: must stay unchanged while the request lives)
 	Input  int      // prompt tokens
 	Output int      // tokens to generate here (≥ 1 for Full and DecodeOnly)
-	Tag    any      // the owner's own data
+	// Session names the conversation the request belongs to. A worker with a
+	// prefix cache keeps a finished Full request's output KV for the
+	// session's next turn (see nameOutput); "" keeps none.
+	Session string
+	Tag     any // the owner's own data
 
 	Stage        Stage
 	CachedTokens int // prompt tokens found in this worker's prefix cache
@@ -56,7 +63,6 @@ type Request struct {
 	DecodeStartAt float64 // joined the decode batch
 	FirstTokenAt  float64
 	FinishedAt    float64
-	firstPending  bool
 }
 
 // Uncached is the number of prompt tokens this worker must compute.
@@ -69,10 +75,14 @@ func (r *Request) Generated() int { return r.generated }
 type EventKind uint8
 
 const (
-	EvPrefillDone EventKind = iota // PrefillOnly: KV ready to transfer
+	EvPrefillDone EventKind = iota // PrefillOnly: all of the prompt's KV is ready to transfer
 	EvReserved                     // DecodeOnly: KV space reserved
 	EvFirstToken
 	EvFinished
+	// EvChunkDone: PrefillOnly, a prefill chunk other than the last finished;
+	// Event.Tokens prompt tokens now have KV here (the cached prefix
+	// included), so the owner can stream them while the next chunk computes.
+	EvChunkDone
 )
 
 func (k EventKind) String() string {
@@ -85,13 +95,16 @@ func (k EventKind) String() string {
 		return "first-token"
 	case EvFinished:
 		return "finished"
+	case EvChunkDone:
+		return "chunk-done"
 	}
 	return "unknown"
 }
 
 // Event is a notification from a worker to its owner.
 type Event struct {
-	Kind EventKind
-	Req  *Request
-	Time float64
+	Kind   EventKind
+	Req    *Request
+	Time   float64
+	Tokens int // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker
 }

@@ -10,7 +10,10 @@ import (
 // of the step in progress, so the new work is considered at that boundary.
 func (w *Worker) wake(now float64) {
 	if !w.busy {
-		w.planNext(now)
+		// Plan at the owner's next Advance, not now: requests that arrive
+		// at this same instant then share the first step, as they would in
+		// one pass of SGLang's scheduler loop.
+		w.busy, w.stepStart, w.stepEnd = true, now, now
 		return
 	}
 	if w.plan.decodeK <= 1 || len(w.plan.chunks) > 0 {
@@ -77,18 +80,12 @@ func (w *Worker) Advance(now float64) {
 	p := &w.plan
 	if k := p.decodeK; k > 0 {
 		w.stats.DecodeSteps += int64(k)
-		firstEnd := w.stepStart + w.runTime(1)
 		kept := w.decoding[:0]
 		for _, r := range w.decoding {
 			if r.Stage != StageDecoding {
 				continue
 			}
 			w.generate(r, k)
-			if r.firstPending {
-				r.firstPending = false
-				r.FirstTokenAt = firstEnd
-				w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: firstEnd})
-			}
 			if r.generated >= max(r.Output, 1) {
 				w.finish(end, r)
 				continue
@@ -111,6 +108,9 @@ func (w *Worker) Advance(now float64) {
 					w.chunked = nil
 				}
 				w.prefillDone(end, c.req)
+			} else if c.req.Kind == PrefillOnly {
+				w.events = append(w.events, Event{Kind: EvChunkDone, Req: c.req, Time: end,
+					Tokens: c.req.CachedTokens + c.req.prefilled})
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 	case PrefillOnly:
 		r.Stage = StageHeld
 		w.admitted-- // no longer running; the KV stays held until Release
-		w.events = append(w.events, Event{Kind: EvPrefillDone, Req: r, Time: now})
+		w.events = append(w.events, Event{Kind: EvPrefillDone, Req: r, Time: now, Tokens: r.Input})
 	default:
 		// Colocated: the prefill step produced the first token.
 		w.generate(r, 1)
@@ -169,6 +169,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 }
 
 func (w *Worker) finish(now float64, r *Request) {
+	w.keepOutput(now, r)
 	w.freeRequest(now, r)
 	w.admitted--
 	r.Stage, r.FinishedAt = StageDone, now
@@ -178,12 +179,7 @@ func (w *Worker) finish(now float64, r *Request) {
 // planNext decides the next step at time now: prefill has priority (SGLang's
 // default scheduler), else a decode run up to the next finish.
 func (w *Worker) planNext(now float64) {
-	for _, r := range w.joining {
-		r.firstPending = true
-		w.decoding = append(w.decoding, r)
-	}
-	clear(w.joining)
-	w.joining = w.joining[:0]
+	w.join(now)
 
 	p := &w.plan
 	p.chunks = p.chunks[:0]
@@ -227,7 +223,7 @@ func (w *Worker) planNext(now float64) {
 		if w.cfg.MixedChunk && len(w.decoding) > 0 {
 			b, ctx := w.batchShape()
 			p.decodeK, p.batch, p.ctx = 1, b, ctx
-			dur += w.tm.DecodeWorkS(w.mdl, b, ctx)
+			dur += w.mixedDecodeS(b, ctx)
 			p.base, p.slope = dur, 0
 		}
 	case len(w.decoding) > 0:
@@ -246,6 +242,36 @@ func (w *Worker) planNext(now float64) {
 	w.busy = true
 	w.stepStart = now
 	w.stepEnd = now + dur
+}
+
+// join moves requests whose KV has arrived into the decode batch at this
+// step boundary. The first token came from the prefill worker with the KV:
+// it is emitted now, with no forward on this worker.
+func (w *Worker) join(now float64) {
+	for _, r := range w.joining {
+		if r.Stage != StageDecoding {
+			continue
+		}
+		w.generate(r, 1)
+		r.FirstTokenAt = now
+		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
+		if r.generated >= max(r.Output, 1) {
+			w.finish(now, r)
+			continue
+		}
+		w.decoding = append(w.decoding, r)
+	}
+	clear(w.joining)
+	w.joining = w.joining[:0]
+}
+
+// mixedDecodeS is what a decode batch adds to a prefill step it rides in.
+// The step is one forward: the prefill overhead already reads every
+// expert's weights (a chunk of even a few dozen tokens routes to nearly all
+// 128), so the batch adds its per-sequence and context terms, not a second
+// expert read.
+func (w *Worker) mixedDecodeS(batch int, ctx int64) float64 {
+	return w.tm.DecodePerSeqS*float64(batch) + w.tm.DecodePerCtxTokenS*float64(ctx)
 }
 
 func (w *Worker) batchShape() (int, int64) {

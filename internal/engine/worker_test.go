@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -168,51 +169,65 @@ func TestWorkerKVProperty(t *testing.T) {
 }
 
 // TestDecodeRunIsArithmetic: a decode run over a fixed batch costs the sum
-// of its steps, and a request joining mid-run waits for the step boundary.
+// of its steps, a request joining mid-run waits for the step boundary, and a
+// DecodeOnly request's first token (sampled on P, sent with the KV) is
+// emitted when it joins, with no forward of its own.
 func TestDecodeRunIsArithmetic(t *testing.T) {
 	p := testProfile(t)
+	step := func(b int, ctx int64) float64 { return p.Timing.DecodeStepS(p.Model, b, ctx) }
 	w, _ := New(Config{Name: "d", Role: RoleDecode, Profile: p, BlockSize: 64})
 	a := &Request{ID: 1, Kind: DecodeOnly, Input: 1000, Output: 100}
 	w.Reserve(0, a)
 	w.StartDecode(0, a)
-	step0 := p.Timing.DecodeStepS(p.Model, 1, 1000)
-	// b arrives in the middle of a's third step.
+	w.Advance(0) // the plan made at the owner's first Advance
+	for _, ev := range w.TakeEvents() {
+		if ev.Kind != EvReserved && !(ev.Kind == EvFirstToken && ev.Req == a && ev.Time == 0) {
+			t.Fatalf("unexpected event %v at %v", ev.Kind, ev.Time)
+		}
+	}
+	// b arrives in the middle of a's third step; a's context holds its
+	// prompt and the tokens generated so far.
 	b := &Request{ID: 2, Kind: DecodeOnly, Input: 2000, Output: 3}
 	w.Reserve(0, b)
-	var at float64
-	for k := 0; k < 2; k++ {
-		at += p.Timing.DecodeStepS(p.Model, 1, int64(1000+k))
-	}
-	mid := at + step0/2
-	w.StartDecode(mid, b)
+	at := step(1, 1001) + step(1, 1002)
+	w.StartDecode(at+step(1, 1003)/2, b)
 	end, ok := w.NextTime()
-	wantEnd := at + p.Timing.DecodeStepS(p.Model, 1, 1002)
+	wantEnd := at + step(1, 1003)
 	if !ok || end-wantEnd > 1e-12 || wantEnd-end > 1e-12 {
 		t.Fatalf("run cut at %v, want end of step 3 at %v", end, wantEnd)
 	}
 	w.Advance(end)
+	var bFirst float64 = -1
 	for _, ev := range w.TakeEvents() {
-		if ev.Kind != EvReserved && !(ev.Kind == EvFirstToken && ev.Req == a && ev.Time == step0) {
+		switch {
+		case ev.Kind == EvReserved:
+		case ev.Kind == EvFirstToken && ev.Req == b:
+			bFirst = ev.Time
+		default:
 			t.Fatalf("unexpected event %v", ev.Kind)
 		}
 	}
-	// Next step holds both: batch 2, context 1003 + 2000.
+	if bFirst != end {
+		t.Fatalf("b's first token at %v, want its join at %v", bFirst, end)
+	}
+	// Next step holds both: batch 2, context (1000 + 4) + (2000 + 1).
 	next, _ := w.NextTime()
-	step := p.Timing.DecodeStepS(p.Model, 2, 3003)
-	if got := next - end; got < step-1e-12 {
-		t.Fatalf("two-request step %v shorter than %v", got, step)
+	if got, want := next-end, step(2, 3005); got < want-1e-12 {
+		t.Fatalf("two-request step %v shorter than %v", got, want)
 	}
 	_, evs := drive(w, end)
-	var bFirst float64
+	var bDone float64
 	for _, ev := range evs {
-		if ev.Req == b && ev.Kind == EvFirstToken {
-			bFirst = ev.Time
+		if ev.Req == b && ev.Kind == EvFinished {
+			bDone = ev.Time
 		}
 	}
-	if diff := bFirst - (end + step); diff > 1e-12 || diff < -1e-12 {
-		t.Fatalf("b's first token at %v, want %v", bFirst, end+step)
+	if want := end + step(2, 3005) + step(2, 3007); !near(bDone, want) {
+		t.Fatalf("b finished at %v, want two steps after joining, %v", bDone, want)
 	}
 }
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 func testProfileB() (*model.Profile, error) { return model.Builtin("qwen3-30b-a3b", "h200-141g") }
 

@@ -18,11 +18,15 @@ const (
 // Breakdown splits a request's end-to-end latency into where the time went.
 // The parts add up to the e2e latency of a completed request.
 type Breakdown struct {
-	QueueS     float64 `json:"queue_s"`     // waiting: concurrency gate, scheduler queues, KV waits
-	AdmissionS float64 `json:"admission_s"` // admission RPCs and routing
-	PrefillS   float64 `json:"prefill_s"`   // prefill compute (on P, or the append on D)
-	TransferS  float64 `json:"transfer_s"`  // P→D KV transfer
-	DecodeS    float64 `json:"decode_s"`    // first token onwards on the decode worker
+	// PreallocWaitS is PD's wait for the decode worker to pre-allocate the
+	// request's KV: SGLang's prefill worker holds a request in its bootstrap
+	// queue until then, so prefill cannot start earlier.
+	PreallocWaitS float64 `json:"prealloc_wait_s"`
+	QueueS        float64 `json:"queue_s"`     // other waiting: scheduler queues, KV waits, joining D's batch
+	AdmissionS    float64 `json:"admission_s"` // admission RPCs and routing
+	PrefillS      float64 `json:"prefill_s"`   // prefill compute (on P, or the append on D)
+	TransferS     float64 `json:"transfer_s"`  // P→D KV transfer
+	DecodeS       float64 `json:"decode_s"`    // first token onwards on the decode worker
 }
 
 // Record is one line of metrics.jsonl.

@@ -319,6 +319,21 @@ func (r *Tree) Evict(need int64) int64 {
 	return freed
 }
 
+// OldestAccess is the last-use time of the leaf Evict would free first; ok
+// is false when nothing is evictable. Owners that keep other evictable KV
+// beside the tree use it to evict in one LRU order.
+func (r *Tree) OldestAccess() (t float64, ok bool) {
+	for r.lru.Len() > 0 {
+		e := r.lru[0]
+		n := &r.nodes[e.node]
+		if n.live && n.ver == e.ver && n.ref == 0 && len(n.children) == 0 {
+			return e.access, true
+		}
+		heap.Pop(&r.lru) // stale
+	}
+	return 0, false
+}
+
 func (r *Tree) pushIfLeaf(n int32) {
 	nd := &r.nodes[n]
 	if n == root || nd.ref != 0 || len(nd.children) != 0 {

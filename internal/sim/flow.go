@@ -18,13 +18,15 @@ func (s *Sim) dispatch(r *req) {
 		r.p, r.d = s.prefills[pd.Worker], s.decodes[dd.Worker]
 		r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: blocks, Input: r.t.InputLength, Tag: r}
 		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
-		// D first: if it refuses, P has not planned a prefill for nothing.
-		if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.d].Name()))
+		// SGLang's order: D pre-allocates the KV, and P holds the request in
+		// its bootstrap queue until then (P is submitted on EvReserved). A
+		// P that could never take it refuses before D reserves anything.
+		if err := s.workers[r.p].Admissible(&r.pe); err != nil {
+			s.failLegs(r, reason(err, s.workers[r.p].Name()))
 			return
 		}
-		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.p].Name()))
+		if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
+			s.failLegs(r, reason(err, s.workers[r.d].Name()))
 			return
 		}
 		// Only accepted requests move the routers' state (pins, counters,
@@ -34,11 +36,11 @@ func (s *Sim) dispatch(r *req) {
 		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
 		r.routed = true
 		s.collect(r.d)
-		s.collect(r.p)
 	case PDColo:
 		dd := s.dRouter.Pick(r.t.SessionID, blocks)
 		r.d = s.colos[dd.Worker]
-		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: blocks, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
+		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: blocks, Input: r.t.InputLength, Output: r.t.OutputLength,
+			Session: r.t.SessionID, Tag: r}
 		if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 			s.failLegs(r, reason(err, s.workers[r.d].Name()))
 			return
@@ -79,13 +81,20 @@ func (s *Sim) handle(ev engine.Event) {
 		return // its legs were aborted; nothing late matters
 	}
 	switch ev.Kind {
-	case engine.EvPrefillDone:
-		r.pReady = true
-		s.maybeTransfer(r)
 	case engine.EvReserved:
-		r.dReady = true
-		s.maybeTransfer(r)
+		// D holds the KV: P's bootstrap queue lets the request through.
+		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
+			s.failLegs(r, reason(err, s.workers[r.p].Name()))
+			return
+		}
+		s.collect(r.p)
+	case engine.EvChunkDone:
+		s.sendKV(r, ev.Tokens)
+	case engine.EvPrefillDone:
+		r.pDone = true
+		s.sendKV(r, ev.Tokens)
 	case engine.EvFirstToken:
+		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:
 		s.dRouter.Done(s.routerIndex(r))
@@ -102,24 +111,37 @@ func (s *Sim) routerIndex(r *req) int {
 	return r.d - s.decodes[0]
 }
 
-// maybeTransfer starts the P→D KV transfer once the prefill is done and D
-// has room reserved: the whole prompt's KV moves, cache hits on P included.
-func (s *Sim) maybeTransfer(r *req) {
-	if !r.pReady || !r.dReady {
+// sendKV streams the KV of r's prompt up to tokens from P to D, as SGLang's
+// send_kv_chunk does after each prefill chunk: the first chunk's transfer
+// carries the prefix P had cached too (D keeps nothing), later ones their
+// own tokens, and only the last chunk's transfer is left exposed once the
+// prefill ends. The transfers share the link with everyone else's.
+func (s *Sim) sendKV(r *req, tokens int) {
+	n := tokens - r.sentKV
+	if n <= 0 && !r.pDone {
 		return
 	}
+	r.sentKV = tokens
 	li := r.p - s.prefills[0]
-	r.xferStart = s.now
-	r.xfer = engine.Transfer{Bytes: int64(r.t.InputLength) * s.kvBytes, Tag: r}
-	s.links[li].Start(s.now, &r.xfer)
+	r.xferLive++
+	s.links[li].Start(s.now, &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: r})
 	s.reschedLink(li)
 }
 
+// transferDone lands one of r's chunk transfers. When the last lands, P
+// frees its KV (into its prefix cache) and D starts decoding: the first
+// token came from P with the KV.
 func (s *Sim) transferDone(r *req) {
+	r.xferLive--
 	r.xferEnd = s.now
+	if r.xferLive > 0 || !r.pDone {
+		return
+	}
 	if r.dead {
-		s.workers[r.p].Release(s.now, &r.pe)
-		s.collect(r.p)
+		if r.pe.Stage == engine.StageHeld {
+			s.workers[r.p].Release(s.now, &r.pe)
+			s.collect(r.p)
+		}
 		return
 	}
 	s.pRouter.Done(r.p - s.prefills[0])
@@ -147,7 +169,9 @@ func (s *Sim) failLegs(r *req, cause string) {
 func (s *Sim) abortLegs(r *req) {
 	r.dead = true
 	if r.p >= 0 {
-		if r.pe.Stage != engine.StageHeld || r.xferStart == 0 {
+		// A prompt fully prefilled with chunks still on the link stays held
+		// until they land (transferDone releases it); anything else goes now.
+		if r.pe.Stage != engine.StageHeld || r.xferLive == 0 {
 			s.workers[r.p].Abort(s.now, &r.pe)
 			s.collect(r.p)
 		}
@@ -195,7 +219,7 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 	}
 	if st != metrics.StatusCompleted {
 		m.FinishReason = "abort"
-		m.OutputLength = r.de.Generated()
+		m.OutputLength = r.de.Generated() // abortLegs credited the steps run so far
 		m.LatencyS = s.now - r.sent
 		s.emit(m)
 		return
@@ -209,10 +233,11 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 	b := &m.Breakdown
 	if r.p >= 0 {
 		m.CachedTokens = r.pe.CachedTokens
-		b.QueueS = (r.pe.AdmittedAt - r.sent) + (r.xferStart - r.pe.PrefillEndAt)
+		b.PreallocWaitS = r.de.AdmittedAt - r.sent
+		b.QueueS = (r.pe.AdmittedAt - r.pe.SubmittedAt) + (r.firstAt - r.xferEnd)
 		b.PrefillS = r.pe.PrefillEndAt - r.pe.AdmittedAt
-		b.TransferS = r.xferEnd - r.xferStart
-		b.DecodeS = s.now - r.xferEnd
+		b.TransferS = r.xferEnd - r.pe.PrefillEndAt
+		b.DecodeS = s.now - r.firstAt
 	} else {
 		m.CachedTokens = r.de.CachedTokens
 		b.QueueS = r.de.AdmittedAt - r.sent

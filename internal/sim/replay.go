@@ -48,17 +48,17 @@ type req struct {
 	ended    bool
 	dead     bool // timed out or failed: ignore late engine events
 
-	p, d      int // worker indices (p = -1 for colocated)
-	pe, de    engine.Request
-	routed    bool // the routers were told it was dispatched
-	pLeft     bool // P's router already told it left
-	pReady    bool // prefill done on P
-	dReady    bool // KV reserved on D
-	xfer      engine.Transfer
-	xferStart float64
-	xferEnd   float64
-	ttft      float64
-	hasTTFT   bool
+	p, d     int // worker indices (p = -1 for colocated)
+	pe, de   engine.Request
+	routed   bool // the routers were told it was dispatched
+	pLeft    bool // P's router already told it left
+	pDone    bool // prefill done on P: every chunk's KV is on its way
+	sentKV   int  // prompt tokens whose KV P has started sending
+	xferLive int  // transfers of r's chunks still on the link
+	xferEnd  float64
+	firstAt  float64 // first token out (D's join in PD)
+	ttft     float64
+	hasTTFT  bool
 }
 
 func (s *Sim) initReplay() {

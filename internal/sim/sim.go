@@ -293,6 +293,7 @@ func (s *Sim) loop(ctx context.Context) error {
 			if err := s.ingest(); err != nil {
 				return err
 			}
+			s.drain()
 			continue
 		}
 		if len(s.events) == 0 {

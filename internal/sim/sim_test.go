@@ -58,48 +58,6 @@ func one(input, output int) []trace.Request {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
-// TestSingleRequestTTFT checks the engine model end to end against the
-// profile's own formulas: TTFT = prefill (chunk by chunk) + transfer + the
-// first decode step on D.
-func TestSingleRequestTTFT(t *testing.T) {
-	p := profile(t)
-	tm, m := p.Timing, p.Model
-	link := p.Links["rdma-400g"]
-	for _, input := range []int{1000, 8192, 20000} {
-		const output = 50
-		cfg := Config{Mechanism: PDDisaggregation, Prefill: 1, Decode: 1, Profile: p, ChunkTokens: 8192}
-		res, sink := run(t, cfg, one(input, output), 64)
-		if len(sink.recs) != 1 || sink.recs[0].Status != metrics.StatusCompleted {
-			t.Fatalf("records %+v", sink.recs)
-		}
-		var prefill float64
-		for done := 0; done < input; done += 8192 {
-			n := min(8192, input-done)
-			prefill += tm.PrefillS(n, done)
-		}
-		transfer := link.TransferS(int64(input) * m.KVBytesPerToken())
-		first := tm.DecodeStepS(m, 1, int64(input))
-		r := sink.recs[0]
-		if want := prefill + transfer + first; !near(r.TTFTS, want) {
-			t.Fatalf("input %d: TTFT %.9f, want prefill %.6f + transfer %.6f + step %.6f = %.9f", input, r.TTFTS, prefill, transfer, first, want)
-		}
-		var decode float64
-		for k := 0; k < output; k++ {
-			decode += tm.DecodeStepS(m, 1, int64(input+k))
-		}
-		if want := prefill + transfer + decode; !near(r.LatencyS, want) {
-			t.Fatalf("input %d: latency %.9f, want %.9f", input, r.LatencyS, want)
-		}
-		b := r.Breakdown
-		if !near(b.QueueS+b.PrefillS+b.TransferS+b.DecodeS, r.LatencyS) || !near(b.TransferS, transfer) || !near(b.PrefillS, prefill) {
-			t.Fatalf("breakdown %+v does not add up to %v", b, r.LatencyS)
-		}
-		if res.Summary.Completed != 1 {
-			t.Fatalf("summary %+v", res.Summary)
-		}
-	}
-}
-
 func TestSingleRequestColocated(t *testing.T) {
 	p := profile(t)
 	tm, m := p.Timing, p.Model

@@ -1,0 +1,119 @@
+package engine
+
+// A finished turn's output enters the cache, as in SGLang, which caches
+// prompt + output when a request finishes. The trace names blocks by hash
+// ids, and the ids covering a turn's output positions appear only in the
+// next turn's hash_ids, so the worker cannot file the output under its ids
+// when the turn ends. It keeps the output KV as the session's tail instead
+// (counted in the pool, evictable in LRU order with the radix cache's
+// leaves) and names it when the session's next turn arrives: that prompt's
+// blocks from the previous prompt's last whole block up to the last block
+// wholly inside previous prompt + output are inserted into the radix cache
+// under the previous prompt. Those blocks hold the previous prompt's partial
+// last block (recomputed in the real engine too, since its id changes once it
+// fills) and the output, so the next turn's match reaches them.
+
+// outputTail is the output KV of a session's last finished turn.
+type outputTail struct {
+	session string
+	blocks  []uint64 // the finished prompt's blocks (shared, not copied)
+	input   int
+	tokens  int64   // output tokens with KV (all generated but the last)
+	at      float64 // when the turn finished
+	live    bool
+}
+
+// keepOutput moves a finished Full request's output KV into its session's
+// tail, replacing an older tail of the session.
+func (w *Worker) keepOutput(now float64, r *Request) {
+	if w.tree == nil || r.Kind != Full || r.Session == "" || r.generated < 2 {
+		return
+	}
+	if old := w.tails[r.Session]; old != nil {
+		w.dropTail(old)
+	}
+	// The last token was sampled but never run through the model: it has
+	// no KV. Its slot goes back to the pool with the rest of the request.
+	tokens := int64(r.generated - 1)
+	r.own -= tokens
+	w.own -= tokens
+	w.tailTokens += tokens
+	t := &outputTail{session: r.Session, blocks: r.Blocks, input: r.Input, tokens: tokens, at: now, live: true}
+	if w.tails == nil {
+		w.tails = map[string]*outputTail{}
+	}
+	w.tails[r.Session] = t
+	w.tailOrder = append(w.tailOrder, t)
+}
+
+func (w *Worker) dropTail(t *outputTail) {
+	t.live = false
+	w.tailTokens -= t.tokens
+	delete(w.tails, t.session)
+}
+
+// nameOutput files the session's tail under r's block ids (see the top of
+// this file). The tail's KV becomes radix-cache blocks, unlocked, so r's
+// admission matches them; what the tail held beyond whole blocks is freed.
+func (w *Worker) nameOutput(now float64, r *Request) {
+	t := w.tails[r.Session]
+	if t == nil {
+		return
+	}
+	w.dropTail(t)
+	bs := w.cfg.BlockSize
+	full := t.input / bs // the previous prompt's whole blocks
+	end := min((t.input+int(t.tokens))/bs, len(r.Blocks))
+	if end <= full || full > len(t.blocks) || commonLen(r.Blocks[:full], t.blocks[:full]) < full {
+		return // nothing whole to name, or r does not continue that prompt
+	}
+	m := w.tree.Lock(r.Blocks[:end], int64(bs), now)
+	defer func() { w.tree.Unlock(m.Node, now) }()
+	if m.Blocks < full {
+		return // the previous prompt itself was evicted meanwhile
+	}
+	if !w.makeRoom(int64(end-m.Blocks) * int64(bs)) {
+		return
+	}
+	m.Node, _ = w.tree.Insert(m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
+}
+
+func commonLen(a, b []uint64) int {
+	k := 0
+	for k < len(a) && k < len(b) && a[k] == b[k] {
+		k++
+	}
+	return k
+}
+
+// evictOldestTail frees the least recently finished tail and returns its
+// tokens (0 when none is left).
+func (w *Worker) evictOldestTail() int64 {
+	for w.tailHead < len(w.tailOrder) {
+		t := w.tailOrder[w.tailHead]
+		w.tailOrder[w.tailHead] = nil
+		w.tailHead++
+		if w.tailHead > 64 && w.tailHead*2 >= len(w.tailOrder) {
+			n := copy(w.tailOrder, w.tailOrder[w.tailHead:])
+			clear(w.tailOrder[n:])
+			w.tailOrder, w.tailHead = w.tailOrder[:n], 0
+		}
+		if t.live {
+			w.dropTail(t)
+			return t.tokens
+		}
+	}
+	return 0
+}
+
+// oldestTail is the finish time of the oldest live tail.
+func (w *Worker) oldestTail() (float64, bool) {
+	for w.tailHead < len(w.tailOrder) {
+		if t := w.tailOrder[w.tailHead]; t.live {
+			return t.at, true
+		}
+		w.tailOrder[w.tailHead] = nil
+		w.tailHead++
+	}
+	return 0, false
+}
