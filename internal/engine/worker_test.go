@@ -44,6 +44,16 @@ func checkPool(t *testing.T, w *Worker) {
 			t.Fatal(err)
 		}
 	}
+	var tails int64
+	for sess, tl := range w.tails {
+		if !tl.live || tl.session != sess || tl.tokens <= 0 {
+			t.Fatalf("%s: bad output tail %+v for session %q", w.cfg.Name, tl, sess)
+		}
+		tails += tl.tokens
+	}
+	if tails != w.tailTokens {
+		t.Fatalf("%s: output tails hold %d tokens, counter says %d", w.cfg.Name, tails, w.tailTokens)
+	}
 }
 
 // TestWorkerKVProperty drives colocated and prefill workers with random
@@ -100,7 +110,8 @@ func TestWorkerKVProperty(t *testing.T) {
 				if role == RolePrefill {
 					kind = PrefillOnly
 				}
-				r := &Request{ID: int64(i), Kind: kind, Blocks: append([]uint64(nil), chains[s]...), Input: input, Output: 1 + rng.IntN(40)}
+				r := &Request{ID: int64(i), Kind: kind, Blocks: append([]uint64(nil), chains[s]...), Input: input, Output: 1 + rng.IntN(40),
+					Session: string(rune('a' + s))}
 				if err := w.Submit(now, r); err != nil {
 					ended[r.ID]++ // refused up front: accounted for by the caller
 				} else {
@@ -162,7 +173,8 @@ func TestWorkerKVProperty(t *testing.T) {
 				t.Fatalf("seed %d: request %d ended %d times (stage %d)", seed, r.ID, ended[r.ID], r.Stage)
 			}
 		}
-		if w.own != 0 || w.reserved != 0 || w.Running() != 0 || w.tree.EvictableTokens() != w.tree.Tokens() {
+		if w.own != 0 || w.reserved != 0 || w.Running() != 0 || w.tree.EvictableTokens() != w.tree.Tokens() ||
+			w.CachedTokens() != w.Used() {
 			t.Fatalf("seed %d: idle worker holds own=%d reserved=%d running=%d", seed, w.own, w.reserved, w.Running())
 		}
 	}
