@@ -248,6 +248,7 @@ func (w *Worker) planNext(now float64) {
 // step boundary. The first token came from the prefill worker with the KV:
 // it is emitted now, with no forward on this worker.
 func (w *Worker) join(now float64) {
+	finished := false
 	for _, r := range w.joining {
 		if r.Stage != StageDecoding {
 			continue
@@ -257,12 +258,16 @@ func (w *Worker) join(now float64) {
 		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
 		if r.generated >= max(r.Output, 1) {
 			w.finish(now, r)
+			finished = true
 			continue
 		}
 		w.decoding = append(w.decoding, r)
 	}
 	clear(w.joining)
 	w.joining = w.joining[:0]
+	if finished {
+		w.grantReservations(now) // a one-token request freed its slot and KV
+	}
 }
 
 // mixedDecodeS is what a decode batch adds to a prefill step it rides in.

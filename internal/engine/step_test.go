@@ -79,3 +79,22 @@ func advanceTo(w *Worker, now float64) []Event {
 		evs = append(evs, w.TakeEvents()...)
 	}
 }
+
+// A one-token PD request ends the moment it joins D (its only token came
+// from P); the slot it frees must go to the next reservation at once. A
+// decode worker once went idle with reservations queued behind it.
+func TestOneTokenJoinGrantsNextReservation(t *testing.T) {
+	w, _ := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, MaxRunning: 1})
+	a := &Request{ID: 1, Kind: DecodeOnly, Input: 100, Output: 1}
+	b := &Request{ID: 2, Kind: DecodeOnly, Input: 100, Output: 1}
+	w.Reserve(0, a)
+	w.Reserve(0, b)
+	if b.Stage != StageWaiting {
+		t.Fatalf("b stage %d, want waiting behind max_running 1", b.Stage)
+	}
+	w.StartDecode(0, a)
+	advanceTo(w, 0)
+	if b.Stage != StageReserved {
+		t.Fatalf("after a finished on joining, b is in stage %d, want reserved", b.Stage)
+	}
+}

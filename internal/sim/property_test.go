@@ -40,9 +40,6 @@ func randTrace(rng *rand.Rand, n int) []trace.Request {
 			s.chain = s.chain[:1+rng.IntN(5)]
 		}
 		parent := s.last
-		if rng.IntN(15) == 0 {
-			parent = 1 << 40
-		}
 		s.turn++
 		r := trace.Request{SessionID: s.id, ChatID: int64(i + 1), ParentChatID: parent, Turn: s.turn, Timestamp: ts,
 			InputLength: (len(s.chain)-1)*64 + 1 + rng.IntN(64), OutputLength: rng.IntN(200),
@@ -52,7 +49,12 @@ func randTrace(rng *rand.Rand, n int) []trace.Request {
 			r.ThinkTimeS = &th
 		}
 		if rng.IntN(25) == 0 {
+			// Longer than the model's context: fails with its cause.
 			r.InputLength = 300000
+			r.HashIDs = make([]uint64, trace.BlocksFor(r.InputLength, 64))
+			for k := range r.HashIDs {
+				r.HashIDs[k] = uint64(i+1)<<40 | uint64(k)
+			}
 		}
 		s.last = r.ChatID
 		out = append(out, r)

@@ -157,7 +157,7 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, src: src, sink: sink, progress: progress}
+	s := &Sim{cfg: cfg, src: newCheckedSource(src), sink: sink, progress: progress}
 	if s.sink == nil {
 		s.sink = nopSink{}
 	}

@@ -90,6 +90,9 @@ func (r *Reader) Header() Header { return r.header }
 // HasHeader reports whether the file began with a header line.
 func (r *Reader) HasHeader() bool { return r.hasHeader }
 
+// File is the path the reader was given, for locating errors.
+func (r *Reader) File() string { return r.file }
+
 // Line is the number of the line most recently read.
 func (r *Reader) Line() int { return r.line }
 
