@@ -187,9 +187,21 @@ func (w *Worker) Queued() int { return w.waiting.len() + w.prealloc.len() }
 
 // Sample is the worker's occupancy for the structural log.
 func (w *Worker) Sample(now float64) metrics.WorkerSample {
+	// Tokens of a decode run are credited when the run ends; at a sample
+	// taken inside the run, count the steps already done as used KV.
+	var inRun int64
+	if w.busy && w.plan.decodeK > 0 && now > w.stepStart {
+		steps := w.stepsWithin(now - w.stepStart)
+		for _, r := range w.decoding {
+			if r.Stage == StageDecoding {
+				inRun += int64(min(steps, max(r.Output, 1)-r.generated))
+			}
+		}
+	}
 	return metrics.WorkerSample{
 		TimeS: now, Worker: w.cfg.Name, Role: w.cfg.Role.String(),
-		KVUsedTokens: w.Used(), KVCachedTokens: w.CachedTokens(), KVCapacityTokens: w.capacity,
+		KVUsedTokens: w.Used() + inRun, KVReservedTokens: w.reserved - inRun,
+		KVCachedTokens: w.CachedTokens(), KVCapacityTokens: w.capacity,
 		Running: w.admitted, Queued: w.Queued(),
 	}
 }

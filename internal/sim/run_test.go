@@ -111,7 +111,7 @@ func TestEveryRequestAccountedOnce(t *testing.T) {
 			t.Fatal("no worker samples logged")
 		}
 		for _, w := range sink.samples {
-			if w.KVUsedTokens < 0 || w.KVUsedTokens > w.KVCapacityTokens || w.KVCachedTokens > w.KVUsedTokens {
+			if w.KVUsedTokens < 0 || w.KVReservedTokens < 0 || w.KVUsedTokens+w.KVReservedTokens > w.KVCapacityTokens || w.KVCachedTokens > w.KVUsedTokens {
 				t.Fatalf("worker sample out of bounds: %+v", w)
 			}
 		}
