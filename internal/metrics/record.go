@@ -57,17 +57,17 @@ type Record struct {
 // WorkerSample is one line of structural/workers.jsonl: a worker's pool and
 // scheduler state at one instant.
 type WorkerSample struct {
-	TimeS            float64 `json:"t"`
-	Worker           string  `json:"worker"`
-	Role             string  `json:"role"` // prefill | decode | colocated
-	KVUsedTokens     int64   `json:"kv_used_tokens"` // held now, tokens generated inside a running decode batch included
+	TimeS        float64 `json:"t"`
+	Worker       string  `json:"worker"`
+	Role         string  `json:"role"`           // prefill | decode | colocated
+	KVUsedTokens int64   `json:"kv_used_tokens"` // held now, tokens generated inside a running decode batch included
 	// KVReservedTokens are output slots promised to admitted requests and
 	// not yet generated: used + reserved never exceeds the capacity.
 	KVReservedTokens int64 `json:"kv_reserved_tokens"`
-	KVCachedTokens   int64   `json:"kv_cached_tokens"` // held only by the prefix cache (evictable)
-	KVCapacityTokens int64   `json:"kv_capacity_tokens"`
-	Running          int     `json:"running"`
-	Queued           int     `json:"queued"`
+	KVCachedTokens   int64 `json:"kv_cached_tokens"` // held only by the prefix cache (evictable)
+	KVCapacityTokens int64 `json:"kv_capacity_tokens"`
+	Running          int   `json:"running"`
+	Queued           int   `json:"queued"`
 }
 
 // Event is one line of structural/events.jsonl: a control-plane or engine
