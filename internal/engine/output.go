@@ -16,11 +16,15 @@ package engine
 // outputTail is the output KV of a session's last finished turn.
 type outputTail struct {
 	session string
-	blocks  []uint64 // the finished prompt's blocks (shared, not copied)
-	input   int
-	tokens  int64   // output tokens with KV (all generated but the last)
-	at      float64 // when the turn finished
-	live    bool
+	// lastWhole is the id of the finished prompt's last whole block: a next
+	// turn continues that prompt when it has the same id there (hash ids
+	// identify their whole prefix). Neither the tail nor the request reads
+	// the prompt's blocks after its prefill (see Request.Blocks).
+	lastWhole uint64
+	input     int
+	tokens    int64   // output tokens with KV (all generated but the last)
+	at        float64 // when the turn finished
+	live      bool
 }
 
 // keepOutput moves a finished Full request's output KV into its session's
@@ -38,7 +42,7 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 	r.own -= tokens
 	w.own -= tokens
 	w.tailTokens += tokens
-	t := &outputTail{session: r.Session, blocks: r.Blocks, input: r.Input, tokens: tokens, at: now, live: true}
+	t := &outputTail{session: r.Session, lastWhole: r.lastWhole, input: r.Input, tokens: tokens, at: now, live: true}
 	if w.tails == nil {
 		w.tails = map[string]*outputTail{}
 	}
@@ -64,7 +68,7 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	bs := w.cfg.BlockSize
 	full := t.input / bs // the previous prompt's whole blocks
 	end := min((t.input+int(t.tokens))/bs, len(r.Blocks))
-	if end <= full || full > len(t.blocks) || commonLen(r.Blocks[:full], t.blocks[:full]) < full {
+	if end <= full || full == 0 || r.Blocks[full-1] != t.lastWhole {
 		return // nothing whole to name, or r does not continue that prompt
 	}
 	m := w.tree.Lock(r.Blocks[:end], int64(bs), now)
@@ -76,14 +80,6 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 		return
 	}
 	m.Node, _ = w.tree.Insert(m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
-}
-
-func commonLen(a, b []uint64) int {
-	k := 0
-	for k < len(a) && k < len(b) && a[k] == b[k] {
-		k++
-	}
-	return k
 }
 
 // evictOldestTail frees the least recently finished tail and returns its

@@ -34,11 +34,15 @@ const (
 // Request is one request as a worker sees it. The owner fills the first
 // block of fields; the worker fills the rest.
 type Request struct {
-	ID     int64
-	Kind   Kind
-	Blocks []uint64 // prompt hash ids (not copied: must stay unchanged while the request lives)
-	Input  int      // prompt tokens
-	Output int      // tokens to generate here (≥ 1 for Full and DecodeOnly)
+	ID   int64
+	Kind Kind
+	// Blocks are the prompt's hash ids. They are not copied, and they are
+	// read only until the prefill is done (EvPrefillDone, or the first token
+	// of a Full request): the caches copy what they keep, so the owner may
+	// reuse the storage from then on.
+	Blocks []uint64
+	Input  int // prompt tokens
+	Output int // tokens to generate here (≥ 1 for Full and DecodeOnly)
 	// Session names the conversation the request belongs to. A worker with a
 	// prefix cache keeps a finished Full request's output KV for the
 	// session's next turn (see nameOutput); "" keeps none.
@@ -49,10 +53,11 @@ type Request struct {
 	CachedTokens int // prompt tokens found in this worker's prefix cache
 	prefilled    int // uncached prompt tokens computed so far
 	generated    int
-	own          int64 // tokens this request holds outside the radix tree
-	reservedOut  int64 // output tokens still promised to this request
-	matched      int   // prompt blocks its cache match covered
-	node         int32 // deepest radix node this request holds locked
+	own          int64  // tokens this request holds outside the radix tree
+	reservedOut  int64  // output tokens still promised to this request
+	matched      int    // prompt blocks its cache match covered
+	lastWhole    uint64 // id of the prompt's last whole block, kept at prefill end
+	node         int32  // deepest radix node this request holds locked
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
 

@@ -135,6 +135,9 @@ func (w *Worker) generate(r *Request, k int) {
 // next stage.
 func (w *Worker) prefillDone(now float64, r *Request) {
 	r.PrefillEndAt = now
+	if full := r.Input / w.cfg.BlockSize; full > 0 && full <= len(r.Blocks) {
+		r.lastWhole = r.Blocks[full-1] // for its output tail (output.go)
+	}
 	if w.tree != nil && len(r.Blocks) > 0 {
 		last := w.lastBlockTokens(r.Input, len(r.Blocks))
 		from := 0

@@ -91,9 +91,11 @@ func (s *Sim) handle(ev engine.Event) {
 	case engine.EvChunkDone:
 		s.sendKV(r, ev.Tokens)
 	case engine.EvPrefillDone:
+		s.doneReading(r)
 		r.pDone = true
 		s.sendKV(r, ev.Tokens)
 	case engine.EvFirstToken:
+		s.doneReading(r)
 		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:

@@ -35,6 +35,12 @@ type session struct {
 	lastChat int64   // last ended turn
 	lastEnd  float64 // when it ended
 	hasLast  bool
+
+	chain       []uint64 // the session's hash chain; turns hold prefixes of it (chain.go)
+	live        int      // requests ingested and not ended
+	readers     int      // requests still reading their view of chain
+	idleGen     uint32
+	idleCounted bool
 }
 
 // req is one request's life in the simulator.
@@ -50,6 +56,7 @@ type req struct {
 
 	p, d     int // worker indices (p = -1 for colocated)
 	pe, de   engine.Request
+	reading  bool // still reads its view of the session's chain (chain.go)
 	routed   bool // the routers were told it was dispatched
 	pLeft    bool // P's router already told it left
 	pDone    bool // prefill done on P: every chunk's KV is on its way
@@ -70,8 +77,7 @@ func (s *Sim) initReplay() {
 
 // readNext peeks the next trace request.
 func (s *Sim) readNext() {
-	s.next.HashIDs = nil // the previous request owns its slice now
-	err := s.src.Next(&s.next)
+	err := s.src.Next(&s.next) // reuses the buffer: requests hold views of their session's chain
 	if err == io.EOF {
 		s.hasNext = false
 		return
@@ -98,15 +104,20 @@ func (s *Sim) ingest() error {
 		s.now = s.nextAt
 	}
 	r := &req{t: s.next, readyAt: s.nextAt, p: -1, d: -1}
-	s.readNext()
-	s.stats.Requests++
-	s.live++
 	sess, ok := s.sessions[r.t.SessionID]
 	if !ok {
 		sess = &session{}
 		s.sessions[r.t.SessionID] = sess
 		s.stats.Sessions++
 	}
+	s.sessionBusy(sess)
+	r.t.HashIDs = s.adoptChain(sess, r.t.HashIDs)
+	s.readNext()
+	s.stats.Requests++
+	s.live++
+	sess.live++
+	sess.readers++
+	r.reading = true
 	r.sess = sess
 	s.inflight[r.t.ChatID] = r
 	if !s.sampling {
@@ -181,8 +192,12 @@ func (s *Sim) timeout(r *req) {
 // end closes r's life: metrics, the gate, and its waiting next turns.
 func (s *Sim) end(r *req) {
 	r.ended = true
+	s.doneReading(r)
 	s.active--
 	s.live--
+	if r.sess.live--; r.sess.live == 0 {
+		s.sessionIdle(r.sess)
+	}
 	delete(s.inflight, r.t.ChatID)
 	r.sess.lastChat, r.sess.lastEnd, r.sess.hasLast = r.t.ChatID, s.now, true
 	// The gate first: requests already waiting there go before next turns

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -81,22 +80,55 @@ type event struct {
 	req  *req
 }
 
+// eventHeap is a binary min-heap of events by (time, sequence), typed so
+// that a push or pop does not box the event (container/heap would allocate
+// on every one of the millions of events of a long run).
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].t != h[j].t {
 		return h[i].t < h[j].t
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = event{}
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 // Sim is one run in progress.
@@ -123,6 +155,10 @@ type Sim struct {
 	kvBytes  int64
 
 	pending []engine.Event // worker events not yet handled
+
+	idle     []idleRef // sessions with no request in flight, oldest first (chain.go)
+	idleHead int
+	idleIDs  int // block ids held by idle sessions' chains
 
 	replay
 	collector *metrics.Collector
@@ -247,7 +283,7 @@ func (s *Sim) build() error {
 func (s *Sim) push(e event) {
 	s.seq++
 	e.seq = s.seq
-	heap.Push(&s.events, e)
+	s.events.push(e)
 }
 
 // resched puts worker i's next step on the queue if it moved.
@@ -299,7 +335,7 @@ func (s *Sim) loop(ctx context.Context) error {
 		if len(s.events) == 0 {
 			return nil
 		}
-		e := heap.Pop(&s.events).(event)
+		e := s.events.pop()
 		s.nEv++
 		if e.t > s.now {
 			s.now = e.t
