@@ -5,6 +5,8 @@
 // reports read every run the same way.
 package metrics
 
+import "encoding/json"
+
 // Status says how a request ended. Every request ends in exactly one status.
 type Status string
 
@@ -31,27 +33,81 @@ type Breakdown struct {
 
 // Record is one line of metrics.jsonl.
 type Record struct {
-	RequestID      string    `json:"request_id"`
-	SessionID      string    `json:"session_id"`
-	ChatID         int64     `json:"chat_id"`
-	Turn           int       `json:"turn"`
-	TraceTimeS     float64   `json:"trace_time_s"` // the request's timestamp in the trace
-	ArrivalS       float64   `json:"arrival_s"`    // when the client sent it (run clock); latencies count from here
-	GateS          float64   `json:"gate_s"`       // time held by the client's concurrency limit before sending
-	InputLength    int       `json:"input_length"`
-	OutputLength   int       `json:"output_length"` // tokens generated (≤ requested when cut short)
-	CachedTokens   int       `json:"cached_tokens"` // prompt tokens served from a prefix cache
-	UncachedTokens int       `json:"uncached_tokens"`
-	TTFTS          float64   `json:"ttft_s"`
-	LatencyS       float64   `json:"latency_s"` // end-to-end
-	TPOTS          float64   `json:"tpot_s"`    // (latency − ttft)/(output − 1); 0 when output ≤ 1
-	ExecutionMode  string    `json:"execution_mode"`
-	PrefillWorker  string    `json:"prefill_worker,omitempty"`
-	DecodeWorker   string    `json:"decode_worker,omitempty"`
-	Status         Status    `json:"status"`
-	Error          string    `json:"error,omitempty"` // cause, for every status but completed
-	FinishReason   string    `json:"finish_reason"`   // stop | length | abort
-	Breakdown      Breakdown `json:"breakdown"`
+	RequestID      string  `json:"request_id"`
+	SessionID      string  `json:"session_id"`
+	ChatID         int64   `json:"chat_id"`
+	Turn           int     `json:"turn"`
+	TraceTimeS     float64 `json:"trace_time_s"` // the request's timestamp in the trace
+	ArrivalS       float64 `json:"arrival_s"`    // when the client sent it (run clock); latencies count from here
+	GateS          float64 `json:"gate_s"`       // time held by the client's concurrency limit before sending
+	InputLength    int     `json:"input_length"`
+	OutputLength   int     `json:"output_length"` // tokens generated (≤ requested when cut short)
+	CachedTokens   int     `json:"cached_tokens"` // prompt tokens served from a prefix cache
+	UncachedTokens int     `json:"uncached_tokens"`
+	// Latencies of a completed request. A request that did not complete has
+	// none: its line carries null for ttft_s, latency_s and tpot_s, and the
+	// time from sending to its end as ended_after_s, which LatencyS holds in
+	// memory (see MarshalJSON).
+	TTFTS         float64   `json:"ttft_s"`
+	LatencyS      float64   `json:"latency_s"` // end-to-end
+	TPOTS         float64   `json:"tpot_s"`    // (latency − ttft)/(output − 1); 0 when output ≤ 1
+	ExecutionMode string    `json:"execution_mode"`
+	PrefillWorker string    `json:"prefill_worker,omitempty"`
+	DecodeWorker  string    `json:"decode_worker,omitempty"`
+	Status        Status    `json:"status"`
+	Error         string    `json:"error,omitempty"` // cause, for every status but completed
+	FinishReason  string    `json:"finish_reason"`   // stop | length | abort
+	Breakdown     Breakdown `json:"breakdown"`
+}
+
+// recordJSON is Record without its methods.
+type recordJSON Record
+
+// RecordLine is a Record as a line of metrics.jsonl: a request that did not
+// complete has null latencies (a tool that averages ttft_s must not take a
+// failure for a 0 s TTFT) and its time to failure as ended_after_s. Writers
+// of many records encode a reused RecordLine (Set) rather than the Record,
+// which saves the MarshalJSON round trip.
+type RecordLine struct {
+	recordJSON
+	TTFTS       *float64 `json:"ttft_s"`
+	LatencyS    *float64 `json:"latency_s"`
+	TPOTS       *float64 `json:"tpot_s"`
+	EndedAfterS *float64 `json:"ended_after_s,omitempty"`
+}
+
+// Set makes l the line of r.
+func (l *RecordLine) Set(r *Record) {
+	l.recordJSON = recordJSON(*r)
+	if r.Status == StatusCompleted {
+		l.TTFTS, l.LatencyS, l.TPOTS, l.EndedAfterS = &l.recordJSON.TTFTS, &l.recordJSON.LatencyS, &l.recordJSON.TPOTS, nil
+		return
+	}
+	l.TTFTS, l.LatencyS, l.TPOTS, l.EndedAfterS = nil, nil, nil, &l.recordJSON.LatencyS
+}
+
+// MarshalJSON writes r as its RecordLine.
+func (r Record) MarshalJSON() ([]byte, error) {
+	var l RecordLine
+	l.Set(&r)
+	return json.Marshal(&l)
+}
+
+// UnmarshalJSON reads both forms of a line: with null latencies and
+// ended_after_s, and as written before (latency_s then holds the time to
+// failure of a request that did not complete).
+func (r *Record) UnmarshalJSON(b []byte) error {
+	x := struct {
+		*recordJSON
+		EndedAfterS *float64 `json:"ended_after_s"`
+	}{recordJSON: (*recordJSON)(r)}
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	if x.EndedAfterS != nil && r.Status != StatusCompleted {
+		r.LatencyS = *x.EndedAfterS
+	}
+	return nil
 }
 
 // WorkerSample is one line of structural/workers.jsonl: a worker's pool and

@@ -36,9 +36,40 @@ type Load struct {
 
 // Summary is summary.json. The first block uses the seed's names, the second
 // vLLM `bench serve` names (milliseconds), so results compare with both.
+//
+// A summary describes what it measured: whether the run finished its
+// workload (Complete; StopReason says why not), the model, the workload and
+// its time scale, the client's concurrency limit, and when it ran. The
+// simulator fills Complete and StopReason; the command that started the run
+// fills the rest (the simulator itself has no wall clock).
 type Summary struct {
 	Mechanism string `json:"mechanism,omitempty"`
 	Policy    string `json:"policy,omitempty"`
+
+	// Complete is true when the run replayed its whole workload. A run that
+	// stopped early (interrupted, or a limit reached) has Complete false and
+	// StopReason set; its figures cover only the requests that ended before
+	// the stop. Summaries written before this field existed read as complete
+	// (StopReason empty): test Stopped(), not Complete, when reading files.
+	Complete   bool   `json:"complete"`
+	StopReason string `json:"stop_reason,omitempty"`
+
+	ModelID  string `json:"model_id,omitempty"` // served model (vLLM's model_id)
+	Hardware string `json:"hardware,omitempty"` // hardware profile of every worker
+	Date     string `json:"date,omitempty"`     // run start, RFC 3339 (vLLM's date)
+	Workload string `json:"workload,omitempty"` // trace file or built-in generator with its settings
+	Version  string `json:"pdhybrid_version,omitempty"`
+	// RequestRate is the offered load: requests per second of (scaled)
+	// trace time between the first and the last request's timestamp; 0 when
+	// fewer than two distinct timestamps. Closed-loop replay holds a turn
+	// until its parent ends, so the achieved rate can be lower.
+	RequestRate float64 `json:"request_rate"`
+	// MaxConcurrency is the client's limit on requests in flight; null when
+	// unlimited (as vLLM writes it).
+	MaxConcurrency *int    `json:"max_concurrency"`
+	TimeScale      float64 `json:"time_scale,omitempty"` // trace time was divided by this
+	// WorkerSampleIntervalS is the period of structural/workers.jsonl.
+	WorkerSampleIntervalS float64 `json:"worker_sample_interval_s,omitempty"`
 
 	Requests         int             `json:"requests"`
 	Errors           int             `json:"errors"` // failed + timeout + aborted
@@ -84,22 +115,24 @@ type Summary struct {
 	P90TPOTMs    float64 `json:"p90_tpot_ms"`
 	P95TPOTMs    float64 `json:"p95_tpot_ms"`
 	P99TPOTMs    float64 `json:"p99_tpot_ms"`
-	// ITL: with a fixed batch between events the simulator's inter-token
-	// latency equals TPOT per request; live runs measure it per token.
-	MeanITLMs    float64 `json:"mean_itl_ms"`
-	MedianITLMs  float64 `json:"median_itl_ms"`
-	StdITLMs     float64 `json:"std_itl_ms"`
-	P50ITLMs     float64 `json:"p50_itl_ms"`
-	P90ITLMs     float64 `json:"p90_itl_ms"`
-	P95ITLMs     float64 `json:"p95_itl_ms"`
-	P99ITLMs     float64 `json:"p99_itl_ms"`
-	MeanE2ELMs   float64 `json:"mean_e2el_ms"`
-	MedianE2ELMs float64 `json:"median_e2el_ms"`
-	StdE2ELMs    float64 `json:"std_e2el_ms"`
-	P50E2ELMs    float64 `json:"p50_e2el_ms"`
-	P90E2ELMs    float64 `json:"p90_e2el_ms"`
-	P95E2ELMs    float64 `json:"p95_e2el_ms"`
-	P99E2ELMs    float64 `json:"p99_e2el_ms"`
+	// ITL: inter-token latency over every gap between consecutive tokens of
+	// completed requests (token-weighted, as vLLM computes it), from the
+	// GapHistogram given to Collector.SetITL. Absent when none was given:
+	// ITL is not TPOT, so it is never filled from TPOT.
+	MeanITLMs    *float64 `json:"mean_itl_ms,omitempty"`
+	MedianITLMs  *float64 `json:"median_itl_ms,omitempty"`
+	StdITLMs     *float64 `json:"std_itl_ms,omitempty"`
+	P50ITLMs     *float64 `json:"p50_itl_ms,omitempty"`
+	P90ITLMs     *float64 `json:"p90_itl_ms,omitempty"`
+	P95ITLMs     *float64 `json:"p95_itl_ms,omitempty"`
+	P99ITLMs     *float64 `json:"p99_itl_ms,omitempty"`
+	MeanE2ELMs   float64  `json:"mean_e2el_ms"`
+	MedianE2ELMs float64  `json:"median_e2el_ms"`
+	StdE2ELMs    float64  `json:"std_e2el_ms"`
+	P50E2ELMs    float64  `json:"p50_e2el_ms"`
+	P90E2ELMs    float64  `json:"p90_e2el_ms"`
+	P95E2ELMs    float64  `json:"p95_e2el_ms"`
+	P99E2ELMs    float64  `json:"p99_e2el_ms"`
 }
 
 // Collector accumulates records into a Summary. Only completed requests enter
@@ -112,7 +145,17 @@ type Collector struct {
 	firstArrival        float64
 	lastFinish          float64
 	seen                bool
+	itl                 *GapHistogram
 }
+
+// Stopped reports whether the run stopped before replaying its workload.
+func (s *Summary) Stopped() bool { return s.StopReason != "" }
+
+// SetITL gives the collector the run's inter-token gaps; Summary reports
+// their distribution as the *_itl_ms fields. The collector reads h only in
+// Summary, so the caller may keep adding to it until then. nil leaves ITL
+// out of the summary.
+func (c *Collector) SetITL(h *GapHistogram) { c.itl = h }
 
 // NewCollector returns a collector judging goodput by slo.
 func NewCollector(slo SLO) *Collector {
@@ -218,13 +261,15 @@ func Cause(msg string) string {
 }
 
 // Summary computes the run's summary. durationS overrides the measured span
-// (first arrival to last finish) when positive.
+// (first arrival to last finish) when positive. The summary says Complete;
+// a caller whose run stopped early clears it and sets StopReason.
 func (c *Collector) Summary(durationS float64) Summary {
 	s := c.s
 	if durationS <= 0 {
 		durationS = c.lastFinish - c.firstArrival
 	}
 	s.DurationS = durationS
+	s.Complete = true
 	s.Failed = s.Errors
 	s.TTFTStats = Describe(c.ttft)
 	s.TPOTStats = Describe(c.tpot)
@@ -246,7 +291,12 @@ func (c *Collector) Summary(durationS float64) Summary {
 	}
 	s.MeanTTFTMs, s.MedianTTFTMs, s.StdTTFTMs, s.P50TTFTMs, s.P90TTFTMs, s.P95TTFTMs, s.P99TTFTMs = ms(s.TTFTStats)
 	s.MeanTPOTMs, s.MedianTPOTMs, s.StdTPOTMs, s.P50TPOTMs, s.P90TPOTMs, s.P95TPOTMs, s.P99TPOTMs = ms(s.TPOTStats)
-	s.MeanITLMs, s.MedianITLMs, s.StdITLMs, s.P50ITLMs, s.P90ITLMs, s.P95ITLMs, s.P99ITLMs = ms(s.TPOTStats)
+	if h := c.itl; h != nil && h.Count() > 0 {
+		ptr := func(v float64) *float64 { v *= 1e3; return &v }
+		s.MeanITLMs, s.StdITLMs = ptr(h.Mean()), ptr(h.Std())
+		s.MedianITLMs, s.P50ITLMs = ptr(h.Quantile(0.5)), ptr(h.Quantile(0.5))
+		s.P90ITLMs, s.P95ITLMs, s.P99ITLMs = ptr(h.Quantile(0.9)), ptr(h.Quantile(0.95)), ptr(h.Quantile(0.99))
+	}
 	s.MeanE2ELMs, s.MedianE2ELMs, s.StdE2ELMs, s.P50E2ELMs, s.P90E2ELMs, s.P95E2ELMs, s.P99E2ELMs = ms(s.LatencyStats)
 	return s
 }

@@ -18,6 +18,7 @@ type DirSink struct {
 	metrics *jsonl
 	workers *jsonl
 	events  *jsonl
+	line    metrics.RecordLine
 }
 
 type jsonl struct {
@@ -57,7 +58,10 @@ func NewDirSink(dir string) (*DirSink, error) {
 	return d, nil
 }
 
-func (d *DirSink) Request(r *metrics.Record) error      { return d.metrics.enc.Encode(r) }
+func (d *DirSink) Request(r *metrics.Record) error {
+	d.line.Set(r)
+	return d.metrics.enc.Encode(&d.line)
+}
 func (d *DirSink) Worker(w *metrics.WorkerSample) error { return d.workers.enc.Encode(w) }
 func (d *DirSink) Event(e *metrics.Event) error         { return d.events.enc.Encode(e) }
 

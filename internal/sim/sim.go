@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -57,7 +58,7 @@ type ReplayStats struct {
 	OrphanTurns    int     `json:"orphan_turns"` // parent never seen: released at trace time
 	GateWaits      int     `json:"gate_waits"`   // requests held by the concurrency limit
 	MaxInflight    int     `json:"max_inflight"`
-	SimDurationS   float64 `json:"sim_duration_s"`
+	SimDurationS   float64 `json:"-"` // the clock at the end; summary.json has one duration, the summary's
 	Events         int64   `json:"events"`
 	TraceBlockSize int     `json:"trace_block_size"`
 }
@@ -175,16 +176,51 @@ type schedule struct {
 	on  bool
 }
 
-// Run replays src under cfg and writes to sink (nil for none).
+// StopError says a run stopped before it replayed its whole trace. Run
+// returns it together with the partial Result, whose summary has Complete
+// false and StopReason = Reason; what the sink received so far is valid.
+// Err is the underlying cause when there is one: the context's error
+// (context.Canceled, context.DeadlineExceeded) when the context ended, so
+// errors.Is(err, context.Canceled) tells an interrupted run; nil for a stop
+// the simulator decided itself (a limit).
+type StopError struct {
+	Reason string
+	Err    error
+}
+
+func (e *StopError) Error() string { return "sim: run stopped: " + e.Reason }
+func (e *StopError) Unwrap() error { return e.Err }
+
+// Run replays src under cfg and writes to sink (nil for none). When the run
+// stops early (ctx ends, or a *StopError), Run returns the partial result
+// with the *StopError; on any other error the result is nil.
 func Run(ctx context.Context, cfg Config, src Source, sink Sink, progress Progress) (*Result, error) {
 	s, err := newSim(cfg, src, sink, progress)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.loop(ctx); err != nil {
-		return nil, err
+		var stop *StopError
+		if !errors.As(err, &stop) {
+			return nil, err
+		}
+		res := s.result()
+		res.Summary.Complete = false
+		res.Summary.StopReason = stop.Reason
+		return res, err
 	}
 	return s.result(), nil
+}
+
+// ctxStop is the StopError for an ended context: the reason is the
+// context's cause (context.WithCancelCause) when one was given.
+func ctxStop(ctx context.Context) *StopError {
+	err := ctx.Err()
+	reason := err.Error()
+	if c := context.Cause(ctx); c != nil && c != err {
+		reason = c.Error()
+	}
+	return &StopError{Reason: reason, Err: err}
 }
 
 // newSim builds the cluster and reads the first trace request.
@@ -316,10 +352,8 @@ func (s *Sim) loop(ctx context.Context) error {
 		if s.err != nil {
 			return s.err
 		}
-		if s.nEv&0xfff == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if s.nEv&0xfff == 0 && ctx.Err() != nil {
+			return ctxStop(ctx)
 		}
 		next := math.Inf(1)
 		if len(s.events) > 0 {

@@ -1,0 +1,144 @@
+package metrics
+
+import "math"
+
+// GapHistogram is a distribution of time gaps in seconds — inter-token
+// latencies, one entry per generated token after the first — kept in
+// logarithmic buckets, so memory stays fixed (about 20 KB) however many
+// gaps a run adds. Quantiles are exact to the bucket width, 1% of the value
+// (gaps between 1 µs and 100,000 s; outside that range the bucket is the
+// recorded minimum or maximum). Mean, Std, Min, Max and Count are exact.
+//
+// The zero value is an empty histogram ready to use. It is not safe for
+// concurrent use.
+type GapHistogram struct {
+	counts   []int64 // bucket i: gaps in [gapMin·gapRatio^i, gapMin·gapRatio^(i+1))
+	under    int64   // gaps below gapMin (0 included)
+	over     int64   // gaps at or above gapMax
+	n        int64
+	mean, m2 float64 // running mean and sum of squared deviations (Welford, weighted)
+	min, max float64
+}
+
+const (
+	gapMin   = 1e-6
+	gapMax   = 1e5
+	gapRatio = 1.01
+)
+
+var (
+	gapLogRatio = math.Log(gapRatio)
+	gapBuckets  = int(math.Ceil(math.Log(gapMax/gapMin) / gapLogRatio))
+)
+
+// NewGapHistogram returns an empty histogram.
+func NewGapHistogram() *GapHistogram { return &GapHistogram{} }
+
+// Add records count gaps of gapS seconds each (a decode run of k equal
+// steps adds k). NaN gaps and counts ≤ 0 are ignored; negative gaps count
+// as 0.
+func (h *GapHistogram) Add(gapS float64, count int64) {
+	if count <= 0 || math.IsNaN(gapS) {
+		return
+	}
+	gapS = max(gapS, 0)
+	switch {
+	case gapS < gapMin:
+		h.under += count
+	case gapS >= gapMax:
+		h.over += count
+	default:
+		if h.counts == nil {
+			h.counts = make([]int64, gapBuckets)
+		}
+		h.counts[bucketOf(gapS)] += count
+	}
+	if h.n == 0 {
+		h.min, h.max = gapS, gapS
+	} else {
+		h.min, h.max = min(h.min, gapS), max(h.max, gapS)
+	}
+	n := h.n + count
+	d := gapS - h.mean
+	h.mean += d * float64(count) / float64(n)
+	h.m2 += d * float64(count) * (gapS - h.mean)
+	h.n = n
+}
+
+func bucketOf(x float64) int {
+	i := int(math.Log(x/gapMin) / gapLogRatio)
+	return min(max(i, 0), gapBuckets-1)
+}
+
+// Merge adds every gap of o to h.
+func (h *GapHistogram) Merge(o *GapHistogram) {
+	if o == nil || o.n == 0 {
+		return
+	}
+	if h.n == 0 {
+		h.min, h.max = o.min, o.max
+	} else {
+		h.min, h.max = min(h.min, o.min), max(h.max, o.max)
+	}
+	if o.counts != nil {
+		if h.counts == nil {
+			h.counts = make([]int64, gapBuckets)
+		}
+		for i, c := range o.counts {
+			h.counts[i] += c
+		}
+	}
+	h.under += o.under
+	h.over += o.over
+	n := h.n + o.n
+	d := o.mean - h.mean
+	h.m2 += o.m2 + d*d*float64(h.n)*float64(o.n)/float64(n)
+	h.mean += d * float64(o.n) / float64(n)
+	h.n = n
+}
+
+// Count is the number of gaps recorded.
+func (h *GapHistogram) Count() int64 { return h.n }
+
+// Mean is the exact mean gap in seconds (0 when empty).
+func (h *GapHistogram) Mean() float64 { return h.mean }
+
+// Std is the exact population standard deviation in seconds.
+func (h *GapHistogram) Std() float64 {
+	if h.n == 0 {
+		return 0
+	}
+	return math.Sqrt(max(h.m2, 0) / float64(h.n))
+}
+
+// Min and Max are the smallest and largest gap recorded.
+func (h *GapHistogram) Min() float64 { return h.min }
+func (h *GapHistogram) Max() float64 { return h.max }
+
+// Quantile returns the q-quantile (q in [0, 1]; 0.99 = p99) in seconds:
+// the geometric middle of the bucket holding the gap of rank ⌊q·(n−1)⌋,
+// clamped to [Min, Max]. An empty histogram, or q outside [0, 1] or NaN,
+// returns NaN.
+func (h *GapHistogram) Quantile(q float64) float64 {
+	if h.n == 0 || !(q >= 0 && q <= 1) {
+		return math.NaN()
+	}
+	if q == 0 {
+		return h.min
+	}
+	if q == 1 {
+		return h.max
+	}
+	rank := int64(q * float64(h.n-1)) // 0-based
+	clamp := func(v float64) float64 { return min(max(v, h.min), h.max) }
+	if rank < h.under {
+		return clamp(0)
+	}
+	cum := h.under
+	for i, c := range h.counts {
+		if cum += c; rank < cum {
+			return clamp(gapMin * math.Pow(gapRatio, float64(i)+0.5))
+		}
+	}
+	return h.max
+}
