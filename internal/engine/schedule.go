@@ -80,12 +80,14 @@ func (w *Worker) Advance(now float64) {
 	p := &w.plan
 	if k := p.decodeK; k > 0 {
 		w.stats.DecodeSteps += int64(k)
+		w.recordGaps()
 		kept := w.decoding[:0]
 		for _, r := range w.decoding {
 			if r.Stage != StageDecoding {
 				continue
 			}
 			w.generate(r, k)
+			r.lastTokenAt = end
 			if r.generated >= max(r.Output, 1) {
 				w.finish(end, r)
 				continue
@@ -160,7 +162,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 	default:
 		// Colocated: the prefill step produced the first token.
 		w.generate(r, 1)
-		r.FirstTokenAt = now
+		r.FirstTokenAt, r.lastTokenAt = now, now
 		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
 		if r.generated >= max(r.Output, 1) {
 			w.finish(now, r)
@@ -257,7 +259,7 @@ func (w *Worker) join(now float64) {
 			continue
 		}
 		w.generate(r, 1)
-		r.FirstTokenAt = now
+		r.FirstTokenAt, r.lastTokenAt = now, now
 		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
 		if r.generated >= max(r.Output, 1) {
 			w.finish(now, r)

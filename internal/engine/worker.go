@@ -55,6 +55,9 @@ type Config struct {
 	// MixedChunk lets the decode batch ride along in prefill steps instead of
 	// waiting for them (SGLang --enable-mixed-chunk).
 	MixedChunk bool
+	// Gaps, when set, receives every inter-token gap of the requests this
+	// worker decodes (itl.go); several workers may share one.
+	Gaps *metrics.GapHistogram
 }
 
 // ErrTooLarge means a request can never fit in the worker's KV pool.

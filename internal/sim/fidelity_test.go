@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
@@ -140,5 +141,48 @@ func TestColoFollowUpHitsPreviousOutput(t *testing.T) {
 	}
 	if pf := p.Timing.PrefillS(in2-want, want); !near(r.Breakdown.PrefillS, pf) || !near(r.TTFTS, pf) {
 		t.Fatalf("turn 2 prefill %v / TTFT %v, want %v", r.Breakdown.PrefillS, r.TTFTS, pf)
+	}
+}
+
+// TestITLIsInterTokenGaps: ITL comes from the gaps between a request's
+// tokens, not from TPOT. One colocated request: its gaps are its decode
+// steps. With a second request arriving mid-decode, the first one's next
+// gap swallows the second one's prefill step (no mixed chunk), which TPOT
+// averages away but ITL's tail shows.
+func TestITLIsInterTokenGaps(t *testing.T) {
+	p := profile(t)
+	tm, m := p.Timing, p.Model
+	const input, output = 3000, 10
+	res, _ := run(t, Config{Mechanism: PDColo, Colo: 1, Profile: p}, one(input, output), 64)
+	var sum float64
+	for k := 1; k < output; k++ {
+		sum += tm.DecodeStepS(m, 1, int64(input+k))
+	}
+	s := res.Summary
+	if s.MeanITLMs == nil || !near(*s.MeanITLMs, 1000*sum/(output-1)) {
+		t.Fatalf("mean ITL %v ms, want the mean decode step %v ms", s.MeanITLMs, 1000*sum/(output-1))
+	}
+
+	const late = 20000
+	at := tm.PrefillS(input, 0) + tm.DecodeStepS(m, 1, input+1)/2
+	reqs := []trace.Request{one(input, 200)[0],
+		{SessionID: "b", ChatID: 2, ParentChatID: -1, Turn: 1, Timestamp: at, InputLength: late, OutputLength: 2, HashIDs: blocks(2, trace.BlocksFor(late, 64))}}
+	sim, err := newSim(Config{Mechanism: PDColo, Colo: 1, Profile: p, ChunkTokens: 32768},
+		&SliceSource{H: trace.Header{Version: 1, BlockSize: 64}, Reqs: reqs}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The request's second token waits for the end of its first decode
+	// step, then for the late prompt's prefill, then for a batch-2 step
+	// (its context: prompt + 2 tokens; the late one's: prompt + 1).
+	stall := tm.PrefillS(late, 0) + tm.DecodeStepS(m, 2, input+2+late+1)
+	if got := sim.gaps.Max(); !near(got, stall) {
+		t.Fatalf("largest gap %v s, want the gap across the prefill stall %v s", got, stall)
+	}
+	if want := int64(200 - 1 + 2 - 1); sim.gaps.Count() != want {
+		t.Fatalf("%d gaps, want one per token after each request's first: %d", sim.gaps.Count(), want)
 	}
 }

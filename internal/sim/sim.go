@@ -163,6 +163,7 @@ type Sim struct {
 
 	replay
 	collector *metrics.Collector
+	gaps      *metrics.GapHistogram // every worker's inter-token gaps
 	finished  int
 	rec       metrics.Record
 	sample    metrics.WorkerSample
@@ -233,10 +234,12 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 	if s.sink == nil {
 		s.sink = nopSink{}
 	}
+	s.gaps = metrics.NewGapHistogram()
 	if err := s.build(); err != nil {
 		return nil, err
 	}
 	s.collector = metrics.NewCollector(cfg.SLO)
+	s.collector.SetITL(s.gaps)
 	s.initReplay()
 	return s, nil
 }
@@ -258,7 +261,7 @@ func (s *Sim) build() error {
 		w, err := engine.New(engine.Config{
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
-			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk,
+			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps,
 		})
 		if err != nil {
 			return 0, err
