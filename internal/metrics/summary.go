@@ -53,6 +53,9 @@ type Summary struct {
 	// (StopReason empty): test Stopped(), not Complete, when reading files.
 	Complete   bool   `json:"complete"`
 	StopReason string `json:"stop_reason,omitempty"`
+	// Warnings are what the run said on stderr while it ran (an overload
+	// building up, say), kept with its figures.
+	Warnings []string `json:"warnings,omitempty"`
 
 	ModelID  string `json:"model_id,omitempty"` // served model (vLLM's model_id)
 	Hardware string `json:"hardware,omitempty"` // hardware profile of every worker

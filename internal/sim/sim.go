@@ -58,7 +58,8 @@ type ReplayStats struct {
 	OrphanTurns    int     `json:"orphan_turns"` // parent never seen: released at trace time
 	GateWaits      int     `json:"gate_waits"`   // requests held by the concurrency limit
 	MaxInflight    int     `json:"max_inflight"`
-	SimDurationS   float64 `json:"-"` // the clock at the end; summary.json has one duration, the summary's
+	MaxBacklog     int     `json:"max_backlog"` // most requests in flight or waiting at once
+	SimDurationS   float64 `json:"-"`           // the clock at the end; summary.json has one duration, the summary's
 	Events         int64   `json:"events"`
 	TraceBlockSize int     `json:"trace_block_size"`
 }
@@ -162,6 +163,8 @@ type Sim struct {
 	idleIDs  int // block ids held by idle sessions' chains
 
 	replay
+	nextWarn  int      // backlog at which to warn next (overload.go)
+	warnings  []string // what warn said, for the summary
 	collector *metrics.Collector
 	gaps      *metrics.GapHistogram // every worker's inter-token gaps
 	finished  int
@@ -366,6 +369,9 @@ func (s *Sim) loop(ctx context.Context) error {
 			if err := s.ingest(); err != nil {
 				return err
 			}
+			if err := s.watchBacklog(); err != nil {
+				return err
+			}
 			s.drain()
 			continue
 		}
@@ -429,6 +435,7 @@ func (s *Sim) result() *Result {
 	res.Replay.SimDurationS = s.now
 	res.Replay.Events = s.nEv
 	res.Summary = s.collector.Summary(0)
+	res.Summary.Warnings = s.warnings
 	res.Summary.Mechanism = string(s.cfg.Mechanism)
 	res.Summary.Policy = string(s.cfg.Policy)
 	dur := res.Summary.DurationS
