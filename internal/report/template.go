@@ -172,6 +172,16 @@ svg.chart text { fill: #333; font-family: system-ui, -apple-system, "Segoe UI", 
   if (doc.scrollWidth > doc.clientWidth + 1) {
     problems.push('page is ' + doc.scrollWidth + ' px wide in a ' + doc.clientWidth + ' px window');
   }
+  // Tables wider than their column scroll inside it; which ones do is
+  // recorded (not a failure: a narrow window may need it).
+  var wide = document.querySelectorAll('.wide'), scrolled = [];
+  for (var w = 0; w < wide.length; w++) {
+    if (wide[w].scrollWidth > wide[w].clientWidth + 1) {
+      var t = wide[w].querySelector('table');
+      scrolled.push((t && t.id) || 'table ' + w);
+    }
+  }
+  document.body.setAttribute('data-scrolled-tables', scrolled.join(' '));
   var facts = document.getElementById('facts'), head = document.getElementById('headline');
   if (!facts || !head || facts.getBoundingClientRect().top > head.getBoundingClientRect().top) {
     problems.push('the run facts are not above the headline');
