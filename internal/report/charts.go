@@ -18,6 +18,39 @@ type Chart struct {
 	Question string // what the chart answers, shown under it and in docs/reports.md
 	Method   string // how the numbers were computed
 	SVG      template.HTML
+	// ClaimLead and Claims state, per run, what share of its requests the
+	// curve's area stands for; the page's check integrates each drawn
+	// curve and compares it with the number shown.
+	ClaimLead string
+	Claims    []Claim
+	// Folded charts say nothing the runs' headline does not (every run
+	// 100% in one category); the page folds them away with FoldNote.
+	Folded   bool
+	FoldNote string
+}
+
+// Claim is one run's "In of Total requests" statement under a chart.
+type Claim struct {
+	Run, Color string
+	In, Total  int
+}
+
+// Percent is In/Total as the page prints it: 1 decimal, never rounded to
+// 100% or 0% unless it is exactly that.
+func (c Claim) Percent() string { return shareText(c.In, c.Total) }
+
+func shareText(in, total int) string {
+	switch {
+	case total == 0:
+		return "—"
+	case in == total:
+		return "100%"
+	case in == 0:
+		return "0%"
+	}
+	p := 100 * float64(in) / float64(total)
+	p = math.Min(math.Max(p, 0.1), 99.9)
+	return strconv.FormatFloat(p, 'f', 1, 64) + "%"
 }
 
 // palette is the Okabe–Ito colour-blind-safe set. The three mechanisms own
@@ -77,6 +110,8 @@ type view struct {
 	*Run
 	name    string
 	color   string
+	dash    string // stroke-dasharray telling runs apart beyond colour; "" = solid
+	direct  bool   // label lines directly (many runs)
 	ttft    []float64
 	latency []float64
 }
@@ -94,11 +129,55 @@ func newViews(runs []*Run) []view {
 	names = UniqueNames(names)
 	vs := make([]view, len(runs))
 	for i, r := range runs {
-		vs[i] = view{Run: r, name: names[i], color: colors[i],
+		vs[i] = view{Run: r, name: names[i], color: colors[i], direct: len(runs) >= minDirectRuns,
 			ttft:    sortedCompleted(r.Requests, func(q *Request) float64 { return q.TTFTS }),
 			latency: sortedCompleted(r.Requests, func(q *Request) float64 { return q.LatencyS })}
+		if len(runs) >= minDashRuns {
+			vs[i].dash = dashes[i%len(dashes)]
+		}
 	}
 	return vs
+}
+
+// With this many runs, lines also differ by dash pattern (colour alone
+// gets hard to follow) and carry direct labels.
+const (
+	minDashRuns   = 4
+	minDirectRuns = 3
+)
+
+// dashes are stroke patterns for 1.8 px lines, the first solid.
+var dashes = []string{"", "7 3", "2 2", "9 3 2 3", "4 4", "12 3 2 3 2 3"}
+
+// line is one run's series; labelAt picks the point its direct label
+// sits by (when the page labels lines directly).
+func (v view) line(x, y []float64, labelAt int) Line {
+	l := Line{Name: v.name, Color: v.color, Dash: v.dash, X: x, Y: y}
+	if v.direct && labelAt >= 0 && labelAt < len(x) {
+		l.Label, l.LabelAt = v.name, labelAt
+	}
+	return l
+}
+
+// argmax is the index of ys' largest value (-1 when empty).
+func argmax(ys []float64) int {
+	k := -1
+	for i, y := range ys {
+		if k < 0 || y > ys[k] {
+			k = i
+		}
+	}
+	return k
+}
+
+// firstAtLeast is the first index with ys[i] ≥ v (-1 when none).
+func firstAtLeast(ys []float64, v float64) int {
+	for i, y := range ys {
+		if y >= v {
+			return i
+		}
+	}
+	return -1
 }
 
 // UniqueNames suffixes repeated run names with #2, #3… so legends and
@@ -123,7 +202,7 @@ func runLegend(vs []view, extra func(v view) string) []LegendItem {
 		if extra != nil {
 			label += " " + extra(v)
 		}
-		items[i] = LegendItem{Label: label, Color: v.color}
+		items[i] = LegendItem{Label: label, Color: v.color, Dash: v.dash}
 	}
 	return items
 }
@@ -136,41 +215,58 @@ func buildCharts(vs []view, opt Options) []Chart {
 	}
 	n := func(v view) string { return fmt.Sprintf("(n=%d)", len(v.ttft)) }
 
-	// TTFT density: linear body and log full range.
+	// TTFT density: linear body and log full range. The body's window is
+	// the pooled percentile rounded up to the axis's last tick, so the axis
+	// ends where the curves do and nothing inside the frame is left out.
 	var pooled []float64
 	for _, v := range vs {
 		pooled = append(pooled, v.ttft...)
 	}
 	sort.Float64s(pooled)
 	cut := metrics.Percentile(pooled, opt.BodyQuantile)
-	if cut <= 0 {
+	if !(cut > 0) {
 		cut = 1
 	}
+	window := niceMax(cut)
 	var body, logd []Line
+	var bodyClaims, logClaims []Claim
 	for _, v := range vs {
-		d := BodyDensity(v.ttft, cut, 200)
-		body = append(body, Line{Name: v.name, Color: v.color, X: d.X, Y: d.Y})
+		d := BodyDensity(v.ttft, window, 200)
+		if opt.plainKDE { // negative control for the browser test
+			d.Y = KDE(v.ttft[:d.In], d.Total, d.H, d.X)
+		}
+		body = append(body, v.line(d.X, d.Y, argmax(d.Y)))
+		bodyClaims = append(bodyClaims, Claim{Run: v.name, Color: v.color, In: d.In, Total: d.Total})
 		l := LogDensity(v.ttft, 200)
-		logd = append(logd, Line{Name: v.name, Color: v.color, X: l.X, Y: l.Y})
+		logd = append(logd, v.line(l.X, l.Y, argmax(l.Y)))
+		logClaims = append(logClaims, Claim{Run: v.name, Color: v.color, In: l.In, Total: l.Total})
 	}
-	add("ttft-density-linear", fmt.Sprintf("TTFT density, body (TTFT ≤ %s s, pooled p%g)", formatNum(cut), opt.BodyQuantile),
-		"Where do most requests' first tokens land, and does a mechanism have a fast path (a second, early peak)?",
-		"Gaussian kernel density estimate (not a histogram) over completed requests with TTFT ≤ the cut; bandwidth by Scott's rule on those samples; divided by all completed requests, so the area under a curve is its share of requests inside the cut.",
-		LineChart{Title: "TTFT density — linear body", X: Axis{Label: "TTFT (s)", Min: 0, Max: cut},
-			Y: Axis{Label: "density (1/s)"}, Lines: body, Legend: runLegend(vs, n)}.SVG())
-	add("ttft-density-log", "TTFT density, full range (log scale)",
-		"How far does the TTFT tail reach, and how are the fast body and the slow tail split?",
-		"Gaussian KDE of log10(TTFT) over all completed requests, Scott bandwidth in log space; y is density per decade, so equal areas mean equal shares of requests. TTFTs under 0.1 ms are drawn at 0.1 ms.",
-		LineChart{Title: "TTFT density — log x, full range", X: Axis{Label: "TTFT (s, log scale)", Log: true},
-			Y: Axis{Label: "density per decade of TTFT"}, Lines: logd, Legend: runLegend(vs, n)}.SVG())
+	charts = append(charts, Chart{ID: "ttft-density-linear",
+		Title:    fmt.Sprintf("TTFT density, body (0 ≤ TTFT ≤ %s s)", factNum(window)),
+		Question: "Where do most requests' first tokens land, and does a mechanism have a fast path (a second, early peak)?",
+		Method: fmt.Sprintf("Gaussian kernel density estimate (not a histogram) over completed requests with TTFT in the window 0–%s s "+
+			"(the pooled p%g, %s s, rounded up to the axis's last tick); bandwidth by Scott's rule on those samples; kernels reflected at 0 and at %s s "+
+			"so no mass spills outside the frame; divided by all completed requests, so the area under a curve is its share of requests inside the window.",
+			factNum(window), opt.BodyQuantile, factNum(cut), factNum(window)),
+		ClaimLead: "Area under each curve = completed requests inside the window:",
+		Claims:    bodyClaims,
+		SVG: LineChart{Title: "TTFT density — linear body", X: Axis{Label: "TTFT (s)", Min: 0, Max: window},
+			Y: Axis{Label: "density (1/s)"}, Lines: body, Legend: runLegend(vs, n)}.SVG()})
+	charts = append(charts, Chart{ID: "ttft-density-log", Title: "TTFT density, full range (log scale)",
+		Question:  "How far does the TTFT tail reach, and how are the fast body and the slow tail split?",
+		Method:    "Gaussian KDE of log10(TTFT) over all completed requests, Scott bandwidth in log space, drawn to 4 bandwidths past the extremes; y is density per decade, so equal areas mean equal shares of requests. TTFTs under 0.1 ms are drawn at 0.1 ms.",
+		ClaimLead: "Area under each curve (in decades) = completed requests drawn:",
+		Claims:    logClaims,
+		SVG: LineChart{Title: "TTFT density — log x, full range", X: Axis{Label: "TTFT (s, log scale)", Log: true},
+			Y: Axis{Label: "density per decade of TTFT"}, Lines: logd, Legend: runLegend(vs, n)}.SVG()})
 
 	// Latency CDF and log survival.
 	var cdf, surv []Line
 	minS := 1.0
 	for _, v := range vs {
 		x, F, S := ECDFPoints(v.latency, 500)
-		cdf = append(cdf, Line{Name: v.name, Color: v.color, X: x, Y: F})
-		surv = append(surv, Line{Name: v.name, Color: v.color, X: x, Y: S})
+		cdf = append(cdf, v.line(x, F, firstAtLeast(F, 0.5)))
+		surv = append(surv, v.line(x, S, len(x)-1))
 		if len(v.latency) > 0 {
 			minS = math.Min(minS, 1/float64(len(v.latency)))
 		}
@@ -245,14 +341,26 @@ func modeCharts(vs []view, opt Options) []Chart {
 			ttft[i].Labels = append(ttft[i].Labels, fmt.Sprintf("%ss n=%d", formatNum(s.TTFT.Mean), s.Completed))
 		}
 	}
-	out = append(out, Chart{ID: "mode-mix", Title: "Execution-mode mix",
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.name
+	}
+	fold := func(c Chart, trivial bool, note string) Chart {
+		if trivial {
+			c.Folded, c.FoldNote = true, note
+		}
+		return c
+	}
+	out = append(out, fold(Chart{ID: "mode-mix", Title: "Execution-mode mix",
 		Question: "Which paths did requests take: how often the fast path (direct-to-D) fired and which fallbacks dominate?",
 		Method:   "Share of each run's requests (all statuses) by execution_mode; the number after a bar is the request count.",
-		SVG:      BarChart{Title: "Execution-mode mix", Categories: modes, Groups: mix, Horizontal: true, Value: Axis{Label: "share of the run's requests", Percent: true}}.SVG()})
-	out = append(out, Chart{ID: "mode-ttft", Title: "Mean TTFT per execution mode",
+		SVG:      BarChart{Title: "Execution-mode mix", Categories: modes, Groups: mix, Horizontal: true, Value: Axis{Label: "share of the run's requests", Percent: true}}.SVG()},
+		TrivialShares(mix), "every run sent all its requests down one execution mode ("+soleCategories(names, mix, modes)+")."))
+	out = append(out, fold(Chart{ID: "mode-ttft", Title: "Mean TTFT per execution mode",
 		Question: "What does each path cost? A fast path only pays if its TTFT is far below the fallbacks'.",
 		Method:   fmt.Sprintf("Mean TTFT of completed requests per execution mode, the %d most used modes, log axis; the table below adds p50/p90/p99.", opt.MaxModes),
-		SVG:      BarChart{Title: "Mean TTFT per execution mode", Categories: top, Groups: ttft, Horizontal: true, Value: Axis{Label: "mean TTFT (s, log scale)", Log: true}}.SVG()})
+		SVG:      BarChart{Title: "Mean TTFT per execution mode", Categories: top, Groups: ttft, Horizontal: true, Value: Axis{Label: "mean TTFT (s, log scale)", Log: true}}.SVG()},
+		OneCategoryEach(ttft), "every run took one execution mode ("+soleCategories(names, ttft, top)+"), so each bar is the headline's TTFT mean."))
 
 	// Tail attribution.
 	tailTotals := map[string]int{}
@@ -285,10 +393,11 @@ func modeCharts(vs []view, opt Options) []Chart {
 			groups[i].Labels = append(groups[i].Labels, fmt.Sprintf("%d (%.0f%%)", c.Count, share*100))
 		}
 	}
-	out = append(out, Chart{ID: "tail-attribution", Title: fmt.Sprintf("p%g TTFT tail attribution by execution mode", opt.TailQuantile),
+	out = append(out, fold(Chart{ID: "tail-attribution", Title: fmt.Sprintf("p%g TTFT tail attribution by execution mode", opt.TailQuantile),
 		Question: "Which paths make the tail? Improving a path that is absent from the tail cannot move p99.",
 		Method:   fmt.Sprintf("Completed requests with TTFT at or above the run's own p%g (numpy linear interpolation), split by execution_mode; bar = share of the run's tail, label = count (share).", opt.TailQuantile),
-		SVG:      BarChart{Title: fmt.Sprintf("TTFT ≥ p%g: share of the tail by execution mode", opt.TailQuantile), Categories: tmodes, Groups: groups, Horizontal: true, Value: Axis{Label: "share of the run's tail requests", Percent: true}}.SVG()})
+		SVG:      BarChart{Title: fmt.Sprintf("TTFT ≥ p%g: share of the tail by execution mode", opt.TailQuantile), Categories: tmodes, Groups: groups, Horizontal: true, Value: Axis{Label: "share of the run's tail requests", Percent: true}}.SVG()},
+		TrivialShares(groups), "every run's tail is all one execution mode ("+soleCategories(names, groups, tmodes)+")."))
 	return out
 }
 

@@ -17,6 +17,8 @@ type Options struct {
 	TailQuantile float64 // tail attribution takes TTFT ≥ this percentile; default 99
 	BodyQuantile float64 // the linear TTFT density shows TTFT ≤ this pooled percentile; default 95
 	MaxModes     int     // per-mode TTFT chart shows this many most used modes; default 14
+
+	plainKDE bool // tests: draw the body density without boundary reflection (the old bug)
 }
 
 func (o Options) withDefaults(names []string) Options {
@@ -82,22 +84,42 @@ func WriteHTMLOptions(outDir string, runs []*Run, opt Options) error {
 
 // page is what the template sees.
 type page struct {
-	Title    string
-	TailQ    float64
-	Runs     []runInfo
-	Names    []string
-	Headline []htmlRow
-	Failures []CountRow
-	Charts   []Chart
-	Modes    []modeTable
-	Tails    []tailTable
-	Events   []CountRow
+	Title      string
+	Version    string
+	TailQ      float64
+	Facts      []factView
+	Incomplete []runInfo
+	Runs       []runInfo
+	Names      []string
+	Headline   []htmlRow
+	Failures   []CountRow
+	Charts     []Chart // drawn in the grid
+	Folded     []Chart // trivially 100% for these runs: folded away
+	Modes      []modeTable
+	// OneModeEach: every run took at most one execution mode, so the
+	// per-mode and tail tables repeat the headline and are folded away.
+	OneModeEach bool
+	Tails       []tailTable
+	Events      []CountRow
 }
 
 type runInfo struct {
 	Name, Color, Dir, Mechanism, Policy string
 	Requests, Completed                 int
+	GPUs                                string
+	Incomplete                          bool
+	StopReason                          string
 }
+
+// factView is a FactRow with each run's value next to its name and colour.
+type factView struct {
+	Key, Label string
+	Same       bool
+	Value      string
+	PerRun     []runValue
+}
+
+type runValue struct{ Name, Color, Value string }
 
 type htmlCell struct {
 	Value, Delta, Class string
@@ -132,9 +154,29 @@ func Render(w io.Writer, runs []*Run, opt Options) error {
 		names[i], sums[i] = v.name, v.Summary
 	}
 	opt = opt.withDefaults(names)
-	p := page{Title: opt.Title, TailQ: opt.TailQuantile, Names: names, Failures: FailureRows(sums)}
+	p := page{Title: opt.Title, Version: BuildVersion(), TailQ: opt.TailQuantile, Names: names, Failures: FailureRows(sums)}
+	facts := make([]Facts, len(vs))
+	for i, v := range vs {
+		facts[i] = v.Facts
+	}
+	for _, r := range FactRows(facts) {
+		fv := factView{Key: r.Key, Label: r.Label, Same: r.Same, Value: r.Value}
+		for i, v := range vs {
+			fv.PerRun = append(fv.PerRun, runValue{v.name, v.color, r.PerRun[i]})
+		}
+		p.Facts = append(p.Facts, fv)
+	}
 	for _, v := range vs {
-		p.Runs = append(p.Runs, runInfo{v.name, v.color, v.Dir, v.Mechanism, v.Policy, len(v.Requests), len(v.ttft)})
+		ri := runInfo{Name: v.name, Color: v.color, Dir: v.Dir, Mechanism: v.Mechanism, Policy: v.Policy,
+			Requests: len(v.Requests), Completed: len(v.ttft), GPUs: v.Facts.GPUs,
+			Incomplete: v.Facts.Incomplete, StopReason: v.Facts.StopReason}
+		if ri.Incomplete && ri.StopReason == "" {
+			ri.StopReason = "reason not recorded"
+		}
+		p.Runs = append(p.Runs, ri)
+		if ri.Incomplete {
+			p.Incomplete = append(p.Incomplete, ri)
+		}
 		p.Modes = append(p.Modes, modeTable{v.name, v.color, ModeStats(v.Requests)})
 		thr, n, ms := TailAttribution(v.Requests, opt.TailQuantile)
 		p.Tails = append(p.Tails, tailTable{v.name, v.color, thr, n, ms})
@@ -159,7 +201,19 @@ func Render(w io.Writer, runs []*Run, opt Options) error {
 		evs[i].ExecutionModes = v.Events
 	}
 	p.Events = ModeRows(evs)
-	p.Charts = buildCharts(vs, opt)
+	p.OneModeEach = true
+	for _, m := range p.Modes {
+		if len(m.Rows) > 1 {
+			p.OneModeEach = false
+		}
+	}
+	for _, c := range buildCharts(vs, opt) {
+		if c.Folded {
+			p.Folded = append(p.Folded, c)
+		} else {
+			p.Charts = append(p.Charts, c)
+		}
+	}
 	t, err := template.New("page").Funcs(template.FuncMap{
 		"num": formatNum,
 		"ms":  func(s float64) string { return formatNum(s) },

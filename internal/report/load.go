@@ -64,6 +64,7 @@ type Run struct {
 	Requests  []Request
 	Workers   []WorkerSeries // sorted by role, then worker name
 	Events    map[string]int // structural/events.jsonl: count per kind
+	Facts     Facts          // what the run compares: model, GPUs, workload, SLO (facts.go)
 }
 
 // maxLine bounds one JSONL line; records are a few hundred bytes, so a
@@ -170,6 +171,9 @@ func Load(dir string) (*Run, error) {
 		return nil, err
 	}
 	if err := readEvents(filepath.Join(dir, "structural", "events.jsonl"), r); err != nil {
+		return nil, err
+	}
+	if r.Facts, err = readFacts(dir, r.Config, r.Workers); err != nil {
 		return nil, err
 	}
 	return r, nil

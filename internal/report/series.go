@@ -118,24 +118,96 @@ func linspace(a, b float64, n int) []float64 {
 	return out
 }
 
-// Density is a curve ready to draw.
-type Density struct{ X, Y []float64 }
+// Density is a curve ready to draw, with what it covers: its area is
+// In/Total, the share of the sample inside the curve's window.
+type Density struct {
+	X, Y  []float64
+	In    int     // samples inside the window
+	Total int     // samples the curve is normalised by
+	H     float64 // kernel bandwidth, in the x units the KDE ran in
+}
 
-// BodyDensity is the linear-scale TTFT density on [0, cut]: a KDE over
-// the samples ≤ cut with its own Scott bandwidth (so the tail's spread does
-// not blur the body), normalised by the whole sample so runs with more tail
-// show less area.
-func BodyDensity(sorted []float64, cut float64, pts int) Density {
-	k := sort.Search(len(sorted), func(i int) bool { return sorted[i] > cut })
-	body := sorted[:k]
-	grid := linspace(0, cut, pts)
-	return Density{grid, KDE(body, len(sorted), ScottBandwidth(body), grid)}
+// Share is the part of the sample the curve's area stands for.
+func (d Density) Share() float64 {
+	if d.Total == 0 {
+		return 0
+	}
+	return float64(d.In) / float64(d.Total)
+}
+
+// Area integrates y over x with the trapezoid rule: the area the drawn
+// polyline encloses with the x axis.
+func Area(x, y []float64) float64 {
+	var a float64
+	for i := 1; i < len(x) && i < len(y); i++ {
+		a += (x[i] - x[i-1]) * (y[i] + y[i-1]) / 2
+	}
+	return a
+}
+
+// WindowCount is how many of sorted lie in [0, hi].
+func WindowCount(sorted []float64, hi float64) int {
+	lo := sort.Search(len(sorted), func(i int) bool { return sorted[i] >= 0 })
+	return sort.Search(len(sorted), func(i int) bool { return sorted[i] > hi }) - lo
+}
+
+// maxDensityPts bounds a density curve's points; the bandwidth is kept at
+// least two grid steps (1/1000 of the window, half a pixel on the page), so
+// the drawn polyline resolves every kernel and its trapezoid area is the
+// curve's.
+const maxDensityPts = 2001
+
+// gridFor returns the number of grid points over span that keeps the step
+// at most h/2 (at least minPts, at most maxDensityPts) and h raised to two
+// steps of the finest grid allowed.
+func gridFor(span, h float64, minPts int) (int, float64) {
+	h = math.Max(h, 2*span/float64(maxDensityPts-1))
+	pts := int(math.Ceil(2*span/h)) + 1
+	return min(max(pts, minPts, 2), maxDensityPts), h
+}
+
+// ReflectedKDE is KDE for samples confined to [lo, hi]: every sample within
+// 6h of a bound is mirrored across it, so the kernel mass that would spill
+// outside folds back in and the curve's area over [lo, hi] is the samples'
+// share (to within Φ(−lo…hi span/h), under 1e-4 when h ≤ (hi−lo)/4). A
+// plain KDE of TTFTs piled near 0 loses almost half its area below 0.
+func ReflectedKDE(sorted []float64, total int, h, lo, hi float64, grid []float64) []float64 {
+	aug := make([]float64, 0, len(sorted)+16)
+	aug = append(aug, sorted...)
+	for _, x := range sorted {
+		if x-lo < 6*h {
+			aug = append(aug, 2*lo-x)
+		}
+		if hi-x < 6*h {
+			aug = append(aug, 2*hi-x)
+		}
+	}
+	sort.Float64s(aug)
+	return KDE(aug, total, h, grid)
+}
+
+// BodyDensity is the linear-scale TTFT density on [0, window]: a
+// boundary-reflected KDE over the samples in the window with their own
+// Scott bandwidth (so the tail's spread does not blur the body, capped at
+// window/4), normalised by the whole sample so the area under the curve is
+// exactly the share of samples inside the window. The grid has at least
+// minPts points and is fine enough for the bandwidth.
+func BodyDensity(sorted []float64, window float64, minPts int) Density {
+	k := sort.Search(len(sorted), func(i int) bool { return sorted[i] > window })
+	j := sort.Search(len(sorted), func(i int) bool { return sorted[i] >= 0 })
+	body := sorted[j:k]
+	h := math.Min(ScottBandwidth(body), window/4)
+	pts, h := gridFor(window, h, minPts)
+	grid := linspace(0, window, pts)
+	return Density{X: grid, Y: ReflectedKDE(body, len(sorted), h, 0, window, grid), In: len(body), Total: len(sorted), H: h}
 }
 
 // LogDensity is the KDE of log10(x) over the full range (density per
 // decade), drawn against x on a log axis, so a fast-path mode at 0.1 s and
-// a tail at 200 s are both visible.
-func LogDensity(sorted []float64, pts int) Density {
+// a tail at 200 s are both visible. The grid reaches 4 bandwidths past the
+// extreme samples, so the area in decades is all the sample (less than
+// 1e-4 is cut).
+func LogDensity(sorted []float64, minPts int) Density {
 	if len(sorted) == 0 {
 		return Density{}
 	}
@@ -144,13 +216,17 @@ func LogDensity(sorted []float64, pts int) Density {
 		lx[i] = math.Log10(math.Max(x, minLogTTFT))
 	}
 	h := ScottBandwidth(lx)
-	grid := linspace(lx[0]-2*h, lx[len(lx)-1]+2*h, pts)
+	var pts int
+	for range 2 { // a floor-widened h widens the span it must cover
+		pts, h = gridFor(lx[len(lx)-1]-lx[0]+8*h, h, minPts)
+	}
+	grid := linspace(lx[0]-4*h, lx[len(lx)-1]+4*h, pts)
 	y := KDE(lx, len(lx), h, grid)
 	x := make([]float64, len(grid))
 	for i, g := range grid {
 		x[i] = math.Pow(10, g)
 	}
-	return Density{x, y}
+	return Density{X: x, Y: y, In: len(sorted), Total: len(sorted), H: h}
 }
 
 // ModeStat is one execution mode's count and TTFT distribution.

@@ -42,29 +42,83 @@ func TestReportKDEGolden(t *testing.T) {
 	near(t, "log density at 10 s", d.Y[mid], 0.31815622092640145, 1e-12)
 }
 
+// TestReportDensityAreas: each curve's area is exactly the share of the
+// sample its caption names, which is what the page states and the browser
+// test checks.
 func TestReportDensityAreas(t *testing.T) {
+	// 7 of 10 samples are in [0, 10]: the body curve's area is 0.7.
 	xs := []float64{1, 2, 2.5, 3, 4, 5, 6, 50, 80, 100}
-	// The body curve's area is the body's share of all samples (7 of 10
-	// are ≤ 10), less the small kernel mass that leaks below 0 and past 10.
-	b := BodyDensity(xs, 10, 2001)
-	area := trapezoid(b.X, b.Y)
-	if area < 0.6 || area > 0.7 {
-		t.Errorf("body density area %.4f, want a bit under 0.7", area)
+	b := BodyDensity(xs, 10, 200)
+	if b.In != 7 || b.Total != 10 || b.Share() != 0.7 {
+		t.Errorf("body covers %d of %d (share %g), want 7 of 10", b.In, b.Total, b.Share())
 	}
+	near(t, "body density area", Area(b.X, b.Y), 0.7, 1e-4)
+
+	// TTFTs piled just above 0 (a fast path) with a window reaching far
+	// past them: a plain KDE loses the kernel mass below 0; the reflected
+	// one keeps all of it.
+	var fast []float64
+	for i := range 200 {
+		fast = append(fast, 0.1+0.2*float64(i)/199)
+	}
+	fast = append(fast, 8, 9, 9.5) // a small tail, all inside the window
+	d := BodyDensity(fast, 10, 200)
+	if d.Share() != 1 {
+		t.Errorf("share %g, want 1", d.Share())
+	}
+	near(t, "fast-path area", Area(d.X, d.Y), 1, 1e-4)
+	plain := KDE(fast, len(fast), d.H, d.X)
+	if a := Area(d.X, plain); a > 0.9 {
+		t.Errorf("a plain KDE keeps %.3f of the area; the test would not show the boundary loss", a)
+	}
+
+	// Uniform samples on [0, 1]: reflection keeps the density flat up to
+	// both bounds instead of halving it there.
+	var uni []float64
+	for i := range 1000 {
+		uni = append(uni, (float64(i)+0.5)/1000)
+	}
+	u := BodyDensity(uni, 1, 200)
+	near(t, "uniform density at 0", u.Y[0], 1, 0.1)
+	near(t, "uniform density at 1", u.Y[len(u.Y)-1], 1, 0.1)
+	near(t, "uniform area", Area(u.X, u.Y), 1, 1e-4)
+
+	// The grid resolves even a very narrow body: step ≤ h/2.
+	var narrow []float64
+	for i := range 500 {
+		narrow = append(narrow, 0.16+1e-4*float64(i%7))
+	}
+	nd := BodyDensity(narrow, 200, 200)
+	if step := nd.X[1] - nd.X[0]; step > nd.H/2*(1+1e-9) {
+		t.Errorf("grid step %g > h/2 = %g", step, nd.H/2)
+	}
+	near(t, "narrow body area", Area(nd.X, nd.Y), 1, 1e-4)
+
 	// The log density integrates to 1 per decade over its grid.
-	l := LogDensity(xs, 2001)
+	l := LogDensity(xs, 200)
 	lx := make([]float64, len(l.X))
 	for i, x := range l.X {
 		lx[i] = math.Log10(x)
 	}
-	near(t, "log density area", trapezoid(lx, l.Y), 1, 0.02)
+	near(t, "log density area", Area(lx, l.Y), 1, 1e-4)
+	if l.Share() != 1 {
+		t.Errorf("log density share %g, want 1", l.Share())
+	}
 }
 
-func trapezoid(x, y []float64) (a float64) {
-	for i := 1; i < len(x); i++ {
-		a += (x[i] - x[i-1]) * (y[i] + y[i-1]) / 2
+func TestReportWindowCount(t *testing.T) {
+	xs := []float64{0, 0.5, 1, 1, 2, 3}
+	for _, c := range []struct {
+		hi   float64
+		want int
+	}{{-1, 0}, {0, 1}, {0.9, 2}, {1, 4}, {2.5, 5}, {10, 6}} {
+		if got := WindowCount(xs, c.hi); got != c.want {
+			t.Errorf("WindowCount(≤ %g) = %d, want %d", c.hi, got, c.want)
+		}
 	}
-	return a
+	if d := BodyDensity(xs, 1, 50); d.In != 4 {
+		t.Errorf("a sample on the window's edge is inside it: In = %d, want 4", d.In)
+	}
 }
 
 func TestReportECDFGolden(t *testing.T) {

@@ -30,6 +30,10 @@ type Line struct {
 	Color string
 	Dash  string // SVG stroke-dasharray, "" for solid
 	X, Y  []float64
+	// Label, when set, is written next to point LabelAt of the line (a
+	// direct label, so many lines read without the legend).
+	Label   string
+	LabelAt int
 }
 
 // LineChart is an x–y chart of one or more lines.
@@ -106,6 +110,10 @@ func newScale(a Axis, p0, p1 float64) scale {
 	return s
 }
 
+// niceMax is where a linear axis from 0 with data up to v ends: v rounded
+// up to the axis's last tick.
+func niceMax(v float64) float64 { return newScale(Axis{Min: 0, Max: v}, 0, 1).hi }
+
 // niceStep rounds x up to 1, 2, 2.5 or 5 times a power of ten.
 func niceStep(x float64) float64 {
 	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
@@ -162,11 +170,16 @@ func (s scale) px(v float64) (float64, bool) {
 func esc(s string) string { return html.EscapeString(s) }
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // svgOpen starts a chart's SVG element with its title.
-func svgOpen(b *strings.Builder, w, h int, title string) {
-	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-size="%d">`,
-		w, h, w, h, esc(title), fontSize)
+func svgOpen(b *strings.Builder, w, h int, title string, attrs ...string) {
+	extra := ""
+	for _, a := range attrs {
+		extra += " " + a
+	}
+	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-size="%d"%s>`,
+		w, h, w, h, esc(title), fontSize, extra)
 	fmt.Fprintf(b, `<text x="%d" y="18" font-weight="600" font-size="13">%s</text>`, padL, esc(title))
 }
 
@@ -204,6 +217,11 @@ func legendHeight(items []LegendItem, width float64) float64 {
 
 // axes draws the frame, grid, tick labels and axis titles.
 func axes(b *strings.Builder, xs, ys scale, xl, yl string, left, top, right, bottom float64) {
+	axesAt(b, xs, ys, xl, yl, left, top, right, bottom, 14)
+}
+
+// axesAt is axes with the y title's x position given.
+func axesAt(b *strings.Builder, xs, ys scale, xl, yl string, left, top, right, bottom, ytx float64) {
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#888"/>`,
 		f1(left), f1(top), f1(right-left), f1(bottom-top))
 	for i, t := range xs.ticks {
@@ -217,7 +235,7 @@ func axes(b *strings.Builder, xs, ys scale, xl, yl string, left, top, right, bot
 		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`, f1(left-4), f1(y+4), esc(ys.labels[i]))
 	}
 	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1((left+right)/2), f1(bottom+34), esc(xl))
-	fmt.Fprintf(b, `<text transform="translate(14 %s) rotate(-90)" text-anchor="middle">%s</text>`, f1((top+bottom)/2), esc(yl))
+	fmt.Fprintf(b, `<text transform="translate(%s %s) rotate(-90)" text-anchor="middle">%s</text>`, f1(ytx), f1((top+bottom)/2), esc(yl))
 }
 
 // dataRange returns the finite (and, for log axes, positive) extent of vs.
@@ -237,22 +255,27 @@ func dataRange(log bool, vss ...[]float64) (lo, hi float64) {
 	return lo, hi
 }
 
+// fillRanges sets unset axis bounds (Min == Max == 0) from the lines' data.
+func fillRanges(x, y *Axis, lines []Line) {
+	var xs, ys [][]float64
+	for _, l := range lines {
+		xs, ys = append(xs, l.X), append(ys, l.Y)
+	}
+	if x.Min == 0 && x.Max == 0 {
+		x.Min, x.Max = dataRange(x.Log, xs...)
+	}
+	if y.Min == 0 && y.Max == 0 {
+		y.Min, y.Max = dataRange(y.Log, ys...)
+		if !y.Log && y.Min > 0 {
+			y.Min = 0
+		}
+	}
+}
+
 // SVG renders the chart. Unset axis bounds (Min == Max == 0) come from the
 // data.
 func (c LineChart) SVG() template.HTML {
-	var xs, ys [][]float64
-	for _, l := range c.Lines {
-		xs, ys = append(xs, l.X), append(ys, l.Y)
-	}
-	if c.X.Min == 0 && c.X.Max == 0 {
-		c.X.Min, c.X.Max = dataRange(c.X.Log, xs...)
-	}
-	if c.Y.Min == 0 && c.Y.Max == 0 {
-		c.Y.Min, c.Y.Max = dataRange(c.Y.Log, ys...)
-		if !c.Y.Log && c.Y.Min > 0 {
-			c.Y.Min = 0
-		}
-	}
+	fillRanges(&c.X, &c.Y, c.Lines)
 	lh := legendHeight(c.Legend, chartW-padL-padR)
 	top := padT + lh - 14
 	left, right, bottom := float64(padL), float64(chartW-padR), float64(chartH-padB)+lh-14
@@ -260,23 +283,32 @@ func (c LineChart) SVG() template.HTML {
 	sx := newScale(c.X, left, right)
 	sy := newScale(c.Y, bottom, top)
 	var b strings.Builder
-	svgOpen(&b, chartW, h, c.Title)
+	svgOpen(&b, chartW, h, c.Title, plotAttrs(sx, sy, left, top, right, bottom)...)
 	legend(&b, c.Legend, left, 34, right)
 	axes(&b, sx, sy, c.X.Label, c.Y.Label, left, top, right, bottom)
-	fmt.Fprintf(&b, `<g fill="none" stroke-width="1.8" stroke-linejoin="round">`)
-	for _, l := range c.Lines {
+	drawLines(&b, c.Lines, sx, sy, left, top, right, bottom)
+	return closeSVG(&b, (left+right)/2, (top+bottom)/2)
+}
+
+// drawLines draws lines inside the frame as one plot group, then their
+// direct labels. A point outside the frame is not drawn: the line breaks
+// there rather than spilling over the axes.
+func drawLines(b *strings.Builder, lines []Line, sx, sy scale, left, top, right, bottom float64) {
+	fmt.Fprintf(b, `<g class="plot" fill="none" stroke-width="1.8" stroke-linejoin="round">`)
+	var anchors []labelAnchor
+	for _, l := range lines {
 		var pts []string
 		flush := func() {
 			if len(pts) == 1 {
 				xy := strings.Split(pts[0], ",")
-				fmt.Fprintf(&b, `<circle class="mark" cx="%s" cy="%s" r="2.5" fill="%s"/>`, xy[0], xy[1], esc(l.Color))
+				fmt.Fprintf(b, `<circle class="mark" cx="%s" cy="%s" r="2.5" fill="%s"/>`, xy[0], xy[1], esc(l.Color))
 			} else if len(pts) > 1 {
 				dash := ""
 				if l.Dash != "" {
 					dash = ` stroke-dasharray="` + esc(l.Dash) + `"`
 				}
-				fmt.Fprintf(&b, `<polyline class="mark" data-n="%d" stroke="%s"%s points="%s"><title>%s</title></polyline>`,
-					len(pts), esc(l.Color), dash, strings.Join(pts, " "), esc(l.Name))
+				fmt.Fprintf(b, `<polyline class="mark" data-n="%d" data-line="%s" stroke="%s"%s points="%s"><title>%s</title></polyline>`,
+					len(pts), esc(l.Name), esc(l.Color), dash, strings.Join(pts, " "), esc(l.Name))
 			}
 			pts = pts[:0]
 		}
@@ -287,12 +319,165 @@ func (c LineChart) SVG() template.HTML {
 				flush()
 				continue
 			}
-			pts = append(pts, f1(x)+","+f1(y))
+			pts = append(pts, f1(x)+","+f2(y)) // 0.01 px in y keeps drawn areas within 0.1 pp
+			if l.Label != "" && i == l.LabelAt {
+				anchors = append(anchors, labelAnchor{x: x, y: y, text: l.Label, color: l.Color})
+			}
 		}
 		flush()
 	}
 	b.WriteString(`</g>`)
-	return closeSVG(&b, (left+right)/2, (top+bottom)/2)
+	// A dot marks the point a label names; a label pushed away from its
+	// point gets a leader line back to the dot.
+	for _, p := range placeLabels(anchors, left, top, right, bottom) {
+		fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.6" fill="%s" stroke="#fff" stroke-width="0.8"/>`, f1(p.px), f1(p.py), esc(p.color))
+		if lx, ly, far := p.leader(); far {
+			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="0.8"/>`, f1(p.px), f1(p.py), f1(lx), f1(ly), esc(p.color))
+		}
+		fmt.Fprintf(b, `<text class="direct-label" x="%s" y="%s" text-anchor="%s" fill="%s" stroke="#fff" stroke-width="3" paint-order="stroke" font-weight="600">%s</text>`,
+			f1(p.x), f1(p.y), p.anchor, esc(p.color), esc(p.text))
+	}
+}
+
+// plotAttrs describe a line chart's plot area for the page's checks: the
+// frame in pixels and each axis's drawn range in axis units (log10 of the
+// value on log axes), so a script can map drawn points back to data.
+func plotAttrs(sx, sy scale, left, top, right, bottom float64) []string {
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 10, 64) }
+	return []string{
+		fmt.Sprintf(`data-frame="%s %s %s %s"`, f1(left), f1(top), f1(right), f1(bottom)),
+		fmt.Sprintf(`data-x="%s %s %t"`, g(sx.lo), g(sx.hi), sx.log),
+		fmt.Sprintf(`data-y="%s %s %t"`, g(sy.lo), g(sy.hi), sy.log),
+	}
+}
+
+// labelAnchor is a point a direct label belongs to.
+type labelAnchor struct {
+	x, y        float64
+	text, color string
+}
+
+// placedLabel is a direct label's text position (x, y) and its point
+// (px, py).
+type placedLabel struct {
+	labelAnchor
+	px, py float64
+	anchor string // SVG text-anchor
+	box    [4]float64
+}
+
+// leader returns the point of the label's box nearest its anchor and
+// whether the box is far enough from it to need a leader line.
+func (p placedLabel) leader() (x, y float64, far bool) {
+	x = math.Min(math.Max(p.px, p.box[0]), p.box[2])
+	y = math.Min(math.Max(p.py, p.box[1]), p.box[3])
+	return x, y, math.Hypot(x-p.px, y-p.py) > 8
+}
+
+// placeLabels puts each label beside its point, trying the four corners
+// around it and then steps up and down, so that labels stay in the frame
+// and do not cover each other; a label with no free place takes the
+// least-covered one.
+func placeLabels(as []labelAnchor, left, top, right, bottom float64) []placedLabel {
+	var out []placedLabel
+	overlap := func(a, b [4]float64) float64 {
+		w := math.Min(a[2], b[2]) - math.Max(a[0], b[0])
+		h := math.Min(a[3], b[3]) - math.Max(a[1], b[1])
+		if w <= 0 || h <= 0 {
+			return 0
+		}
+		return w * h
+	}
+	for _, a := range as {
+		w := float64(len([]rune(a.text)))*charW + 2
+		best, bestCost := placedLabel{}, math.Inf(1)
+		for step := 0; step <= 8 && bestCost > 0; step++ {
+			dy := float64((step+1)/2) * 12
+			if step%2 == 1 {
+				dy = -dy
+			}
+			for _, side := range []struct {
+				dx, dy float64
+				anchor string
+			}{{5, -5, "start"}, {-5, -5, "end"}, {5, 13, "start"}, {-5, 13, "end"}} {
+				x, y := a.x+side.dx, a.y+side.dy+dy
+				x0 := x
+				if side.anchor == "end" {
+					x0 = x - w
+				}
+				box := [4]float64{x0, y - 10, x0 + w, y + 2}
+				cost := 0.0
+				if box[0] < left || box[2] > right || box[1] < top || box[3] > bottom {
+					cost += 1e6
+				}
+				for _, p := range out {
+					cost += overlap(box, p.box)
+				}
+				cost += math.Abs(dy) * 0.01 // prefer the label near its point
+				if cost < bestCost {
+					best, bestCost = placedLabel{labelAnchor: labelAnchor{x: x, y: y, text: a.text, color: a.color},
+						px: a.x, py: a.y, anchor: side.anchor, box: box}, cost
+				}
+			}
+			if bestCost < 1 {
+				break
+			}
+		}
+		out = append(out, best)
+	}
+	return out
+}
+
+// Panel is one small multiple: a title and its lines.
+type Panel struct {
+	Title string
+	Lines []Line
+}
+
+// SmallMultiples draws one small chart per panel on shared axes, so
+// series that would overlap in one frame (two lines per run, many runs)
+// each get their own.
+type SmallMultiples struct {
+	Title  string
+	X, Y   Axis
+	Panels []Panel
+	Legend []LegendItem
+}
+
+// SVG renders the panels one to a row for up to three, else two to a row.
+func (c SmallMultiples) SVG() template.HTML {
+	var all []Line
+	for _, p := range c.Panels {
+		all = append(all, p.Lines...)
+	}
+	fillRanges(&c.X, &c.Y, all)
+	cols := 1
+	if len(c.Panels) > 3 {
+		cols = 2
+	}
+	rows := max(1, (len(c.Panels)+cols-1)/cols)
+	lh := legendHeight(c.Legend, chartW-padL-padR)
+	top0 := padT + lh - 14
+	pw := float64(chartW-16) / float64(cols) // panel width
+	const ph = 190.0                         // panel height
+	h := int(top0 + ph*float64(rows) + 6)
+	var b strings.Builder
+	svgOpen(&b, chartW, h, c.Title)
+	legend(&b, c.Legend, padL, 34, chartW-padR)
+	for i, p := range c.Panels {
+		ox := 8 + pw*float64(i%cols)
+		oy := top0 + ph*float64(i/cols)
+		left, right := ox+48, ox+pw-10
+		top, bottom := oy+18, oy+ph-44
+		sx := newScale(c.X, left, right)
+		sy := newScale(c.Y, bottom, top)
+		fmt.Fprintf(&b, `<g class="panel" data-frame="%s %s %s %s">`, f1(left), f1(top), f1(right), f1(bottom))
+		fmt.Fprintf(&b, `<text x="%s" y="%s" font-weight="600">%s</text>`, f1(left), f1(oy+12), esc(truncate(p.Title, int((right-left)/charW))))
+		axesAt(&b, sx, sy, c.X.Label, c.Y.Label, left, top, right, bottom, ox+10)
+		drawLines(&b, p.Lines, sx, sy, left, top, right, bottom)
+		b.WriteString(`</g>`)
+	}
+	return closeSVG(&b, chartW/2, top0+ph*float64(rows)/2)
 }
 
 // BarGroup is one run's bars across a bar chart's categories.

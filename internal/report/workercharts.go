@@ -62,7 +62,7 @@ func loadCharts(vs []view) []Chart {
 	// Cache hit rate by turn.
 	var hit []Line
 	for _, v := range vs {
-		l := Line{Name: v.name, Color: v.color}
+		l := v.line(nil, nil, -1)
 		turns := CacheHitByTurn(v.Requests)
 		kept := 0
 		for _, t := range turns {
@@ -74,6 +74,9 @@ func loadCharts(vs []view) []Chart {
 			if t.Requests >= minTurnRequests || kept < 2 {
 				l.X, l.Y = append(l.X, float64(t.Turn)), append(l.Y, t.Ratio())
 			}
+		}
+		if v.direct && len(l.X) > 0 {
+			l.Label, l.LabelAt = v.name, len(l.X)-1
 		}
 		hit = append(hit, l)
 	}
@@ -88,7 +91,7 @@ func loadCharts(vs []view) []Chart {
 	for _, v := range vs {
 		xs := sortedCompleted(v.Requests, func(q *Request) float64 { return math.Max(float64(q.UncachedTokens), 1) })
 		x, F, _ := ECDFPoints(xs, 400)
-		unc = append(unc, Line{Name: v.name, Color: v.color, X: x, Y: F})
+		unc = append(unc, v.line(x, F, firstAtLeast(F, 0.5)))
 	}
 	out = append(out, Chart{ID: "uncached-ecdf", Title: "Uncached prompt tokens per request (ECDF)",
 		Question: "How much prefill does each request still need after the cache? This is the compute the cache failed to save.",
@@ -139,24 +142,33 @@ func loadCharts(vs []view) []Chart {
 			dg[i].Labels = append(dg[i].Labels, fmt.Sprintf("%d sessions", cnt))
 		}
 	}
-	out = append(out, Chart{ID: "d-changes", Title: "Decode-worker changes per session",
+	dc := Chart{ID: "d-changes", Title: "Decode-worker changes per session",
 		Question: "How sticky is session placement? Every change strands the session's KV on the old decode worker and forces a reseed.",
 		Method:   "Per session, completed turns with a decode worker in turn order; a change is two consecutive turns on different decode workers. Sessions with fewer than two such turns are left out.",
-		SVG:      BarChart{Title: "D changes per session", Categories: cats, Groups: dg, CatLabel: "decode-worker changes in the session", Value: Axis{Label: "share of sessions", Percent: true}}.SVG()})
+		SVG:      BarChart{Title: "D changes per session", Categories: cats, Groups: dg, CatLabel: "decode-worker changes in the session", Value: Axis{Label: "share of sessions", Percent: true}}.SVG()}
+	if TrivialShares(dg) {
+		names := make([]string, len(vs))
+		for i, v := range vs {
+			names[i] = v.name
+		}
+		dc.Folded, dc.FoldNote = true, "in every run all sessions changed decode worker the same number of times (changes: "+soleCategories(names, dg, cats)+")."
+	}
+	out = append(out, dc)
 
-	// KV occupancy over time.
-	var occ []Line
-	legend := runLegend(vs, nil)
+	// KV occupancy over time: one panel per run (mean and busiest worker
+	// are two lines each, which overlap past reading in one frame).
+	var panels []Panel
 	for _, v := range vs {
 		t, mean, mx := Occupancy(decodeSide(v.Workers), 300)
-		occ = append(occ, Line{Name: v.name + " mean", Color: v.color, X: t, Y: mean},
-			Line{Name: v.name + " busiest worker", Color: v.color, Dash: "5 3", X: t, Y: mx})
+		panels = append(panels, Panel{Title: v.name, Lines: []Line{
+			{Name: v.name + " mean", Color: v.color, X: t, Y: mean},
+			{Name: v.name + " busiest worker", Color: v.color, Dash: "5 3", X: t, Y: mx}}})
 	}
-	legend = append(legend, LegendItem{Label: "solid: mean", Color: "#444"}, LegendItem{Label: "dashed: busiest worker", Color: "#444", Dash: "5 3"})
+	legend := []LegendItem{{Label: "solid: mean over workers", Color: "#444"}, {Label: "dashed: busiest worker", Color: "#444", Dash: "5 3"}}
 	out = append(out, Chart{ID: "kv-occupancy", Title: "KV pool occupancy over time (decode-side workers)",
 		Question: "How full are the pools that hold sessions between turns, and is one worker saturated while others idle?",
-		Method:   "From structural/workers.jsonl: kv_used_tokens ÷ kv_capacity_tokens of decode and colocated workers (all workers when roles are absent), each worker's level held between samples and averaged over 300 equal time buckets; solid = mean over workers, dashed = the fullest worker in the bucket.",
-		SVG: LineChart{Title: "KV occupancy over time", X: Axis{Label: "run time (s)"},
-			Y: Axis{Label: "KV pool occupancy", Percent: true, Min: 0, Max: 1}, Lines: occ, Legend: legend}.SVG()})
+		Method:   "From structural/workers.jsonl: kv_used_tokens ÷ kv_capacity_tokens of decode and colocated workers (all workers when roles are absent), each worker's level held between samples and averaged over 300 equal time buckets; one panel per run on shared axes, solid = mean over workers, dashed = the fullest worker in the bucket.",
+		SVG: SmallMultiples{Title: "KV occupancy over time", X: Axis{Label: "run time (s)"},
+			Y: Axis{Label: "KV pool occupancy", Percent: true, Min: 0, Max: 1}, Panels: panels, Legend: legend}.SVG()})
 	return out
 }

@@ -30,6 +30,9 @@ type Spec struct {
 	Mechanism string // NaivePD or KVC
 	Sessions  int
 	Seed      uint64
+	// Summary and Config add (or replace) top-level fields of summary.json
+	// and config.json, e.g. "model_id", "complete", "prefill".
+	Summary, Config map[string]any
 }
 
 // WriteRun writes dir/{metrics.jsonl,summary.json,config.json,
@@ -50,10 +53,17 @@ func WriteRun(dir string, spec Spec) ([]metrics.Record, error) {
 	if err := writeJSONL(filepath.Join(dir, "metrics.jsonl"), len(recs), func(i int) any { return recs[i] }); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(filepath.Join(dir, "summary.json"), sum); err != nil {
+	sumMap, err := withFields(sum, spec.Summary)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "summary.json"), sumMap); err != nil {
 		return nil, err
 	}
 	cfg := map[string]any{"name": spec.Name, "mechanism": spec.Mechanism, "policy": "kv-aware", "seed": spec.Seed}
+	for k, v := range spec.Config {
+		cfg[k] = v
+	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return nil, err
 	}
@@ -174,6 +184,22 @@ func fakeWorkers(rng *rand.Rand, spec Spec, duration float64) []metrics.WorkerSa
 		}
 	}
 	return out
+}
+
+// withFields returns v's JSON object with extra's fields set on top.
+func withFields(v any, extra map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, x := range extra {
+		m[k] = x
+	}
+	return m, nil
 }
 
 func writeJSON(path string, v any) error {
