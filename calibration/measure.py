@@ -19,6 +19,8 @@ short still leaves its finished points:
                 small prefills again, at L and 48 layers, with a fixed random
                 offset on every layer's router logits (see docs/calibration.md:
                 deep random stacks collapse a prompt's tokens onto few experts).
+  mixed.csv     with --mixed-points: n new tokens after p cached and a decode
+                batch B with C context tokens, in one forward.
   meta.json     torch/CUDA versions, device, mem_get_info, kernel checks,
                 distinct experts per layer.
 
@@ -38,10 +40,19 @@ attention is causal aligned to the lower right, so the n new queries see the
 whole prefix: --attn-prefill flash (default) uses FlashAttention-2,
 --attn-prefill cudnn uses cuDNN SDPA as two calls (prefix keys unmasked, new
 keys causal) merged by their log-sum-exps; see attn_prefill.
+--kernels triton (calibration/triton_kernels.py, block sizes from
+moe_configs_h200.json) replaces the MoE by a Triton fused MoE (pairs sorted by
+expert into padded row blocks, one GEMM launch per projection over all experts,
+SiLU-mul and router weights in the epilogues) and the norms, RoPE, KV store and
+residual adds by fused Triton kernels: about 13 kernels a layer instead of ~40.
+--mixed-points also times steps that carry a prefill chunk and a decode batch
+in one forward (mixed.csv).
 
 Run:  python3 calibration/measure.py --out $OUT            (full grid)
       python3 calibration/measure.py --out $OUT --attn-prefill cudnn --skip copy,decode,validate
                                                           (the committed prefill grid)
+      python3 calibration/measure.py --out $OUT --kernels triton --attn-prefill cudnn --skip copy
+                                                          (the committed grid, calibration/data/triton)
       python3 calibration/measure.py --out $OUT --smoke    (small grid)
 """
 
@@ -209,7 +220,43 @@ def moe_loop(h, L):
 def moe(h, L):
     if MOE["kernel"] == "grouped_mm":
         return moe_grouped(h, L)
+    if MOE["kernel"] == "triton":
+        return moe_triton(h, L)
     return moe_loop(h, L)
+
+
+def moe_triton(h, L, residual=None):
+    if ROUTER["noise"] is None and ROUTER["record"] is None:
+        return TK.fused_moe(h, L.wr, L.w13, L.w2, TOPK, residual=residual)
+    # the router-offset check and the expert count (as in moe_grouped)
+    logits = F.linear(h, L.wr).float()
+    if ROUTER["noise"] is not None:
+        logits = logits + ROUTER["noise"][L.index][: h.shape[0]]
+    if ROUTER["record"] is not None:  # diagnostics only (host sync)
+        ROUTER["record"].append(int(torch.unique(logits.topk(TOPK, dim=-1).indices).numel()))
+    return TK.fused_moe_logits(h, logits, L.w13, L.w2, TOPK, residual=residual)
+
+
+# --kernels triton: the Triton fused MoE and fused norm/RoPE kernels of
+# calibration/triton_kernels.py (imported only then, as TK)
+TK = None
+FUSE = {"on": False}
+
+
+def moe_reference_routed(h, L, ids, w):
+    # fp32 expert math for given routing (ids (T, K) int, w (T, K) float)
+    hf = h.float()
+    out = torch.zeros_like(hf)
+    flat = ids.reshape(-1).long()
+    tok = torch.arange(h.shape[0], device=h.device).repeat_interleave(TOPK)
+    wf = w.reshape(-1).float()
+    for e in torch.unique(flat).tolist():
+        sel = (flat == e).nonzero().squeeze(1)
+        x = hf[tok[sel]]
+        gu = x @ L.w13[e].float().t()
+        a = F.silu(gu[:, :INTER]) * gu[:, INTER:]
+        out.index_add_(0, tok[sel], (a @ L.w2[e].float().t()) * wf[sel].unsqueeze(1))
+    return out
 
 
 def moe_reference(h, L):
@@ -347,6 +394,58 @@ def layer_prefill(x, L, p, pos):
     x = x + F.linear(o, L.wo)
     h = F.rms_norm(x, (HIDDEN,), L.ln2, EPS)
     return x + moe(h, L)
+
+
+def layer_prefill_fused(x, L, p, pos, slots):
+    n = x.shape[0]
+    h = TK.rmsnorm(x, L.ln1, EPS)
+    qkv = F.linear(h, L.wqkv)
+    q = TK.qknorm_rope(qkv, L.qn, L.kn, L.kpool, L.vpool, slots, pos, ROPE["cos"], ROPE["sin"], EPS,
+                       QH, KVH, HD, rope=ROPE["on"])
+    K = L.kpool[: p + n].unsqueeze(0).transpose(1, 2)
+    V = L.vpool[: p + n].unsqueeze(0).transpose(1, 2)
+    o = attn_prefill(q.unsqueeze(0).transpose(1, 2), K, V)
+    o = o.transpose(1, 2).reshape(n, QH * HD)
+    x, h = TK.rmsnorm(F.linear(o, L.wo), L.ln2, EPS, residual=x)
+    return fused_moe_res(h, L, x)
+
+
+def fused_moe_res(h, L, x):
+    if MOE["kernel"] == "triton":
+        return moe_triton(h, L, residual=x)
+    return x + moe(h, L)
+
+
+def layer_mixed_fused(x, L, n, p, B, S, pos, slots, dbase):
+    # one forward over n prefill tokens (after p cached, pool slots p..p+n) and
+    # B decode tokens (sequence b holds S tokens at pool slots dbase + b*S ...):
+    # dense layers and the MoE see all n + B tokens at once, attention runs
+    # apart for the two parts (cuDNN/FA2 prefill, FA2 decode)
+    h = TK.rmsnorm(x, L.ln1, EPS)
+    qkv = F.linear(h, L.wqkv)
+    q = TK.qknorm_rope(qkv, L.qn, L.kn, L.kpool, L.vpool, slots, pos, ROPE["cos"], ROPE["sin"], EPS,
+                       QH, KVH, HD, rope=ROPE["on"])
+    K = L.kpool[: p + n].unsqueeze(0).transpose(1, 2)
+    V = L.vpool[: p + n].unsqueeze(0).transpose(1, 2)
+    op = attn_prefill(q[:n].unsqueeze(0).transpose(1, 2), K, V).transpose(1, 2).reshape(n, QH * HD)
+    kv = L.kpool[dbase: dbase + B * S].view(B, S, KVH, HD)
+    vv = L.vpool[dbase: dbase + B * S].view(B, S, KVH, HD)
+    od = attn_decode(q[n:], kv.transpose(1, 2), vv.transpose(1, 2))
+    o = torch.cat((op, od))
+    x, h = TK.rmsnorm(F.linear(o, L.wo), L.ln2, EPS, residual=x)
+    return fused_moe_res(h, L, x)
+
+
+def layer_decode_fused(x, L, B, S, pos, slots, dbase=0):
+    h = TK.rmsnorm(x, L.ln1, EPS)
+    qkv = F.linear(h, L.wqkv)
+    q = TK.qknorm_rope(qkv, L.qn, L.kn, L.kpool, L.vpool, slots, pos, ROPE["cos"], ROPE["sin"], EPS,
+                       QH, KVH, HD, rope=ROPE["on"])
+    kv = L.kpool[dbase: dbase + B * S].view(B, S, KVH, HD)
+    vv = L.vpool[dbase: dbase + B * S].view(B, S, KVH, HD)
+    o = attn_decode(q, kv.transpose(1, 2), vv.transpose(1, 2))
+    x, h = TK.rmsnorm(F.linear(o, L.wo), L.ln2, EPS, residual=x)
+    return fused_moe_res(h, L, x)
 
 
 def layer_decode(x, L, B, S, pos):
@@ -492,7 +591,7 @@ def run_copies(out, args, meta):
 def timed(fl, fh, args):
     """Time fl (the layers) and fh (the head): replayed from CUDA graphs when
     they capture, else eager. Returns (layers times, head times, graph flag)."""
-    if args.graphs and MOE["kernel"] == "grouped_mm":
+    if args.graphs and MOE["kernel"] in ("grouped_mm", "triton"):
         try:
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
@@ -527,7 +626,10 @@ def prefill_point(layers, H, n, p, args):
     def fl():
         x = x0
         for L in layers:
-            x = layer_prefill(x, L, p, pos)
+            if FUSE["on"]:
+                x = layer_prefill_fused(x, L, p, pos, pos)
+            else:
+                x = layer_prefill(x, L, p, pos)
         state["x"] = x
 
     def fh():
@@ -550,12 +652,16 @@ def decode_point(layers, H, B, C, args):
     x0 = torch.randn(B, HIDDEN, device=DEV, dtype=BF)
     ids = torch.randint(0, VOCAB, (B,), device=DEV)
     pos = torch.full((B,), S - 1, device=DEV, dtype=torch.long)
+    slots = torch.arange(B, device=DEV, dtype=torch.long) * S + (S - 1)
     buf = {}
 
     def fl():
         x = x0
         for L in layers:
-            x = layer_decode(x, L, B, S, pos)
+            if FUSE["on"]:
+                x = layer_decode_fused(x, L, B, S, pos, slots)
+            else:
+                x = layer_decode(x, L, B, S, pos)
         buf["x"] = x
 
     def fh():
@@ -565,6 +671,56 @@ def decode_point(layers, H, B, C, args):
         tl, th, graph = timed(fl, fh, args)
     buf.clear()
     return tl, th, S, graph
+
+
+def mixed_point(layers, H, n, p, B, C, args):
+    S = max(1, C // B)
+    dbase = (p + n + 255) // 256 * 256
+    x0 = torch.randn(n + B, HIDDEN, device=DEV, dtype=BF)
+    ids = torch.randint(0, VOCAB, (n + B,), device=DEV)
+    pos = torch.cat((torch.arange(p, p + n, device=DEV), torch.full((B,), S - 1, device=DEV, dtype=torch.long)))
+    slots = torch.cat((torch.arange(p, p + n, device=DEV),
+                       dbase + torch.arange(B, device=DEV, dtype=torch.long) * S + (S - 1)))
+    buf = {}
+
+    def fl():
+        x = x0
+        for L in layers:
+            x = layer_mixed_fused(x, L, n, p, B, S, pos, slots, dbase)
+        buf["x"] = x
+
+    def fh():  # sample the prefill's last token and every decode token
+        head_fn(H, ids, buf["x"][n - 1:])
+
+    with torch.no_grad():
+        tl, th, graph = timed(fl, fh, args)
+    buf.clear()
+    return tl, th, S, graph
+
+
+MX_COLS = ["n", "p", "batch", "ctx_tokens", "seq_len", "layers", "layers_s", "head_s", "model_s", "reps",
+           "cuda_graph", "layers_min_s", "layers_max_s"]
+
+
+def run_mixed(out, name, layers, H, points, budget, args):
+    w = Writer(os.path.join(out, name), MX_COLS)
+    t_end = time.time() + budget
+    Lc = len(layers)
+    for n, p, B, C in points:
+        if time.time() > t_end:
+            log(f"{name}: budget spent")
+            break
+        S = max(1, C // B)
+        if (p + n + 255) // 256 * 256 + B * S > min(L.kv_cap for L in layers):
+            log(f"mixed n={n} p={p} B={B} C={C}: does not fit the KV pools, skipped")
+            continue
+        tl, th, S, graph = mixed_point(layers, H, n, p, B, C, args)
+        ml, mh = median(tl), median(th)
+        tot = mh + ml * LAYERS / Lc
+        w.row([n, p, B, B * S, S, Lc, fmt(ml), fmt(mh), fmt(tot), len(tl), graph, fmt(min(tl)), fmt(max(tl))])
+        log(f"mixed n={n:6d} p={p:7d} + decode B={B:4d} C={B * S:8d} L={Lc}: layers {ml * 1e3:8.3f} ms"
+            f" head {mh * 1e3:6.3f} ms -> model {tot * 1e3:8.3f} ms")
+        torch.cuda.empty_cache()
 
 
 PF_COLS = ["n", "p", "layers", "layers_s", "head_s", "model_s", "reps", "cuda_graph", "layers_min_s",
@@ -636,12 +792,157 @@ def rel(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
+def check_triton_moe_only(layer, checks, pairs):
+    """The MoE GEMMs with each (gemm1, gemm2) config pair against fp32 expert
+    math with the same routing; outputs poisoned with NaN first, so an
+    unwritten row fails."""
+    def need(name, r, tol):
+        checks[name] = r
+        if not (r < tol):
+            raise SystemExit(f"triton check {name} failed: {r} (tolerance {tol})")
+
+    for c1, c2 in pairs:
+        tag = f"BM{c1['BM']}_g1BN{c1['BN']}BK{c1['BK']}w{c1['warps']}s{c1['stages']}" \
+              f"_g2BN{c2['BN']}BK{c2['BK']}w{c2['warps']}s{c2['stages']}"
+        worst = 0.0
+        for Tn in (1, 5, 37, 300):
+            h = torch.randn(Tn, HIDDEN, device=DEV, dtype=BF)
+            res = torch.randn(Tn, HIDDEN, device=DEV, dtype=BF)
+            ids, tw = TK.route(F.linear(h, layer.wr), TOPK)
+            n = Tn * TOPK
+            srt, eid, npost, cap = TK.align(ids, E, c1["BM"])
+            act = torch.full((n, INTER), float("nan"), device=DEV, dtype=BF)
+            yb = torch.full((n, HIDDEN), float("nan"), device=DEV, dtype=BF)
+            TK.gemm1(h, layer.w13, srt, eid, npost, cap, n, TOPK, c1, out=act)
+            TK.gemm2(act, layer.w2, tw.view(-1), srt, eid, npost, cap, n, c2, out=yb)
+            out = TK.moe_sum(yb, Tn, TOPK, residual=res)
+            ref = moe_reference_routed(h, layer, ids, tw) + res.float()
+            r = rel(out, ref) if bool(torch.isfinite(out).all()) else float("nan")
+            worst = max(worst, r) if r == r else float("inf")
+        need(f"triton_moe_{tag}_rel_err", worst, 2e-2)
+
+
+def check_triton(layer, checks, cfg_pairs=None):
+    """The Triton kernels against float32 references on fresh random inputs.
+    Raises SystemExit when one is wrong; records every error in checks."""
+    def need(name, r, tol):
+        checks[name] = r
+        if not (r < tol):
+            raise SystemExit(f"triton check {name} failed: {r} (tolerance {tol})")
+
+    # RMSNorm, with and without the residual add
+    x = torch.randn(50, HIDDEN, device=DEV, dtype=BF)
+    r = torch.randn(50, HIDDEN, device=DEV, dtype=BF)
+    w = layer.ln2
+    s = x.float() + r.float()
+    ref = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + EPS) * w.float()
+    xo, y = TK.rmsnorm(x, w, EPS, residual=r)
+    need("triton_rmsnorm_res_rel_err", rel(y, ref), 1e-2)
+    need("triton_residual_add_rel_err", rel(xo, s), 1e-2)
+    xf = x.float()
+    need("triton_rmsnorm_rel_err", rel(TK.rmsnorm(x, w, EPS),
+                                        xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()), 1e-2)
+    # q/k norm + RoPE + KV store, at random positions and distinct slots
+    T = 40
+    qkv = torch.randn(T, (QH + 2 * KVH) * HD, device=DEV, dtype=BF)
+    pos = torch.randint(0, ROPE["cos"].shape[0], (T,), device=DEV)
+    slots = torch.randperm(min(layer.kv_cap, 1 << 16), device=DEV)[:T]
+    q = TK.qknorm_rope(qkv, layer.qn, layer.kn, layer.kpool, layer.vpool, slots, pos, ROPE["cos"], ROPE["sin"],
+                       EPS, QH, KVH, HD, rope=ROPE["on"])
+
+    def ref_nr(t, wt):
+        t = t.float()
+        t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + EPS) * wt.float()
+        if not ROPE["on"]:
+            return t
+        c = ROPE["cos"].float().index_select(0, pos).unsqueeze(1)
+        sn = ROPE["sin"].float().index_select(0, pos).unsqueeze(1)
+        a, b = t[..., : HD // 2], t[..., HD // 2:]
+        return torch.cat((a * c - b * sn, b * c + a * sn), dim=-1)
+
+    qr = ref_nr(qkv[:, : QH * HD].view(T, QH, HD), layer.qn)
+    kr = ref_nr(qkv[:, QH * HD:(QH + KVH) * HD].view(T, KVH, HD), layer.kn)
+    need("triton_qknorm_rope_q_rel_err", rel(q, qr), 1e-2)
+    need("triton_qknorm_rope_k_rel_err", rel(layer.kpool[slots], kr), 1e-2)
+    need("triton_kv_store_v_rel_err", rel(layer.vpool[slots], qkv[:, (QH + KVH) * HD:].view(T, KVH, HD)), 1e-6)
+    # routing: the chosen probabilities are the top-k values, weights renormalised
+    lg = torch.randn(300, E, device=DEV, dtype=BF)
+    ids, tw = TK.route(lg, TOPK)
+    probs = torch.softmax(lg.float(), dim=-1)
+    topv = probs.topk(TOPK, dim=-1).values
+    got = probs.gather(1, ids.long()).sort(dim=-1, descending=True).values
+    need("triton_route_topk_rel_err", rel(got, topv), 1e-5)
+    need("triton_route_weight_rel_err", rel(tw.sort(dim=-1, descending=True).values,
+                                             topv / topv.sum(-1, keepdim=True)), 1e-5)
+    dup = int((ids.sort(dim=-1).values.diff(dim=-1) == 0).sum())
+    need("triton_route_duplicate_experts", float(dup), 0.5)
+    # alignment: every pair once, in a block of its own expert; padding is the sentinel
+    bms = sorted({c[0]["BM"] for c in (cfg_pairs or [TK.pick(t) for t in (1, 37, 300, 5000)])})
+    for Tn in (1, 3, 37, 1000):
+        ids = TK.route(torch.randn(Tn, E, device=DEV, dtype=BF), TOPK)[0]
+        for BM in bms:
+            srt, eid, npost, cap = TK.align(ids, E, BM)
+            n = Tn * TOPK
+            flat = ids.view(-1).long().cpu()
+            cnt = torch.bincount(flat, minlength=E)
+            want = int(((cnt + BM - 1) // BM * BM).sum())
+            tot = int(npost.item())
+            bad = int(tot != want) + int(tot > cap * BM)
+            srt_c, eid_c = srt[:tot].cpu().long(), eid[: tot // BM].cpu().long()
+            real = srt_c[srt_c < n]
+            bad += int(real.numel() != n) + int(torch.unique(real).numel() != n)
+            bad += int(((srt_c != n) & (srt_c >= n)).sum())
+            blk_e = eid_c.repeat_interleave(BM)
+            bad += int((flat[real] != blk_e[srt_c < n]).sum())
+            need(f"triton_align_T{Tn}_BM{BM}_errors", float(bad), 0.5)
+    check_triton_moe_only(layer, checks, cfg_pairs or [TK.pick(t) for t in (1, 37, 300, 5000)])
+    # fused_moe itself (the routing GEMM included) against the grouped-GEMM path
+    h = torch.randn(64, HIDDEN, device=DEV, dtype=BF)
+    g = moe_grouped(h, layer)
+    ids, tw = TK.route(F.linear(h, layer.wr), TOPK)
+    need("triton_fused_moe_vs_reference_rel_err",
+         rel(TK.fused_moe(h, layer.wr, layer.w13, layer.w2, TOPK), moe_reference_routed(h, layer, ids, tw)), 2e-2)
+    checks["triton_fused_moe_vs_grouped_mm_rel_err"] = rel(TK.fused_moe(h, layer.wr, layer.w13, layer.w2, TOPK), g)
+    # one whole prefill layer, fused against the torch path (bf16 rounding differs,
+    # and a near-tie can route a token elsewhere: a sanity bound, not a tight one)
+    kept = MOE["kernel"]
+    n, p = 96, 160
+    x = torch.randn(n, HIDDEN, device=DEV, dtype=BF)
+    pos = torch.arange(p, p + n, device=DEV)
+    MOE["kernel"] = "grouped_mm"
+    a = layer_prefill(x, layer, p, pos)
+    MOE["kernel"] = "triton"
+    b = layer_prefill_fused(x, layer, p, pos, pos)
+    need("triton_layer_prefill_vs_torch_rel_err", rel(b, a), 0.2)
+    x = torch.randn(4, HIDDEN, device=DEV, dtype=BF)
+    S = 300
+    dpos = torch.full((4,), S - 1, device=DEV, dtype=torch.long)
+    slots = torch.arange(4, device=DEV, dtype=torch.long) * S + (S - 1)
+    MOE["kernel"] = "grouped_mm"
+    a = layer_decode(x, layer, 4, S, dpos)
+    MOE["kernel"] = "triton"
+    b = layer_decode_fused(x, layer, 4, S, dpos, slots)
+    need("triton_layer_decode_vs_torch_rel_err", rel(b, a), 0.2)
+    # a mixed forward (prefill chunk + decode batch) against the two parts run apart
+    dbase = 512
+    xp = torch.randn(n, HIDDEN, device=DEV, dtype=BF)
+    dslots = dbase + torch.arange(4, device=DEV, dtype=torch.long) * S + (S - 1)
+    a_p = layer_prefill_fused(xp, layer, p, pos, pos)
+    a_d = layer_decode_fused(x, layer, 4, S, dpos, dslots, dbase)
+    mixed = layer_mixed_fused(torch.cat((xp, x)), layer, n, p, 4, S, torch.cat((pos, dpos)),
+                              torch.cat((pos, dslots)), dbase)
+    MOE["kernel"] = kept
+    need("triton_layer_mixed_vs_apart_rel_err", rel(mixed, torch.cat((a_p, a_d))), 2e-2)
+    checks["triton_config_table"] = TK.TABLE["source"]
+
+
 def run_checks(layer, meta):
     checks = {}
     torch.manual_seed(1)
     # MoE: grouped GEMM path against an fp32 per-token reference
     h = torch.randn(37, HIDDEN, device=DEV, dtype=BF)
     ref = moe_reference(h, layer)
+    chosen = MOE["kernel"]
     try:
         got = moe_grouped(h, layer)
         torch.cuda.synchronize()
@@ -654,6 +955,8 @@ def run_checks(layer, meta):
         checks["moe_grouped_mm_error"] = f"{type(ex).__name__}: {ex}"
         MOE["kernel"] = "loop"
         checks["moe_loop_rel_err"] = rel(moe_loop(h, layer), ref)
+    if chosen == "triton":
+        MOE["kernel"] = "triton"
     # prefill attention: lower-right causal with GQA, n=96 new after p=160,
     # and n=S=128 (no prefix), in the layer's layout (token-major views)
     ok = None
@@ -694,6 +997,8 @@ def run_checks(layer, meta):
     checks["decode_attn_rel_err"] = r
     if not (r < 2e-2):
         raise SystemExit(f"decode attention check failed: {r}")
+    if MOE["kernel"] == "triton" or FUSE["on"]:
+        check_triton(layer, checks)
     checks["moe_kernel"] = MOE["kernel"]
     checks["prefill_attn_backend"] = ATTN["backend"]
     checks["prefill_attn_kernel"] = ATTN["prefill"]
@@ -743,6 +1048,18 @@ def main():
     ap.add_argument("--attn-prefill", choices=sorted(PREFILL_PATHS), default="flash",
                     help="prefill attention backend: flash (FlashAttention-2, the default) or cudnn "
                          "(cuDNN SDPA); run_checks picks the first path of it that matches the reference")
+    ap.add_argument("--kernels", choices=("torch", "triton"), default="torch",
+                    help="torch (the default, the earlier runs): grouped-GEMM MoE and PyTorch elementwise ops; "
+                         "triton: the fused MoE and fused norm/RoPE kernels of calibration/triton_kernels.py")
+    ap.add_argument("--moe-configs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                        "moe_configs_h200.json"),
+                    help="block-size table for --kernels triton (from calibration/moe_tune.py); "
+                         "built-in defaults when the file is missing")
+    ap.add_argument("--decode-points", default="", help="comma list B:C replacing the decode grid")
+    ap.add_argument("--prefill-points", default="", help="comma list n:p replacing the prefill grid")
+    ap.add_argument("--mixed-points", default="",
+                    help="comma list n:p:B:C of mixed steps (a prefill chunk and a decode batch in one forward; "
+                         "--kernels triton only), timed with the prefill layers into mixed.csv")
     ap.add_argument("--router-noise", type=float, default=4.0,
                     help="std of the per-layer router-logit offset in the extra scaling check (0: skip it)")
     ap.add_argument("--budget-copy", type=float, default=40)
@@ -755,6 +1072,13 @@ def main():
     skip = set(s for s in args.skip.split(",") if s)
     ROPE["on"] = not args.no_rope
     ATTN["backend"] = args.attn_prefill
+    if args.kernels == "triton":
+        global TK
+        import triton_kernels as TK  # noqa: E402 (needs triton; only for this option)
+        if os.path.exists(args.moe_configs):
+            TK.load_table(args.moe_configs)
+        MOE["kernel"] = "triton"
+        FUSE["on"] = True
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -771,7 +1095,13 @@ def main():
         "l2_cache_bytes": getattr(props, "L2_cache_size", None),
         "has_grouped_mm": hasattr(torch, "_grouped_mm"),
         "attn_prefill": args.attn_prefill,
+        "kernels": args.kernels,
     })
+    if args.kernels == "triton":
+        import triton
+        meta["triton"] = triton.__version__
+        meta["moe_config_table"] = {"source": TK.TABLE["source"],
+                                    "table": {str(k): v for k, v in TK.TABLE["table"].items()}}
     try:
         meta["nvidia_smi"] = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,"
@@ -832,6 +1162,10 @@ def main():
     ppts = [(n, p) for n in ns for p in ps]
     ppts = ordered(sorted(ppts, key=lambda np_: np_[0] * (np_[1] + np_[0] / 2) + 3e4 * np_[0]),
                    lambda np_: ns.index(np_[0]) % 2 == 0 and ps.index(np_[1]) % 2 == 0)
+    if args.decode_points:
+        dpts = [tuple(int(v) for v in s.split(":")) for s in args.decode_points.split(",")]
+    if args.prefill_points:
+        ppts = [tuple(int(v) for v in s.split(":")) for s in args.prefill_points.split(",")]
     meta["grids"] = {"decode": dpts, "prefill": ppts}
     save_meta()
 
@@ -872,7 +1206,10 @@ def main():
                     x = torch.randn(128, HIDDEN, device=DEV, dtype=BF)
                     pos = torch.arange(128, device=DEV)
                     for L in VL:
-                        x = layer_prefill(x, L, 0, pos)
+                        if FUSE["on"]:
+                            x = layer_prefill_fused(x, L, 0, pos, pos)
+                        else:
+                            x = layer_prefill(x, L, 0, pos)
                 diag[label] = ROUTER["record"]
                 ROUTER["record"] = None
             meta["distinct_experts_per_layer_n128"] = diag
@@ -885,6 +1222,11 @@ def main():
             run_prefill(args.out, "prefill_l48_offset.csv", VL, H, w_pts, args.budget_validate / 4, args, mode="a")
             ROUTER["noise"] = None
             save_meta()
+    if args.mixed_points and FUSE["on"]:
+        mpts = [tuple(int(v) for v in s.split(":")) for s in args.mixed_points.split(",")]
+        meta["grids"]["mixed"] = mpts
+        run_mixed(args.out, "mixed.csv", layers[:args.prefill_layers], H, mpts, 1e9, args)
+        save_meta()
     meta["finished"] = True
     save_meta()
     log("done")
