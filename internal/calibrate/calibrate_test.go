@@ -183,23 +183,26 @@ func TestLoadCSV(t *testing.T) {
 }
 
 // committedData is the folder the committed h200 profile is fitted to:
-// prefill measured with cuDNN SDPA (--attn-prefill cudnn), decode and copies
-// copied from the FlashAttention-2 run in calibration/data.
-var committedData = filepath.Join("..", "..", "calibration", "data", "cudnn")
+// prefill and decode measured with the Triton fused-MoE kernels and cuDNN
+// prefill attention (--kernels triton --attn-prefill cudnn), copies copied
+// from the run in calibration/data.
+var committedData = filepath.Join("..", "..", "calibration", "data", "triton")
 
-// The decode and copy files in the cuDNN folder are the earlier run's, unchanged.
+// Files that later runs copied unchanged from calibration/data: the cuDNN
+// folder's decode and copies, the Triton folder's copies.
 func TestCommittedDataSharesDecodeAndCopies(t *testing.T) {
-	for _, name := range []string{"decode.csv", "copy.csv"} {
-		a, err := os.ReadFile(filepath.Join(committedData, name))
+	data := filepath.Join("..", "..", "calibration", "data")
+	for _, f := range [][2]string{{"cudnn", "decode.csv"}, {"cudnn", "copy.csv"}, {"triton", "copy.csv"}} {
+		a, err := os.ReadFile(filepath.Join(data, f[0], f[1]))
 		if err != nil {
 			t.Skip("no committed measurements:", err)
 		}
-		b, err := os.ReadFile(filepath.Join(committedData, "..", name))
+		b, err := os.ReadFile(filepath.Join(data, f[1]))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(a) != string(b) {
-			t.Errorf("%s differs from calibration/data/%s: copy it again (docs/calibration.md)", filepath.Join(committedData, name), name)
+			t.Errorf("%s differs from calibration/data/%s: copy it again (docs/calibration.md)", filepath.Join(data, f[0], f[1]), f[1])
 		}
 	}
 }

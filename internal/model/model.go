@@ -125,6 +125,21 @@ func (l Link) TransferS(bytes int64) float64 {
 	return l.SetupS + float64(bytes)/l.BandwidthBytes
 }
 
+// Server holds the serving engine's own limits for this model on this
+// hardware: what SGLang chooses when started without the flags. Zero means
+// not stated (the simulator keeps its own default).
+type Server struct {
+	// MaxRunningRequests caps the requests a worker runs at once, the decode
+	// batch included (SGLang --max-running-requests).
+	MaxRunningRequests int `json:"max_running_requests,omitempty"`
+	// ChunkedPrefillSize is the most new tokens one prefill chunk carries
+	// (SGLang --chunked-prefill-size).
+	ChunkedPrefillSize int `json:"chunked_prefill_size,omitempty"`
+	// CUDAGraphMaxBatch is the largest decode batch replayed from a CUDA
+	// graph (SGLang --cuda-graph-max-bs); larger batches run eagerly.
+	CUDAGraphMaxBatch int `json:"cuda_graph_max_bs,omitempty"`
+}
+
 // Profile binds a model to hardware with its timing and links.
 type Profile struct {
 	Name     string          `json:"name"`
@@ -132,6 +147,8 @@ type Profile struct {
 	Hardware Hardware        `json:"hardware"`
 	Timing   Timing          `json:"timing"`
 	Links    map[string]Link `json:"links"`
+	// Server is optional: profiles without it load as before.
+	Server *Server `json:"server,omitempty"`
 	// Sources says where each number came from, keyed by field path
 	// ("timing.prefill_per_token_s", "hardware.workspace_bytes", ...).
 	Sources map[string]string `json:"sources"`
@@ -181,6 +198,11 @@ func (p *Profile) Validate() error {
 	nonneg("timing.decode_experts_s", p.Timing.DecodeExpertsS)
 	if p.Timing.DecodeOverheadS+p.Timing.DecodePerSeqS <= 0 {
 		errs = append(errs, "timing: a decode step must cost something (decode_overhead_s + decode_per_seq_s > 0)")
+	}
+	if s := p.Server; s != nil {
+		nonneg("server.max_running_requests", float64(s.MaxRunningRequests))
+		nonneg("server.chunked_prefill_size", float64(s.ChunkedPrefillSize))
+		nonneg("server.cuda_graph_max_bs", float64(s.CUDAGraphMaxBatch))
 	}
 	for name, l := range p.Links {
 		nonneg("links."+name+".setup_s", l.SetupS)

@@ -43,6 +43,9 @@ func TestBuiltinsLoadAndRoundTrip(t *testing.T) {
 		if q.Timing != p.Timing || q.Model != p.Model || q.Hardware != p.Hardware {
 			t.Fatalf("%s: round trip changed the profile", n)
 		}
+		if (q.Server == nil) != (p.Server == nil) || (p.Server != nil && *q.Server != *p.Server) {
+			t.Fatalf("%s: round trip changed the server limits: %+v -> %+v", n, p.Server, q.Server)
+		}
 	}
 }
 
@@ -79,5 +82,68 @@ func TestExpertFraction(t *testing.T) {
 			t.Fatalf("fraction not monotone in [0,1] at batch %d: %v", b, f)
 		}
 		prev = f
+	}
+}
+
+func TestServerLimitsOptional(t *testing.T) {
+	base, err := Builtin("qwen3-30b-a3b", "h100-80g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(p *Profile) string {
+		var buf bytes.Buffer
+		if err := p.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	// A profile without the server object loads, and encodes without it.
+	q := *base
+	q.Server = nil
+	js := encode(&q)
+	if strings.Contains(js, `"server"`) {
+		t.Fatalf("nil server encoded: %s", js)
+	}
+	got, err := Decode(strings.NewReader(js), "no-server")
+	if err != nil || got.Server != nil {
+		t.Fatalf("profile without server: %v, server %+v", err, got.Server)
+	}
+	// Partly stated limits keep their zeros as "not stated".
+	q.Server = &Server{MaxRunningRequests: 2048}
+	js = encode(&q)
+	if strings.Contains(js, "chunked_prefill_size") {
+		t.Fatalf("zero chunked_prefill_size encoded: %s", js)
+	}
+	got, err = Decode(strings.NewReader(js), "server")
+	if err != nil || got.Server == nil || *got.Server != (Server{MaxRunningRequests: 2048}) {
+		t.Fatalf("server round trip: %v, %+v", err, got.Server)
+	}
+	// Negative limits are refused, and so are unknown server fields.
+	q.Server = &Server{ChunkedPrefillSize: -1}
+	if _, err := Decode(strings.NewReader(encode(&q)), "neg"); err == nil ||
+		!strings.Contains(err.Error(), "server.chunked_prefill_size") {
+		t.Fatalf("negative chunked_prefill_size: err = %v", err)
+	}
+	q.Server = nil
+	bad := strings.Replace(encode(&q), `"links"`, `"server": {"max_running": 5}, "links"`, 1)
+	if _, err := Decode(strings.NewReader(bad), "unknown"); err == nil {
+		t.Fatal("misspelt server field accepted")
+	}
+}
+
+// The H200 profile states SGLang's own limits, each with its source.
+func TestH200ServerLimitsHaveSources(t *testing.T) {
+	p, err := Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Server == nil || p.Server.MaxRunningRequests <= 0 || p.Server.ChunkedPrefillSize <= 0 {
+		t.Fatalf("h200 server limits = %+v", p.Server)
+	}
+	for _, k := range []string{"server.max_running_requests", "server.chunked_prefill_size",
+		"server.cuda_graph_max_bs", "hardware.mem_fraction"} {
+		if p.Sources[k] == "" {
+			t.Errorf("no source for %s", k)
+		}
 	}
 }
