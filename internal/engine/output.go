@@ -25,12 +25,14 @@ type outputTail struct {
 	tokens    int64   // output tokens with KV (all generated but the last)
 	at        float64 // when the turn finished
 	live      bool
+	pinned    bool // its session is pinned (session.go): not evictable by LRU
 }
 
 // keepOutput moves a finished Full request's output KV into its session's
 // tail, replacing an older tail of the session.
 func (w *Worker) keepOutput(now float64, r *Request) {
-	if w.tree == nil || r.Kind != Full || r.Session == "" || r.generated < 2 {
+	if w.tree == nil || r.Session == "" || r.generated < 2 || r.Kind == PrefillOnly ||
+		(r.Kind == DecodeOnly && !r.KeepSession) {
 		return
 	}
 	if old := w.tails[r.Session]; old != nil {
@@ -52,6 +54,10 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 
 func (w *Worker) dropTail(t *outputTail) {
 	t.live = false
+	if t.pinned {
+		t.pinned = false
+		w.pinnedTail -= t.tokens
+	}
 	w.tailTokens -= t.tokens
 	delete(w.tails, t.session)
 }
@@ -94,7 +100,7 @@ func (w *Worker) evictOldestTail() int64 {
 			clear(w.tailOrder[n:])
 			w.tailOrder, w.tailHead = w.tailOrder[:n], 0
 		}
-		if t.live {
+		if t.live && !t.pinned {
 			w.dropTail(t)
 			return t.tokens
 		}
@@ -105,7 +111,7 @@ func (w *Worker) evictOldestTail() int64 {
 // oldestTail is the finish time of the oldest live tail.
 func (w *Worker) oldestTail() (float64, bool) {
 	for w.tailHead < len(w.tailOrder) {
-		if t := w.tailOrder[w.tailHead]; t.live {
+		if t := w.tailOrder[w.tailHead]; t.live && !t.pinned {
 			return t.at, true
 		}
 		w.tailOrder[w.tailHead] = nil

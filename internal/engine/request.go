@@ -47,7 +47,11 @@ type Request struct {
 	// prefix cache keeps a finished Full request's output KV for the
 	// session's next turn (see nameOutput); "" keeps none.
 	Session string
-	Tag     any // the owner's own data
+	// KeepSession asks a session-aware decode worker to keep the request's
+	// KV as its session's residency (a KVC seed or direct append; a plain-PD
+	// fallback leaves it false).
+	KeepSession bool
+	Tag         any // the owner's own data
 
 	Stage        Stage
 	CachedTokens int // prompt tokens found in this worker's prefix cache
@@ -57,6 +61,7 @@ type Request struct {
 	reservedOut  int64  // output tokens still promised to this request
 	matched      int    // prompt blocks its cache match covered
 	lastWhole    uint64 // id of the prompt's last whole block, kept at prefill end
+	sessCounted  bool   // counted in its session's in-flight requests (session.go)
 	node         int32  // deepest radix node this request holds locked
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
@@ -89,6 +94,9 @@ const (
 	// Event.Tokens prompt tokens now have KV here (the cached prefix
 	// included), so the owner can stream them while the next chunk computes.
 	EvChunkDone
+	// EvSessionEvicted: a session-aware cache evicted Event.Session, freeing
+	// Event.Tokens (Req is nil).
+	EvSessionEvicted
 )
 
 func (k EventKind) String() string {
@@ -103,14 +111,17 @@ func (k EventKind) String() string {
 		return "finished"
 	case EvChunkDone:
 		return "chunk-done"
+	case EvSessionEvicted:
+		return "session-evicted"
 	}
 	return "unknown"
 }
 
 // Event is a notification from a worker to its owner.
 type Event struct {
-	Kind   EventKind
-	Req    *Request
-	Time   float64
-	Tokens int // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker
+	Kind    EventKind
+	Req     *Request
+	Time    float64
+	Tokens  int    // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
+	Session string // EvSessionEvicted
 }

@@ -21,8 +21,11 @@ func (w *Worker) wake(now float64) {
 	}
 	elapsed := now - w.stepStart
 	if elapsed <= 0 {
-		// The run was planned at this very instant: plan again with the
-		// new work in view.
+		// The run was planned at this very instant, or has not started
+		// behind a trim's stall: plan again with the new work in view,
+		// owing what is left of the stall.
+		w.stall -= elapsed
+		w.stats.StallS += elapsed
 		w.busy = false
 		w.planNext(now)
 		return
@@ -175,6 +178,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 
 func (w *Worker) finish(now float64, r *Request) {
 	w.keepOutput(now, r)
+	w.sessionEnd(now, r)
 	w.freeRequest(now, r)
 	w.admitted--
 	r.Stage, r.FinishedAt = StageDone, now
@@ -219,6 +223,15 @@ func (w *Worker) planNext(now float64) {
 	}
 
 	var dur float64
+	defer func() {
+		if w.busy && w.stall > 0 {
+			// A trim ran on the scheduler loop before this step (F6).
+			w.stats.StallS += w.stall
+			w.stepStart += w.stall
+			w.stepEnd += w.stall
+			w.stall = 0
+		}
+	}()
 	switch {
 	case len(p.chunks) > 0:
 		dur = w.tm.PrefillOverheadS
@@ -258,6 +271,7 @@ func (w *Worker) join(now float64) {
 		if r.Stage != StageDecoding {
 			continue
 		}
+		w.adoptPrompt(now, r)
 		w.generate(r, 1)
 		r.FirstTokenAt, r.lastTokenAt = now, now
 		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})

@@ -55,6 +55,9 @@ type Config struct {
 	// MixedChunk lets the decode batch ride along in prefill steps instead of
 	// waiting for them (SGLang --enable-mixed-chunk).
 	MixedChunk bool
+	// Session makes a decode worker session-aware (session.go): it keeps
+	// sessions' KV between turns and takes direct appends.
+	Session SessionConfig
 	// Gaps, when set, receives every inter-token gap of the requests this
 	// worker decodes (itl.go); several workers may share one.
 	Gaps *metrics.GapHistogram
@@ -71,7 +74,11 @@ type Stats struct {
 	CachedTokens  int64 // prompt tokens served from the prefix cache
 	KVWaits       int64 // requests that had to wait for KV space (each counted once)
 	EvictedTokens int64
-	BusyS         float64
+	// SessionEvictions counts sessions a session-aware cache evicted;
+	// StallS is the scheduler time lost to their trims.
+	SessionEvictions int64
+	StallS           float64
+	BusyS            float64
 }
 
 // Worker is one engine instance.
@@ -103,6 +110,10 @@ type Worker struct {
 	tailOrder  []*outputTail
 	tailHead   int
 	tailTokens int64
+	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
+
+	dsess map[string]*dSession // session.go
+	stall float64              // scheduler stall owed to trims, charged to the next step
 
 	events []Event
 	stats  Stats
@@ -143,7 +154,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.PoolTokens = cfg.Profile.KVPoolTokens(0)
 	}
 	w := &Worker{cfg: cfg, tm: cfg.Profile.Timing, mdl: cfg.Profile.Model, capacity: cfg.PoolTokens}
-	if cfg.PrefixCache {
+	if cfg.PrefixCache || cfg.Session.Enabled {
 		w.tree = radix.New(cfg.BlockSize)
 	}
 	return w, nil
@@ -230,6 +241,7 @@ func (w *Worker) Submit(now float64, r *Request) error {
 	if w.tree != nil && r.Session != "" {
 		w.nameOutput(now, r)
 	}
+	w.sessionStart(now, r)
 	r.Stage, r.SubmittedAt = StageWaiting, now
 	w.waiting.push(r)
 	if w.busy && w.blocked && w.waiting.len() > 1 {
@@ -246,7 +258,7 @@ func (w *Worker) Admissible(r *Request) error {
 	if r.Kind == DecodeOnly {
 		return errors.New("engine: Submit of a DecodeOnly request; use Reserve")
 	}
-	if w.cfg.Role == RoleDecode {
+	if w.cfg.Role == RoleDecode && !w.cfg.Session.Enabled {
 		return fmt.Errorf("engine %s: decode worker cannot prefill", w.cfg.Name)
 	}
 	if r.Input < 1 {
@@ -274,6 +286,7 @@ func (w *Worker) Reserve(now float64, r *Request) error {
 	if need := int64(r.Input) + int64(max(r.Output, 1)); need > w.capacity {
 		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
 	}
+	w.sessionStart(now, r)
 	r.Stage, r.SubmittedAt = StageWaiting, now
 	w.prealloc.push(r)
 	w.grantReservations(now)
@@ -329,6 +342,12 @@ func (w *Worker) Abort(now float64, r *Request) {
 		w.joining = removeReq(w.joining, r)
 	}
 	w.freeRequest(now, r)
+	if r.sessCounted {
+		r.sessCounted = false
+		if s := w.dsess[r.Session]; s != nil {
+			s.inflight--
+		}
+	}
 	r.Stage = StageAborted
 	w.grantReservations(now)
 	w.wake(now)
@@ -414,7 +433,7 @@ func (w *Worker) makeRoom(need int64) bool {
 	if f >= need {
 		return true
 	}
-	if w.tree == nil || f+w.tree.EvictableTokens()+w.tailTokens < need {
+	if w.tree == nil || f+w.evictable() < need {
 		return false
 	}
 	// Radix leaves and output tails go in one least-recently-used order.
@@ -424,6 +443,8 @@ func (w *Worker) makeRoom(need int64) bool {
 		switch {
 		case hasTail && (!hasLeaf || tt < lt):
 			w.stats.EvictedTokens += w.evictOldestTail()
+		case hasLeaf && w.cfg.Session.Enabled && w.cfg.Session.Eviction == EvictBlock:
+			w.stats.EvictedTokens += w.tree.Nibble(need - w.free())
 		case hasLeaf:
 			w.stats.EvictedTokens += w.tree.Evict(1)
 		default:

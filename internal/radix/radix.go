@@ -319,6 +319,71 @@ func (r *Tree) Evict(need int64) int64 {
 	return freed
 }
 
+// Nibble frees at least need tokens like Evict, but block by block: when
+// the least recently used leaf holds more than is still needed, only its
+// last blocks go and the leaf stays, shorter. It is block-granular eviction
+// (a session whose tail was nibbled re-prefills only what it lost). It
+// returns the tokens freed.
+func (r *Tree) Nibble(need int64) int64 {
+	var freed int64
+	for freed < need {
+		if _, ok := r.OldestAccess(); !ok {
+			break
+		}
+		e := r.lru[0]
+		n := &r.nodes[e.node]
+		if n.tokens <= need-freed || len(n.key) <= 1 {
+			freed += r.Evict(1)
+			continue
+		}
+		// Cut k blocks off the end of the edge, the partial one first.
+		want := need - freed
+		cut, k := int64(0), 0
+		for cut < want && k < len(n.key)-1 {
+			if k == 0 && n.partial > 0 {
+				cut += n.partial
+			} else {
+				cut += r.blockSize
+			}
+			k++
+		}
+		n.key = n.key[:len(n.key)-k]
+		n.tokens -= cut
+		n.partial = 0
+		r.tokens -= cut
+		r.evictable -= cut
+		freed += cut
+	}
+	return freed
+}
+
+// EvictPath frees node n and then its ancestors, as long as each is
+// unreferenced and has no other children: the blocks only this path held.
+// It is how a session-granular cache frees a session's tail at once, and
+// how a router forgets what a worker reported evicted. It returns the tokens
+// freed.
+func (r *Tree) EvictPath(n int32) int64 {
+	var freed int64
+	for n != root {
+		nd := &r.nodes[n]
+		if !nd.live || nd.ref != 0 || len(nd.children) != 0 {
+			break
+		}
+		freed += nd.tokens
+		r.tokens -= nd.tokens
+		r.evictable -= nd.tokens
+		parent := nd.parent
+		delete(r.nodes[parent].children, nd.key[0])
+		*nd = node{ver: nd.ver + 1}
+		r.free = append(r.free, n)
+		n = parent
+	}
+	if n != root {
+		r.pushIfLeaf(n)
+	}
+	return freed
+}
+
 // OldestAccess is the last-use time of the leaf Evict would free first; ok
 // is false when nothing is evictable. Owners that keep other evictable KV
 // beside the tree use it to evict in one LRU order.

@@ -174,3 +174,45 @@ func TestPartialLastBlockGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// EvictPath frees a path up to the first shared or referenced ancestor.
+func TestEvictPath(t *testing.T) {
+	r := New(16)
+	shared := seq(1, 4)
+	a := append(append([]uint64(nil), shared...), 10, 11)
+	b := append(append([]uint64(nil), shared...), 20)
+	for _, bl := range [][]uint64{a, b} {
+		m := r.Lock(bl, 16, 0)
+		n, _ := r.Insert(m.Node, bl, m.Blocks, 16, 0)
+		r.Unlock(n, 0)
+	}
+	m := r.Match(a, 16)
+	if freed := r.EvictPath(m.Node); freed != 32 {
+		t.Fatalf("freed %d tokens, want a's own 2 blocks (32)", freed)
+	}
+	if got := r.Match(b, 16); got.Blocks != 5 {
+		t.Fatalf("b lost blocks: %+v", got)
+	}
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Nibble cuts the least recently used leaf from its end instead of freeing
+// it whole.
+func TestNibble(t *testing.T) {
+	r := New(16)
+	a := seq(1, 10) // 9 full blocks + 5 tokens
+	m := r.Lock(a, 5, 0)
+	n, _ := r.Insert(m.Node, a, 0, 5, 0)
+	r.Unlock(n, 0)
+	if freed := r.Nibble(20); freed != 5+16 {
+		t.Fatalf("freed %d, want the partial block and one full block (21)", freed)
+	}
+	if got := r.Match(a[:8], 16); got.Blocks != 8 || got.Tokens != 128 {
+		t.Fatalf("after nibbling: %+v, want the first 8 blocks kept", got)
+	}
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,351 @@
+package engine
+
+import "sort"
+
+// The session-aware decode cache of the KV-cache-centric mechanism (DESIGN
+// §5): a decode worker keeps each session's KV between turns, so a follow-up
+// turn can append on it directly ("direct append": a prefill of the new
+// tokens on this worker, interleaved with its decode batch) instead of
+// travelling through a prefill worker. The worker is authoritative for its
+// capacity: AdmitSession is Algorithm 2, answered from its own bookkeeping.
+//
+// Residency is kept at one of two granularities:
+//   - EvictSession (the seed's): a session pins its prompt path and output;
+//     a trim frees the whole session at once, and a revisit re-prefills all
+//     of it (mean 67,726 tokens freed per eviction in the seed's E3);
+//   - EvictBlock: session KV lives in the radix cache unpinned and LRU
+//     nibbles its oldest leaves; a revisit re-prefills only what was lost.
+
+// Eviction is the granularity at which a session-aware cache frees KV.
+type Eviction uint8
+
+const (
+	EvictSession Eviction = iota
+	EvictBlock
+)
+
+// TrimPolicy says which sessions a trim may evict.
+type TrimPolicy uint8
+
+const (
+	// TrimIdle evicts only sessions with no request on this worker (the
+	// seed's evict_idle_streaming_sessions_lru, F10).
+	TrimIdle TrimPolicy = iota
+	// TrimAny also drops the pins of sessions with a request running here;
+	// their running request keeps its own KV until it ends.
+	TrimAny
+)
+
+// SessionConfig turns a worker into a session-aware decode worker.
+type SessionConfig struct {
+	Enabled  bool
+	Eviction Eviction
+	Trim     TrimPolicy
+	// Cap is the most sessions resident at once (0 = no cap); a new
+	// session beyond it is refused with "session-cap" unless a trim makes
+	// room.
+	Cap int
+	// LowWatermark is the share of the pool a trim triggered by admission
+	// frees beyond what the admitted request needs (the seed's low-watermark
+	// trim), so that the next admissions need no trim of their own.
+	LowWatermark float64
+	// TrimStallS and TrimStallPerTokenS are what a trim costs the worker's
+	// scheduler: the seed's trim ran on the scheduler loop and stalled
+	// everything behind it (F6). Charged as a stall before the next step.
+	TrimStallS         float64
+	TrimStallPerTokenS float64
+	// HighWater is the share of the pool above which admission replies
+	// carry a backpressure hint (recommended_pause_ms); 0 takes 0.95.
+	HighWater float64
+}
+
+// dSession is a session resident on this worker.
+type dSession struct {
+	id       string
+	node     int32 // EvictSession: the deepest node of its last prompt, pinned
+	pinned   bool
+	inflight int     // its requests admitted or queued here
+	lastUse  float64 // for LRU trims
+	tokens   int64   // tokens it last held here (prompt + output), for reports
+}
+
+// AdmitQuery is an admission RPC: may this worker take the session's next
+// turn?
+type AdmitQuery struct {
+	Session string
+	Blocks  []uint64
+	Input   int
+	Output  int
+	// MaxAppend is τ_append: the largest direct append the worker accepts
+	// (0 = no limit, when the router gates instead).
+	MaxAppend int
+}
+
+// AdmitMode is what an admission grants.
+type AdmitMode uint8
+
+const (
+	AdmitNone   AdmitMode = iota
+	AdmitDirect           // the session is resident: append on this worker
+	AdmitSeed             // not resident: receive the whole prompt's KV from P and keep it
+)
+
+func (m AdmitMode) String() string {
+	switch m {
+	case AdmitDirect:
+		return "direct_append"
+	case AdmitSeed:
+		return "seed"
+	}
+	return "none"
+}
+
+// AdmitReply is the worker's answer, with a typed reason.
+type AdmitReply struct {
+	CanAdmit bool
+	Mode     AdmitMode
+	// Reason: for a refusal "real-large-append", "no-space", "session-cap";
+	// for a seed "session-not-resident" or "session-was-evicted" (it was
+	// here once); "" for a direct append.
+	Reason       string
+	CachedTokens int     // prompt tokens this worker holds for the request
+	PauseMs      float64 // recommended_pause_ms: a backpressure hint, 0 when none
+	Trimmed      int     // sessions evicted to make room
+	TrimmedTok   int64
+}
+
+// Reasons of admission replies.
+const (
+	ReasonLargeAppend = "real-large-append"
+	ReasonNoSpace     = "no-space"
+	ReasonSessionCap  = "session-cap"
+	ReasonNotResident = "session-not-resident"
+	ReasonWasEvicted  = "session-was-evicted"
+)
+
+// AdmitSession answers an admission RPC (Algorithm 2). A granted admission
+// reserves nothing: the request that follows is admitted by the scheduler
+// like any other, and can still wait for KV.
+func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
+	if !w.cfg.Session.Enabled || w.tree == nil {
+		return AdmitReply{Reason: "no-session-cache"}
+	}
+	rep := AdmitReply{PauseMs: w.pauseHint()}
+	s := w.dsess[q.Session]
+	// The session's last output becomes blocks of this prompt now, so the
+	// match below sees it.
+	w.nameOutput(now, &Request{Session: q.Session, Blocks: q.Blocks, Input: q.Input})
+	cached := 0
+	if len(q.Blocks) > 0 {
+		m := w.tree.Match(q.Blocks, w.lastBlockTokens(q.Input, len(q.Blocks)))
+		cached = min(int(m.Tokens), q.Input-1)
+	}
+	rep.CachedTokens = cached
+	resident := s != nil && cached > 0
+	out := int64(max(q.Output, 1))
+	if resident {
+		appendTok := q.Input - cached
+		if q.MaxAppend > 0 && appendTok > q.MaxAppend {
+			rep.Reason = ReasonLargeAppend
+			return rep
+		}
+		if !w.roomFor(now, int64(appendTok)+out, q.Session, &rep) {
+			rep.Reason = ReasonNoSpace
+			return rep
+		}
+		rep.CanAdmit, rep.Mode = true, AdmitDirect
+		return rep
+	}
+	if c := w.cfg.Session.Cap; c > 0 && w.residentSessions() >= c && s == nil {
+		if !w.trimOne(now, q.Session, &rep) {
+			rep.Reason = ReasonSessionCap
+			return rep
+		}
+	}
+	if !w.roomFor(now, int64(q.Input)+out, q.Session, &rep) {
+		rep.Reason = ReasonNoSpace
+		return rep
+	}
+	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitSeed, ReasonNotResident
+	if s != nil {
+		rep.Reason = ReasonWasEvicted
+	}
+	return rep
+}
+
+// pauseHint is recommended_pause_ms: above the high-water mark of the pool,
+// or with a long queue, ask the router to hold off, longer the deeper the
+// queue (the router caps it).
+func (w *Worker) pauseHint() float64 {
+	hw := w.cfg.Session.HighWater
+	if hw <= 0 {
+		hw = 0.95
+	}
+	q := w.Queued()
+	if float64(w.Used()-w.CachedTokens()+w.reserved) < hw*float64(w.capacity) && q < max(w.cfg.MaxRunning/4, 1) {
+		return 0
+	}
+	return float64(10 * (q + 1))
+}
+
+// roomFor reports whether need tokens can be found, trimming sessions other
+// than except in LRU order when the unpinned cache is not enough.
+func (w *Worker) roomFor(now float64, need int64, except string, rep *AdmitReply) bool {
+	for w.free()+w.evictable() < need {
+		if !w.trimOne(now, except, rep) {
+			return false
+		}
+	}
+	// The low-watermark: trim on to leave headroom for the next admissions.
+	if lw := w.cfg.Session.LowWatermark; lw > 0 && rep.Trimmed > 0 {
+		for w.free()+w.evictable() < need+int64(lw*float64(w.capacity)) && w.trimOne(now, except, rep) {
+		}
+	}
+	return true
+}
+
+// evictable is what makeRoom can free: unpinned cache leaves and tails.
+func (w *Worker) evictable() int64 {
+	if w.tree == nil {
+		return 0
+	}
+	return w.tree.EvictableTokens() + w.tailTokens - w.pinnedTail
+}
+
+func (w *Worker) residentSessions() int {
+	n := 0
+	for _, s := range w.dsess {
+		if s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock {
+			n++
+		}
+	}
+	return n
+}
+
+// trimOne evicts the least recently used session the trim policy allows,
+// other than except, and charges the scheduler stall. It reports whether
+// one was evicted.
+func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
+	var victim *dSession
+	for _, s := range w.dsess {
+		if s.id == except || (!s.pinned && w.cfg.Session.Eviction == EvictSession) {
+			continue
+		}
+		if s.inflight > 0 && w.cfg.Session.Trim == TrimIdle {
+			continue
+		}
+		if victim == nil || s.lastUse < victim.lastUse || (s.lastUse == victim.lastUse && s.id < victim.id) {
+			victim = s
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	freed := w.evictSession(now, victim)
+	rep.Trimmed++
+	rep.TrimmedTok += freed
+	w.stall += w.cfg.Session.TrimStallS + w.cfg.Session.TrimStallPerTokenS*float64(freed)
+	return true
+}
+
+// evictSession frees a session's KV on this worker: its pin, its tail and
+// (session granularity) the path only it held. It returns the tokens freed.
+func (w *Worker) evictSession(now float64, s *dSession) int64 {
+	var freed int64
+	if t := w.tails[s.id]; t != nil {
+		freed += t.tokens
+		w.dropTail(t)
+	}
+	if s.pinned {
+		s.pinned = false
+		w.tree.Unlock(s.node, now)
+		freed += w.tree.EvictPath(s.node)
+	}
+	if w.cfg.Session.Eviction == EvictBlock {
+		delete(w.dsess, s.id) // nothing pinned: forgetting it is the eviction
+	}
+	w.stats.EvictedTokens += freed
+	w.stats.SessionEvictions++
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed)})
+	return freed
+}
+
+// sessionStart notes that a request of the session entered this worker.
+func (w *Worker) sessionStart(now float64, r *Request) {
+	if !w.cfg.Session.Enabled || r.Session == "" || !r.KeepSession {
+		return
+	}
+	s := w.dsess[r.Session]
+	if s == nil {
+		if w.dsess == nil {
+			w.dsess = map[string]*dSession{}
+		}
+		s = &dSession{id: r.Session}
+		w.dsess[r.Session] = s
+	}
+	s.inflight++
+	s.lastUse = now
+	r.sessCounted = true
+}
+
+// sessionEnd keeps a finished request's KV as its session's residency: at
+// session granularity the prompt path moves from the request's lock to the
+// session's pin (and its output tail is pinned with it).
+func (w *Worker) sessionEnd(now float64, r *Request) {
+	if !w.cfg.Session.Enabled || r.Session == "" || !r.KeepSession {
+		return
+	}
+	s := w.dsess[r.Session]
+	if s == nil || !r.sessCounted {
+		return
+	}
+	r.sessCounted = false
+	s.inflight--
+	s.lastUse = now
+	s.tokens = int64(r.Input + r.generated)
+	if w.cfg.Session.Eviction != EvictSession || !r.locked {
+		return
+	}
+	if s.pinned {
+		w.tree.Unlock(s.node, now)
+	}
+	s.node, s.pinned = r.node, true
+	r.locked = false // the session holds the lock now
+	if t := w.tails[r.Session]; t != nil && !t.pinned {
+		t.pinned = true
+		w.pinnedTail += t.tokens
+	}
+}
+
+// Sessions lists the sessions resident here, most recently used first (for
+// reports and tests).
+func (w *Worker) Sessions() []string {
+	var out []string
+	for id := range w.dsess {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := w.dsess[out[i]], w.dsess[out[j]]
+		if a.lastUse != b.lastUse {
+			return a.lastUse > b.lastUse
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// adoptPrompt files a DecodeOnly request's received prompt KV in the radix
+// cache when its session is to be kept, so the next turn appends on it. The
+// request holds the path locked until it ends.
+func (w *Worker) adoptPrompt(now float64, r *Request) {
+	if w.tree == nil || !r.KeepSession || !w.cfg.Session.Enabled || len(r.Blocks) == 0 {
+		return
+	}
+	last := w.lastBlockTokens(r.Input, len(r.Blocks))
+	m := w.tree.Lock(r.Blocks, last, now)
+	node, _ := w.tree.Insert(m.Node, r.Blocks, m.Blocks, last, now)
+	// The tree holds the whole prompt now; the reservation's copy goes.
+	r.own -= int64(r.Input)
+	w.own -= int64(r.Input)
+	r.node, r.locked = node, true
+}
