@@ -29,15 +29,22 @@ func (x *blockIndex) prefix(blocks []uint64) int {
 	return x.tree.Match(blocks, 1).Blocks
 }
 
-func (x *blockIndex) add(blocks []uint64) {
+// add records blocks as sent to the worker and returns a handle on their
+// path, so the router can forget it when the worker reports an eviction.
+func (x *blockIndex) add(blocks []uint64) radix.Handle {
 	if len(blocks) == 0 {
-		return
+		return radix.Handle{}
 	}
 	x.clock++
 	m := x.tree.Lock(blocks, 1, x.clock)
 	n, _ := x.tree.Insert(m.Node, blocks, m.Blocks, 1, x.clock)
 	x.tree.Unlock(n, x.clock)
+	h := x.tree.HandleOf(n)
 	if over := x.tree.Tokens() - x.capacity; over > 0 {
 		x.tree.Evict(over)
 	}
+	return h
 }
+
+// forget drops the path h names, up to blocks other prompts share.
+func (x *blockIndex) forget(h radix.Handle) { x.tree.EvictHandle(h) }

@@ -7,6 +7,8 @@ package kvc
 
 import (
 	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/radix"
 )
 
 // Policy chooses among candidate workers.
@@ -126,6 +128,33 @@ func (r *Router) Pick(session string, blocks []uint64) Decision {
 // pickKVAware scores every worker with Algorithm 1's lexicographic tuple.
 // Ties fall to the lowest index so runs are deterministic.
 func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
+	return r.pickKVAwareAmong(session, blocks, nil)
+}
+
+// PickAmong is Pick restricted to the workers allowed reports true for
+// (nil allows all); it returns Worker −1 when none is allowed. Algorithm 1
+// uses it to skip decoders blacklisted for the session.
+func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
+	if allowed == nil {
+		return r.Pick(session, blocks)
+	}
+	switch r.policy {
+	case PolicyKVAware:
+		return r.pickKVAwareAmong(session, blocks, allowed)
+	case PolicySticky:
+		if w, ok := r.pins[session]; ok && allowed(w) {
+			return Decision{Worker: w, Sticky: true}
+		}
+	}
+	for k := range r.names {
+		if w := (r.next + k) % len(r.names); allowed(w) {
+			return Decision{Worker: w}
+		}
+	}
+	return Decision{Worker: -1}
+}
+
+func (r *Router) pickKVAwareAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
 	pin, hasPin := r.pins[session]
 	mean := 0.0
 	for _, a := range r.assigned {
@@ -135,6 +164,9 @@ func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
 	best := Decision{Worker: -1}
 	var bestScore float64
 	for i := range r.names {
+		if allowed != nil && !allowed(i) {
+			continue
+		}
 		overlap := 0
 		if r.index != nil {
 			overlap = r.index[i].prefix(blocks)
@@ -169,8 +201,9 @@ func (r *Router) better(score float64, sticky bool, i int, bestScore float64, be
 
 // Dispatched records that a request of session went to worker w: the
 // round-robin cursor moves, the session is pinned, counters rise, and the
-// worker is believed to hold the prompt's blocks.
-func (r *Router) Dispatched(w int, session string, blocks []uint64) {
+// worker is believed to hold the prompt's blocks. The handle names that
+// belief, for Forget.
+func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle {
 	if _, pinned := r.pins[session]; !pinned || r.policy != PolicySticky {
 		r.next = (r.next + 1) % len(r.names)
 	}
@@ -178,7 +211,23 @@ func (r *Router) Dispatched(w int, session string, blocks []uint64) {
 	r.assigned[w]++
 	r.pins[session] = w
 	if r.index != nil {
-		r.index[w].add(blocks)
+		return r.index[w].add(blocks)
+	}
+	return radix.Handle{}
+}
+
+// ForgetBlocks drops the belief that worker w holds the path h names (the
+// worker reported evicting it).
+func (r *Router) ForgetBlocks(w int, h radix.Handle) {
+	if r.index != nil {
+		r.index[w].forget(h)
+	}
+}
+
+// Unpin drops a session's pin if it is w.
+func (r *Router) Unpin(session string, w int) {
+	if p, ok := r.pins[session]; ok && p == w {
+		delete(r.pins, session)
 	}
 }
 

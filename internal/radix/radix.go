@@ -40,6 +40,7 @@ type node struct {
 	ref      int32
 	access   float64 // last time a request used this node
 	ver      uint32  // bumped whenever the node's LRU standing changes
+	gen      uint32  // bumped whenever the slot is freed, so a Handle can tell
 	live     bool
 }
 
@@ -278,8 +279,8 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	if len(r.free) > 0 {
 		idx = r.free[len(r.free)-1]
 		r.free = r.free[:len(r.free)-1]
-		ver := r.nodes[idx].ver
-		r.nodes[idx] = node{ver: ver + 1}
+		ver, gen := r.nodes[idx].ver, r.nodes[idx].gen
+		r.nodes[idx] = node{ver: ver + 1, gen: gen}
 	} else {
 		idx = int32(len(r.nodes))
 		r.nodes = append(r.nodes, node{})
@@ -310,7 +311,7 @@ func (r *Tree) Evict(need int64) int64 {
 		r.evictable -= n.tokens
 		parent := n.parent
 		delete(r.nodes[parent].children, n.key[0])
-		*n = node{ver: n.ver + 1}
+		*n = node{ver: n.ver + 1, gen: n.gen + 1}
 		r.free = append(r.free, e.node)
 		if parent != root && r.nodes[parent].ref == 0 {
 			r.pushIfLeaf(parent)
@@ -374,7 +375,7 @@ func (r *Tree) EvictPath(n int32) int64 {
 		r.evictable -= nd.tokens
 		parent := nd.parent
 		delete(r.nodes[parent].children, nd.key[0])
-		*nd = node{ver: nd.ver + 1}
+		*nd = node{ver: nd.ver + 1, gen: nd.gen + 1}
 		r.free = append(r.free, n)
 		n = parent
 	}
@@ -382,6 +383,27 @@ func (r *Tree) EvictPath(n int32) int64 {
 		r.pushIfLeaf(n)
 	}
 	return freed
+}
+
+// Handle names a node across later changes to the tree: it goes stale
+// when the node is freed, so an owner can keep one without a reference.
+type Handle struct {
+	node int32
+	gen  uint32
+}
+
+// HandleOf returns a handle on node n (as Lock, Insert or Match return it).
+func (r *Tree) HandleOf(n int32) Handle { return Handle{node: n, gen: r.nodes[n].gen} }
+
+// EvictHandle is EvictPath on the node h names, if it still exists.
+func (r *Tree) EvictHandle(h Handle) int64 {
+	if h.node <= root || int(h.node) >= len(r.nodes) {
+		return 0
+	}
+	if n := &r.nodes[h.node]; !n.live || n.gen != h.gen {
+		return 0
+	}
+	return r.EvictPath(h.node)
 }
 
 // OldestAccess is the last-use time of the leaf Evict would free first; ok

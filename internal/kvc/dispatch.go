@@ -1,0 +1,498 @@
+package kvc
+
+import (
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/radix"
+)
+
+// The dispatcher decides, for one request, what the serving system does:
+// it yields actions (an admission RPC to a decoder, a direct append on D, a
+// seed or reseed through P, plain PD, colocated serving, or a failure with
+// its cause) and consumes their outcomes. It has no clock, no goroutines and
+// no engine calls: the simulator executes its actions on engines in virtual
+// time, the gateway as HTTP calls, and both feed the outcomes back. Times
+// are passed in only to be handed back as action delays.
+
+// Mechanism names a deployment (DESIGN §4).
+type Mechanism string
+
+const (
+	MechPD    Mechanism = "pd-disaggregation" // naive PD
+	MechColo  Mechanism = "pd-colo"           // data-parallel colocated
+	MechKVC   Mechanism = "kvcache-centric"   // KVC: direct-to-D, seed/reseed, fallbacks
+	maxPauseS           = 2.0                 // the router's cap on recommended_pause_ms
+)
+
+// Gate says who checks τ_append and the session cap before a direct append.
+type Gate string
+
+const (
+	GateWorker Gate = "worker" // the decoder's admission RPC decides (ours)
+	GateRouter Gate = "router" // the router estimates before the RPC (the seed's code, Δ2)
+)
+
+// RejectReset says when a (session, decoder) reject count returns to zero.
+type RejectReset string
+
+const (
+	ResetDirect RejectReset = "direct" // on a direct-to-D success only (the seed's code)
+	ResetAny    RejectReset = "any"    // on any success on that decoder (the spec)
+	ResetOff    RejectReset = "off"    // never (v1: a permanent blacklist, F8)
+)
+
+// Belief says how the router's picture of decoder residency changes.
+type Belief string
+
+const (
+	BeliefTrack       Belief = "track"        // follows the workers' eviction reports
+	BeliefNeverShrink Belief = "never-shrink" // never forgets (the seed, F9)
+)
+
+// DispatchConfig is the control plane's configuration for a run.
+type DispatchConfig struct {
+	Mechanism Mechanism
+	Policy    Policy // decoder choice (Algorithm 1 is kv-aware)
+	Options   Options
+	// TauReject blacklists a decoder for a session after this many rejects
+	// (0 = never); TauAppend is the largest direct append (tokens).
+	TauReject int
+	TauAppend int
+	// MaxRetries is ε, the admission attempts after the first before the
+	// fallback to plain PD; −1 takes |D|−1.
+	MaxRetries  int
+	SeedMinTurn int // turns before this one go plain PD (seed-filter-early-turn)
+	Gate        Gate
+	Reset       RejectReset
+	Belief      Belief
+	SessionCap  int // router-gate only: sessions believed on one decoder
+}
+
+// ParseGate, ParseReset and ParseBelief check option values.
+func ParseGate(s string) (Gate, error) {
+	switch g := Gate(s); g {
+	case GateWorker, GateRouter:
+		return g, nil
+	}
+	return "", fmt.Errorf("unknown admission gate %q (want worker or router)", s)
+}
+
+func ParseReset(s string) (RejectReset, error) {
+	switch r := RejectReset(s); r {
+	case ResetDirect, ResetAny, ResetOff:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown reject reset %q (want direct, any or off)", s)
+}
+
+func ParseBelief(s string) (Belief, error) {
+	switch b := Belief(s); b {
+	case BeliefTrack, BeliefNeverShrink:
+		return b, nil
+	}
+	return "", fmt.Errorf("unknown residency belief %q (want track or never-shrink)", s)
+}
+
+// Request is what the dispatcher needs to know of one request.
+type Request struct {
+	Session string
+	Turn    int
+	Blocks  []uint64 // read during Begin and Reply only
+	Input   int
+	Output  int
+}
+
+// ActionKind is what the executor must do next.
+type ActionKind uint8
+
+const (
+	ActAdmit  ActionKind = iota // admission RPC to decoder D (wait Delay first)
+	ActDirect                   // direct append on D (KeepSession)
+	ActSeed                     // P prefills, the KV goes to D, D keeps the session
+	ActPD                       // plain PD on P and D; D keeps nothing
+	ActColo                     // colocated worker W serves it whole
+	ActFail                     // give up with Cause
+	ActDone                     // nothing more: the request is running or over
+)
+
+// Action is one step of a request's dispatch.
+type Action struct {
+	Kind      ActionKind
+	P, D      int     // worker indices in their pools (−1 when unused)
+	Delay     float64 // seconds to wait before acting (backpressure)
+	MaxAppend int     // ActAdmit: τ_append for the worker to check (0 = none)
+	ForceSeed bool    // ActAdmit: ask for a seed even if the session is resident
+	Cause     string  // ActFail
+}
+
+// AdmitReply is a decoder's structured answer to an admission RPC.
+type AdmitReply struct {
+	CanAdmit bool
+	Direct   bool // a direct append (else a seed)
+	Reason   string
+	PauseMs  float64
+}
+
+type rejKey struct {
+	session string
+	d       int
+}
+
+type sessState struct {
+	seen     bool
+	pin      int // decoder holding the session (router's belief); −1 none
+	resident int // tokens believed resident on pin (router gate)
+	handle   radix.Handle
+}
+
+// Dispatcher holds the control plane's state for one deployment.
+type Dispatcher struct {
+	cfg      DispatchConfig
+	p, d     *Router // P and D routers (d is the colocated pool for MechColo)
+	rejects  map[rejKey]int
+	sessions map[string]*sessState
+	onD      []int // sessions believed pinned per decoder (router gate cap)
+}
+
+// NewDispatcher makes the control plane over the named prefill and decode
+// (or colocated) workers. prefill is empty for MechColo.
+func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Options) *Dispatcher {
+	if cfg.MaxRetries < 0 {
+		cfg.MaxRetries = len(decode) - 1
+	}
+	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode))}
+	if len(prefill) > 0 {
+		x.p = NewRouter(prefill, cfg.Policy, pOpts)
+	}
+	x.d = NewRouter(decode, cfg.Policy, dOpts)
+	return x
+}
+
+// PRouter and DRouter expose the routers (counters, pins) to the executor.
+func (x *Dispatcher) PRouter() *Router { return x.p }
+func (x *Dispatcher) DRouter() *Router { return x.d }
+
+// Dispatch is one request's way through the dispatcher.
+type Dispatch struct {
+	x        *Dispatcher
+	r        Request
+	act      Action
+	tried    []bool
+	attempts int
+	why      string // why the request did not go direct (first reason)
+	suffix   string // the fallback's refinement (-session-cap, ...)
+	mode     string
+	path     []string
+	chosenD  int
+	chosenP  int
+	kind     ActionKind // the executing action, once decided
+	pause    float64
+	accepted bool
+}
+
+// Begin starts a request's dispatch; Action says what to do first.
+func (x *Dispatcher) Begin(r Request) *Dispatch {
+	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1}
+	switch x.cfg.Mechanism {
+	case MechColo:
+		w := x.d.Pick(r.Session, r.Blocks).Worker
+		t.decide(ActColo, -1, w, "dp-colo-router")
+	case MechPD:
+		t.plainPD("pd-disaggregation-router")
+	default:
+		t.beginKVC()
+	}
+	return t
+}
+
+func (t *Dispatch) beginKVC() {
+	x := t.x
+	s := x.session(t.r.Session)
+	if t.r.Turn < x.cfg.SeedMinTurn {
+		t.why, t.suffix = "session-not-resident", "-seed-filter-early-turn"
+		t.note("seed filter: turn %d < seed-min-turn %d", t.r.Turn, x.cfg.SeedMinTurn)
+		t.fallback()
+		return
+	}
+	_ = s
+	t.route()
+}
+
+// route picks the next decoder to ask (Algorithm 1 with the blacklist) and
+// asks it, or falls back once ε retries are spent.
+func (t *Dispatch) route() {
+	x := t.x
+	if t.attempts > x.cfg.MaxRetries {
+		t.fallback()
+		return
+	}
+	allowed := func(d int) bool {
+		return !t.tried[d] && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
+	}
+	d := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	if d < 0 {
+		// Every untried decoder is blacklisted: the least-rejected one.
+		best := -1
+		for i := range x.d.names {
+			if !t.tried[i] && (best < 0 || x.rejects[rejKey{t.r.Session, i}] < x.rejects[rejKey{t.r.Session, best}]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			t.fallback()
+			return
+		}
+		d = best
+		t.note("every decoder blacklisted: least-rejected %s", x.d.names[d])
+	}
+	t.attempts++
+	t.tried[d] = true
+	t.chosenD = d
+	s := x.session(t.r.Session)
+	a := Action{Kind: ActAdmit, P: -1, D: d, Delay: t.pause}
+	t.pause = 0
+	if x.cfg.Gate == GateRouter {
+		// The seed's router-side gate: the router estimates the append from
+		// what it believes d holds, and checks its session cap, before the RPC.
+		if s.pin == d && s.resident > 0 && t.r.Input-s.resident > x.cfg.TauAppend {
+			a.ForceSeed = true
+			t.setWhy("real-large-append")
+		}
+		if x.cfg.SessionCap > 0 && s.pin != d && x.onD[d] >= x.cfg.SessionCap {
+			t.reject(d, AdmitReply{Reason: "session-cap"}, "router session cap")
+			return
+		}
+	} else {
+		a.MaxAppend = x.cfg.TauAppend
+	}
+	t.act = a
+}
+
+// Action is the next step to execute.
+func (t *Dispatch) Action() Action { return t.act }
+
+// Reply feeds the answer to the last ActAdmit.
+func (t *Dispatch) Reply(rep AdmitReply) {
+	if t.act.Kind != ActAdmit {
+		panic("kvc: Reply without an admission in progress")
+	}
+	d := t.act.D
+	x := t.x
+	if !rep.CanAdmit {
+		t.reject(d, rep, "")
+		return
+	}
+	t.note("admit %s: %s", x.d.names[d], map[bool]string{true: "direct", false: "seed (" + rep.Reason + ")"}[rep.Direct])
+	if rep.Direct {
+		t.decide(ActDirect, -1, d, "kvcache-direct-to-d-session")
+		return
+	}
+	s := x.session(t.r.Session)
+	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	switch {
+	case !s.seen:
+		t.decide(ActSeed, p, d, "pd-router-turn1-seed")
+	case s.pin == d && t.why == "":
+		mode := "pd-router-d-session-reseed"
+		if rep.Reason == "session-was-evicted" {
+			mode += "-after-eviction"
+		}
+		t.decide(ActSeed, p, d, mode)
+	default:
+		t.setWhy(rep.Reason)
+		mode := "pd-router-" + t.why + "-reseed"
+		if rep.Reason == "session-was-evicted" {
+			mode += "-after-eviction"
+		}
+		t.decide(ActSeed, p, d, mode)
+	}
+}
+
+// reject counts a refusal from d (from the structured reply, never from a
+// label) and moves on to the next decoder.
+func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
+	x := t.x
+	x.rejects[rejKey{t.r.Session, d}]++
+	if detail == "" {
+		detail = rep.Reason
+	}
+	t.note("reject %s: %s", x.d.names[d], detail)
+	switch rep.Reason {
+	case "real-large-append":
+		t.setWhy("real-large-append")
+	case "session-cap":
+		t.suffixOnce("-session-cap")
+	case "no-space":
+		t.suffixOnce("-no-d-capacity")
+	}
+	if rep.PauseMs > 0 {
+		t.pause = min(rep.PauseMs/1000, maxPauseS)
+		t.suffixOnce("-d-backpressure")
+	}
+	s := x.session(t.r.Session)
+	if t.why == "" {
+		if s.pin >= 0 && s.pin != d {
+			t.setWhy("session-not-resident")
+		} else if s.pin == d {
+			t.setWhy("policy-no-bypass")
+		} else {
+			t.setWhy("session-not-resident")
+		}
+	}
+	t.route()
+}
+
+func (t *Dispatch) setWhy(w string) {
+	if t.why == "" {
+		t.why = w
+	}
+}
+
+func (t *Dispatch) suffixOnce(s string) {
+	if t.suffix == "" {
+		t.suffix = s
+	}
+}
+
+// fallback sends the request through plain PD with the reason it could not
+// go direct or seed.
+func (t *Dispatch) fallback() {
+	if t.why == "" {
+		t.why = "session-not-resident"
+	}
+	if !t.x.session(t.r.Session).seen && t.suffix == "-d-backpressure" {
+		t.plainPD("pd-router-turn1-d-backpressure")
+		return
+	}
+	t.plainPD("pd-router-fallback-" + t.why + t.suffix)
+}
+
+func (t *Dispatch) plainPD(mode string) {
+	x := t.x
+	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	d := x.d.Pick(t.r.Session, t.r.Blocks).Worker
+	t.decide(ActPD, p, d, mode)
+	t.act.Delay = t.pause
+}
+
+func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
+	t.kind, t.chosenP, t.chosenD, t.mode = k, p, d, mode
+	t.act = Action{Kind: k, P: p, D: d}
+}
+
+func (t *Dispatch) note(format string, args ...any) {
+	t.path = append(t.path, fmt.Sprintf(format, args...))
+}
+
+// Mode is the request's execution-mode label (DESIGN §5); Path the chain of
+// reasons that led to it.
+func (t *Dispatch) Mode() string   { return t.mode }
+func (t *Dispatch) Path() []string { return t.path }
+
+// Accepted tells the dispatcher the workers took the decided action: the
+// routers' state moves (only accepted requests pin sessions or enter the
+// cache belief).
+func (t *Dispatch) Accepted() {
+	x := t.x
+	t.accepted = true
+	switch t.kind {
+	case ActColo:
+		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+	case ActPD:
+		x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+		if x.cfg.Mechanism == MechKVC {
+			x.d.Dispatched(t.chosenD, t.r.Session, nil) // D keeps nothing of it
+			x.d.Unpin(t.r.Session, t.chosenD)
+			x.unpin(t.r.Session)
+		} else {
+			x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+		}
+	case ActDirect, ActSeed:
+		if t.kind == ActSeed {
+			x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+		}
+		h := x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+		s := x.session(t.r.Session)
+		if s.pin != t.chosenD {
+			x.unpin(t.r.Session)
+			x.onD[t.chosenD]++
+		}
+		s.pin, s.resident, s.handle = t.chosenD, t.r.Input+t.r.Output, h
+	}
+	x.session(t.r.Session).seen = true
+	t.act = Action{Kind: ActDone, P: -1, D: -1}
+}
+
+// Refused tells the dispatcher the workers refused the decided action (a
+// request larger than a pool, say): the request fails with the cause.
+func (t *Dispatch) Refused(cause string) {
+	t.note("refused: %s", cause)
+	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
+}
+
+// PrefillDone tells the dispatcher the request left its prefill worker.
+func (t *Dispatch) PrefillDone() {
+	if t.accepted && t.chosenP >= 0 {
+		t.x.p.Done(t.chosenP)
+		t.chosenP = -1
+	}
+}
+
+// Finished tells the dispatcher the request ended (ok: completed). Reject
+// counts reset per the configured rule.
+func (t *Dispatch) Finished(ok bool) {
+	x := t.x
+	t.PrefillDone()
+	if !t.accepted {
+		return
+	}
+	x.d.Done(t.chosenD)
+	if !ok || x.cfg.Mechanism != MechKVC {
+		return
+	}
+	switch {
+	case x.cfg.Reset == ResetDirect && t.kind == ActDirect,
+		x.cfg.Reset == ResetAny && (t.kind == ActDirect || t.kind == ActSeed):
+		delete(x.rejects, rejKey{t.r.Session, t.chosenD})
+	}
+}
+
+// Decoder and Prefill are the chosen workers (−1 when none).
+func (t *Dispatch) Decoder() int { return t.chosenD }
+func (t *Dispatch) Prefill() int { return t.chosenP }
+
+// SessionEvicted is a decoder's report that it evicted a session. With the
+// tracking belief the router forgets it was there; never-shrink keeps
+// believing (the seed, F9).
+func (x *Dispatcher) SessionEvicted(d int, session string) {
+	if x.cfg.Belief != BeliefTrack {
+		return
+	}
+	s := x.sessions[session]
+	if s == nil || s.pin != d {
+		return
+	}
+	x.d.ForgetBlocks(d, s.handle)
+	x.d.Unpin(session, d)
+	x.unpin(session)
+}
+
+func (x *Dispatcher) unpin(session string) {
+	s := x.session(session)
+	if s.pin >= 0 {
+		x.onD[s.pin]--
+		s.pin, s.resident = -1, 0
+	}
+}
+
+func (x *Dispatcher) session(id string) *sessState {
+	s := x.sessions[id]
+	if s == nil {
+		s = &sessState{pin: -1}
+		x.sessions[id] = s
+	}
+	return s
+}
+
+// Rejects is the (session, decoder) reject count (tests, logs).
+func (x *Dispatcher) Rejects(session string, d int) int { return x.rejects[rejKey{session, d}] }
