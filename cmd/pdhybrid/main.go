@@ -78,27 +78,34 @@ func main() { os.Exit(mainStatus(os.Args[1:])) }
 
 // mainStatus runs the command line and returns the exit status. It is
 // main without os.Exit, so a test binary can run itself as pdhybrid.
-func mainStatus(args []string) (status int) {
-	out := &checkedWriter{w: os.Stdout}
+func mainStatus(args []string) int {
+	return guard(os.Stderr, func() int {
+		out := &checkedWriter{w: os.Stdout}
+		ctx, stop := interruptible()
+		defer stop()
+		e := &env{stdin: os.Stdin, stdout: out, stderr: os.Stderr, tty: isTerminal(os.Stderr), now: time.Now}
+		path, err := execute(ctx, e, args)
+		if err == nil && out.err != nil {
+			err = fmt.Errorf("writing standard output: %w", out.err)
+		}
+		return reportError(e.stderr, path, err)
+	})
+}
+
+// guard runs fn and turns a panic into one line on w and exit status 70:
+// the last line of defence, so a bug never prints a Go stack trace at a
+// user (PDHYBRID_TRACEBACK=1 prints it). Causes are fixed where found.
+func guard(w io.Writer, fn func() int) (status int) {
 	defer func() {
-		// The last line of defence: a bug must not print a Go stack trace
-		// at a user. Causes are fixed where they are found.
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "pdhybrid: internal error: %v\n(this is a bug in pdhybrid; please report it with the command line)\n", r)
+			fmt.Fprintf(w, "pdhybrid: internal error: %v\n(this is a bug in pdhybrid; please report it with the command line)\n", r)
 			if os.Getenv("PDHYBRID_TRACEBACK") != "" {
-				os.Stderr.Write(debug.Stack())
+				w.Write(debug.Stack())
 			}
 			status = exitInternal
 		}
 	}()
-	ctx, stop := interruptible()
-	defer stop()
-	e := &env{stdin: os.Stdin, stdout: out, stderr: os.Stderr, tty: isTerminal(os.Stderr), now: time.Now}
-	path, err := execute(ctx, e, args)
-	if err == nil && out.err != nil {
-		err = fmt.Errorf("writing standard output: %w", out.err)
-	}
-	return reportError(e.stderr, path, err)
+	return fn()
 }
 
 // checkedWriter remembers the first write error, so output that went
