@@ -97,8 +97,8 @@ func TestLastTimestamp(t *testing.T) {
 	dir := t.TempDir()
 	for body, want := range map[string]float64{
 		"{\"pdhybrid_trace\":1,\"block_size\":4}\n{\"timestamp\":1.5}\n{\"timestamp\":42.25,\"x\":1}\n\n": 42.25,
-		"{\"pdhybrid_trace\":1,\"block_size\":4}\n": 0,
-		"": 0,
+		"{\"pdhybrid_trace\":1,\"block_size\":4}\n":                                                       0,
+		"":                  0,
 		"{\"timestamp\":7}": 7,
 	} {
 		p := filepath.Join(dir, "t.jsonl")
