@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
 // newRoot builds the command tree. Every command is a cobra.Command whose
@@ -42,7 +45,7 @@ stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.SetHelpCommand(helpCmd())
 	root.CompletionOptions.HiddenDefaultCmd = false
-	root.AddCommand(benchCmd(e), simCmd(e), traceCmd(e), reportCmd(e), calibrateCmd(e))
+	root.AddCommand(gracefulStop(benchCmd(e)), gracefulStop(simCmd(e)), traceCmd(e), reportCmd(e), calibrateCmd(e))
 	root.InitDefaultCompletionCmd()
 	walk(root, func(c *cobra.Command) {
 		c.SuggestionsMinimumDistance = 2
@@ -331,7 +334,35 @@ func onePath(c *cobra.Command, args []string) error {
 	return nil
 }
 
-// runE adapts a command body to cobra, passing the context.
+// runE adapts a command body to cobra, passing the context. An error caused
+// by an interrupt becomes the interrupt itself ("interrupted by SIGINT",
+// exit 130), unless it is a sim.StopError, which says more.
 func runE(fn func(ctx context.Context, c *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
-	return func(c *cobra.Command, args []string) error { return fn(c.Context(), c, args) }
+	return func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		graceful.Store(c.Annotations[annInterrupt] == "graceful")
+		defer graceful.Store(false)
+		err := fn(ctx, c, args)
+		var stop *sim.StopError
+		if err != nil && errors.Is(err, context.Canceled) && !errors.As(err, &stop) {
+			var in interrupted
+			if errors.As(context.Cause(ctx), &in) {
+				return in
+			}
+		}
+		return err
+	}
+}
+
+// annInterrupt marks commands that stop cleanly on SIGINT (they watch their
+// context); the others are stopped at once.
+const annInterrupt = "interrupt"
+
+// gracefulStop marks c as one that handles an interrupt itself.
+func gracefulStop(c *cobra.Command) *cobra.Command {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annInterrupt] = "graceful"
+	return c
 }

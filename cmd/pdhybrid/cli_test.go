@@ -545,3 +545,39 @@ func TestSummaryDescribesTheRun(t *testing.T) {
 		t.Fatal("no failed request to check (--max-input-len 100000 should fail the long prompts)")
 	}
 }
+
+// TestInterruptRemovesPartialOutput: an interrupted trace writer exits 130
+// and leaves no truncated file that looks whole (SIGTERM this time).
+func TestInterruptRemovesPartialOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "big.jsonl")
+	c := pdhybrid(t, "trace", "synth", "agentic", "--requests", "100000000", "--out", out)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := os.Stat(out); err == nil && st.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatal("nothing written")
+		}
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		c.Process.Kill()
+		t.Fatal("no exit within 20 s of SIGTERM")
+	}
+	if code := c.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(stderr.String(), "interrupted by SIGTERM") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("partial output left behind")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -144,17 +145,27 @@ func (i interrupted) Error() string {
 	return "interrupted by " + i.sig.String()
 }
 
+// graceful is set while a command runs that stops cleanly when its context
+// is canceled (it writes what it has, marked incomplete, or removes a
+// partial output). Other commands exit at the first signal.
+var graceful atomic.Bool
+
 // interruptible returns a context that SIGINT or SIGTERM cancels with an
-// interrupted cause; a second signal exits at once.
+// interrupted cause when the running command is graceful; otherwise, and at
+// a second signal, the process exits at once with status 130.
 func interruptible() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-ch
-		cancel(interrupted{sig})
-		<-ch
-		fmt.Fprintln(os.Stderr, "pdhybrid: second signal: exiting without cleaning up")
+		if graceful.Load() {
+			cancel(interrupted{sig})
+			sig = <-ch
+			fmt.Fprintf(os.Stderr, "pdhybrid: %v again: exiting without cleaning up\n", interrupted{sig})
+		} else {
+			fmt.Fprintf(os.Stderr, "pdhybrid: %v\n", interrupted{sig})
+		}
 		os.Exit(exitInterrupted)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel(nil) }

@@ -24,7 +24,7 @@ func traceCmd(e *env) *cobra.Command {
 Mooncake, Bailian/seed) to the canonical JSONL format, summarise, sample,
 generate and validate them. docs/traces.md describes the format and every
 conversion rule.`,
-		convertCmd(e), statsCmd(e), sampleCmd(e), synthCmd(e), validateCmd(e))
+		gracefulStop(convertCmd(e)), gracefulStop(statsCmd(e)), sampleCmd(e), synthCmd(e), gracefulStop(validateCmd(e)))
 }
 
 // sourceFlags are the flags shared by the commands that read any source

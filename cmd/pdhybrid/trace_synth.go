@@ -30,7 +30,7 @@ Run 'pdhybrid trace synth GENERATOR --help' for a generator's flags.`
 
 func synthCmd(e *env) *cobra.Command {
 	return group("synth", "generate a synthetic workload (small-append microbenchmark or agentic coding)",
-		synthAbout, synthAgenticCmd(e), synthSmallAppendCmd(e))
+		synthAbout, gracefulStop(synthAgenticCmd(e)), gracefulStop(synthSmallAppendCmd(e)))
 }
 
 func synthAgenticCmd(e *env) *cobra.Command {
