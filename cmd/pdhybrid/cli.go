@@ -42,7 +42,7 @@ stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.SetHelpFunc(func(c *cobra.Command, _ []string) { writeHelp(c.OutOrStdout(), c) })
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	root.SetHelpCommand(helpCmd())
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(gracefulStop(benchCmd(e)), gracefulStop(simCmd(e)), traceCmd(e), reportCmd(e), calibrateCmd(e))
@@ -52,6 +52,45 @@ stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 		c.Flags().BoolP("help", "h", false, "print this page and exit")
 	})
 	return root
+}
+
+// flagError makes a flag parse error a usage error, suggesting the nearest
+// flag name for an unknown one.
+func flagError(c *cobra.Command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		best, bestD := "", 3
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if d := editDistance(name, f.Name); d < bestD && !f.Hidden {
+				best, bestD = f.Name, d
+			}
+		})
+		if best != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", best)
+		}
+	}
+	return usageError{msg}
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // walk calls fn on c and every command below it.

@@ -230,6 +230,7 @@ func TestConventions(t *testing.T) {
 		{[]string{}, "name a command"},
 		{[]string{"trace"}, "name a command: convert"},
 		{[]string{"sim", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"sim", "--time-scal", "2"}, "did you mean --time-scale?"},
 		{[]string{"sim", "stray"}, `unexpected argument "stray"`},
 		{[]string{"trace", "stats"}, "need a PATH"},
 	} {
