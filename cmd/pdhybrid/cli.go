@@ -46,6 +46,7 @@ stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 	root.SetHelpCommand(helpCmd())
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(gracefulStop(benchCmd(e)), gracefulStop(simCmd(e)), traceCmd(e), reportCmd(e), calibrateCmd(e))
+	root.Flags().BoolP("version", "v", false, "print the version and exit")
 	root.InitDefaultCompletionCmd()
 	walk(root, func(c *cobra.Command) {
 		c.SuggestionsMinimumDistance = 2
@@ -178,9 +179,10 @@ func helpCmd() *cobra.Command {
 // and every flag with its unit (the back-quoted name in its usage) and
 // default.
 func writeHelp(w io.Writer, c *cobra.Command) {
-	fmt.Fprintf(w, "usage: %s\n", c.UseLine())
 	if c.HasAvailableSubCommands() {
-		fmt.Fprintf(w, "       %s <command> [flags]\n", c.CommandPath())
+		fmt.Fprintf(w, "usage: %s <command> [flags]\n", c.CommandPath())
+	} else {
+		fmt.Fprintf(w, "usage: %s\n", c.UseLine())
 	}
 	about := c.Long
 	if about == "" {
