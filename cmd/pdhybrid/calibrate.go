@@ -66,6 +66,9 @@ refused unless --force (to refit the committed profile:
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.num("holdout", between(1, 1e6).is("a divisor"))
+		if out == "" {
+			ck.fail("--out \"\": give the profile file to write")
+		}
 		if err := ck.err(); err != nil {
 			return err
 		}

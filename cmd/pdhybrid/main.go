@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -217,7 +218,13 @@ func reportError(w io.Writer, path string, err error) int {
 	case errors.As(err, &stop):
 		fmt.Fprintf(w, "%s: run stopped: %s\n", path, stop.Reason)
 	default:
-		fmt.Fprintf(w, "%s: %v\n", path, err)
+		// Package errors often start with the package's name, which is the
+		// command's ("report: ..." under "pdhybrid report"): say it once.
+		msg := err.Error()
+		if i := strings.LastIndexByte(path, ' '); i >= 0 {
+			msg = strings.TrimPrefix(msg, path[i+1:]+": ")
+		}
+		fmt.Fprintf(w, "%s: %s\n", path, msg)
 	}
 	if code == exitUsage {
 		fmt.Fprintf(w, "Run '%s --help' for usage.\n", path)
