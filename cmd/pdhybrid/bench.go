@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
@@ -14,112 +15,177 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
-func runBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench", "pdhybrid bench [flags]", `
-The main job: replay one agentic workload through several serving mechanisms
+func benchCmd(e *env) *cobra.Command {
+	var f simFlags
+	var gpus int
+	var pdPolicy, dpPolicy, out, format string
+	c := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "replay an agentic workload through naive PD and data-parallel serving, side by side",
+		Long: `The main job: replay one agentic workload through several serving mechanisms
 on the same simulated cluster and print them side by side.
 
 With no flags it replays the built-in synthetic agentic coding workload
 (Claude-Code-like sessions, see docs/workloads.md) on 4 simulated H200 GPUs:
 naive PD as 1 prefill + 3 decode workers (round-robin) against data-parallel
-serving on 4 colocated workers (sticky session routing). -trace replays any
-canonical trace instead. -out DIR writes one run folder per mechanism
+serving on 4 colocated workers (sticky session routing). --trace replays any
+canonical trace instead. --out DIR writes one run folder per mechanism
 (readable by 'pdhybrid report'), DIR/comparison.json and the HTML report
-DIR/report/index.html.`)
-	var f simFlags
-	f.register(fs)
-	gpus := fs.Int("gpus", 4, "simulated `GPUs`; naive PD gets 1 prefill and gpus-1 decode workers, DP gets gpus colocated workers")
-	pdPolicy := fs.String("pd-policy", "default", "routing `policies` for naive PD's decode workers, comma-separated (one run each): default, sticky, kv-aware")
-	dpPolicy := fs.String("dp-policy", "sticky", "routing `policies` for data-parallel workers, comma-separated (one run each): default, sticky, kv-aware (kv-aware without -floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
-	out := fs.String("out", "", "write one run folder per mechanism and comparison.json to `dir`")
-	format := fs.String("format", "text", "table `format` on stdout: text, csv, json")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("bench: unexpected argument %q", fs.Arg(0))}
-	}
-	if *gpus < 2 {
-		return usageError{"bench: -gpus must be at least 2 (one prefill and one decode worker)"}
-	}
-	prof, err := f.loadProfile()
-	if err != nil {
-		return err
-	}
-	var runs []sim.Config
-	for _, m := range []struct {
-		mech     sim.Mechanism
-		policies string
-		name     string
-	}{
-		{sim.PDDisaggregation, *pdPolicy, fmt.Sprintf("naive-pd-1p%dd", *gpus-1)},
-		{sim.PDColo, *dpPolicy, fmt.Sprintf("dp-x%d", *gpus)},
-	} {
-		pols := splitList(m.policies)
-		for _, ps := range pols {
-			pol, err := kvc.ParsePolicy(ps)
-			if err != nil {
-				return usageError{err.Error()}
-			}
-			cfg := f.config(prof, m.mech, pol)
-			if m.mech == sim.PDColo {
-				cfg.Colo = *gpus
-			} else {
-				cfg.Prefill, cfg.Decode = 1, *gpus-1
-			}
-			cfg.Name = m.name
-			if len(pols) > 1 {
-				cfg.Name += "-" + ps
-			}
-			runs = append(runs, cfg)
-		}
-	}
+DIR/report/index.html; a folder that already holds a bench output is
+refused unless --force, which replaces every run folder in it.
 
-	start := time.Now()
-	var names []string
-	var sums []metrics.Summary
-	comparison := map[string]any{"runs": []string{}}
-	for _, cfg := range runs {
-		dir := ""
-		if *out != "" {
-			dir = filepath.Join(*out, cfg.Name)
+SIGINT or SIGTERM stops at once: the run in progress is written marked
+"complete": false, later runs are skipped, and the exit status is 130.`,
+		Args: noArgs,
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.IntVar(&gpus, "gpus", 4, "simulated `GPUs`, in [2, 1024]; naive PD gets 1 prefill and gpus-1 decode workers, data-parallel gets gpus colocated workers")
+	fs.StringVar(&pdPolicy, "pd-policy", "default", "routing `policies` for naive PD's decode workers, comma-separated (one run each): default, sticky, kv-aware")
+	fs.StringVar(&dpPolicy, "dp-policy", "sticky", "routing `policies` for data-parallel workers, comma-separated (one run each): default, sticky, kv-aware (kv-aware without --floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
+	fs.StringVar(&out, "out", "", "write one run folder per mechanism, comparison.json and report/index.html to `dir` (default: none, only the table on stdout)")
+	fs.StringVar(&format, "format", "text", "table `format` on stdout: text, csv, json")
+	f.register(fs)
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		ck := newChecks(c)
+		ck.num("gpus", between(2, 1024).is("a number of GPUs (one prefill and at least one decode worker)"))
+		ck.oneOf("format", "text", "csv", "json")
+		ck.only("force", out != "", "with --out")
+		if f.trace == "-" {
+			ck.fail("--trace -: bench replays the trace once per run and standard input can be read only once; save it to a file")
 		}
-		res, err := simulate(ctx, e, cfg, &f, dir)
+		type plan struct {
+			mech     sim.Mechanism
+			policies []kvc.Policy
+			name     string
+			flag     string
+		}
+		plans := []plan{
+			{sim.PDDisaggregation, nil, fmt.Sprintf("naive-pd-1p%dd", gpus-1), "pd-policy"},
+			{sim.PDColo, nil, fmt.Sprintf("dp-x%d", gpus), "dp-policy"},
+		}
+		modes := runModes{pd: true, colo: true}
+		for i, lst := range []string{pdPolicy, dpPolicy} {
+			names := splitList(lst)
+			if len(names) == 0 {
+				ck.fail("--%s %q: give at least one policy: default, sticky, kv-aware", plans[i].flag, lst)
+			}
+			for _, ps := range names {
+				pol, err := kvc.ParsePolicy(ps)
+				if err != nil {
+					ck.fail("--%s %s: %v", plans[i].flag, lst, err)
+					continue
+				}
+				modes.kvAware = modes.kvAware || pol == kvc.PolicyKVAware
+				plans[i].policies = append(plans[i].policies, pol)
+			}
+		}
+		f.check(ck, modes)
+		if err := ck.err(); err != nil {
+			return err
+		}
+		prof, err := f.loadProfile()
 		if err != nil {
-			return fmt.Errorf("%s: %w", cfg.Name, err)
+			return err
 		}
-		names = append(names, cfg.Name)
-		sums = append(sums, res.Summary)
-	}
-	fmt.Fprintf(e.stderr, "bench: %d runs on %d simulated %s GPUs (%s) in %.1f s\n",
-		len(runs), *gpus, prof.Hardware.Name, prof.Model.Name, time.Since(start).Seconds())
-	if err := report.WriteTable(e.stdout, *format, names, sums); err != nil {
-		return err
-	}
-	if *out != "" {
-		comparison["runs"] = names
-		comparison["summaries"] = sums
+		f.checkWithProfile(ck, prof, modes)
+		if err := ck.err(); err != nil {
+			return err
+		}
+		slo, _ := f.slo(ck)
+		var runs []sim.Config
+		for _, p := range plans {
+			for _, pol := range p.policies {
+				cfg := f.config(prof, slo, p.mech, pol)
+				if p.mech == sim.PDColo {
+					cfg.Colo = gpus
+				} else {
+					cfg.Prefill, cfg.Decode = 1, gpus-1
+				}
+				cfg.Name = p.name
+				if len(p.policies) > 1 {
+					cfg.Name += "-" + string(pol)
+				}
+				runs = append(runs, cfg)
+			}
+		}
+		w, err := openWorkload(e, &f)
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			if _, err := prepareOut(out, f.force, outBench); err != nil {
+				w.close()
+				return err
+			}
+		}
+
+		start := e.now()
+		var names []string
+		var sums []metrics.Summary
+		var stopErr error
+		for i, cfg := range runs {
+			if i > 0 {
+				if w, err = openWorkload(e, &f); err != nil {
+					return err
+				}
+			}
+			dir := ""
+			if out != "" {
+				dir = filepath.Join(out, cfg.Name)
+			}
+			label := fmt.Sprintf("run %d/%d: %s", i+1, len(runs), cfg.Name)
+			res, err := simulate(ctx, e, cfg, w, dir, label)
+			w.close()
+			if res == nil {
+				return fmt.Errorf("%s: %w", cfg.Name, err)
+			}
+			names = append(names, cfg.Name)
+			sums = append(sums, res.Summary)
+			if err != nil {
+				stopErr = err
+				break
+			}
+		}
+		if stopErr == nil {
+			fmt.Fprintf(e.stderr, "bench: %d runs on %d simulated %s GPUs (%s) in %.1f s\n",
+				len(runs), gpus, prof.Hardware.Name, prof.Model.Name, e.now().Sub(start).Seconds())
+		} else {
+			fmt.Fprintf(e.stderr, "bench: stopped after %d of %d runs; the last is incomplete\n", len(names), len(runs))
+		}
+		if err := report.WriteTable(e.stdout, format, names, sums); err != nil {
+			return err
+		}
+		if out == "" {
+			return stopErr
+		}
+		comparison := map[string]any{"runs": names, "summaries": sums, "complete": stopErr == nil}
 		b, err := json.MarshalIndent(comparison, "", "  ")
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(*out, "comparison.json"), append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(out, "comparison.json"), append(b, '\n'), 0o644); err != nil {
 			return err
+		}
+		if stopErr != nil {
+			fmt.Fprintf(e.stderr, "bench: wrote %s without the HTML report ('pdhybrid report %s' builds it from the runs there)\n", out, out)
+			return stopErr
 		}
 		dirs := make([]string, len(names))
 		for i, n := range names {
-			dirs[i] = filepath.Join(*out, n)
+			dirs[i] = filepath.Join(out, n)
 		}
-		runs, err := report.LoadAll(dirs)
+		loaded, err := report.LoadAll(dirs)
 		if err != nil {
 			return err
 		}
-		page := filepath.Join(*out, "report")
-		if err := report.WriteHTML(page, runs); err != nil {
+		page := filepath.Join(out, "report")
+		if err := report.WriteHTML(page, loaded); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stderr, "bench: wrote %s: one run folder per mechanism, comparison.json, and the HTML report %s\n",
-			*out, filepath.Join(page, "index.html"))
-	}
-	return nil
+			out, filepath.Join(page, "index.html"))
+		return nil
+	})
+	return c
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -12,19 +11,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pdhybrid/pdhybrid/internal/calibrate"
 	"github.com/pdhybrid/pdhybrid/internal/model"
 )
 
-func calibrateCommands() []command {
-	return []command{
-		{"fit", "fit timing coefficients and links to measurements; write the profile and print held-out errors", runCalibrateFit},
-		{"check", "print a profile's errors against measurements, fitted and held-out points apart", runCalibrateCheck},
-	}
-}
-
-func runCalibrate(ctx context.Context, e *env, args []string) error {
-	return dispatch(ctx, e, "pdhybrid calibrate", calibrateCommands(), args)
+func calibrateCmd(e *env) *cobra.Command {
+	return group("calibrate", "fit engine-model timing coefficients to GPU measurements",
+		`Fit the engine model's timing coefficients and copy links to measurements
+taken on a GPU (calibration/measure.py), or check a profile against them.
+docs/calibration.md describes the method and the committed results.`,
+		calibrateFitCmd(e), calibrateCheckCmd(e))
 }
 
 // defaultCalibrationData is the folder the committed h200 profile was fitted
@@ -37,106 +35,146 @@ Measurements come from calibration/measure.py on a GPU (docs/calibration.md):
 prefill.csv, decode.csv and copy.csv in one folder, one row per point, times in
 seconds for the whole 48-layer model. A point is held out of the fit when the
 FNV-1a hash of its key ("prefill n=4096 p=8192", "decode b=16 c=65536", ...)
-is divisible by -holdout; the fit never sees those points and the table reports
+is divisible by --holdout; the fit never sees those points and the table reports
 the mean absolute percentage error (MAPE) on them apart from the fitted ones.`
 
-func runCalibrateFit(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "calibrate fit", "pdhybrid calibrate fit [flags]",
-		`Fit the engine model's timing coefficients (non-negative least squares on
-relative error) and the copy links to GPU measurements, write the profile with
-its sources, and print the error table.`+"\n"+calibrateAbout)
-	data := fs.String("data", defaultCalibrationData, "measurement `folder` (prefill.csv, decode.csv, copy.csv, meta.json)")
-	out := fs.String("out", "internal/model/profiles/qwen3-30b-a3b_h200-141g.json", "profile JSON `file` to write")
-	base := fs.String("base", "", "profile JSON `file` whose model, hardware, links and sources are kept (default: -out if it exists, else the built-in qwen3-30b-a3b/h200-141g)")
-	hold := fs.Int("holdout", calibrate.DefaultHoldout, "hold out a point when its key's hash is divisible by this `k` (1 = fit on everything)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("calibrate fit: unexpected argument %q", fs.Arg(0))}
-	}
-	d, err := calibrate.Load(*data)
-	if err != nil {
-		return err
-	}
-	prof, err := fitBase(*base, *out)
-	if err != nil {
-		return err
-	}
-	f, err := calibrate.FitData(d, prof.Model, *hold)
-	if err != nil {
-		return err
-	}
-	applyFit(prof, d, f, *hold)
-	if err := prof.Validate(); err != nil {
-		return err
-	}
-	if err := writeProfile(prof, *out); err != nil {
-		return err
-	}
-	// The table is for the profile as written (coefficients rounded to 4 digits).
-	errs := calibrate.Evaluate(d, prof, *hold)
-	fmt.Fprintf(e.stdout, "wrote %s from %s (%d prefill, %d decode, %d copy points; held out: hash %% %d == 0)\n\n",
-		*out, *data, len(d.Prefill), len(d.Decode), len(d.Copy), *hold)
-	printTiming(e, prof)
-	fmt.Fprintln(e.stdout)
-	return calibrate.WriteErrors(e.stdout, errs)
-}
+// defaultFitOut is where calibrate fit writes unless told: a new file in
+// the working directory, never the committed profile.
+const defaultFitOut = "calibrated-profile.json"
 
-func runCalibrateCheck(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "calibrate check", "pdhybrid calibrate check [flags]",
-		`Print how far a profile's timing and links are from GPU measurements, on the
-fitted and the held-out points apart; fail when prefill or decode-step
-held-out MAPE exceeds -max-mape.`+"\n"+calibrateAbout)
-	data := fs.String("data", defaultCalibrationData, "measurement `folder`")
-	profile := fs.String("profile", "", "profile JSON `file` (default: the built-in -model/-hardware)")
-	modelName := fs.String("model", "qwen3-30b-a3b", "built-in model `name`")
-	hw := fs.String("hardware", "h200-141g", "built-in hardware `name`")
-	hold := fs.Int("holdout", calibrate.DefaultHoldout, "held-out split `k`, as for fit")
-	maxMAPE := fs.Float64("max-mape", 10, "fail when prefill or decode-step held-out MAPE exceeds this many `percent` (0 = never fail)")
-	if err := fs.Parse(args); err != nil {
-		return err
+func calibrateFitCmd(e *env) *cobra.Command {
+	var data, out, base string
+	var hold int
+	var force bool
+	c := &cobra.Command{
+		Use:   "fit [flags]",
+		Short: "fit timing coefficients and links to measurements; write the profile and print held-out errors",
+		Long: `Fit the engine model's timing coefficients (non-negative least squares on
+relative error) and the copy links to GPU measurements, write the profile with
+its sources to --out, and print the error table. An existing --out file is
+refused unless --force (to refit the committed profile:
+--out internal/model/profiles/qwen3-30b-a3b_h200-141g.json --force).` + "\n" + calibrateAbout,
+		Args: noArgs,
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("calibrate check: unexpected argument %q", fs.Arg(0))}
-	}
-	d, err := calibrate.Load(*data)
-	if err != nil {
-		return err
-	}
-	var prof *model.Profile
-	if *profile != "" {
-		prof, err = model.Load(*profile)
-	} else {
-		prof, err = model.Builtin(*modelName, *hw)
-	}
-	if err != nil {
-		return err
-	}
-	errs := calibrate.Evaluate(d, prof, *hold)
-	fmt.Fprintf(e.stdout, "profile %s against %s (held out: hash %% %d == 0)\n\n", prof.Name, *data, *hold)
-	if err := calibrate.WriteErrors(e.stdout, errs); err != nil {
-		return err
-	}
-	if *maxMAPE > 0 {
-		for _, x := range errs {
-			if (x.Op == "prefill" || x.Op == "decode step") && x.Test > 0 && 100*x.TestMAPE > *maxMAPE {
-				return fmt.Errorf("calibrate check: %s held-out MAPE %.1f%% exceeds %.1f%%", x.Op, 100*x.TestMAPE, *maxMAPE)
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&data, "data", defaultCalibrationData, "measurement `folder` (prefill.csv, decode.csv, copy.csv, meta.json)")
+	fs.StringVar(&out, "out", defaultFitOut, "profile JSON `file` to write")
+	fs.BoolVar(&force, "force", false, "replace --out if it exists")
+	fs.StringVar(&base, "base", "", "profile JSON `file` whose model, hardware, links and sources are kept (default: the built-in qwen3-30b-a3b/h200-141g)")
+	fs.IntVar(&hold, "holdout", calibrate.DefaultHoldout, "hold out a point when its key's hash is divisible by this `k`, in [1, 1000000] (1 = fit on everything)")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		ck := newChecks(c)
+		ck.num("holdout", between(1, 1e6).is("a divisor"))
+		if out == "" {
+			ck.fail("--out \"\": give the profile file to write")
+		}
+		if err := ck.err(); err != nil {
+			return err
+		}
+		if st, err := os.Stat(out); err == nil {
+			if st.IsDir() {
+				return usagef("--out %s: is a folder; give a file name", out)
+			}
+			if !force {
+				return usagef("--out %s: exists; pass --force to replace it, or give another file", out)
 			}
 		}
+		d, err := calibrate.Load(data)
+		if err != nil {
+			return err
+		}
+		prof, err := fitBase(base)
+		if err != nil {
+			return err
+		}
+		f, err := calibrate.FitData(d, prof.Model, hold)
+		if err != nil {
+			return err
+		}
+		applyFit(prof, d, f, hold)
+		if err := prof.Validate(); err != nil {
+			return err
+		}
+		if err := writeProfile(prof, out); err != nil {
+			return err
+		}
+		// The table is for the profile as written (coefficients rounded to 4 digits).
+		errs := calibrate.Evaluate(d, prof, hold)
+		fmt.Fprintf(e.stdout, "wrote %s from %s (%d prefill, %d decode, %d copy points; held out: hash %% %d == 0)\n\n",
+			out, data, len(d.Prefill), len(d.Decode), len(d.Copy), hold)
+		printTiming(e, prof)
+		fmt.Fprintln(e.stdout)
+		return calibrate.WriteErrors(e.stdout, errs)
+	})
+	return c
+}
+
+func calibrateCheckCmd(e *env) *cobra.Command {
+	var data, profile, modelName, hw string
+	var hold int
+	var maxMAPE float64
+	c := &cobra.Command{
+		Use:   "check [flags]",
+		Short: "print a profile's errors against measurements, fitted and held-out points apart",
+		Long: `Print how far a profile's timing and links are from GPU measurements, on the
+fitted and the held-out points apart; fail when prefill or decode-step
+held-out MAPE exceeds --max-mape.` + "\n" + calibrateAbout,
+		Args: noArgs,
 	}
-	return nil
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&data, "data", defaultCalibrationData, "measurement `folder`")
+	fs.StringVar(&profile, "profile", "", "profile JSON `file` (default: the built-in --model/--hardware)")
+	fs.StringVar(&modelName, "model", "qwen3-30b-a3b", "built-in model `name`")
+	fs.StringVar(&hw, "hardware", "h200-141g", "built-in hardware `name`")
+	fs.IntVar(&hold, "holdout", calibrate.DefaultHoldout, "held-out split `k`, as for fit, in [1, 1000000]")
+	fs.Float64Var(&maxMAPE, "max-mape", 10, "fail when prefill or decode-step held-out MAPE exceeds this many `percent`; 0 = never fail")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		ck := newChecks(c)
+		ck.num("holdout", between(1, 1e6).is("a divisor"))
+		ck.num("max-mape", above(0).upTo(1e6).orZero("never fail").is("a percentage"))
+		if ck.set("profile") {
+			ck.only("model", false, "without --profile")
+			ck.only("hardware", false, "without --profile")
+		}
+		if err := ck.err(); err != nil {
+			return err
+		}
+		d, err := calibrate.Load(data)
+		if err != nil {
+			return err
+		}
+		var prof *model.Profile
+		if profile != "" {
+			prof, err = model.Load(profile)
+		} else {
+			prof, err = model.Builtin(modelName, hw)
+		}
+		if err != nil {
+			return err
+		}
+		errs := calibrate.Evaluate(d, prof, hold)
+		fmt.Fprintf(e.stdout, "profile %s against %s (held out: hash %% %d == 0)\n\n", prof.Name, data, hold)
+		if err := calibrate.WriteErrors(e.stdout, errs); err != nil {
+			return err
+		}
+		if maxMAPE > 0 {
+			for _, x := range errs {
+				if (x.Op == "prefill" || x.Op == "decode step") && x.Test > 0 && 100*x.TestMAPE > maxMAPE {
+					return fmt.Errorf("%s held-out MAPE %.1f%% exceeds %.1f%%", x.Op, 100*x.TestMAPE, maxMAPE)
+				}
+			}
+		}
+		return nil
+	})
+	return c
 }
 
 // fitBase picks the profile whose non-timing parts the fit keeps.
-func fitBase(base, out string) (*model.Profile, error) {
+func fitBase(base string) (*model.Profile, error) {
 	if base != "" {
 		return model.Load(base)
-	}
-	if _, err := os.Stat(out); err == nil {
-		return model.Load(out)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
 	}
 	return model.Builtin("qwen3-30b-a3b", "h200-141g")
 }

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,15 +18,21 @@ func TestCalibrateFitAndCheck(t *testing.T) {
 		t.Skip("no committed measurements:", err)
 	}
 	out := filepath.Join(t.TempDir(), "h200.json")
-	var so, se bytes.Buffer
-	e := &env{stdout: &so, stderr: &se}
-	if err := runCalibrate(context.Background(), e, []string{"fit", "--data", data, "--out", out}); err != nil {
-		t.Fatalf("fit: %v\n%s", err, se.String())
+	so, se, err := runCLI("calibrate", "fit", "--data", data, "--out", out)
+	if err != nil {
+		t.Fatalf("fit: %v\n%s", err, se)
 	}
 	for _, want := range []string{"prefill", "decode step", "held-out MAPE", "d2d-h200", "nvlink"} {
-		if !strings.Contains(so.String(), want) {
-			t.Fatalf("fit output lacks %q:\n%s", want, so.String())
+		if !strings.Contains(so, want) {
+			t.Fatalf("fit output lacks %q:\n%s", want, so)
 		}
+	}
+	// The profile exists now: a second fit into it is refused without --force.
+	if _, _, err := runCLI("calibrate", "fit", "--data", data, "--out", out); exitCode(err) != exitUsage {
+		t.Fatalf("fit over an existing file: %v", err)
+	}
+	if _, se, err := runCLI("calibrate", "fit", "--data", data, "--out", out, "--force"); err != nil {
+		t.Fatalf("fit --force: %v\n%s", err, se)
 	}
 	p, err := model.Load(out)
 	if err != nil {
@@ -42,22 +44,28 @@ func TestCalibrateFitAndCheck(t *testing.T) {
 	if !strings.HasPrefix(p.Sources["timing.prefill_attn_s"], "cuDNN SDPA") {
 		t.Fatalf("prefill attention source does not name cuDNN: %q", p.Sources["timing.prefill_attn_s"])
 	}
-	so.Reset()
-	if err := runCalibrate(context.Background(), e, []string{"check", "--data", data, "--profile", out}); err != nil {
-		t.Fatalf("check: %v\n%s", err, so.String())
+	if so, _, err := runCLI("calibrate", "check", "--data", data, "--profile", out); err != nil {
+		t.Fatalf("check: %v\n%s", err, so)
+	}
+}
+
+// TestCalibrateFitDefaultOut: without --out the fit writes a new file in
+// the working directory, never the committed profile.
+func TestCalibrateFitDefaultOut(t *testing.T) {
+	if defaultFitOut != filepath.Base(defaultFitOut) || strings.Contains(defaultFitOut, "internal") {
+		t.Fatalf("default --out %q is not a new file in the working directory", defaultFitOut)
 	}
 }
 
 func TestCalibrateHelpListsFlags(t *testing.T) {
 	for _, sub := range []string{"fit", "check"} {
-		var so, se bytes.Buffer
-		err := runCalibrate(context.Background(), &env{stdout: &so, stderr: &se}, []string{sub, "--help"})
-		if !errors.Is(err, flag.ErrHelp) {
+		so, _, err := runCLI("calibrate", sub, "--help")
+		if err != nil {
 			t.Fatalf("%s --help: err = %v", sub, err)
 		}
-		for _, want := range []string{"-data folder", "-holdout k", "(default"} {
-			if !strings.Contains(se.String(), want) {
-				t.Fatalf("%s --help lacks %q:\n%s", sub, want, se.String())
+		for _, want := range []string{"--data folder", "--holdout k", "(default"} {
+			if !strings.Contains(so, want) {
+				t.Fatalf("%s --help lacks %q:\n%s", sub, want, so)
 			}
 		}
 	}

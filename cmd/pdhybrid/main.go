@@ -6,135 +6,228 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
-// command is one sub-command. run gets the arguments after its name.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, env *env, args []string) error
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitError       = 1   // the command failed, or a run stopped at a limit
+	exitUsage       = 2   // bad command line: nothing was done
+	exitInternal    = 70  // a bug (EX_SOFTWARE): a panic caught at the top
+	exitInterrupted = 130 // SIGINT or SIGTERM (128 + SIGINT, as shells report it)
+)
+
+// version is the release, set at build time with
+// -ldflags "-X main.version=v1.2.3"; otherwise it comes from the build info.
+var version = ""
+
+// versionString is what --version prints after the program name.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	v := "(devel)"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" && v == "(devel)" {
+		v += " " + rev + dirty
+	}
+	return v + " " + bi.GoVersion
 }
 
 // env carries the process's streams so commands are testable.
 type env struct {
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// tty: stderr is a terminal, so progress may redraw one line with \r.
+	tty bool
+	// now is the wall clock, for run dates and progress (tests fix it).
+	now func() time.Time
 }
 
-func topCommands() []command {
-	return []command{
-		{"bench", "replay an agentic workload through naive PD and data-parallel serving, side by side", runBench},
-		{"sim", "one simulation run with every knob exposed", runSim},
-		{"trace", "trace toolkit: convert, stats, sample, synth, validate", runTrace},
-		{"report", "compare runs: HTML report with charts, terminal tables", runReport},
-		{"calibrate", "fit engine-model timing coefficients to GPU measurements", runCalibrate},
-	}
-}
+func main() { os.Exit(mainStatus(os.Args[1:])) }
 
-func traceCommands() []command {
-	return []command{
-		{"convert", "convert weka, mooncake, bailian or seed traces to the canonical format", runTraceConvert},
-		{"stats", "requests, sessions, token and gap distributions, ideal cache hit ratio", runTraceStats},
-		{"sample", "take a deterministic subset of sessions", runTraceSample},
-		{"synth", "generate a synthetic workload (small-append microbenchmark or agentic coding)", runTraceSynth},
-		{"validate", "check schema and invariants; report every bad line with its location", runTraceValidate},
-	}
-}
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	e := &env{stdout: os.Stdout, stderr: os.Stderr}
-	if err := dispatch(ctx, e, "pdhybrid", topCommands(), os.Args[1:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "pdhybrid:", err)
+// mainStatus runs the command line and returns the exit status. It is
+// main without os.Exit, so a test binary can run itself as pdhybrid.
+func mainStatus(args []string) int {
+	return guard(os.Stderr, func() int {
+		out := &checkedWriter{w: os.Stdout}
+		ctx, stop := interruptible()
+		defer stop()
+		e := &env{stdin: os.Stdin, stdout: out, stderr: os.Stderr, tty: isTerminal(os.Stderr), now: time.Now}
+		path, err := execute(ctx, e, args)
+		if err == nil && out.err != nil {
+			err = fmt.Errorf("writing standard output: %w", out.err)
 		}
-		os.Exit(exitCode(err))
-	}
+		return reportError(e.stderr, path, err)
+	})
 }
 
-// usageError marks a bad command line (exit status 2).
+// guard runs fn and turns a panic into one line on w and exit status 70:
+// the last line of defence, so a bug never prints a Go stack trace at a
+// user (PDHYBRID_TRACEBACK=1 prints it). Causes are fixed where found.
+func guard(w io.Writer, fn func() int) (status int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(w, "pdhybrid: internal error: %v\n(this is a bug in pdhybrid; please report it with the command line)\n", r)
+			if os.Getenv("PDHYBRID_TRACEBACK") != "" {
+				w.Write(debug.Stack())
+			}
+			status = exitInternal
+		}
+	}()
+	return fn()
+}
+
+// checkedWriter remembers the first write error, so output that went
+// nowhere (a full disk, a closed pipe) fails the command.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// interrupted is the cause of a context canceled by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (i interrupted) Error() string {
+	switch i.sig {
+	case os.Interrupt:
+		return "interrupted by SIGINT"
+	case syscall.SIGTERM:
+		return "interrupted by SIGTERM"
+	}
+	return "interrupted by " + i.sig.String()
+}
+
+// graceful is set while a command runs that stops cleanly when its context
+// is canceled (it writes what it has, marked incomplete, or removes a
+// partial output). Other commands exit at the first signal.
+var graceful atomic.Bool
+
+// interruptible returns a context that SIGINT or SIGTERM cancels with an
+// interrupted cause when the running command is graceful; otherwise, and at
+// a second signal, the process exits at once with status 130.
+func interruptible() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-ch
+		if graceful.Load() {
+			cancel(interrupted{sig})
+			sig = <-ch
+			fmt.Fprintf(os.Stderr, "pdhybrid: %v again: exiting without cleaning up\n", interrupted{sig})
+		} else {
+			fmt.Fprintf(os.Stderr, "pdhybrid: %v\n", interrupted{sig})
+		}
+		os.Exit(exitInterrupted)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// usageError marks a bad command line (exit status 2): the message names the
+// flag or argument, the value and what would be valid.
 type usageError struct{ msg string }
 
 func (u usageError) Error() string { return u.msg }
 
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// errShown is returned when the command already printed why it failed
+// (trace validate lists the problems on stdout).
+type errShown struct{ msg string }
+
+func (e errShown) Error() string { return e.msg }
+
 func exitCode(err error) int {
 	var u usageError
-	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
-		return 2
+	var in interrupted
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u):
+		return exitUsage
+	case errors.As(err, &in), errors.Is(err, context.Canceled):
+		return exitInterrupted
 	}
-	return 1
+	return exitError
 }
 
-func dispatch(ctx context.Context, e *env, prog string, cmds []command, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) > 1 && args[0] == "help" {
-			return dispatch(ctx, e, prog, cmds, []string{args[1], "--help"})
+// reportError prints err for the command at path (e.g. "pdhybrid sim") and
+// returns the exit status: the offending line first, then a hint.
+func reportError(w io.Writer, path string, err error) int {
+	code := exitCode(err)
+	if err == nil {
+		return code
+	}
+	if path == "" {
+		path = "pdhybrid"
+	}
+	var shown errShown
+	var stop *sim.StopError
+	switch {
+	case errors.As(err, &shown):
+		fmt.Fprintf(w, "%s: %s\n", path, shown.msg)
+	case errors.As(err, &stop):
+		fmt.Fprintf(w, "%s: run stopped: %s\n", path, stop.Reason)
+	default:
+		// Package errors often start with the package's name, which is the
+		// command's ("report: ..." under "pdhybrid report"): say it once.
+		msg := err.Error()
+		if i := strings.LastIndexByte(path, ' '); i >= 0 {
+			msg = strings.TrimPrefix(msg, path[i+1:]+": ")
 		}
-		printUsage(e.stdout, prog, cmds)
-		if len(args) == 0 {
-			return usageError{"no command given"}
-		}
-		return nil
+		fmt.Fprintf(w, "%s: %s\n", path, msg)
 	}
-	for _, c := range cmds {
-		if c.name == args[0] {
-			return c.run(ctx, e, args[1:])
-		}
+	if code == exitUsage {
+		fmt.Fprintf(w, "Run '%s --help' for usage.\n", path)
 	}
-	printUsage(e.stderr, prog, cmds)
-	return usageError{fmt.Sprintf("unknown command %q", args[0])}
-}
-
-func printUsage(w io.Writer, prog string, cmds []command) {
-	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prog)
-	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, "\nRun '%s <command> --help' for a command's flags.\n", prog)
-}
-
-func runTrace(ctx context.Context, e *env, args []string) error {
-	return dispatch(ctx, e, "pdhybrid trace", traceCommands(), args)
-}
-
-// newFlags makes a flag set whose --help prints the synopsis, a description
-// and every flag with its default.
-func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n", synopsis, strings.TrimSpace(about))
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// writeOutput runs write against stdout (path "-") or a new file at path.
-// A failed write removes the partial file, so a broken run never leaves a
-// truncated trace behind that looks whole.
-func writeOutput(e *env, path string, write func(io.Writer) error) (err error) {
-	if path == "-" || path == "" {
-		return write(e.stdout)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	return write(f)
+	return code
 }

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
@@ -12,113 +17,229 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
-func runSim(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "sim", "pdhybrid sim [flags]", `
-Run one simulation: replay a trace (or the built-in agentic workload) through
+func simCmd(e *env) *cobra.Command {
+	var f simFlags
+	var mech, policy, out, name, dump string
+	var prefill, decode, colo int
+	c := &cobra.Command{
+		Use:   "sim [flags]",
+		Short: "one simulation run with every knob exposed",
+		Long: `Run one simulation: replay a trace (or the built-in agentic workload) through
 one serving mechanism on a simulated cluster, closed-loop per session.
 
-Writes a summary table to stdout. With -out DIR it also writes
+Writes a summary table to stdout. With --out DIR it also writes
 DIR/metrics.jsonl (one line per request, with its latency breakdown),
 DIR/summary.json, DIR/config.json (the resolved config, profile included),
 DIR/structural/workers.jsonl (worker KV occupancy over time) and
-DIR/structural/events.jsonl (session bindings and other decisions).`)
-	var f simFlags
+DIR/structural/events.jsonl (session bindings and other decisions).
+A folder that already holds a run is refused unless --force.
+
+SIGINT or SIGTERM stops the run within a moment: the folder is written
+with what was simulated so far, summary.json says "complete": false with
+the stop reason, and the exit status is 130.`,
+		Args: noArgs,
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD) or pd-colo (data-parallel)")
+	fs.StringVar(&policy, "policy", "default", "routing `policy`: default (round-robin), sticky, kv-aware")
+	fs.IntVar(&prefill, "prefill", 1, "pd-disaggregation: number of prefill `workers` (GPUs)")
+	fs.IntVar(&decode, "decode", 3, "pd-disaggregation: number of decode `workers` (GPUs)")
+	fs.IntVar(&colo, "colo", 4, "pd-colo: number of colocated `workers` (GPUs)")
+	fs.StringVar(&out, "out", "", "write the run folder to `dir` (default: none, only the table on stdout)")
+	fs.StringVar(&name, "name", "", "run `name` recorded in config.json (default: mechanism/policy)")
+	fs.StringVar(&dump, "dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with --profile")
 	f.register(fs)
-	mech := fs.String("mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD) or pd-colo (data-parallel)")
-	policy := fs.String("policy", "default", "routing `policy`: default (round-robin), sticky, kv-aware")
-	prefill := fs.Int("prefill", 1, "pd-disaggregation: number of prefill `workers` (GPUs)")
-	decode := fs.Int("decode", 3, "pd-disaggregation: number of decode `workers` (GPUs)")
-	colo := fs.Int("colo", 4, "pd-colo: number of colocated `workers` (GPUs)")
-	out := fs.String("out", "", "write the run folder to `dir`")
-	name := fs.String("name", "", "run `name` recorded in config.json (default: mechanism/policy)")
-	dump := fs.String("dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with -profile")
-	if err := fs.Parse(args); err != nil {
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		ck := newChecks(c)
+		m, err := sim.ParseMechanism(mech)
+		if err != nil {
+			return usagef("--mechanism %s: %v", mech, err)
+		}
+		pol, err := kvc.ParsePolicy(policy)
+		if err != nil {
+			return usagef("--policy %s: %v", policy, err)
+		}
+		modes := runModes{pd: m == sim.PDDisaggregation, colo: m == sim.PDColo, kvAware: pol == kvc.PolicyKVAware}
+		ck.num("prefill", between(1, 1024).is("a number of workers"))
+		ck.num("decode", between(1, 1024).is("a number of workers"))
+		ck.num("colo", between(1, 1024).is("a number of workers"))
+		ck.only("prefill", modes.pd, "to --mechanism pd-disaggregation")
+		ck.only("decode", modes.pd, "to --mechanism pd-disaggregation")
+		ck.only("colo", modes.colo, "to --mechanism pd-colo")
+		ck.only("force", out != "", "with --out")
+		f.check(ck, modes)
+		if err := ck.err(); err != nil {
+			return err
+		}
+		prof, err := f.loadProfile()
+		if err != nil {
+			return err
+		}
+		if dump != "" {
+			return dumpProfile(e, prof, dump)
+		}
+		f.checkWithProfile(ck, prof, modes)
+		if err := ck.err(); err != nil {
+			return err
+		}
+		slo, _ := f.slo(ck)
+		cfg := f.config(prof, slo, m, pol)
+		cfg.Prefill, cfg.Decode, cfg.Colo = prefill, decode, colo
+		if m == sim.PDColo {
+			cfg.Prefill, cfg.Decode = 0, 0
+		} else {
+			cfg.Colo = 0
+		}
+		cfg.Name = name
+		if cfg.Name == "" {
+			cfg.Name = string(m) + "/" + string(pol)
+		}
+		w, err := openWorkload(e, &f)
+		if err != nil {
+			return err
+		}
+		defer w.close()
+		if out != "" {
+			if _, err := prepareOut(out, f.force, outRun); err != nil {
+				return err
+			}
+		}
+		res, err := simulate(ctx, e, cfg, w, out, cfg.Name)
+		if res == nil {
+			return err
+		}
+		if terr := report.WriteTable(e.stdout, "text", []string{cfg.Name}, []metrics.Summary{res.Summary}); err == nil {
+			err = terr
+		}
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("sim: unexpected argument %q", fs.Arg(0))}
-	}
-	m, err := sim.ParseMechanism(*mech)
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	pol, err := kvc.ParsePolicy(*policy)
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	prof, err := f.loadProfile()
-	if err != nil {
-		return err
-	}
-	if *dump != "" {
-		return dumpProfile(e, prof, *dump)
-	}
-	cfg := f.config(prof, m, pol)
-	cfg.Prefill, cfg.Decode, cfg.Colo = *prefill, *decode, *colo
-	if m == sim.PDColo {
-		cfg.Prefill, cfg.Decode = 0, 0
-	} else {
-		cfg.Colo = 0
-	}
-	cfg.Name = *name
-	if cfg.Name == "" {
-		cfg.Name = string(m) + "/" + string(pol)
-	}
-	res, err := simulate(ctx, e, cfg, &f, *out)
-	if err != nil {
-		return err
-	}
-	return report.WriteTable(e.stdout, "text", []string{cfg.Name}, []metrics.Summary{res.Summary})
+	})
+	return c
 }
 
-// simulate runs one config over the flags' workload, writing the run folder
-// when dir is set.
-func simulate(ctx context.Context, e *env, cfg sim.Config, f *simFlags, dir string) (*sim.Result, error) {
-	src, desc, closeSrc, err := f.source()
-	if err != nil {
-		return nil, err
-	}
-	defer closeSrc()
+// simulate runs cfg over an opened workload, writing the run folder when dir
+// is set. A run that stops early (interrupted, or a limit) still writes its
+// folder, marked incomplete, and returns the partial result with the
+// *sim.StopError. On any other failure the folder's run files are removed,
+// so no half-written run is ever read as a whole one.
+func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, label string) (*sim.Result, error) {
 	var sink sim.Sink
 	var ds *sim.DirSink
+	var thin *thinSink
 	if dir != "" {
+		var err error
 		if ds, err = sim.NewDirSink(dir); err != nil {
 			return nil, err
 		}
-		sink = ds
+		thin = newThinSink(ds, maxWorkerSample)
+		sink = thin
 	}
-	prog, done := progressPrinter(e.stderr, cfg.Name)
-	res, err := sim.Run(ctx, cfg, src, sink, prog)
-	done()
-	if ds != nil {
-		if cerr := ds.Close(); err == nil {
-			err = cerr
+	start := e.now()
+	prog := newProgress(e, label, w, cfg.TimeScale)
+	res, err := sim.Run(ctx, cfg, w.src, sink, prog.callback())
+	prog.finish()
+	var stop *sim.StopError
+	if err != nil && !errors.As(err, &stop) {
+		if ds != nil {
+			ds.Close()
+			removeRun(dir)
 		}
-	}
-	if err != nil {
 		return nil, err
 	}
+	s := &res.Summary
+	s.ModelID, s.Hardware = cfg.Profile.Model.Name, cfg.Profile.Hardware.Name
+	s.Date = start.Format(time.RFC3339)
+	s.Workload, s.Version = w.desc, versionString()
+	s.RequestRate = w.src.requestRate(cfg.TimeScale)
+	if cfg.Concurrency > 0 {
+		s.MaxConcurrency = &cfg.Concurrency
+	}
+	s.TimeScale = cfg.TimeScale
+	s.WorkerSampleIntervalS = cfg.SampleIntervalS
+	if ds != nil {
+		s.WorkerSampleIntervalS *= float64(thin.factor())
+		werr := thin.Flush()
+		if cerr := ds.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = sim.WriteRunFiles(dir, cfg, res)
+		}
+		if werr != nil {
+			removeRun(dir)
+			return nil, werr
+		}
+		if thin.factor() > 1 {
+			fmt.Fprintf(e.stderr, "%s: structural/workers.jsonl keeps one sample every %g s (every %d%s of the %g s period) to stay under %d lines\n",
+				label, s.WorkerSampleIntervalS, thin.factor(), ordinalSuffix(thin.factor()), cfg.SampleIntervalS, maxWorkerSample)
+		}
+	}
+	if stop != nil {
+		where := "nothing written (no --out)"
+		if dir != "" {
+			where = "wrote " + dir + ", marked \"complete\": false"
+		}
+		fmt.Fprintf(e.stderr, "%s: stopped (%s) at simulated %.0f s: %d requests ended of %d read from %s; %s\n",
+			label, stop.Reason, res.Replay.SimDurationS, res.Summary.Requests, res.Replay.Requests, w.desc, where)
+		return res, err
+	}
 	fmt.Fprintf(e.stderr, "%s: %d requests from %s, %d sessions, %.0f s simulated\n",
-		cfg.Name, res.Replay.Requests, desc, res.Replay.Sessions, res.Replay.SimDurationS)
+		label, res.Replay.Requests, w.desc, res.Replay.Sessions, res.Replay.SimDurationS)
 	if cfg.TimeScale != 1 {
 		// The seed learned this the hard way: compressing a trace 10x turned
 		// its results into a burst-queueing artefact. Say it with the result.
 		fmt.Fprintf(e.stderr, "%s: note: time scale %g compresses arrivals and think times %gx: the offered load is higher than the trace's, and queueing with it\n",
-			cfg.Name, cfg.TimeScale, cfg.TimeScale)
-	}
-	if dir != "" {
-		if err := sim.WriteRunFiles(dir, cfg, res); err != nil {
-			return nil, err
-		}
+			label, cfg.TimeScale, cfg.TimeScale)
 	}
 	return res, nil
 }
 
-func slo(ttft, tpot, e2e float64) metrics.SLO {
-	return metrics.SLO{TTFTS: ttft, TPOTS: tpot, LatencyS: e2e}
+func ordinalSuffix(n int64) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
+}
+
+// removeRun deletes the run files of a failed run from dir.
+func removeRun(dir string) {
+	ours, _ := classifyRun(dir) // files before the folder that holds them
+	for _, p := range ours {
+		os.Remove(p)
+	}
+	os.Remove(dir) // only if empty
 }
 
 // dumpProfile writes p where asked.
 func dumpProfile(e *env, p *model.Profile, path string) error {
 	return writeOutput(e, path, func(w io.Writer) error { return p.Encode(w) })
+}
+
+// writeOutput runs write against stdout (path "-") or a new file at path.
+// A failed write removes the partial file, so a broken run never leaves a
+// truncated file behind that looks whole.
+func writeOutput(e *env, path string, write func(io.Writer) error) (err error) {
+	if path == "-" || path == "" {
+		return write(e.stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	return write(f)
 }

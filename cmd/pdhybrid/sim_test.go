@@ -5,18 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 )
 
-func runCLI(args ...string) (string, string, error) {
+func runCLI(args ...string) (string, string, error) { return runCLIIn("", args...) }
+
+// runCLIIn runs a command line in-process with stdin as standard input;
+// stderr ends with the error message as pdhybrid prints it.
+func runCLIIn(stdin string, args ...string) (string, string, error) {
 	var out, errb bytes.Buffer
-	err := dispatch(context.Background(), &env{stdout: &out, stderr: &errb}, "pdhybrid", topCommands(), args)
+	e := &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, now: time.Now}
+	path, err := execute(context.Background(), e, args)
+	reportError(&errb, path, err)
 	return out.String(), errb.String(), err
 }
 
@@ -132,11 +138,11 @@ func TestSimUsageErrors(t *testing.T) {
 // TestSimHelpExplainsEveryFlag: --help lists each flag with its default.
 func TestSimHelpExplainsEveryFlag(t *testing.T) {
 	for _, cmd := range []string{"sim", "bench"} {
-		_, stderr, err := runCLI(cmd, "--help")
-		if !errors.Is(err, flag.ErrHelp) {
+		stderr, _, err := runCLI(cmd, "--help") // the page goes to stdout
+		if err != nil {
 			t.Fatalf("%s --help: %v", cmd, err)
 		}
-		for _, f := range []string{"-trace", "-time-scale", "-concurrency", "-timeout", "-max-input-len", "-chunk-tokens", "-slo-ttft", "-profile", "-link", "-out"} {
+		for _, f := range []string{"--trace", "--time-scale", "--concurrency", "--timeout", "--max-input-len", "--chunk-tokens", "--goodput", "--profile", "--link", "--out", "--force"} {
 			if !strings.Contains(stderr, f) {
 				t.Errorf("%s --help does not explain %s", cmd, f)
 			}

@@ -1,18 +1,19 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
-	"os"
+	"math"
+	"sort"
+	"strconv"
 	"strings"
-	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 	"github.com/pdhybrid/pdhybrid/internal/synth"
-	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
 // simFlags are the knobs sim and bench share.
@@ -39,53 +40,243 @@ type simFlags struct {
 	ignoreThink bool
 	alpha       float64
 	floorK      float64
-	sloTTFT     float64
+	goodput     string
+	sloTTFT     float64 // deprecated: --goodput ttft:MS
 	sloTPOT     float64
 	sloE2E      float64
 	sample      float64
 	seed        uint64
+	force       bool
 }
 
-func (f *simFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay (default: the built-in synthetic agentic workload)")
-	fs.IntVar(&f.blockSize, "block-size", 0, "tokens per hash id for a trace `file` without a header line (0 = require a header)")
-	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests` (0 = its default size)")
-	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions` (0 = its default, 40; unbounded when -synth-requests is set)")
-	fs.Float64Var(&f.synthRate, "synth-rate", 0, "built-in workload: session arrival `rate` in sessions/s (0 = default 0.1)")
+// defaultGoodput is the SLO goodput counts against unless --goodput says
+// otherwise.
+const defaultGoodput = "ttft:2000,tpot:100"
+
+// Ranges of the shared numeric flags (sim and bench --help quote them).
+var (
+	timeScaleRange  = between(0.001, 1000).is("a factor")
+	memRange        = above(0).upTo(1).orZero("the profile's mem_fraction").is("a fraction")
+	sampleRange     = between(0.001, 1e6).is("a number of seconds")
+	maxWorkerSample = 250000 // lines of structural/workers.jsonl
+)
+
+func (f *simFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay; - reads standard input (default: the built-in synthetic agentic workload)")
+	fs.IntVar(&f.blockSize, "block-size", 0, "with --trace: `tokens` per hash id for a file without a header line; 0 = take it from the header")
+	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests`; 0 = no request limit (the session count ends the workload)")
+	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions`; 0 = 40, or unbounded when --synth-requests is given")
+	fs.Float64Var(&f.synthRate, "synth-rate", 0, "built-in workload: session arrival rate in `sessions/s`; 0 = 0.1")
 	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
-	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file` (overrides -model/-hardware; see docs/engine.md)")
-	fs.StringVar(&f.link, "link", "rdma-400g", "P→D transfer link `name` from the profile (rdma-400g, tcp-loopback, nvlink)")
-	fs.Float64Var(&f.memPrefill, "mem-fraction-prefill", 0, "prefill workers' HBM `fraction` for weights+KV (0 = the profile's, 0.835)")
-	fs.Float64Var(&f.memDecode, "mem-fraction-decode", 0, "decode workers' HBM `fraction` (0 = the profile's)")
-	fs.Float64Var(&f.memColo, "mem-fraction-colo", 0, "colocated workers' HBM `fraction` (0 = the profile's)")
+	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file`, replacing --model/--hardware (see docs/engine.md; --dump-profile writes one to start from)")
+	fs.StringVar(&f.link, "link", "rdma-400g", "naive PD: P→D transfer link `name` from the profile (rdma-400g, tcp-loopback, nvlink)")
+	fs.Float64Var(&f.memPrefill, "mem-fraction-prefill", 0, "naive PD: HBM `fraction` prefill workers use for weights+KV, in (0, 1]; 0 = the profile's")
+	fs.Float64Var(&f.memDecode, "mem-fraction-decode", 0, "naive PD: HBM `fraction` of decode workers, in (0, 1]; 0 = the profile's")
+	fs.Float64Var(&f.memColo, "mem-fraction-colo", 0, "data-parallel: HBM `fraction` of colocated workers, in (0, 1]; 0 = the profile's")
 	fs.IntVar(&f.chunk, "chunk-tokens", 8192, "chunked-prefill budget per scheduler step, in `tokens`")
 	fs.IntVar(&f.maxRunning, "max-running", 128, "max running `requests` per worker")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
-	fs.Float64Var(&f.timeScale, "time-scale", 1, "divide trace time (and think time) by this `factor`; 2 replays twice as fast")
-	fs.IntVar(&f.concurrency, "concurrency", 0, "max `requests` in flight from the client (0 = unlimited)")
-	fs.Float64Var(&f.timeout, "timeout", 0, "per-request timeout in `seconds` from send (0 = none)")
-	fs.IntVar(&f.maxInput, "max-input-len", 0, "fail prompts longer than this many `tokens` (0 = the model's max context, 262144)")
+	fs.Float64Var(&f.timeScale, "time-scale", 1, "divide trace time (and think time) by this `factor`, in [0.001, 1000]; 2 replays twice as fast")
+	fs.IntVar(&f.concurrency, "concurrency", 0, "max `requests` in flight from the client; 0 = unlimited")
+	fs.Float64Var(&f.timeout, "timeout", 0, "per-request timeout in `seconds` from sending; 0 = none")
+	fs.IntVar(&f.maxInput, "max-input-len", 0, "fail prompts longer than this many `tokens`; 0 = the model's max context (262144)")
 	fs.BoolVar(&f.ignoreThink, "ignore-think-time", false, "release a turn when its parent ends, ignoring the trace's think time")
-	fs.Float64Var(&f.alpha, "alpha", 1, "kv-aware: weight of stickiness in `blocks` of overlap")
-	fs.Float64Var(&f.floorK, "floor-k", 0, "kv-aware: load-floor bonus `K` for under-assigned workers (0 = off)")
-	fs.Float64Var(&f.sloTTFT, "slo-ttft", 2, "goodput SLO: max TTFT in `seconds` (0 = no bound)")
-	fs.Float64Var(&f.sloTPOT, "slo-tpot", 0.1, "goodput SLO: max TPOT in `seconds` (0 = no bound)")
-	fs.Float64Var(&f.sloE2E, "slo-e2el", 0, "goodput SLO: max end-to-end latency in `seconds` (0 = no bound)")
-	fs.Float64Var(&f.sample, "sample-interval", 1, "worker occupancy log period in simulated `seconds`")
-	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "`seed` for the built-in workload (the simulator itself is deterministic)")
+	fs.Float64Var(&f.alpha, "alpha", 1, "kv-aware policy only: weight of stickiness, in `blocks` of prefix overlap (> 0)")
+	fs.Float64Var(&f.floorK, "floor-k", 0, "kv-aware policy only: load-floor bonus in `blocks` for under-assigned workers; 0 = off")
+	fs.StringVar(&f.goodput, "goodput", defaultGoodput, "goodput `SLOs` in milliseconds, as vLLM bench serve takes them: --goodput ttft:300 tpot:50 (keys ttft, tpot, e2el; a request is good when it completed within every bound); none = every completed request is good")
+	fs.Float64Var(&f.sloTTFT, "slo-ttft", 0, "deprecated: goodput TTFT bound in `seconds`; use --goodput ttft:MS")
+	fs.Float64Var(&f.sloTPOT, "slo-tpot", 0, "deprecated: goodput TPOT bound in `seconds`; use --goodput tpot:MS")
+	fs.Float64Var(&f.sloE2E, "slo-e2el", 0, "deprecated: goodput end-to-end bound in `seconds`; use --goodput e2el:MS")
+	for _, n := range []string{"slo-ttft", "slo-tpot", "slo-e2el"} {
+		fs.MarkDeprecated(n, "use --goodput (milliseconds), e.g. --goodput ttft:2000 tpot:100")
+	}
+	fs.Float64Var(&f.sample, "sample-interval", 1, fmt.Sprintf("worker KV occupancy sample period in simulated `seconds`; structural/workers.jsonl keeps at most %d samples (about 40 MB), so a longer run keeps every 2nd, 4th, ... sample (the period doubles; stderr says so)", maxWorkerSample))
+	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "random `seed` of the built-in workload; only without --trace (the simulator itself is deterministic)")
+	fs.BoolVar(&f.force, "force", false, "with --out: replace the run already in that folder (only files pdhybrid writes are removed)")
 }
 
-// loadProfile resolves -profile or -model/-hardware.
-func (f *simFlags) loadProfile() (*model.Profile, error) {
-	if f.profile != "" {
-		return model.Load(f.profile)
+// runModes says which mechanisms and policies a command will run, so flags
+// that do not apply to any of them are rejected.
+type runModes struct {
+	pd, colo bool // naive PD runs; data-parallel runs
+	kvAware  bool // some run uses the kv-aware policy
+}
+
+// check validates the shared flags before any work: ranges, the flags that
+// apply only to some modes, and the profile-dependent limits (memory
+// fractions against the weights, prompt length against the context).
+func (f *simFlags) check(ck *checks, m runModes) {
+	ck.num("block-size", atLeast(1).upTo(1<<20).orZero("the trace header's").is("a number of tokens"))
+	ck.num("synth-requests", atLeast(1).upTo(1e9).orZero("no request limit"))
+	ck.num("synth-sessions", atLeast(1).upTo(1e7).orZero("the default"))
+	ck.num("synth-rate", above(0).upTo(1000).orZero("the default, 0.1").is("a rate in sessions/s"))
+	ck.num("mem-fraction-prefill", memRange)
+	ck.num("mem-fraction-decode", memRange)
+	ck.num("mem-fraction-colo", memRange)
+	ck.num("chunk-tokens", between(1, 1<<22).is("a number of tokens"))
+	ck.num("max-running", between(1, 1<<16).is("a number of requests"))
+	ck.num("time-scale", timeScaleRange)
+	ck.num("concurrency", between(1, 1e9).orZero("unlimited"))
+	ck.num("timeout", above(0).upTo(1e9).orZero("no timeout").is("a number of seconds"))
+	ck.num("max-input-len", atLeast(1).upTo(1<<30).orZero("the model's max context").is("a number of tokens"))
+	ck.num("alpha", above(0).upTo(1e9).is("a weight in blocks"))
+	ck.num("floor-k", above(0).upTo(1e9).orZero("off").is("a bonus in blocks"))
+	for _, n := range []string{"slo-ttft", "slo-tpot", "slo-e2el"} {
+		ck.num(n, above(0).upTo(1e6).orZero("no bound").is("a number of seconds"))
 	}
-	return model.Builtin(f.model, f.hardware)
+	ck.num("sample-interval", sampleRange)
+
+	file := f.trace != ""
+	ck.only("block-size", file, "with --trace (the built-in workload has its own)")
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed"} {
+		ck.only(n, !file, "to the built-in workload, not with --trace")
+	}
+	ck.only("link", m.pd, "to naive PD (pd-disaggregation), which transfers KV from P to D")
+	ck.only("mem-fraction-prefill", m.pd, "to naive PD (pd-disaggregation)")
+	ck.only("mem-fraction-decode", m.pd, "to naive PD (pd-disaggregation)")
+	ck.only("mem-fraction-colo", m.colo, "to data-parallel (pd-colo) workers")
+	ck.only("alpha", m.kvAware, "with the kv-aware policy")
+	ck.only("floor-k", m.kvAware, "with the kv-aware policy")
+	if ck.set("goodput") {
+		for _, n := range []string{"slo-ttft", "slo-tpot", "slo-e2el"} {
+			if ck.set(n) {
+				ck.fail("--%s: give either --goodput or the deprecated --%s, not both", n, n)
+			}
+		}
+	}
+	if _, err := f.slo(ck); err != nil {
+		ck.fail("%v", err)
+	}
+	if ck.set("profile") {
+		ck.only("model", false, "without --profile (the profile names its model)")
+		ck.only("hardware", false, "without --profile (the profile names its hardware)")
+	}
+}
+
+// slo resolves --goodput (or the deprecated --slo-* in seconds).
+func (f *simFlags) slo(ck *checks) (metrics.SLO, error) {
+	if !ck.set("goodput") && (ck.set("slo-ttft") || ck.set("slo-tpot") || ck.set("slo-e2el")) {
+		return metrics.SLO{TTFTS: f.sloTTFT, TPOTS: f.sloTPOT, LatencyS: f.sloE2E}, nil
+	}
+	return parseGoodput(f.goodput)
+}
+
+// parseGoodput reads vLLM's --goodput syntax: KEY:MS pairs separated by
+// commas or spaces, keys ttft, tpot, e2el, values in milliseconds > 0.
+func parseGoodput(s string) (metrics.SLO, error) {
+	var slo metrics.SLO
+	if strings.TrimSpace(s) == "none" {
+		return slo, nil
+	}
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(fields) == 0 {
+		return slo, fmt.Errorf("--goodput %q: want KEY:MS pairs such as ttft:300 tpot:50, or none", s)
+	}
+	seen := map[string]bool{}
+	for _, kv := range fields {
+		k, v, ok := strings.Cut(kv, ":")
+		ms, err := strconv.ParseFloat(v, 64)
+		switch {
+		case !ok:
+			return slo, fmt.Errorf("--goodput %s: want KEY:MS (ttft:300), keys ttft, tpot, e2el", kv)
+		case err != nil || math.IsNaN(ms) || math.IsInf(ms, 0) || ms <= 0 || ms > 1e9:
+			return slo, fmt.Errorf("--goodput %s: want a bound in milliseconds in (0, 1e9]", kv)
+		case seen[k]:
+			return slo, fmt.Errorf("--goodput %s: %s given twice", kv, k)
+		}
+		seen[k] = true
+		switch k {
+		case "ttft":
+			slo.TTFTS = ms / 1e3
+		case "tpot":
+			slo.TPOTS = ms / 1e3
+		case "e2el":
+			slo.LatencyS = ms / 1e3
+		default:
+			return slo, fmt.Errorf("--goodput %s: unknown key %q; want ttft, tpot or e2el", kv, k)
+		}
+	}
+	return slo, nil
+}
+
+// loadProfile resolves --profile or --model/--hardware and checks what the
+// profile loader does not: a profile problem is a usage error naming the
+// flag that brought it in.
+func (f *simFlags) loadProfile() (*model.Profile, error) {
+	var p *model.Profile
+	var err error
+	src := fmt.Sprintf("--model %s --hardware %s", f.model, f.hardware)
+	if f.profile != "" {
+		src = "--profile " + f.profile
+		p, err = model.Load(f.profile)
+	} else {
+		p, err = model.Builtin(f.model, f.hardware)
+	}
+	if err != nil {
+		return nil, usagef("%s: %v", src, err)
+	}
+	if err := checkProfile(p); err != nil {
+		return nil, usagef("%s: %v", src, err)
+	}
+	return p, nil
+}
+
+// checkProfile covers what model.Profile.Validate leaves out.
+func checkProfile(p *model.Profile) error {
+	m := p.Model
+	var errs []string
+	if m.Experts < 0 || m.TopK < 0 || (m.Experts == 0) != (m.TopK == 0) || m.TopK > m.Experts {
+		errs = append(errs, fmt.Sprintf("model.top_k %d with model.experts %d: want 0 for both (a dense model) or 1 ≤ top_k ≤ experts", m.TopK, m.Experts))
+	}
+	if m.MaxContext <= 0 {
+		errs = append(errs, fmt.Sprintf("model.max_context %d: want > 0 tokens", m.MaxContext))
+	}
+	if m.WeightBytes < 0 || p.Hardware.WorkspaceBytes < 0 {
+		errs = append(errs, "model.weight_bytes and hardware.workspace_bytes must be ≥ 0")
+	}
+	if m.QHeads < 0 {
+		errs = append(errs, fmt.Sprintf("model.q_heads %d: want ≥ 0", m.QHeads))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("profile %s: %s", p.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkWithProfile validates the flags whose range depends on the profile.
+func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
+	for _, r := range []struct {
+		flag string
+		v    float64
+		on   bool
+	}{{"mem-fraction-prefill", f.memPrefill, m.pd}, {"mem-fraction-decode", f.memDecode, m.pd}, {"mem-fraction-colo", f.memColo, m.colo}} {
+		if !r.on || r.v == 0 || !memRange.contains(r.v) {
+			continue
+		}
+		if p.KVPoolTokens(r.v) < int64(max(f.chunk, 1)) {
+			need := float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+int64(max(f.chunk, 1))*p.Model.KVBytesPerToken()) / float64(p.Hardware.HBMBytes)
+			ck.fail("--%s %v: weights (%.1f GB) and workspace (%.1f GB) of %s leave no room for KV in %v of %.1f GB HBM; want a fraction in (%.3f, 1]",
+				r.flag, r.v, float64(p.Model.WeightBytes)/1e9, float64(p.Hardware.WorkspaceBytes)/1e9, p.Name, r.v, float64(p.Hardware.HBMBytes)/1e9, need)
+		}
+	}
+	if f.maxInput > p.Model.MaxContext {
+		ck.fail("--max-input-len %d: longer than %s's context of %d tokens; want 0 (the context) or a number of tokens in [1, %d]", f.maxInput, p.Model.Name, p.Model.MaxContext, p.Model.MaxContext)
+	}
+	if m.pd {
+		if _, ok := p.Links[f.link]; !ok {
+			var names []string
+			for n := range p.Links {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			ck.fail("--link %q: profile %s has no such link; want one of %s", f.link, p.Name, strings.Join(names, ", "))
+		}
+	}
 }
 
 // config builds a sim config for one mechanism.
-func (f *simFlags) config(p *model.Profile, mech sim.Mechanism, policy kvc.Policy) sim.Config {
+func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism, policy kvc.Policy) sim.Config {
 	return sim.Config{
 		Mechanism: mech, Policy: policy, Profile: p, Link: f.link,
 		PrefillMemFraction: f.memPrefill, DecodeMemFraction: f.memDecode, ColoMemFraction: f.memColo,
@@ -93,75 +284,9 @@ func (f *simFlags) config(p *model.Profile, mech sim.Mechanism, policy kvc.Polic
 		TimeScale: f.timeScale, Concurrency: f.concurrency, TimeoutS: f.timeout,
 		MaxInputLen: f.maxInput, IgnoreThink: f.ignoreThink,
 		Alpha: f.alpha, FloorK: f.floorK,
-		SLO:             slo(f.sloTTFT, f.sloTPOT, f.sloE2E),
+		SLO:             slo,
 		SampleIntervalS: f.sample, Seed: f.seed,
 	}
-}
-
-// source opens the workload: a trace file, or the built-in generator. The
-// returned closer must be called when the run is over.
-func (f *simFlags) source() (sim.Source, string, func() error, error) {
-	if f.trace == "" {
-		cfg := synth.DefaultAgentic()
-		cfg.Seed = f.seed
-		if f.synthReqs > 0 {
-			cfg.Requests = f.synthReqs
-			cfg.Sessions = 0
-		}
-		if f.synthSess > 0 {
-			cfg.Sessions = f.synthSess
-		}
-		if f.synthRate > 0 {
-			cfg.ArrivalRate = f.synthRate
-		}
-		st, err := synth.NewAgentic(cfg)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		desc := fmt.Sprintf("built-in agentic workload (seed %d, sessions arriving at %.3g/s", cfg.Seed, cfg.ArrivalRate)
-		if cfg.Sessions > 0 {
-			desc += fmt.Sprintf(", %d sessions", cfg.Sessions)
-		}
-		if cfg.Requests > 0 {
-			desc += fmt.Sprintf(", first %d requests", cfg.Requests)
-		}
-		return st, desc + ")", func() error { return nil }, nil
-	}
-	file, err := os.Open(f.trace)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	rd, err := trace.NewReader(file, f.trace, f.blockSize)
-	if err != nil {
-		file.Close()
-		return nil, "", nil, err
-	}
-	if rd.Header().BlockSize <= 0 {
-		file.Close()
-		return nil, "", nil, usageError{fmt.Sprintf("%s has no header line: give its block size with -block-size", f.trace)}
-	}
-	return rd, f.trace, file.Close, nil
-}
-
-// progressPrinter prints a progress line to w at most once a second of wall
-// time, and only once the run has lasted a second.
-func progressPrinter(w io.Writer, label string) (sim.Progress, func()) {
-	start := time.Now()
-	last := start
-	printed := false
-	return func(done int, simT float64) {
-			now := time.Now()
-			if now.Sub(last) < time.Second {
-				return
-			}
-			last = now
-			printed = true
-			fmt.Fprintf(w, "\r%s: %d requests done, simulated %.0f s, %.1f s elapsed", label, done, simT, now.Sub(start).Seconds())
-		}, func() {
-			if printed {
-				fmt.Fprintln(w)
-			}
-		}
 }
 
 func splitList(s string) []string {

@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 	"github.com/pdhybrid/pdhybrid/internal/trace/convert"
@@ -13,107 +18,150 @@ import (
 // rest are counted.
 const maxListed = 20
 
-// sourceFlags are the flags shared by the commands that read any source
-// format (convert, and stats/validate when given --from).
-type sourceFlags struct {
-	from      *string
-	blockSize *int
-	arrival   *string
-	stagger   *float64
-	rate      *float64
-	seed      *uint64
-	shared    *bool
-	sort      *bool
+func traceCmd(e *env) *cobra.Command {
+	return group("trace", "trace toolkit: convert, stats, sample, synth, validate",
+		`The trace toolkit: convert public traces (WEKA Claude Code sessions,
+Mooncake, Bailian/seed) to the canonical JSONL format, summarise, sample,
+generate and validate them. docs/traces.md describes the format and every
+conversion rule.`,
+		gracefulStop(convertCmd(e)), gracefulStop(statsCmd(e)), sampleCmd(e), synthCmd(e), gracefulStop(validateCmd(e)))
 }
 
-func addSourceFlags(fs interface {
-	String(string, string, string) *string
-	Int(string, int, string) *int
-	Float64(string, float64, string) *float64
-	Uint64(string, uint64, string) *uint64
-	Bool(string, bool, string) *bool
-}, fromDefault, fromHelp string) *sourceFlags {
-	return &sourceFlags{
-		from:      fs.String("from", fromDefault, fromHelp),
-		blockSize: fs.Int("block-size", 0, "tokens per hash id; 0 = the format's own (weka: from the files, mooncake 512, bailian 16, seed 24, canonical: header)"),
-		arrival:   fs.String("arrival", "stagger", "weka session arrival process: stagger (fixed gap) or poisson"),
-		stagger:   fs.Float64("stagger", 10, "weka: seconds between session starts with --arrival stagger"),
-		rate:      fs.Float64("rate", 0.1, "weka: session arrival rate in sessions/s with --arrival poisson"),
-		seed:      fs.Uint64("seed", 1, "weka: random seed of the poisson arrival process"),
-		shared:    fs.Bool("shared-prefix", false, "weka: give the first floor((tool_tokens+system_tokens)/block) blocks of every session common ids, modelling one shared system/tool prompt"),
-		sort:      fs.Bool("sort", false, "bailian/seed/canonical: buffer the file in memory and sort it by timestamp if it is out of order (otherwise out-of-order input is an error)"),
+// sourceFlags are the flags shared by the commands that read any source
+// format (convert, and stats when given --from or a raw file).
+type sourceFlags struct {
+	from      string
+	blockSize int
+	arrival   string
+	stagger   float64
+	rate      float64
+	seed      uint64
+	shared    bool
+	sort      bool
+}
+
+func (sf *sourceFlags) register(fs *pflag.FlagSet, fromHelp string) {
+	fs.StringVar(&sf.from, "from", "", fromHelp)
+	fs.IntVar(&sf.blockSize, "block-size", 0, "`tokens` per hash id; 0 = the format's own (weka: from the files, mooncake 512, bailian 16, seed 24, canonical: the header)")
+	fs.StringVar(&sf.arrival, "arrival", "stagger", "weka: session arrival `process`: stagger (--stagger apart) or poisson (--rate)")
+	fs.Float64Var(&sf.stagger, "stagger", 10, "weka with --arrival stagger: `seconds` between session starts")
+	fs.Float64Var(&sf.rate, "rate", 0.1, "weka with --arrival poisson: session arrival rate in `sessions/s`")
+	fs.Uint64Var(&sf.seed, "seed", 1, "weka with --arrival poisson: random `seed` of the arrival process")
+	fs.BoolVar(&sf.shared, "shared-prefix", false, "weka: give the first floor((tool_tokens+system_tokens)/block) blocks of every session common ids, modelling one shared system/tool prompt")
+	fs.BoolVar(&sf.sort, "sort", false, "bailian/seed/canonical: buffer the file in memory and sort it by timestamp if it is out of order (otherwise out-of-order input is an error)")
+}
+
+func formats() []string {
+	var fs []string
+	for f := range convert.DefaultBlockSize {
+		fs = append(fs, f)
 	}
+	sort.Strings(fs)
+	return fs
+}
+
+// check validates the source flags for format from (already resolved).
+func (sf *sourceFlags) check(ck *checks, from string) {
+	if _, ok := convert.DefaultBlockSize[from]; !ok {
+		ck.fail("--from %q: want one of %s", from, strings.Join(formats(), ", "))
+		return
+	}
+	ck.num("block-size", between(1, 1<<20).orZero("the format's own").is("a number of tokens"))
+	ck.oneOf("arrival", "stagger", "poisson")
+	ck.num("stagger", between(0, 1e9).is("a number of seconds"))
+	ck.num("rate", above(0).upTo(1e6).is("a rate in sessions/s"))
+	weka := from == "weka"
+	for _, n := range []string{"arrival", "shared-prefix"} {
+		ck.only(n, weka, "to --from weka (the other formats carry their own timestamps)")
+	}
+	ck.only("stagger", weka && sf.arrival == "stagger", "to --from weka with --arrival stagger")
+	ck.only("rate", weka && sf.arrival == "poisson", "to --from weka with --arrival poisson (the default arrival is stagger: sessions --stagger 10 s apart)")
+	ck.only("seed", weka && sf.arrival == "poisson", "to --from weka with --arrival poisson")
+	ck.only("sort", from == "bailian" || from == "seed" || from == "canonical", "to --from bailian, seed or canonical (weka and mooncake are sorted by the converter)")
 }
 
 func (sf *sourceFlags) options(strict bool) convert.Options {
-	o := convert.Options{From: *sf.from, BlockSize: *sf.blockSize, Strict: strict, Sort: *sf.sort}
-	o.Weka.Arrival = *sf.arrival
-	o.Weka.Stagger = *sf.stagger
-	o.Weka.Rate = *sf.rate
-	o.Weka.Seed = *sf.seed
-	o.Weka.SharedPrefix = *sf.shared
+	o := convert.Options{From: sf.from, BlockSize: sf.blockSize, Strict: strict, Sort: sf.sort}
+	o.Weka.Arrival = sf.arrival
+	o.Weka.Stagger = sf.stagger
+	o.Weka.Rate = sf.rate
+	o.Weka.Seed = sf.seed
+	o.Weka.SharedPrefix = sf.shared
 	return o
 }
 
-func runTraceConvert(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "convert", "pdhybrid trace convert --from FORMAT [flags] PATH",
-		`Convert a trace to the canonical JSONL format (header line with the block
+func convertCmd(e *env) *cobra.Command {
+	var sf sourceFlags
+	var out string
+	var strict bool
+	c := &cobra.Command{
+		Use:   "convert --from FORMAT [flags] PATH",
+		Short: "convert weka, mooncake, bailian or seed traces to the canonical format",
+		Long: `Convert a trace to the canonical JSONL format (header line with the block
 size, then one request per line in global timestamp order). FORMAT is weka
 (a directory or file of kv-cache-tester session JSONs), mooncake (FAST'25
 JSONL; sessions are inferred from prefix chains), bailian or seed (the
 canonical schema with 16- or 24-token blocks: validated pass-through).
-Skipped records are counted and listed on stderr, never dropped silently.
-See docs/traces.md for every rule.`)
-	sf := addSourceFlags(fs, "", "source format: weka, mooncake, bailian, seed or canonical (required)")
-	out := fs.String("out", "-", "output file; - for stdout")
-	strict := fs.Bool("strict", false, "fail (and write nothing) if any record would be skipped")
-	if err := fs.Parse(args); err != nil {
-		return err
+Skipped records are counted and listed on stderr, never dropped silently;
+a conversion that yields no request at all is an error (and writes no file).
+See docs/traces.md for every rule.`,
+		Args: onePath,
 	}
-	if fs.NArg() != 1 {
-		return usageError{"convert: need exactly one PATH"}
-	}
-	if *sf.from == "" {
-		return usageError{"convert: --from is required (weka, mooncake, bailian, seed)"}
-	}
-	if _, ok := convert.DefaultBlockSize[*sf.from]; !ok {
-		return usageError{fmt.Sprintf("convert: unknown --from %q (weka, mooncake, bailian, seed, canonical)", *sf.from)}
-	}
-	if *sf.arrival != "stagger" && *sf.arrival != "poisson" {
-		return usageError{fmt.Sprintf("convert: --arrival %q: expected stagger or poisson", *sf.arrival)}
-	}
-	st, err := convert.Open(fs.Arg(0), sf.options(*strict))
-	if err != nil {
-		return err
-	}
-	var n int
-	err = writeOutput(e, *out, func(w io.Writer) error {
-		var werr error
-		n, werr = writeStream(ctx, st, w)
-		return werr
+	fs := c.Flags()
+	fs.SortFlags = false
+	sf.register(fs, "source `format`: weka, mooncake, bailian, seed or canonical (required)")
+	fs.StringVar(&out, "out", "-", "output `file`; - for stdout")
+	fs.BoolVar(&strict, "strict", false, "fail (and write nothing) if any record would be skipped")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, args []string) error {
+		ck := newChecks(c)
+		if sf.from == "" {
+			return usagef("--from is required: one of %s", strings.Join(formats(), ", "))
+		}
+		sf.check(ck, sf.from)
+		if err := ck.err(); err != nil {
+			return err
+		}
+		st, err := convert.Open(args[0], sf.options(strict))
+		if err != nil {
+			return err
+		}
+		var n int
+		err = writeOutput(e, out, func(w io.Writer) error {
+			var werr error
+			if n, werr = writeStream(ctx, st, w); werr == nil && n == 0 {
+				werr = fmt.Errorf("%s: no request converted (%d records skipped): nothing written", args[0], len(st.Skips))
+			}
+			return werr
+		})
+		reportStream(e.stderr, st)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "wrote %d requests (block size %d) to %s\n", n, st.Header.BlockSize, out)
+		return nil
 	})
-	reportStream(e.stderr, st)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stderr, "wrote %d requests (block size %d) to %s\n", n, st.Header.BlockSize, *out)
-	return nil
+	return c
 }
 
+// writeStream writes st to w as a canonical trace. The header is written
+// only with the first request, so an empty conversion writes nothing.
 func writeStream(ctx context.Context, st *convert.Stream, w io.Writer) (int, error) {
-	tw, err := trace.NewWriter(w, st.Header)
-	if err != nil {
-		return 0, err
-	}
+	var tw *trace.Writer
 	n := 0
-	err = st.Run(func(r *trace.Request) error {
+	err := st.Run(func(r *trace.Request) error {
 		if n%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if tw == nil {
+			var err error
+			if tw, err = trace.NewWriter(w, st.Header); err != nil {
+				return err
+			}
 		}
 		n++
 		return tw.Write(r)
 	})
-	if err != nil {
+	if err != nil || tw == nil {
 		return n, err
 	}
 	return n, tw.Flush()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,94 +10,167 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 	"github.com/pdhybrid/pdhybrid/internal/trace/convert"
 	"github.com/pdhybrid/pdhybrid/internal/trace/stats"
 )
 
-func runTraceStats(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "stats", "pdhybrid trace stats [--json] [flags] PATH",
-		`Summarise a trace in one streaming pass: requests, sessions, block size,
+func statsCmd(e *env) *cobra.Command {
+	var sf sourceFlags
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "stats [flags] PATH",
+		Short: "requests, sessions, token and gap distributions, ideal cache hit ratio",
+		Long: `Summarise a trace in one streaming pass: requests, sessions, block size,
 turns per session, input/output token, inter-turn gap and think-time
 distributions (mean, p50, p90, p99, max; numpy linear-interpolation
 percentiles), the ideal prefix-cache hit ratio of an infinite radix cache
 (a block hits only if its whole chain was requested before), and the share
 of hits on blocks first seen in another session.
 
-PATH is a canonical trace; a headerless canonical-schema file needs
---block-size. A raw Mooncake file or a weka directory is detected and
-converted on the fly (same flags as 'trace convert'); --from forces a format.`)
-	sf := addSourceFlags(fs, "", "source format (weka, mooncake, bailian, seed, canonical); empty = detect from the file")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	if err := fs.Parse(args); err != nil {
-		return err
+PATH is a canonical trace; - reads one from standard input. A headerless
+canonical-schema file needs --block-size. A raw Mooncake file or a weka
+directory is detected and converted on the fly (same flags as 'trace
+convert'); --from forces a format. A trace without requests is an error.`,
+		Args: onePath,
 	}
-	if fs.NArg() != 1 {
-		return usageError{"stats: need exactly one PATH"}
-	}
-	path := fs.Arg(0)
-	if *sf.from == "" {
-		f, err := convert.Detect(path)
-		if err != nil {
-			return err
-		}
-		*sf.from = f
-	}
-	if _, ok := convert.DefaultBlockSize[*sf.from]; !ok {
-		return usageError{fmt.Sprintf("stats: unknown --from %q", *sf.from)}
-	}
-	var rep stats.Report
-	switch *sf.from {
-	case "weka", "mooncake":
-		st, err := convert.Open(path, sf.options(false))
-		if err != nil {
-			return err
-		}
-		col := stats.NewCollector(st.Header)
-		n := 0
-		err = st.Run(func(r *trace.Request) error {
-			if n++; n%4096 == 0 && ctx.Err() != nil {
-				return ctx.Err()
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	sf.register(fs, "source `format` (weka, mooncake, bailian, seed, canonical); empty = detect from the file")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, args []string) error {
+		path := args[0]
+		ck := newChecks(c)
+		from := sf.from
+		if path == "-" {
+			if from == "" {
+				from = "canonical"
 			}
-			col.Add(r)
-			return nil
-		})
-		fmt.Fprintf(e.stderr, "read %s as %s\n", path, *sf.from)
-		reportStream(e.stderr, st)
+			if from == "weka" || from == "mooncake" {
+				return usagef("--from %s: reads a file or folder, not standard input", from)
+			}
+		}
+		if from == "" {
+			if blankFile(path) {
+				return emptyTrace(path)
+			}
+			f, err := convert.Detect(path)
+			if err != nil {
+				return err
+			}
+			from = f
+		}
+		sf.check(ck, from)
+		if err := ck.err(); err != nil {
+			return err
+		}
+		sf.from = from
+		var rep stats.Report
+		switch from {
+		case "weka", "mooncake":
+			st, err := convert.Open(path, sf.options(false))
+			if err != nil {
+				return err
+			}
+			col := stats.NewCollector(st.Header)
+			n := 0
+			err = st.Run(func(r *trace.Request) error {
+				if n++; n%4096 == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				col.Add(r)
+				return nil
+			})
+			fmt.Fprintf(e.stderr, "read %s as %s\n", path, from)
+			reportStream(e.stderr, st)
+			if err != nil {
+				return err
+			}
+			rep = col.Report()
+		default:
+			// Canonical-schema files are read directly, without the pass-through
+			// checker, whose chat-id map would grow with the file.
+			var err error
+			if rep, err = statsCanonical(ctx, e, path, from, sf.blockSize); err != nil {
+				return err
+			}
+		}
+		if rep.Requests == 0 {
+			return emptyTrace(path)
+		}
+		if asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		}
+		return printStats(e.stdout, path, rep)
+	})
+	return c
+}
+
+// emptyTrace is the error of stats and validate for a trace without any
+// request (an empty file, blank lines, a header alone).
+func emptyTrace(path string) error {
+	return fmt.Errorf("%s: empty trace: no requests", displayName(path))
+}
+
+func displayName(path string) string {
+	if path == "-" {
+		return "standard input"
+	}
+	return path
+}
+
+// blankFile reports whether path is a regular file with nothing but white
+// space in it; it stops at the first other byte.
+func blankFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	br := bufio.NewReader(f)
+	for {
+		b, err := br.ReadByte()
 		if err != nil {
-			return err
+			return errors.Is(err, io.EOF)
 		}
-		rep = col.Report()
-	default:
-		// Canonical-schema files are read directly, without the pass-through
-		// checker, whose chat-id map would grow with the file.
-		var err error
-		if rep, err = statsCanonical(ctx, e, path, *sf.from, *sf.blockSize); err != nil {
-			return err
+		if b != ' ' && b != '\t' && b != '\r' && b != '\n' {
+			return false
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+}
+
+// openInput opens path for reading; - is standard input.
+func openInput(e *env, path string) (io.Reader, func() error, error) {
+	if path == "-" {
+		return e.stdin, func() error { return nil }, nil
 	}
-	printStats(e.stdout, path, rep)
-	return nil
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
 }
 
 // statsCanonical streams a canonical-schema file into a stats collector.
 // Malformed lines are counted, listed (up to maxListed) and left out.
 func statsCanonical(ctx context.Context, e *env, path, from string, blockSize int) (stats.Report, error) {
-	f, err := os.Open(path)
+	in, closeIn, err := openInput(e, path)
 	if err != nil {
 		return stats.Report{}, err
 	}
-	defer f.Close()
+	defer closeIn()
 	bs := blockSize
 	if bs <= 0 {
 		bs = convert.DefaultBlockSize[from]
 	}
-	rd, err := trace.NewReader(f, path, bs)
+	rd, err := trace.NewReader(in, displayName(path), bs)
 	if err != nil {
 		return stats.Report{}, err
 	}
@@ -105,7 +179,7 @@ func statsCanonical(ctx context.Context, e *env, path, from string, blockSize in
 		h.BlockSize = blockSize
 	}
 	if !rd.HasHeader() && h.BlockSize <= 0 {
-		return stats.Report{}, usageError{path + ": no header line: give --block-size (or --from bailian|seed)"}
+		return stats.Report{}, usagef("%s: no header line: give --block-size (or --from bailian|seed)", displayName(path))
 	}
 	col := stats.NewCollector(h)
 	var req trace.Request
@@ -136,9 +210,9 @@ func statsCanonical(ctx context.Context, e *env, path, from string, blockSize in
 	return col.Report(), nil
 }
 
-func printStats(w io.Writer, path string, r stats.Report) {
+func printStats(w io.Writer, path string, r stats.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "trace\t%s (source %q)\n", path, r.Source)
+	fmt.Fprintf(tw, "trace\t%s (source %q)\n", displayName(path), r.Source)
 	fmt.Fprintf(tw, "requests\t%d\n", r.Requests)
 	fmt.Fprintf(tw, "sessions\t%d (%d sub-agent)\n", r.Sessions, r.SubagentSessions)
 	fmt.Fprintf(tw, "block size\t%d tokens\n", r.BlockSize)
@@ -156,5 +230,5 @@ func printStats(w io.Writer, path string, r stats.Report) {
 	row("output tokens", r.OutputTokens)
 	row("inter-turn gap (s)", r.InterTurnGapS)
 	row("think time (s)", r.ThinkTimeS)
-	tw.Flush()
+	return tw.Flush()
 }

@@ -263,6 +263,9 @@ func readSummary(dir string) (metrics.Summary, bool, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return s, false, fmt.Errorf("report: %s/summary.json: %w", dir, err)
 	}
+	// Summaries from before "complete" existed were only ever written for
+	// whole runs; a stopped run always names its stop reason.
+	s.Complete = s.StopReason == ""
 	return s, true, nil
 }
 

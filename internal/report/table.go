@@ -145,13 +145,17 @@ func WriteTable(w io.Writer, format string, names []string, sums []metrics.Summa
 		return fmt.Errorf("report: no runs to tabulate")
 	}
 	head, fails, modes := HeadlineRows(sums), FailureRows(sums), ModeRows(sums)
+	stops := make([]string, len(sums)) // "" for a complete run
+	for i := range sums {
+		stops[i] = sums[i].StopReason
+	}
 	switch format {
 	case "text", "":
-		return writeText(w, names, head, fails, modes)
+		return writeText(w, names, stops, head, fails, modes)
 	case "csv":
-		return writeCSV(w, names, head, fails, modes)
+		return writeCSV(w, names, stops, head, fails, modes)
 	case "json":
-		return writeJSON(w, names, head, fails, modes)
+		return writeJSON(w, names, stops, head, fails, modes)
 	}
 	return fmt.Errorf("report: unknown table format %q (want text, csv or json)", format)
 }
@@ -199,7 +203,7 @@ func formatNum(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-func writeText(w io.Writer, names []string, head []Row, fails, modes []CountRow) error {
+func writeText(w io.Writer, names, stops []string, head []Row, fails, modes []CountRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hdr := []string{"metric", "unit"}
 	for i, n := range names {
@@ -213,7 +217,13 @@ func writeText(w io.Writer, names []string, head []Row, fails, modes []CountRow)
 		// tabwriter right-aligns every cell.
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	fmt.Fprintf(w, "baseline: %s\n\n", names[0])
+	fmt.Fprintf(w, "baseline: %s\n", names[0])
+	for i, r := range stops {
+		if r != "" {
+			fmt.Fprintf(w, "INCOMPLETE: %s stopped early (%s): its figures cover only the requests that ended before the stop\n", names[i], r)
+		}
+	}
+	fmt.Fprintln(w)
 	line(padLeft(hdr, head))
 	for _, r := range head {
 		cells := []string{r.Label, r.Unit}
@@ -277,9 +287,15 @@ func orDash(s string) string {
 	return s
 }
 
-func writeCSV(w io.Writer, names []string, head []Row, fails, modes []CountRow) error {
+func writeCSV(w io.Writer, names, stops []string, head []Row, fails, modes []CountRow) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"table", "metric", "unit", "run", "value", "delta", "delta_unit"})
+	for i, r := range stops {
+		cw.Write([]string{"run", "complete", "bool", names[i], strconv.FormatBool(r == ""), "", ""})
+		if r != "" {
+			cw.Write([]string{"run", "stop_reason", "text", names[i], r, "", ""})
+		}
+	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	for _, r := range head {
 		du := "relative"
@@ -316,14 +332,19 @@ type jsonRow struct {
 	DeltaUnit string     `json:"delta_unit"` // relative (0.1 = +10%) | absolute
 }
 
-func writeJSON(w io.Writer, names []string, head []Row, fails, modes []CountRow) error {
+func writeJSON(w io.Writer, names, stops []string, head []Row, fails, modes []CountRow) error {
 	out := struct {
 		Runs           []string   `json:"runs"`
 		Baseline       string     `json:"baseline"`
+		Complete       []bool     `json:"complete"`     // per run: replayed its whole workload
+		StopReasons    []string   `json:"stop_reasons"` // per run: why it stopped early, "" if complete
 		Headline       []jsonRow  `json:"headline"`
 		FailureCauses  []CountRow `json:"failure_causes"`
 		ExecutionModes []CountRow `json:"execution_modes"`
-	}{Runs: names, Baseline: names[0], FailureCauses: fails, ExecutionModes: modes}
+	}{Runs: names, Baseline: names[0], StopReasons: stops, FailureCauses: fails, ExecutionModes: modes}
+	for _, r := range stops {
+		out.Complete = append(out.Complete, r == "")
+	}
 	if out.FailureCauses == nil {
 		out.FailureCauses = []CountRow{}
 	}

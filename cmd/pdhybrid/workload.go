@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/pdhybrid/pdhybrid/internal/sim"
+	"github.com/pdhybrid/pdhybrid/internal/synth"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// workload is an opened request stream: a trace file, standard input or the
+// built-in generator, with what is known of its size beforehand.
+type workload struct {
+	src   *watchSource
+	desc  string // for messages and summary.json "workload"
+	close func() error
+	// Known extent, for progress: the last request's trace time (files:
+	// read from the end of the file), or the number of requests (the
+	// built-in workload with --synth-requests). Zero when unknown.
+	lastTS   float64
+	requests int64
+}
+
+// openWorkload opens the flags' workload and reads its first request: a
+// workload without any is an error before anything else happens.
+func openWorkload(e *env, f *simFlags) (*workload, error) {
+	w := &workload{close: func() error { return nil }}
+	var src sim.Source
+	if f.trace == "" {
+		cfg := synth.DefaultAgentic()
+		cfg.Seed = f.seed
+		if f.synthReqs > 0 {
+			cfg.Requests = f.synthReqs
+			cfg.Sessions = 0
+			w.requests = f.synthReqs
+		}
+		if f.synthSess > 0 {
+			cfg.Sessions = f.synthSess
+		}
+		if f.synthRate > 0 {
+			cfg.ArrivalRate = f.synthRate
+		}
+		st, err := synth.NewAgentic(cfg)
+		if err != nil {
+			return nil, usagef("built-in workload: %v", err)
+		}
+		desc := fmt.Sprintf("built-in agentic workload (seed %d, sessions arriving at %.3g/s", cfg.Seed, cfg.ArrivalRate)
+		if cfg.Sessions > 0 {
+			desc += fmt.Sprintf(", %d sessions", cfg.Sessions)
+		}
+		if cfg.Requests > 0 {
+			desc += fmt.Sprintf(", first %d requests", cfg.Requests)
+		}
+		src, w.desc = st, desc+")"
+	} else {
+		var in io.Reader
+		name := f.trace
+		if f.trace == "-" {
+			in, name = e.stdin, "standard input"
+		} else {
+			file, err := os.Open(f.trace)
+			if err != nil {
+				return nil, err
+			}
+			in, w.close = file, file.Close
+			w.lastTS = lastTimestamp(file)
+		}
+		rd, err := trace.NewReader(in, name, f.blockSize)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		if rd.Header().BlockSize <= 0 {
+			w.close()
+			return nil, usagef("--trace %s: no header line: give its block size with --block-size", f.trace)
+		}
+		src, w.desc = rd, name
+	}
+	w.src = &watchSource{Source: src}
+	if err := w.src.peek(); err != nil {
+		w.close()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s holds no requests: nothing to simulate", w.desc)
+		}
+		return nil, err
+	}
+	return w, nil
+}
+
+// watchSource passes a source through, holding its first request back (to
+// tell an empty workload before the run) and noting the trace time span and
+// count of what the simulator read.
+type watchSource struct {
+	sim.Source
+	first       trace.Request
+	held        bool
+	n           int64
+	firstTS     float64
+	lastTS      float64
+	sawDistinct bool
+}
+
+func (w *watchSource) peek() error {
+	if err := w.Source.Next(&w.first); err != nil {
+		return err
+	}
+	w.held = true
+	return nil
+}
+
+func (w *watchSource) Next(r *trace.Request) error {
+	if w.held {
+		*r = w.first
+		w.first = trace.Request{}
+		w.held = false
+	} else if err := w.Source.Next(r); err != nil {
+		return err
+	}
+	if w.n == 0 {
+		w.firstTS = r.Timestamp
+	} else if r.Timestamp != w.lastTS {
+		w.sawDistinct = true
+	}
+	w.lastTS = r.Timestamp
+	w.n++
+	return nil
+}
+
+// firstTimestamp is the first request's trace time (known after peek).
+func (w *watchSource) firstTimestamp() float64 {
+	if w.held {
+		return w.first.Timestamp
+	}
+	return w.firstTS
+}
+
+// requestRate is the offered rate in requests per second of scaled trace
+// time over what was read; 0 with fewer than two distinct timestamps.
+func (w *watchSource) requestRate(timeScale float64) float64 {
+	if !w.sawDistinct || w.lastTS <= w.firstTS || w.n < 2 {
+		return 0
+	}
+	return float64(w.n) / ((w.lastTS - w.firstTS) / timeScale)
+}
+
+// lastTimestamp reads the timestamp of the last line of a sorted canonical
+// trace file from its end, without reading the file; 0 when it cannot (not
+// a regular file, an odd last line). It leaves the file at offset 0.
+func lastTimestamp(f *os.File) float64 {
+	defer f.Seek(0, io.SeekStart)
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return 0
+	}
+	const maxTail = 4 << 20 // longer than any line a reader accepts in practice
+	n := min(st.Size(), maxTail)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, st.Size()-n); err != nil && !errors.Is(err, io.EOF) {
+		return 0
+	}
+	buf = bytes.TrimRight(buf, " \t\r\n")
+	i := bytes.LastIndexByte(buf, '\n')
+	if i < 0 && n < st.Size() {
+		return 0 // the last line starts before the tail we read
+	}
+	var r struct {
+		Timestamp *float64 `json:"timestamp"`
+	}
+	if json.Unmarshal(buf[i+1:], &r) != nil || r.Timestamp == nil {
+		return 0
+	}
+	return *r.Timestamp
+}
