@@ -525,10 +525,22 @@ func TestSummaryDescribesTheRun(t *testing.T) {
 	if w, _ := sum["workload"].(string); !strings.Contains(w, "built-in agentic workload") {
 		t.Errorf("workload %q", w)
 	}
-	for k := range sum {
-		if strings.Contains(k, "itl") || k == "sim_duration_s" {
-			t.Errorf("summary has %s", k)
+	if _, ok := sum["sim_duration_s"]; ok {
+		t.Error("summary has sim_duration_s besides duration")
+	}
+	// ITL comes from the engine's inter-token gaps, not from TPOT.
+	same := 0
+	for _, q := range []string{"mean", "p50", "p90", "p99"} {
+		itl, ok := sum[q+"_itl_ms"].(float64)
+		if !ok || itl <= 0 {
+			t.Errorf("%s_itl_ms = %v, want a positive gap", q, sum[q+"_itl_ms"])
 		}
+		if itl == sum[q+"_tpot_ms"] {
+			same++
+		}
+	}
+	if same == 4 {
+		t.Error("ITL equals TPOT at every statistic: a copy, not inter-token gaps")
 	}
 	if strings.Count(string(mustRead(t, filepath.Join(dir, "summary.json"))), "duration") != 1 {
 		t.Error("summary.json has more than one duration")
