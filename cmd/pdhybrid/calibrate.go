@@ -28,7 +28,7 @@ docs/calibration.md describes the method and the committed results.`,
 // defaultCalibrationData is the folder the committed h200 profile was fitted
 // to: prefill measured with cuDNN SDPA, decode and copies from the earlier
 // FlashAttention-2 run (calibration/data), copied unchanged (docs/calibration.md).
-const defaultCalibrationData = "calibration/data/cudnn"
+const defaultCalibrationData = "calibration/data/triton"
 
 const calibrateAbout = `
 Measurements come from calibration/measure.py on a GPU (docs/calibration.md):
@@ -226,7 +226,7 @@ func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 	p.Sources["timing"] = "calibrated on a real H200 (docs/calibration.md): " + fitted +
 		"; non-negative least squares on relative error over 2/3 of the grid, error stated on the other third"
 	p.Sources["timing.prefill_overhead_s"] = "fixed cost of a prefill step, mostly reading all 128 experts' weights once: " + fitted + pm
-	p.Sources["timing.prefill_per_token_s"] = "GEMM work per new token (grouped-GEMM MoE + projections): " + fitted + pm
+	p.Sources["timing.prefill_per_token_s"] = "GEMM work per new token (Triton fused MoE + projections): " + fitted + pm
 	p.Sources["timing.prefill_attn_s"] = prefillAttnKernel(d) + " per query-key pair n·(p+n/2): " + fitted + pm
 	p.Sources["timing.decode_overhead_s"] = "CUDA-graph decode step with no context: non-expert weights, lm_head, launch: " + fitted + dm
 	p.Sources["timing.decode_per_seq_s"] = "per-sequence cost of a decode step: " + fitted + dm

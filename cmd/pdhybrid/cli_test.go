@@ -114,8 +114,8 @@ func TestBadValueClasses(t *testing.T) {
 	}{
 		// zero where meaningless
 		{"--time-scale", []string{"sim", "--time-scale", "0"}},
-		{"--chunk-tokens", []string{"sim", "--chunk-tokens", "0"}},
-		{"--max-running", []string{"bench", "--max-running", "0"}},
+		{"--chunk-tokens", []string{"sim", "--chunk-tokens", "5000000"}}, // 0 takes the profile's: out of range instead
+		{"--max-running", []string{"bench", "--max-running", "100000"}},
 		{"--alpha", []string{"sim", "--policy", "kv-aware", "--alpha", "0"}},
 		{"--sample-interval", []string{"sim", "--sample-interval", "0"}},
 		{"--decode", []string{"sim", "--decode", "0"}},

@@ -136,6 +136,7 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 	}
 	start := e.now()
 	prog := newProgress(e, label, w, cfg.TimeScale)
+	cfg.Warn = func(msg string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", label, msg) }
 	res, err := sim.Run(ctx, cfg, w.src, sink, prog.callback())
 	prog.finish()
 	var stop *sim.StopError

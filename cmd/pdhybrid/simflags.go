@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -32,6 +33,7 @@ type simFlags struct {
 	memColo     float64
 	chunk       int
 	maxRunning  int
+	maxBacklog  int
 	mixed       bool
 	timeScale   float64
 	concurrency int
@@ -74,8 +76,9 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.memPrefill, "mem-fraction-prefill", 0, "naive PD: HBM `fraction` prefill workers use for weights+KV, in (0, 1]; 0 = the profile's")
 	fs.Float64Var(&f.memDecode, "mem-fraction-decode", 0, "naive PD: HBM `fraction` of decode workers, in (0, 1]; 0 = the profile's")
 	fs.Float64Var(&f.memColo, "mem-fraction-colo", 0, "data-parallel: HBM `fraction` of colocated workers, in (0, 1]; 0 = the profile's")
-	fs.IntVar(&f.chunk, "chunk-tokens", 8192, "chunked-prefill budget per scheduler step, in `tokens`")
-	fs.IntVar(&f.maxRunning, "max-running", 128, "max running `requests` per worker")
+	fs.IntVar(&f.chunk, "chunk-tokens", 0, "chunked-prefill budget per scheduler step, in `tokens`; 0 = the profile's (SGLang's default: 8192)")
+	fs.IntVar(&f.maxBacklog, "max-backlog", sim.DefaultMaxBacklog, "stop the run, marked incomplete, when this many `requests` are in flight or waiting at once (an overloaded cluster; about 14 KB of memory each); warnings on stderr from a tenth of it; 0 = no limit")
+	fs.IntVar(&f.maxRunning, "max-running", 0, "max running `requests` per worker, the decode batch included; 0 = the profile's (SGLang's default for the model and GPU: 2048 on the H200, 128 where a profile states none)")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "divide trace time (and think time) by this `factor`, in [0.001, 1000]; 2 replays twice as fast")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "max `requests` in flight from the client; 0 = unlimited")
@@ -114,8 +117,9 @@ func (f *simFlags) check(ck *checks, m runModes) {
 	ck.num("mem-fraction-prefill", memRange)
 	ck.num("mem-fraction-decode", memRange)
 	ck.num("mem-fraction-colo", memRange)
-	ck.num("chunk-tokens", between(1, 1<<22).is("a number of tokens"))
-	ck.num("max-running", between(1, 1<<16).is("a number of requests"))
+	ck.num("chunk-tokens", between(1, 1<<22).is("a number of tokens").orZero("the profile's"))
+	ck.num("max-backlog", between(1, 1e8).is("a number of requests").orZero("no limit"))
+	ck.num("max-running", between(1, 1<<16).is("a number of requests").orZero("the profile's"))
 	ck.num("time-scale", timeScaleRange)
 	ck.num("concurrency", between(1, 1e9).orZero("unlimited"))
 	ck.num("timeout", above(0).upTo(1e9).orZero("no timeout").is("a number of seconds"))
@@ -280,7 +284,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 	return sim.Config{
 		Mechanism: mech, Policy: policy, Profile: p, Link: f.link,
 		PrefillMemFraction: f.memPrefill, DecodeMemFraction: f.memDecode, ColoMemFraction: f.memColo,
-		ChunkTokens: f.chunk, MaxRunning: f.maxRunning, MixedChunk: f.mixed,
+		ChunkTokens: f.chunk, MaxRunning: f.maxRunning, MixedChunk: f.mixed, MaxBacklog: cmp.Or(f.maxBacklog, -1),
 		TimeScale: f.timeScale, Concurrency: f.concurrency, TimeoutS: f.timeout,
 		MaxInputLen: f.maxInput, IgnoreThink: f.ignoreThink,
 		Alpha: f.alpha, FloorK: f.floorK,

@@ -6,6 +6,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -103,11 +104,18 @@ func (c *Config) Defaults() {
 	if c.Link == "" {
 		c.Link = "rdma-400g"
 	}
+	// Chunk size and running cap: what SGLang would choose for the model on
+	// the GPU, as the profile states it (model.Server), else SGLang's
+	// generic defaults.
+	var srv model.Server
+	if c.Profile != nil && c.Profile.Server != nil {
+		srv = *c.Profile.Server
+	}
 	if c.ChunkTokens == 0 {
-		c.ChunkTokens = 8192
+		c.ChunkTokens = cmp.Or(srv.ChunkedPrefillSize, 8192)
 	}
 	if c.MaxRunning == 0 {
-		c.MaxRunning = 128
+		c.MaxRunning = cmp.Or(srv.MaxRunningRequests, 128)
 	}
 	if c.TimeScale == 0 {
 		c.TimeScale = 1
