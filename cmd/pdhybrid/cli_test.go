@@ -60,6 +60,7 @@ func leafCommands(t *testing.T) map[string][]string {
 		"trace sample":             {tr},
 		"trace synth agentic":      nil,
 		"trace synth small-append": nil,
+		"trace synth groups":       nil,
 		"trace validate":           {tr},
 		"report":                   {t.TempDir()},
 		"calibrate fit":            nil,

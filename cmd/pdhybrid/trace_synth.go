@@ -23,6 +23,8 @@ stdout or --out FILE, and a one-line summary on stderr. Generators:
                 replays. Use --requests N for large streams (e.g. 1000000).
   small-append  the seed's microbenchmark: sessions x turns, a long initial
                 prompt, a small append per turn, fixed output, fixed gaps.
+  groups        prefix groups of multi-round sessions: BLIS's agentic spec
+                (8 groups x 40K-token prefix, 8 rounds of ~7K appends).
 
 Output is deterministic: the same flags give byte-identical files.
 docs/workloads.md documents every default and how it was derived.
@@ -30,7 +32,7 @@ Run 'pdhybrid trace synth GENERATOR --help' for a generator's flags.`
 
 func synthCmd(e *env) *cobra.Command {
 	return group("synth", "generate a synthetic workload (small-append microbenchmark or agentic coding)",
-		synthAbout, gracefulStop(synthAgenticCmd(e)), gracefulStop(synthSmallAppendCmd(e)))
+		synthAbout, gracefulStop(synthAgenticCmd(e)), gracefulStop(synthSmallAppendCmd(e)), gracefulStop(synthGroupsCmd(e)))
 }
 
 func synthAgenticCmd(e *env) *cobra.Command {
