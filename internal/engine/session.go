@@ -79,6 +79,10 @@ type AdmitQuery struct {
 	// MaxAppend is τ_append: the largest direct append the worker accepts
 	// (0 = no limit, when the router gates instead).
 	MaxAppend int
+	// ForceSeed asks for a seed even if the session is resident (the
+	// router's own gate judged the append too large): the old residency is
+	// dropped first.
+	ForceSeed bool
 }
 
 // AdmitMode is what an admission grants.
@@ -132,6 +136,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 	}
 	rep := AdmitReply{PauseMs: w.pauseHint()}
 	s := w.dsess[q.Session]
+	if q.ForceSeed && s != nil && s.inflight == 0 {
+		w.evictSession(now, s)
+		s = w.dsess[q.Session]
+	}
 	// The session's last output becomes blocks of this prompt now, so the
 	// match below sees it.
 	w.nameOutput(now, &Request{Session: q.Session, Blocks: q.Blocks, Input: q.Input})
@@ -315,6 +323,16 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 		t.pinned = true
 		w.pinnedTail += t.tokens
 	}
+}
+
+// PinnedTokens is the KV held for resident sessions and not evictable by
+// LRU (session granularity): their pinned prompt paths and output tails.
+// With no request in flight, Used = CachedTokens + PinnedTokens.
+func (w *Worker) PinnedTokens() int64 {
+	if w.tree == nil {
+		return 0
+	}
+	return w.tree.Tokens() - w.tree.EvictableTokens() + w.pinnedTail
 }
 
 // Sessions lists the sessions resident here, most recently used first (for

@@ -187,7 +187,7 @@ func (w *Worker) CachedTokens() int64 {
 	if w.tree == nil {
 		return 0
 	}
-	return w.tree.EvictableTokens() + w.tailTokens
+	return w.evictable()
 }
 
 // Stats returns the worker's counters.
@@ -428,12 +428,23 @@ func (w *Worker) free() int64 { return w.capacity - w.Used() - w.reserved }
 
 // makeRoom evicts prefix-cache leaves so that need tokens are free, if the
 // cache can give that much. It reports whether need is now free.
-func (w *Worker) makeRoom(need int64) bool {
+func (w *Worker) makeRoom(need int64) bool { return w.makeRoomFor(0, need, "") }
+
+// makeRoomFor is makeRoom for a request of session except: a session-aware
+// decoder that cannot find the room in its cache trims sessions other than
+// except (the scheduler's own trim: without it a request admitted by RPC
+// could wait forever behind sessions nobody will ever trim).
+func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 	f := w.free()
 	if f >= need {
 		return true
 	}
-	if w.tree == nil || f+w.evictable() < need {
+	if w.cfg.Session.Enabled {
+		var rep AdmitReply
+		for w.free()+w.evictable() < need && w.trimOne(now, except, &rep) {
+		}
+	}
+	if w.tree == nil || w.free()+w.evictable() < need {
 		return false
 	}
 	// Radix leaves and output tails go in one least-recently-used order.
@@ -462,7 +473,7 @@ func (w *Worker) grantReservations(now float64) {
 			return
 		}
 		out := int64(max(r.Output, 1))
-		if !w.makeRoom(int64(r.Input) + out) {
+		if !w.makeRoomFor(now, int64(r.Input)+out, r.Session) {
 			w.countKVWait(r)
 			return
 		}

@@ -58,6 +58,9 @@ type Record struct {
 	Error         string    `json:"error,omitempty"` // cause, for every status but completed
 	FinishReason  string    `json:"finish_reason"`   // stop | length | abort
 	Breakdown     Breakdown `json:"breakdown"`
+	// Path is the chain of control-plane decisions that led to the
+	// execution mode (admission replies, rejects, fallbacks), in order.
+	Path []string `json:"path,omitempty"`
 }
 
 // recordJSON is Record without its methods.

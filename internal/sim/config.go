@@ -24,6 +24,10 @@ const (
 	// PDColo is data-parallel colocated serving: each worker prefills and
 	// decodes with its own radix prefix cache.
 	PDColo Mechanism = "pd-colo"
+	// KVCacheCentric is KVC: PD with session-aware decoders; a follow-up
+	// turn appends directly on the decoder holding its session when the
+	// decoder admits it, else it is seeded/reseeded through P, else plain PD.
+	KVCacheCentric Mechanism = "kvcache-centric"
 )
 
 // Execution-mode labels for the baselines (DESIGN §5).
@@ -35,12 +39,10 @@ const (
 // ParseMechanism checks a mechanism name.
 func ParseMechanism(s string) (Mechanism, error) {
 	switch m := Mechanism(s); m {
-	case PDDisaggregation, PDColo:
+	case PDDisaggregation, PDColo, KVCacheCentric:
 		return m, nil
-	case "kvcache-centric":
-		return "", fmt.Errorf("mechanism %q is not built yet (it needs the KVC control plane)", s)
 	}
-	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation or pd-colo)", s)
+	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation, pd-colo or kvcache-centric)", s)
 }
 
 // Config is everything a run needs besides the trace.
@@ -86,6 +88,9 @@ type Config struct {
 	// know about as they arise (the same lines end in Summary.Warnings).
 	Warn func(string) `json:"-"`
 
+	// KVC holds the kvcache-centric mechanism's knobs.
+	KVC KVC `json:"kvc"`
+
 	SLO             metrics.SLO `json:"slo"`
 	SampleIntervalS float64     `json:"sample_interval_s"` // worker occupancy log period (sim seconds)
 	Seed            uint64      `json:"seed"`
@@ -100,7 +105,11 @@ const DefaultMaxBacklog = 100_000
 func (c *Config) Defaults() {
 	if c.Policy == "" {
 		c.Policy = kvc.PolicyDefault
+		if c.Mechanism == KVCacheCentric {
+			c.Policy = kvc.PolicyKVAware // Algorithm 1
+		}
 	}
+	c.KVC.defaults()
 	if c.Link == "" {
 		c.Link = "rdma-400g"
 	}
@@ -146,6 +155,16 @@ func (c *Config) Validate() error {
 		}
 		if _, ok := c.Profile.Links[c.Link]; !ok {
 			return fmt.Errorf("sim: profile %s has no link %q", c.Profile.Name, c.Link)
+		}
+	case KVCacheCentric:
+		if c.Prefill < 1 || c.Decode < 1 {
+			return fmt.Errorf("sim: %s needs ≥ 1 prefill and ≥ 1 decode worker (got %d P, %d D)", c.Mechanism, c.Prefill, c.Decode)
+		}
+		if _, ok := c.Profile.Links[c.Link]; !ok {
+			return fmt.Errorf("sim: profile %s has no link %q", c.Profile.Name, c.Link)
+		}
+		if err := c.KVC.validate(); err != nil {
+			return err
 		}
 	case PDColo:
 		if c.Colo < 1 {

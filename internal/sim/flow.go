@@ -2,54 +2,137 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 )
 
-// dispatch routes r and starts it on its workers.
+// dispatch hands r to the control plane and executes what it decides.
 func (s *Sim) dispatch(r *req) {
-	blocks := r.t.HashIDs
-	switch s.cfg.Mechanism {
-	case PDDisaggregation:
-		pd := s.pRouter.Pick(r.t.SessionID, blocks)
-		dd := s.dRouter.Pick(r.t.SessionID, blocks)
-		r.p, r.d = s.prefills[pd.Worker], s.decodes[dd.Worker]
-		r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: blocks, Input: r.t.InputLength, Tag: r}
-		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
-		// SGLang's order: D pre-allocates the KV, and P holds the request in
-		// its bootstrap queue until then (P is submitted on EvReserved). A
-		// P that could never take it refuses before D reserves anything.
-		if err := s.workers[r.p].Admissible(&r.pe); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.p].Name()))
+	r.x = s.disp.Begin(kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
+		Input: r.t.InputLength, Output: r.t.OutputLength})
+	s.execute(r)
+}
+
+// execute carries out the dispatcher's actions until one is in flight: an
+// admission RPC (a modelled round trip, then evAdmit), or a request started
+// on its workers.
+func (s *Sim) execute(r *req) {
+	for {
+		a := r.x.Action()
+		if a.Delay > 0 && !r.delayed {
+			// Backpressure: the router holds the request for the pause the
+			// decoder recommended (capped), then acts.
+			r.delayed = true
+			s.push(event{t: s.now + a.Delay, kind: evExecute, req: r})
 			return
 		}
-		if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.d].Name()))
+		r.delayed = false
+		switch a.Kind {
+		case kvc.ActAdmit:
+			s.push(event{t: s.now + s.cfg.KVC.AdmissionRTTS, kind: evAdmit, req: r})
+			return
+		case kvc.ActColo:
+			if s.startColo(r, a) {
+				return
+			}
+		case kvc.ActPD, kvc.ActSeed:
+			if s.startPD(r, a) {
+				return
+			}
+		case kvc.ActDirect:
+			if s.startDirect(r, a) {
+				return
+			}
+		case kvc.ActFail:
+			s.failLegs(r, a.Cause)
+			return
+		default:
 			return
 		}
-		// Only accepted requests move the routers' state (pins, counters,
-		// belief of what each worker caches).
-		s.noteBinding(r, dd.Worker)
-		s.pRouter.Dispatched(pd.Worker, r.t.SessionID, blocks)
-		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
-		r.routed = true
-		s.collect(r.d)
-	case PDColo:
-		dd := s.dRouter.Pick(r.t.SessionID, blocks)
-		r.d = s.colos[dd.Worker]
-		r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: blocks, Input: r.t.InputLength, Output: r.t.OutputLength,
-			Session: r.t.SessionID, Tag: r}
-		if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.d].Name()))
-			return
-		}
-		s.noteBinding(r, dd.Worker)
-		s.dRouter.Dispatched(dd.Worker, r.t.SessionID, blocks)
-		r.routed = true
-		s.collect(r.d)
 	}
+}
+
+// admit answers r's admission RPC from the decoder's own bookkeeping
+// (Algorithm 2) and feeds the reply to the dispatcher.
+func (s *Sim) admit(r *req) {
+	if r.ended {
+		return
+	}
+	a := r.x.Action()
+	wi := s.decodes[a.D]
+	w := s.workers[wi]
+	rep := w.AdmitSession(s.now, engine.AdmitQuery{Session: r.t.SessionID, Blocks: r.t.HashIDs,
+		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed})
+	s.collect(wi)
+	s.logEvent("admission", w.Name(), r, fmt.Sprintf("mode=%s can_admit=%t reason=%s cached=%d pause_ms=%g trimmed=%d rtt_ms=%g",
+		rep.Mode, rep.CanAdmit, rep.Reason, rep.CachedTokens, rep.PauseMs, rep.Trimmed, 1000*s.cfg.KVC.AdmissionRTTS), rep.TrimmedTok)
+	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs})
+	s.execute(r)
+}
+
+// startColo serves r whole on a colocated worker.
+func (s *Sim) startColo(r *req, a kvc.Action) bool {
+	r.p, r.d = -1, s.colos[a.D]
+	r.startAt = s.now
+	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
+		Session: r.t.SessionID, Tag: r}
+	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
+		r.x.Refused(reason(err, s.workers[r.d].Name()))
+		return false
+	}
+	s.noteBinding(r, a.D)
+	r.x.Accepted()
+	s.collect(r.d)
+	return true
+}
+
+// startDirect runs r as a direct append on its decoder: D prefills the new
+// tokens on its own scheduler, interleaved with its decode batch.
+func (s *Sim) startDirect(r *req, a kvc.Action) bool {
+	r.p, r.d = -1, s.decodes[a.D]
+	r.startAt = s.now
+	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
+		Session: r.t.SessionID, KeepSession: true, Tag: r}
+	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
+		r.x.Refused(reason(err, s.workers[r.d].Name()))
+		return false
+	}
+	s.noteBinding(r, a.D)
+	r.x.Accepted()
+	s.collect(r.d)
+	return true
+}
+
+// startPD starts a P→D request: plain PD, or a KVC seed/reseed whose
+// decoder keeps the session.
+func (s *Sim) startPD(r *req, a kvc.Action) bool {
+	r.p, r.d = s.prefills[a.P], s.decodes[a.D]
+	r.startAt = s.now
+	seed := a.Kind == kvc.ActSeed
+	r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, Input: r.t.InputLength, Tag: r}
+	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
+	if seed {
+		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
+	}
+	// SGLang's order: D pre-allocates the KV, and P holds the request in
+	// its bootstrap queue until then (P is submitted on EvReserved). A P
+	// that could never take it refuses before D reserves anything.
+	if err := s.workers[r.p].Admissible(&r.pe); err != nil {
+		r.x.Refused(reason(err, s.workers[r.p].Name()))
+		return false
+	}
+	if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
+		r.x.Refused(reason(err, s.workers[r.d].Name()))
+		return false
+	}
+	s.noteBinding(r, a.D)
+	r.x.Accepted()
+	s.collect(r.d)
+	return true
 }
 
 // reason turns a worker's refusal into "<cause>: <detail>"; the cause
@@ -61,17 +144,19 @@ func reason(err error, worker string) string {
 	return "worker-refused: " + worker + ": " + err.Error()
 }
 
-// noteBinding logs a session's move to a new decode (or colocated) worker.
+// noteBinding logs a session's move to a new decode (or colocated) worker,
+// before the dispatcher pins it there.
 func (s *Sim) noteBinding(r *req, w int) {
-	prev, ok := s.dRouter.Pin(r.t.SessionID)
+	d := s.disp.DRouter()
+	prev, ok := d.Pin(r.t.SessionID)
 	if ok && prev == w {
 		return
 	}
 	detail := "bind"
 	if ok {
-		detail = "move from " + s.dRouter.Names()[prev]
+		detail = "move from " + d.Names()[prev]
 	}
-	s.logEvent("session-binding", s.dRouter.Names()[w], r, detail, int64(r.t.InputLength))
+	s.logEvent("session-binding", d.Names()[w], r, detail, int64(r.t.InputLength))
 }
 
 // handle reacts to one worker event.
@@ -99,18 +184,10 @@ func (s *Sim) handle(ev engine.Event) {
 		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:
-		s.dRouter.Done(s.routerIndex(r))
+		r.x.Finished(true)
 		s.record(r, metrics.StatusCompleted, "")
 		s.end(r)
 	}
-}
-
-// routerIndex maps r's decode/colocated worker back to its router index.
-func (s *Sim) routerIndex(r *req) int {
-	if s.cfg.Mechanism == PDColo {
-		return r.d - s.colos[0]
-	}
-	return r.d - s.decodes[0]
 }
 
 // sendKV streams the KV of r's prompt up to tokens from P to D, as SGLang's
@@ -146,8 +223,7 @@ func (s *Sim) transferDone(r *req) {
 		}
 		return
 	}
-	s.pRouter.Done(r.p - s.prefills[0])
-	r.pLeft = true
+	r.x.PrefillDone()
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return
@@ -177,17 +253,13 @@ func (s *Sim) abortLegs(r *req) {
 			s.workers[r.p].Abort(s.now, &r.pe)
 			s.collect(r.p)
 		}
-		if r.routed && !r.pLeft {
-			s.pRouter.Done(r.p - s.prefills[0])
-			r.pLeft = true
-		}
 	}
 	if r.d >= 0 {
 		s.workers[r.d].Abort(s.now, &r.de)
 		s.collect(r.d)
-		if r.routed {
-			s.dRouter.Done(s.routerIndex(r))
-		}
+	}
+	if r.x != nil {
+		r.x.Finished(false)
 	}
 }
 
@@ -207,11 +279,8 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 		Status:       st,
 		Error:        cause,
 	}
-	switch s.cfg.Mechanism {
-	case PDDisaggregation:
-		m.ExecutionMode = ModePDRouter
-	case PDColo:
-		m.ExecutionMode = ModeColoRoute
+	if r.x != nil {
+		m.ExecutionMode, m.Path = r.x.Mode(), r.x.Path()
 	}
 	if r.p >= 0 {
 		m.PrefillWorker = s.workers[r.p].Name()
@@ -233,16 +302,17 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 		m.TPOTS = (m.LatencyS - m.TTFTS) / float64(r.t.OutputLength-1)
 	}
 	b := &m.Breakdown
+	b.AdmissionS = r.startAt - r.sent // admission RPCs and backpressure pauses
 	if r.p >= 0 {
 		m.CachedTokens = r.pe.CachedTokens
-		b.PreallocWaitS = r.de.AdmittedAt - r.sent
+		b.PreallocWaitS = r.de.AdmittedAt - r.startAt
 		b.QueueS = (r.pe.AdmittedAt - r.pe.SubmittedAt) + (r.firstAt - r.xferEnd)
 		b.PrefillS = r.pe.PrefillEndAt - r.pe.AdmittedAt
 		b.TransferS = r.xferEnd - r.pe.PrefillEndAt
 		b.DecodeS = s.now - r.firstAt
 	} else {
 		m.CachedTokens = r.de.CachedTokens
-		b.QueueS = r.de.AdmittedAt - r.sent
+		b.QueueS = r.de.AdmittedAt - r.startAt
 		b.PrefillS = r.de.PrefillEndAt - r.de.AdmittedAt
 		b.DecodeS = s.now - r.de.PrefillEndAt
 	}

@@ -83,10 +83,20 @@ func TestSimProperty(t *testing.T) {
 		// Pools of 20K–60K tokens, so that KV waits and refusals happen.
 		want := 20000 + rng.Float64()*40000
 		frac := (want*float64(p.Model.KVBytesPerToken()) + float64(p.Model.WeightBytes) + float64(p.Hardware.WorkspaceBytes)) / float64(p.Hardware.HBMBytes)
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) {
+		case 0:
 			cfg.Mechanism, cfg.Prefill, cfg.Decode = PDDisaggregation, 1+rng.IntN(2), 1+rng.IntN(3)
 			cfg.PrefillMemFraction, cfg.DecodeMemFraction = frac, frac
-		} else {
+		case 1:
+			cfg.Mechanism, cfg.Prefill, cfg.Decode = KVCacheCentric, 1+rng.IntN(2), 1+rng.IntN(3)
+			cfg.PrefillMemFraction, cfg.DecodeMemFraction = frac, frac
+			cfg.KVC = KVC{TauAppend: 256 + rng.IntN(4096), TauReject: rng.IntN(4), SessionCap: rng.IntN(4),
+				SeedMinTurn: 1 + rng.IntN(2), LowWatermark: rng.Float64() * 0.2, TrimStallS: rng.Float64() * 0.1,
+				Gate: []string{"worker", "router"}[rng.IntN(2)], Reset: []string{"direct", "any", "off"}[rng.IntN(3)],
+				Belief: []string{"track", "never-shrink"}[rng.IntN(2)], Trim: []string{"idle", "any"}[rng.IntN(2)],
+				Eviction: []string{"session", "block"}[rng.IntN(2)]}
+			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
+		default:
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
 			cfg.ColoMemFraction = frac
 		}
@@ -112,12 +122,14 @@ func TestSimProperty(t *testing.T) {
 			}
 		}
 		for _, w := range s.workers {
-			if w.Running() != 0 || w.Queued() != 0 || w.Reserved() != 0 || w.Used() != w.CachedTokens() {
-				t.Fatalf("seed %d: %s ends with running %d queued %d reserved %d used %d cached %d",
-					seed, w.Name(), w.Running(), w.Queued(), w.Reserved(), w.Used(), w.CachedTokens())
+			// What is neither running nor evictable at the end is what KVC
+			// decoders keep pinned for their sessions.
+			if w.Running() != 0 || w.Queued() != 0 || w.Reserved() != 0 || w.Used() != w.CachedTokens()+w.PinnedTokens() {
+				t.Fatalf("seed %d (%+v): %s ends with running %d queued %d reserved %d used %d cached %d pinned %d",
+					seed, cfg.KVC, w.Name(), w.Running(), w.Queued(), w.Reserved(), w.Used(), w.CachedTokens(), w.PinnedTokens())
 			}
 		}
-		for _, rt := range []*kvc.Router{s.pRouter, s.dRouter} {
+		for _, rt := range []*kvc.Router{s.disp.PRouter(), s.disp.DRouter()} {
 			if rt == nil {
 				continue
 			}

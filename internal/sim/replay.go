@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
@@ -56,12 +57,13 @@ type req struct {
 
 	p, d     int // worker indices (p = -1 for colocated)
 	pe, de   engine.Request
-	reading  bool // still reads its view of the session's chain (chain.go)
-	routed   bool // the routers were told it was dispatched
-	pLeft    bool // P's router already told it left
-	pDone    bool // prefill done on P: every chunk's KV is on its way
-	sentKV   int  // prompt tokens whose KV P has started sending
-	xferLive int  // transfers of r's chunks still on the link
+	reading  bool          // still reads its view of the session's chain (chain.go)
+	x        *kvc.Dispatch // the control plane's decisions for it
+	delayed  bool          // waited out the current action's backpressure delay
+	startAt  float64       // its final action started (after admission RPCs)
+	pDone    bool          // prefill done on P: every chunk's KV is on its way
+	sentKV   int           // prompt tokens whose KV P has started sending
+	xferLive int           // transfers of r's chunks still on the link
 	xferEnd  float64
 	firstAt  float64 // first token out (D's join in PD)
 	ttft     float64

@@ -71,6 +71,8 @@ const (
 	evRelease
 	evTimeout
 	evSample
+	evAdmit   // an admission RPC's reply reaches the router
+	evExecute // a backpressure pause is over
 )
 
 type event struct {
@@ -152,8 +154,7 @@ type Sim struct {
 	prefills []int // indices into workers
 	decodes  []int
 	colos    []int
-	pRouter  *kvc.Router
-	dRouter  *kvc.Router
+	disp     *kvc.Dispatcher
 	kvBytes  int64
 
 	pending []engine.Event // worker events not yet handled
@@ -260,11 +261,11 @@ func (s *Sim) build() error {
 		return fmt.Errorf("sim: trace has no block size")
 	}
 	s.kvBytes = c.Profile.Model.KVBytesPerToken()
-	add := func(name string, role engine.Role, frac float64, cache bool) (int, error) {
+	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
 		w, err := engine.New(engine.Config{
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
-			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps,
+			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
 		})
 		if err != nil {
 			return 0, err
@@ -276,47 +277,51 @@ func (s *Sim) build() error {
 		return len(s.workers) - 1, nil
 	}
 	opts := kvc.Options{Alpha: c.Alpha, FloorK: c.FloorK}
-	var names []string
+	var pNames, dNames []string
+	var pOpts, dOpts kvc.Options
 	switch c.Mechanism {
-	case PDDisaggregation:
+	case PDDisaggregation, KVCacheCentric:
 		for i := 0; i < c.Prefill; i++ {
-			idx, err := add(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, c.PrefillMemFraction, true)
+			idx, err := add(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, c.PrefillMemFraction, true, engine.SessionConfig{})
 			if err != nil {
 				return err
 			}
 			s.prefills = append(s.prefills, idx)
 			s.links = append(s.links, engine.NewLink(c.Profile.Links[c.Link]))
-			names = append(names, s.workers[idx].Name())
+			pNames = append(pNames, s.workers[idx].Name())
 		}
-		opts.IndexBlocks = int(s.workers[s.prefills[0]].Capacity()) / bs
-		s.pRouter = kvc.NewRouter(names, c.Policy, opts)
-		names = nil
+		pOpts = opts
+		pOpts.IndexBlocks = int(s.workers[s.prefills[0]].Capacity()) / bs
+		// SGLang's PD decode keeps no prefix cache: it receives the whole
+		// prompt's KV every time. KVC's decoders keep sessions.
+		var sc engine.SessionConfig
+		if c.Mechanism == KVCacheCentric {
+			sc = c.KVC.sessionConfig()
+		}
 		for i := 0; i < c.Decode; i++ {
-			// SGLang's PD decode keeps no prefix cache: it receives the whole
-			// prompt's KV every time.
-			idx, err := add(fmt.Sprintf("decode-%d", i), engine.RoleDecode, c.DecodeMemFraction, false)
+			idx, err := add(fmt.Sprintf("decode-%d", i), engine.RoleDecode, c.DecodeMemFraction, false, sc)
 			if err != nil {
 				return err
 			}
 			s.decodes = append(s.decodes, idx)
-			names = append(names, s.workers[idx].Name())
+			dNames = append(dNames, s.workers[idx].Name())
 		}
-		opts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
-		opts.NoCache = true // they keep nothing between requests
-		s.dRouter = kvc.NewRouter(names, c.Policy, opts)
-		opts.NoCache = false
+		dOpts = opts
+		dOpts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
+		dOpts.NoCache = c.Mechanism == PDDisaggregation // they keep nothing between requests
 	case PDColo:
 		for i := 0; i < c.Colo; i++ {
-			idx, err := add(fmt.Sprintf("colo-%d", i), engine.RoleColocated, c.ColoMemFraction, true)
+			idx, err := add(fmt.Sprintf("colo-%d", i), engine.RoleColocated, c.ColoMemFraction, true, engine.SessionConfig{})
 			if err != nil {
 				return err
 			}
 			s.colos = append(s.colos, idx)
-			names = append(names, s.workers[idx].Name())
+			dNames = append(dNames, s.workers[idx].Name())
 		}
-		opts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
-		s.dRouter = kvc.NewRouter(names, c.Policy, opts)
+		dOpts = opts
+		dOpts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
 	}
+	s.disp = kvc.NewDispatcher(c.dispatchConfig(), pNames, dNames, pOpts, dOpts)
 	s.wsched = make([]schedule, len(s.workers))
 	s.lsched = make([]schedule, len(s.links))
 	return nil
@@ -408,6 +413,12 @@ func (s *Sim) loop(ctx context.Context) error {
 			s.timeout(e.req)
 		case evSample:
 			s.sampleWorkers()
+		case evAdmit:
+			s.admit(e.req)
+		case evExecute:
+			if !e.req.ended {
+				s.execute(e.req)
+			}
 		}
 		s.drain()
 	}
@@ -415,7 +426,20 @@ func (s *Sim) loop(ctx context.Context) error {
 
 // collect takes worker i's events onto the pending list and reschedules it.
 func (s *Sim) collect(i int) {
-	s.pending = append(s.pending, s.workers[i].TakeEvents()...)
+	for _, ev := range s.workers[i].TakeEvents() {
+		if ev.Kind == engine.EvSessionEvicted {
+			// A decoder's eviction report: the router's belief follows it
+			// (or not, with --residency-belief never-shrink).
+			s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
+				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens)}
+			if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
+				s.err = err
+			}
+			continue
+		}
+		s.pending = append(s.pending, ev)
+	}
 	s.resched(i)
 }
 

@@ -1,0 +1,138 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// KVC is the kvcache-centric mechanism's configuration: the seed's knobs
+// (seed-inventory §2.3–2.4), with the seed's v2 defaults, and the options
+// that make each difference between the seed's code and its spec explicit.
+type KVC struct {
+	// TauAppend is τ_append, the largest direct append in tokens
+	// (--direct-max-uncached-tokens; v2: 8192, v0/v1: 2048).
+	TauAppend int `json:"direct_max_uncached_tokens"`
+	// TauReject blacklists a decoder for a session after this many
+	// admission rejects (τ_reject, 3; 0 = never).
+	TauReject int `json:"migration_reject_threshold"`
+	// MaxRetries is ε, admission attempts after the first before plain PD;
+	// -1 = |D|−1 (the spec).
+	MaxRetries int `json:"max_retries"`
+	// SeedMinTurn sends turns before it through plain PD (1 = none).
+	SeedMinTurn int `json:"seed_min_turn"`
+	// Gate, Reset and Belief: worker|router, direct|any|off,
+	// track|never-shrink (DispatchConfig).
+	Gate   string `json:"admission_gate"`
+	Reset  string `json:"reject_reset"`
+	Belief string `json:"residency_belief"`
+	// SessionCap is the most sessions one decoder keeps (0 = none).
+	SessionCap int `json:"session_cap"`
+	// Trim (idle|any), Eviction (session|block), LowWatermark (share of the
+	// pool a trim frees beyond the need) and the trim's scheduler stall.
+	Trim               string  `json:"trim"`
+	Eviction           string  `json:"eviction"`
+	LowWatermark       float64 `json:"low_watermark"`
+	TrimStallS         float64 `json:"trim_stall_s"`
+	TrimStallPerTokenS float64 `json:"trim_stall_per_token_s"`
+	// AdmissionRTTS is the admission RPC's round trip (the seed measured
+	// about 6 ms).
+	AdmissionRTTS float64 `json:"admission_rtt_s"`
+}
+
+func (k *KVC) defaults() {
+	if k.TauAppend == 0 {
+		k.TauAppend = 8192
+	}
+	if k.TauReject == 0 {
+		k.TauReject = 3
+	}
+	if k.MaxRetries == 0 {
+		k.MaxRetries = -1
+	}
+	if k.SeedMinTurn == 0 {
+		k.SeedMinTurn = 1
+	}
+	if k.Gate == "" {
+		k.Gate = string(kvc.GateWorker)
+	}
+	if k.Reset == "" {
+		k.Reset = string(kvc.ResetDirect)
+	}
+	if k.Belief == "" {
+		k.Belief = string(kvc.BeliefTrack)
+	}
+	if k.Trim == "" {
+		k.Trim = "idle"
+	}
+	if k.Eviction == "" {
+		k.Eviction = "session"
+	}
+	if k.AdmissionRTTS == 0 {
+		k.AdmissionRTTS = 0.006
+	}
+}
+
+func (k *KVC) validate() error {
+	if _, err := kvc.ParseGate(k.Gate); err != nil {
+		return err
+	}
+	if _, err := kvc.ParseReset(k.Reset); err != nil {
+		return err
+	}
+	if _, err := kvc.ParseBelief(k.Belief); err != nil {
+		return err
+	}
+	if k.Trim != "idle" && k.Trim != "any" {
+		return fmt.Errorf("sim: unknown trim policy %q (want idle or any)", k.Trim)
+	}
+	if k.Eviction != "session" && k.Eviction != "block" {
+		return fmt.Errorf("sim: unknown eviction granularity %q (want session or block)", k.Eviction)
+	}
+	for name, v := range map[string]float64{"low watermark": k.LowWatermark, "trim stall": k.TrimStallS,
+		"trim stall per token": k.TrimStallPerTokenS, "admission RTT": k.AdmissionRTTS} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("sim: KVC %s %v, expected a finite number ≥ 0", name, v)
+		}
+	}
+	if k.LowWatermark >= 1 {
+		return fmt.Errorf("sim: KVC low watermark %v, expected a share of the pool < 1", k.LowWatermark)
+	}
+	if k.TauAppend < 1 || k.TauReject < 0 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxRetries < -1 {
+		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, retries %d ≥ -1)",
+			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxRetries)
+	}
+	return nil
+}
+
+// sessionConfig is what a KVC decoder's engine needs.
+func (k *KVC) sessionConfig() engine.SessionConfig {
+	sc := engine.SessionConfig{Enabled: true, Cap: k.SessionCap, LowWatermark: k.LowWatermark,
+		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS}
+	if k.Trim == "any" {
+		sc.Trim = engine.TrimAny
+	}
+	if k.Eviction == "block" {
+		sc.Eviction = engine.EvictBlock
+	}
+	return sc
+}
+
+// dispatchConfig is the control plane's configuration for the run.
+func (c *Config) dispatchConfig() kvc.DispatchConfig {
+	mech := kvc.MechPD
+	switch c.Mechanism {
+	case PDColo:
+		mech = kvc.MechColo
+	case KVCacheCentric:
+		mech = kvc.MechKVC
+	}
+	k := c.KVC
+	gate, _ := kvc.ParseGate(k.Gate)
+	reset, _ := kvc.ParseReset(k.Reset)
+	belief, _ := kvc.ParseBelief(k.Belief)
+	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: k.TauReject, TauAppend: k.TauAppend,
+		MaxRetries: k.MaxRetries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap}
+}
