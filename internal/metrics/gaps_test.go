@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func TestRecordJSONNullLatencies(t *testing.T) {
 		t.Errorf("ttft_s twice: %s", b)
 	}
 	var back Record
-	if err := json.Unmarshal(b, &back); err != nil || back != fail {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, fail) {
 		t.Fatalf("round trip %+v %v", back, err)
 	}
 	old := `{"request_id":"7","status":"timeout","ttft_s":0,"latency_s":30,"tpot_s":0}`
