@@ -149,7 +149,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		cached = min(int(m.Tokens), q.Input-1)
 	}
 	rep.CachedTokens = cached
-	resident := s != nil && cached > 0
+	// Resident: the session's KV is still held here (pinned, in use, or at
+	// block granularity whatever of it the cache kept). A session evicted at
+	// session granularity is not, whatever shared prefix still matches.
+	resident := s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock)
 	out := int64(max(q.Output, 1))
 	if resident {
 		appendTok := q.Input - cached

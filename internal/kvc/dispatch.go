@@ -141,6 +141,7 @@ type rejKey struct {
 type sessState struct {
 	seen     bool
 	pin      int // decoder holding the session (router's belief); −1 none
+	last     int // decoder that last held it, evicted or not; −1 none
 	resident int // tokens believed resident on pin (router gate)
 	handle   radix.Handle
 }
@@ -289,22 +290,21 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	}
 	s := x.session(t.r.Session)
 	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	after := ""
+	if rep.Reason == "session-was-evicted" {
+		after = "-after-eviction"
+	}
+	if rep.Reason == "real-large-append" {
+		t.setWhy("real-large-append")
+	}
 	switch {
 	case !s.seen:
 		t.decide(ActSeed, p, d, "pd-router-turn1-seed")
-	case s.pin == d && t.why == "":
-		mode := "pd-router-d-session-reseed"
-		if rep.Reason == "session-was-evicted" {
-			mode += "-after-eviction"
-		}
-		t.decide(ActSeed, p, d, mode)
+	case s.last == d && t.why == "":
+		t.decide(ActSeed, p, d, "pd-router-d-session-reseed"+after)
 	default:
-		t.setWhy(rep.Reason)
-		mode := "pd-router-" + t.why + "-reseed"
-		if rep.Reason == "session-was-evicted" {
-			mode += "-after-eviction"
-		}
-		t.decide(ActSeed, p, d, mode)
+		t.setWhy("session-not-resident")
+		t.decide(ActSeed, p, d, "pd-router-"+t.why+"-reseed"+after)
 	}
 }
 
@@ -417,7 +417,7 @@ func (t *Dispatch) Accepted() {
 			x.unpin(t.r.Session)
 			x.onD[t.chosenD]++
 		}
-		s.pin, s.resident, s.handle = t.chosenD, t.r.Input+t.r.Output, h
+		s.pin, s.last, s.resident, s.handle = t.chosenD, t.chosenD, t.r.Input+t.r.Output, h
 	}
 	x.session(t.r.Session).seen = true
 	t.act = Action{Kind: ActDone, P: -1, D: -1}
@@ -488,7 +488,7 @@ func (x *Dispatcher) unpin(session string) {
 func (x *Dispatcher) session(id string) *sessState {
 	s := x.sessions[id]
 	if s == nil {
-		s = &sessState{pin: -1}
+		s = &sessState{pin: -1, last: -1}
 		x.sessions[id] = s
 	}
 	return s
