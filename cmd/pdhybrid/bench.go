@@ -18,17 +18,20 @@ import (
 func benchCmd(e *env) *cobra.Command {
 	var f simFlags
 	var gpus int
-	var pdPolicy, dpPolicy, out, format string
+	var pdPolicy, dpPolicy, kvcPolicy, out, format string
 	c := &cobra.Command{
 		Use:   "bench [flags]",
-		Short: "replay an agentic workload through naive PD and data-parallel serving, side by side",
+		Short: "replay an agentic workload through naive PD, data-parallel and KVC serving, side by side",
 		Long: `The main job: replay one agentic workload through several serving mechanisms
 on the same simulated cluster and print them side by side.
 
 With no flags it replays the built-in synthetic agentic coding workload
 (Claude-Code-like sessions, see docs/workloads.md) on 4 simulated H200 GPUs:
-naive PD as 1 prefill + 3 decode workers (round-robin) against data-parallel
-serving on 4 colocated workers (sticky session routing). --trace replays any
+naive PD as 1 prefill + 3 decode workers (round-robin), data-parallel
+serving on 4 colocated workers (sticky session routing), and KVC on the same
+1 prefill + 3 decode workers (kv-aware routing, session-aware decoders,
+direct appends; the --direct-max-uncached-tokens family of flags tunes it).
+--trace replays any
 canonical trace instead. --out DIR writes one run folder per mechanism
 (readable by 'pdhybrid report'), DIR/comparison.json and the HTML report
 DIR/report/index.html; a folder that already holds a bench output is
@@ -43,6 +46,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 	fs.IntVar(&gpus, "gpus", 4, "simulated `GPUs`, in [2, 1024]; naive PD gets 1 prefill and gpus-1 decode workers, data-parallel gets gpus colocated workers")
 	fs.StringVar(&pdPolicy, "pd-policy", "default", "routing `policies` for naive PD's decode workers, comma-separated (one run each): default, sticky, kv-aware")
 	fs.StringVar(&dpPolicy, "dp-policy", "sticky", "routing `policies` for data-parallel workers, comma-separated (one run each): default, sticky, kv-aware (kv-aware without --floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
+	fs.StringVar(&kvcPolicy, "kvc-policy", "kv-aware", "routing `policies` for KVC's decode workers, comma-separated (one run each): default, sticky, kv-aware; none = no KVC run")
 	fs.StringVar(&out, "out", "", "write one run folder per mechanism, comparison.json and report/index.html to `dir` (default: none, only the table on stdout)")
 	fs.StringVar(&format, "format", "text", "table `format` on stdout: text, csv, json")
 	f.register(fs)
@@ -63,9 +67,13 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		plans := []plan{
 			{sim.PDDisaggregation, nil, fmt.Sprintf("naive-pd-1p%dd", gpus-1), "pd-policy"},
 			{sim.PDColo, nil, fmt.Sprintf("dp-x%d", gpus), "dp-policy"},
+			{sim.KVCacheCentric, nil, fmt.Sprintf("kvc-1p%dd", gpus-1), "kvc-policy"},
 		}
-		modes := runModes{pd: true, colo: true}
-		for i, lst := range []string{pdPolicy, dpPolicy} {
+		modes := runModes{pd: true, colo: true, kvc: kvcPolicy != "none"}
+		for i, lst := range []string{pdPolicy, dpPolicy, kvcPolicy} {
+			if lst == "none" && plans[i].mech == sim.KVCacheCentric {
+				continue
+			}
 			names := splitList(lst)
 			if len(names) == 0 {
 				ck.fail("--%s %q: give at least one policy: default, sticky, kv-aware", plans[i].flag, lst)

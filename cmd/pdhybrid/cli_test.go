@@ -150,7 +150,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--rate", []string{"trace", "stats", "--rate", "0.005", tr}},
 		{"--sort", []string{"trace", "convert", "--from", "weka", "--sort", tr}},
 		{"--alpha", []string{"sim", "--policy", "sticky", "--alpha", "2"}},
-		{"--alpha", []string{"bench", "--alpha", "2"}},
+		{"--alpha", []string{"bench", "--alpha", "2", "--kvc-policy", "none"}},
 		{"--floor-k", []string{"sim", "--floor-k", "1"}},
 		{"--colo", []string{"sim", "--colo", "3"}},
 		{"--prefill", []string{"sim", "--mechanism", "pd-colo", "--prefill", "2"}},
@@ -405,7 +405,7 @@ func TestOutRefusesAndForceReplaces(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if want := []string{"comparison.json", "dp-x4", "naive-pd-1p3d", "report"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"comparison.json", "dp-x4", "kvc-1p3d", "naive-pd-1p3d", "report"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("bench folder after --force holds %v, want %v", names, want)
 	}
 }

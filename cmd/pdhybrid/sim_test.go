@@ -33,7 +33,7 @@ func TestBenchDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "TTFT p99", "pd-disaggregation-router", "dp-colo-router"} {
+	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench table lacks %q:\n%s", want, out)
 		}
@@ -50,7 +50,7 @@ func TestBenchOutFolders(t *testing.T) {
 	if _, stderr, err := runCLI("bench", "-synth-sessions", "6", "-out", dir, "-format", "json"); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, run := range []string{"naive-pd-1p3d", "dp-x4"} {
+	for _, run := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d"} {
 		for _, f := range []string{"metrics.jsonl", "summary.json", "config.json", "structural/workers.jsonl", "structural/events.jsonl"} {
 			if st, err := os.Stat(filepath.Join(dir, run, f)); err != nil || st.Size() == 0 {
 				t.Fatalf("%s/%s missing or empty (%v)", run, f, err)
@@ -72,7 +72,7 @@ func TestBenchOutFolders(t *testing.T) {
 	var cmp struct {
 		Runs []string `json:"runs"`
 	}
-	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "comparison.json")), &cmp); err != nil || len(cmp.Runs) != 2 {
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "comparison.json")), &cmp); err != nil || len(cmp.Runs) != 3 {
 		t.Fatalf("comparison.json: %v %+v", err, cmp)
 	}
 	if out, stderr, err := runCLI("report", "--compare", dir); err != nil || !strings.Contains(out, "dp-x4") {

@@ -49,6 +49,7 @@ type simFlags struct {
 	sample      float64
 	seed        uint64
 	force       bool
+	kvc         kvcFlags
 }
 
 // defaultGoodput is the SLO goodput counts against unless --goodput says
@@ -96,6 +97,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	}
 	fs.Float64Var(&f.sample, "sample-interval", 1, fmt.Sprintf("worker KV occupancy sample period in simulated `seconds`; structural/workers.jsonl keeps at most %d samples (about 40 MB), so a longer run keeps every 2nd, 4th, ... sample (the period doubles; stderr says so)", maxWorkerSample))
 	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "random `seed` of the built-in workload; only without --trace (the simulator itself is deterministic)")
+	f.kvc.register(fs)
 	fs.BoolVar(&f.force, "force", false, "with --out: replace the run already in that folder (only files pdhybrid writes are removed)")
 }
 
@@ -103,6 +105,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 // that do not apply to any of them are rejected.
 type runModes struct {
 	pd, colo bool // naive PD runs; data-parallel runs
+	kvc      bool // kvcache-centric runs (P and D workers too)
 	kvAware  bool // some run uses the kv-aware policy
 }
 
@@ -136,9 +139,10 @@ func (f *simFlags) check(ck *checks, m runModes) {
 	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed"} {
 		ck.only(n, !file, "to the built-in workload, not with --trace")
 	}
-	ck.only("link", m.pd, "to naive PD (pd-disaggregation), which transfers KV from P to D")
-	ck.only("mem-fraction-prefill", m.pd, "to naive PD (pd-disaggregation)")
-	ck.only("mem-fraction-decode", m.pd, "to naive PD (pd-disaggregation)")
+	ck.only("link", m.pd || m.kvc, "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric), which transfer KV from P to D")
+	ck.only("mem-fraction-prefill", m.pd || m.kvc, "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric)")
+	ck.only("mem-fraction-decode", m.pd || m.kvc, "to mechanisms with decode workers (pd-disaggregation, kvcache-centric)")
+	f.kvc.check(ck, m.kvc)
 	ck.only("mem-fraction-colo", m.colo, "to data-parallel (pd-colo) workers")
 	ck.only("alpha", m.kvAware, "with the kv-aware policy")
 	ck.only("floor-k", m.kvAware, "with the kv-aware policy")
@@ -254,7 +258,7 @@ func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
 		flag string
 		v    float64
 		on   bool
-	}{{"mem-fraction-prefill", f.memPrefill, m.pd}, {"mem-fraction-decode", f.memDecode, m.pd}, {"mem-fraction-colo", f.memColo, m.colo}} {
+	}{{"mem-fraction-prefill", f.memPrefill, m.pd || m.kvc}, {"mem-fraction-decode", f.memDecode, m.pd || m.kvc}, {"mem-fraction-colo", f.memColo, m.colo}} {
 		if !r.on || r.v == 0 || !memRange.contains(r.v) {
 			continue
 		}
@@ -290,6 +294,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		Alpha: f.alpha, FloorK: f.floorK,
 		SLO:             slo,
 		SampleIntervalS: f.sample, Seed: f.seed,
+		KVC: f.kvc.config(),
 	}
 }
 

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/pdhybrid/pdhybrid/internal/sim"
+)
+
+// kvcFlags are the kvcache-centric mechanism's knobs (DESIGN §5; the seed's
+// names where it had one). Defaults are the seed's KVC v2.
+type kvcFlags struct {
+	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
+	gate, reset, belief, trim, eviction                    string
+	lowWatermark, trimStall, trimStallTok, rttMs           float64
+}
+
+var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
+	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
+	"trim-stall", "trim-stall-per-token", "admission-rtt"}
+
+func (k *kvcFlags) register(fs *pflag.FlagSet) {
+	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
+	fs.IntVar(&k.tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` of a session by a decoder before the router skips that decoder for it; 0 = never")
+	fs.IntVar(&k.retries, "kvc-max-attempts", 0, "kvcache-centric: admission `attempts` (1 + ε retries) before falling back to plain PD; 0 = one per decoder (ε = decoders − 1, the spec)")
+	fs.IntVar(&k.seedMinTurn, "seed-min-turn", 1, "kvcache-centric: first `turn` that may seed a decoder; earlier turns go plain PD")
+	fs.IntVar(&k.sessionCap, "session-cap", 0, "kvcache-centric: most `sessions` one decoder keeps; 0 = no cap")
+	fs.StringVar(&k.gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append and the session cap: `worker` (the decoder's admission RPC) or router (the router's estimate, the seed's code)")
+	fs.StringVar(&k.reset, "reject-reset", "direct", "kvcache-centric: when a (session, decoder) reject count returns to 0: `direct` (a direct-to-D success, the seed's code), any (any success, the spec), off (never, the seed's v1)")
+	fs.StringVar(&k.belief, "residency-belief", "track", "kvcache-centric: the router's picture of decoder residency: `track` (follows eviction reports) or never-shrink (the seed)")
+	fs.StringVar(&k.trim, "trim", "idle", "kvcache-centric: which sessions a decoder's trim may evict: `idle` (no request running, the seed) or any")
+	fs.StringVar(&k.eviction, "eviction", "session", "kvcache-centric: eviction `granularity`: session (a whole session at once, the seed) or block (LRU nibbles the oldest blocks)")
+	fs.Float64Var(&k.lowWatermark, "low-watermark", 0, "kvcache-centric: `share` of a decoder's pool a trim frees beyond the need, in [0, 1)")
+	fs.Float64Var(&k.trimStall, "trim-stall", 0, "kvcache-centric: scheduler stall per trimmed session in `seconds` (the seed's trim blocked the scheduler loop)")
+	fs.Float64Var(&k.trimStallTok, "trim-stall-per-token", 0, "kvcache-centric: scheduler stall per freed token in `seconds`")
+	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
+}
+
+func (k *kvcFlags) check(ck *checks, on bool) {
+	ck.num("direct-max-uncached-tokens", between(1, 1<<22).is("a number of tokens"))
+	ck.num("migration-reject-threshold", between(0, 1e6).is("a number of rejects"))
+	ck.num("seed-min-turn", between(1, 1e9).is("a turn number"))
+	ck.num("session-cap", between(0, 1e9).is("a number of sessions"))
+	ck.num("low-watermark", between(0, 1).openTop().is("a share of the pool"))
+	ck.num("trim-stall", between(0, 3600).is("a number of seconds"))
+	ck.num("trim-stall-per-token", between(0, 1).is("a number of seconds"))
+	ck.num("admission-rtt", between(0, 60000).is("a number of milliseconds"))
+	ck.num("kvc-max-attempts", between(1, 1024).is("a number of attempts").orZero("one per decoder"))
+	ck.oneOf("admission-gate", "worker", "router")
+	ck.oneOf("reject-reset", "direct", "any", "off")
+	ck.oneOf("residency-belief", "track", "never-shrink")
+	ck.oneOf("trim", "idle", "any")
+	ck.oneOf("eviction", "session", "block")
+	for _, n := range kvcFlagNames {
+		ck.only(n, on, "to --mechanism kvcache-centric")
+	}
+}
+
+func (k *kvcFlags) config() sim.KVC {
+	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxRetries: k.retries - 1, SeedMinTurn: k.seedMinTurn,
+		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
+		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000}
+}
