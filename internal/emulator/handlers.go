@@ -1,0 +1,156 @@
+package emulator
+
+import (
+	"net/http"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+)
+
+// The small endpoints: health, server and model info, cache flush, aborts.
+
+// Version is what the worker reports as its version.
+const Version = "pdhybrid-emulator"
+
+// handleHealth is /health and /health_generate: 503 while starting or
+// shutting down; otherwise 200 once the driver answers (SGLang runs a
+// one-token probe; the emulator checks that its scheduler loop is alive,
+// which is what the probe proves).
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet, http.MethodHead) {
+		return
+	}
+	if s.exiting.Load() || !s.ready.Load() || !s.d.do(func(float64) {}) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleServerInfo is /server_info (and the older /get_server_info): the
+// server arguments SGLang reports, under its names, plus the emulator's own
+// under "pdhybrid".
+func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	l, ok := s.takeSnapshot()
+	if !ok {
+		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	c := s.cfg
+	info := map[string]any{
+		"model_path": c.Profile.Model.Name, "served_model_name": c.ServedModelName, "tokenizer_path": nil,
+		"disaggregation_mode": s.disaggMode(), "disaggregation_transfer_backend": "pdhybrid-emulated",
+		"page_size": c.BlockSize, "chunked_prefill_size": c.ChunkTokens, "max_running_requests": l.maxRunning,
+		"max_total_num_tokens": l.capacity, "context_length": c.Profile.Model.MaxContext,
+		"tp_size": 1, "dp_size": 1, "enable_mixed_chunk": c.MixedChunk,
+		"incremental_streaming_output": c.IncrementalStream, "version": Version,
+		"internal_states": []map[string]any{{
+			"num_running_reqs": l.running, "num_waiting_reqs": l.waiting, "token_usage": l.tokenUsage,
+			"cache_hit_rate": l.hitRate, "kv_waits": l.stats.KVWaits,
+		}},
+	}
+	if c.Role == engine.RolePrefill {
+		info["disaggregation_bootstrap_port"] = s.BootstrapPort()
+	}
+	ext := map[string]any{
+		"role": c.Role.String(), "profile": c.Profile.Name, "time_scale": c.TimeScale,
+		"bytes_per_text_token": BytesPerToken, "block_size": c.BlockSize,
+		"bootstrap_timeout_s": c.BootstrapTimeout, "waiting_timeout_s": c.WaitingTimeout,
+		"session_cache": c.Session.Enabled, "url": s.url,
+	}
+	if c.Role == engine.RolePrefill {
+		ext["link"] = c.Link
+	}
+	info["pdhybrid"] = ext
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) handleModelInfo(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model_path": s.cfg.Profile.Model.Name, "tokenizer_path": nil, "is_generation": true,
+		"preferred_sampling_params": nil, "weight_version": "default",
+	})
+}
+
+// handleFlushCache is /flush_cache: the prefix cache is emptied only when
+// nothing runs or waits, as SGLang does. The engine has no flush, so the
+// emulator starts a fresh worker of the same configuration and keeps the
+// old one's counters.
+func (s *Server) handleFlushCache(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet, http.MethodPost) {
+		return
+	}
+	flushed := false
+	var err error
+	s.d.do(func(float64) {
+		if len(s.reqs) > 0 || len(s.rooms) > 0 || s.w.Running() > 0 || s.w.Queued() > 0 || (s.d.link != nil && s.d.link.Active() > 0) {
+			return
+		}
+		var nw *engine.Worker
+		if nw, err = s.newWorker(); err != nil {
+			return
+		}
+		s.base = s.stats()
+		s.w, s.d.w = nw, nw
+		s.tails = tailKeys{cap: s.tails.cap}
+		flushed = true
+	})
+	if err != nil {
+		writeHTTPError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	status := http.StatusOK
+	if !flushed {
+		status = http.StatusBadRequest
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write([]byte("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"))
+}
+
+// handleAbort is /abort_request {"rid", "abort_all"}: the request ends with
+// finish_reason abort; its KV is freed at once (a step in progress still
+// completes, as on a GPU).
+func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodPost) {
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		RID      *string `json:"rid"`
+		AbortAll bool    `json:"abort_all"`
+	}
+	if err := strictJSON(body, &in); err != nil {
+		writeValidation(w, "invalid /abort_request body: "+jsonMsg(err))
+		return
+	}
+	s.d.do(func(now float64) {
+		var list []*reqState
+		if in.AbortAll {
+			for _, st := range s.reqs {
+				list = append(list, st)
+			}
+		} else if in.RID != nil {
+			if st := s.reqs[*in.RID]; st != nil {
+				list = append(list, st)
+			}
+		}
+		for _, st := range list {
+			msg := "Aborted"
+			switch st.er.Stage {
+			case engine.StageNew, engine.StageWaiting, engine.StageReserved:
+				msg = "Abort before prefill"
+			}
+			s.abortReq(now, st, msg)
+		}
+	})
+	w.WriteHeader(http.StatusOK)
+}

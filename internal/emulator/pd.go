@@ -1,0 +1,627 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+)
+
+// PD between emulated workers, in SGLang's order (disaggregation/prefill.py,
+// decode.py), over real loopback HTTP so that a dead peer is noticed:
+//
+//  1. The gateway sends the same /generate body to P and D, with
+//     bootstrap_host/bootstrap_port (P's bootstrap server) and a
+//     bootstrap_room.
+//  2. D pre-allocates the KV (engine Reserve). When the reservation is
+//     granted, D registers the room with P's bootstrap server:
+//     POST http://bootstrap_host:bootstrap_port/_pd/register
+//     {"bootstrap_room", "rid", "kv_url", "prompt_tokens"}.
+//  3. P holds its leg in the bootstrap queue until the room is registered
+//     (or answers 500 after the bootstrap timeout), then prefills chunk by
+//     chunk. Each finished chunk's KV goes on P's modelled link (an
+//     engine.Link: setup + bytes/bandwidth, shared by P's transfers); when a
+//     transfer lands, P posts it to D's kv_url:
+//     POST {kv_url} {"bootstrap_room", "rid", "tokens", "done",
+//     "first_token", "prefill_cached_tokens", "prefill"}.
+//     The last delivery ("done": true) carries the first token P sampled.
+//  4. D starts decoding when the last delivery arrives (engine StartDecode);
+//     its first token is P's. P answers its own leg once D acknowledged
+//     that delivery, with finish_reason {"type": "length", "length": 0}.
+//
+// D fails a room with 500 when it cannot register, when P's bootstrap
+// server misses heartbeats, or after the waiting timeout; P fails its leg
+// when D refuses or cannot take a delivery. Neither aborts the other leg:
+// the gateway must (DESIGN §9).
+
+// room is a bootstrap room on a prefill worker (driver goroutine).
+type room struct {
+	id      uint64
+	st      *reqState // P's leg; nil until its /generate arrives
+	kvURL   string    // D's delivery endpoint; "" until D registers
+	started bool      // submitted to the engine
+	sent    int       // prompt tokens whose KV went on the link
+	landed  int
+	live    int // transfers on the link
+	pDone   bool
+	failed  bool
+	out     *sender
+	expire  *dtimer
+}
+
+type xfer struct {
+	rm     *room
+	tokens int
+}
+
+// delivery is one landed transfer as D is told of it.
+type delivery struct {
+	Room         uint64 `json:"bootstrap_room"`
+	RID          string `json:"rid"`
+	Tokens       int    `json:"tokens"`
+	Done         bool   `json:"done"`
+	FirstToken   int    `json:"first_token"`
+	PrefillCache int    `json:"prefill_cached_tokens"`
+	Prefill      string `json:"prefill"`
+}
+
+// registration is D's pre-allocation as P's bootstrap server hears it.
+type registration struct {
+	Room         uint64 `json:"bootstrap_room"`
+	RID          string `json:"rid"`
+	KVURL        string `json:"kv_url"`
+	PromptTokens int    `json:"prompt_tokens"`
+}
+
+// pdError is SGLang's wording of a failed transfer.
+func pdError(side string, st *reqState, why string) string {
+	room := st.g.BootstrapRoom
+	if side == "Decode" {
+		return fmt.Sprintf("Decode transfer failed for request rank=0 decode_req.req.rid=%s decode_req.req.bootstrap_room=%d with exception KVTransferError(bootstrap_room=%d): %s",
+			pyRepr(st.rid), room, room, why)
+	}
+	return fmt.Sprintf("Prefill %s failed for request rank=0 req.rid=%s req.bootstrap_room=%d with exception KVTransferError(bootstrap_room=%d): %s",
+		side, pyRepr(st.rid), room, room, why)
+}
+
+// --- prefill side ---
+
+func (s *Server) prefillArrive(now float64, st *reqState) error {
+	st.er.Kind = engine.PrefillOnly
+	if err := s.w.Admissible(&st.er); err != nil {
+		return err
+	}
+	id := st.g.BootstrapRoom
+	if st.g.BootstrapHost == FakeBootstrapHost {
+		st.fake = true
+		st.room = &room{id: id, st: st, started: true}
+		return s.w.Submit(now, &st.er)
+	}
+	rm := s.rooms[id]
+	if rm != nil && rm.st != nil {
+		return badValue("bootstrap_room %d is already in use on this prefill worker", id)
+	}
+	if rm == nil {
+		rm = &room{id: id}
+		s.rooms[id] = rm
+	}
+	rm.st, st.room = st, rm
+	rm.expire.cancel()
+	if rm.kvURL != "" {
+		return s.prefillStart(now, rm)
+	}
+	rm.expire = s.d.after(now+s.cfg.BootstrapTimeout, func(t float64) {
+		if rm.started || rm.st != st || st.ended {
+			return
+		}
+		delete(s.rooms, id)
+		s.metrics.bootstrapFailed()
+		msg := pdError("bootstrap", st, fmt.Sprintf("Request %d timed out after %.1fs in KVPoll.Bootstrapping", id, t-st.arrived))
+		s.end(st, &outcome{reason: finishAbort(msg, 500), status: 500, at: t})
+	})
+	return nil
+}
+
+func (s *Server) prefillStart(now float64, rm *room) error {
+	rm.started = true
+	rm.expire.cancel()
+	rm.out = newSender(s, rm.kvURL, rm)
+	return s.w.Submit(now, &rm.st.er)
+}
+
+// register takes D's pre-allocation for a room (driver goroutine).
+func (s *Server) register(now float64, reg registration) (int, string) {
+	if reg.KVURL == "" {
+		return http.StatusBadRequest, "kv_url is required"
+	}
+	rm := s.rooms[reg.Room]
+	if rm == nil {
+		rm = &room{id: reg.Room}
+		s.rooms[reg.Room] = rm
+		// P's leg may never come: forget the room after the bootstrap timeout.
+		rm.expire = s.d.after(now+s.cfg.BootstrapTimeout, func(float64) {
+			if rm.st == nil && s.rooms[reg.Room] == rm {
+				delete(s.rooms, reg.Room)
+			}
+		})
+	}
+	if rm.kvURL != "" {
+		return http.StatusConflict, fmt.Sprintf("bootstrap_room %d is already registered", reg.Room)
+	}
+	rm.kvURL = reg.KVURL
+	if rm.st != nil && !rm.started {
+		if err := s.prefillStart(now, rm); err != nil {
+			s.prefillFail(now, rm, "the prefill engine refused the request: "+err.Error())
+		}
+	}
+	return http.StatusOK, ""
+}
+
+// sendKV puts the KV of the prompt up to tokens on the link, as SGLang's
+// send_kv_chunk does after each chunk: the first transfer carries the
+// prefix P had cached too.
+func (s *Server) sendKV(st *reqState, at float64, tokens int, last bool) {
+	rm := st.room
+	if rm == nil || rm.failed {
+		return
+	}
+	if last {
+		rm.pDone = true
+	}
+	if st.fake {
+		if last {
+			s.w.Release(at, &st.er)
+			s.prefillDone(at, rm)
+		}
+		return
+	}
+	n := tokens - rm.sent
+	rm.sent = tokens
+	rm.live++
+	s.d.link.Start(at, &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &xfer{rm: rm, tokens: tokens}})
+}
+
+// transferDone is the driver's hook for a landed transfer.
+func (s *Server) transferDone(now float64, t *engine.Transfer) {
+	x := t.Tag.(*xfer)
+	rm := x.rm
+	rm.live--
+	rm.landed = max(rm.landed, x.tokens)
+	s.kv.record(t)
+	st := rm.st
+	if rm.pDone && rm.live == 0 {
+		if st.er.Stage == engine.StageHeld {
+			s.w.Release(now, &st.er) // the prompt stays in P's radix cache
+		}
+		if rm.failed {
+			return
+		}
+		rm.out.push(delivery{Room: rm.id, RID: st.rid, Tokens: rm.landed, Done: true,
+			FirstToken: OutputToken(st.rid, 0), PrefillCache: st.er.CachedTokens})
+		return
+	}
+	if !rm.failed {
+		rm.out.push(delivery{Room: rm.id, RID: st.rid, Tokens: rm.landed})
+	}
+}
+
+// delivered is a delivery's result (driver goroutine).
+func (s *Server) delivered(now float64, rm *room, d delivery, err error) {
+	if rm.failed {
+		return
+	}
+	if err != nil {
+		s.metrics.transferFailed()
+		s.prefillFail(now, rm, "Decode instance could be dead, remote session is not alive: "+err.Error())
+		return
+	}
+	if d.Done {
+		s.prefillDone(now, rm)
+	}
+}
+
+// prefillDone answers P's leg: the first token went to D with the KV.
+func (s *Server) prefillDone(now float64, rm *room) {
+	st := rm.st
+	if s.rooms[rm.id] == rm {
+		delete(s.rooms, rm.id)
+	}
+	rm.out.close()
+	st.mu.Lock()
+	st.ttft, st.hasTTFT = now-st.arrived, true
+	st.cached = st.er.CachedTokens
+	st.mu.Unlock()
+	s.metrics.firstToken(now - st.arrived)
+	s.metrics.finished(st.er.Input, 1, st.er.CachedTokens, now-st.arrived, 0, st.er.AdmittedAt-st.er.SubmittedAt)
+	s.end(st, &outcome{reason: finishLength(0), completion: 1, at: now, queue: st.er.AdmittedAt - st.er.SubmittedAt})
+}
+
+// prefillFail ends P's leg with 500 and frees what it holds.
+func (s *Server) prefillFail(now float64, rm *room, why string) {
+	rm.failed = true
+	st := rm.st
+	s.prefillFree(now, rm)
+	s.end(st, &outcome{reason: finishAbort(pdError("transfer", st, why), 500), status: 500, at: now})
+}
+
+// prefillFree drops a room and P's KV for it. KV with transfers still on
+// the link is released when they land.
+func (s *Server) prefillFree(now float64, rm *room) {
+	rm.failed = true
+	rm.expire.cancel()
+	if s.rooms[rm.id] == rm {
+		delete(s.rooms, rm.id)
+	}
+	rm.out.close()
+	st := rm.st
+	switch st.er.Stage {
+	case engine.StageNew, engine.StageDone, engine.StageAborted:
+	case engine.StageHeld:
+		if rm.live == 0 {
+			s.w.Release(now, &st.er)
+		}
+	default:
+		s.w.Abort(now, &st.er)
+	}
+}
+
+func (s *Server) prefillAbort(now float64, st *reqState) {
+	if st.room != nil {
+		s.prefillFree(now, st.room)
+	}
+}
+
+// bootstrapHandler is the prefill worker's bootstrap server.
+func (s *Server) bootstrapHandler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if s.exiting.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	m.HandleFunc("/_pd/register", func(w http.ResponseWriter, r *http.Request) {
+		if !allow(w, r, http.MethodPost) {
+			return
+		}
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		var reg registration
+		if err := strictJSON(body, &reg); err != nil {
+			writeValidation(w, "invalid registration: "+jsonMsg(err))
+			return
+		}
+		status, msg := http.StatusServiceUnavailable, "the prefill worker is shutting down"
+		s.d.do(func(now float64) { status, msg = s.register(now, reg) })
+		if status != http.StatusOK {
+			writeHTTPError(w, status, msg)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	return m
+}
+
+// sender delivers one room's landed transfers to D, in order.
+type sender struct {
+	s      *Server
+	url    string
+	rm     *room
+	mu     sync.Mutex
+	q      []delivery
+	closed bool
+	wake   chan struct{}
+	runs   bool
+}
+
+func newSender(s *Server, url string, rm *room) *sender {
+	return &sender{s: s, url: url, rm: rm, wake: make(chan struct{}, 1)}
+}
+
+// push queues a delivery (driver goroutine).
+func (x *sender) push(d delivery) {
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return
+	}
+	x.q = append(x.q, d)
+	start := !x.runs
+	x.runs = true
+	x.mu.Unlock()
+	if start {
+		x.s.bg.Add(1)
+		go x.loop(x.rm)
+	}
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (x *sender) close() {
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	x.closed = true
+	x.q = nil
+	x.mu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (x *sender) loop(rm *room) {
+	defer x.s.bg.Done()
+	for {
+		x.mu.Lock()
+		if x.closed {
+			x.mu.Unlock()
+			return
+		}
+		if len(x.q) == 0 {
+			x.mu.Unlock()
+			select {
+			case <-x.wake:
+				continue
+			case <-x.s.ctx.Done():
+				return
+			}
+		}
+		d := x.q[0]
+		x.q = x.q[1:]
+		x.mu.Unlock()
+		d.Prefill = x.s.bootstrapAddr()
+		err := x.s.postJSON(x.url, d, nil)
+		if !x.s.d.post(func(now float64) { x.s.delivered(now, rm, d, err) }) || err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) bootstrapAddr() string {
+	if s.bootLn == nil {
+		return ""
+	}
+	return hostPort(s.bootLn.Addr())
+}
+
+// postJSON posts v and decodes a 200 answer into out; any other status is
+// an error carrying the answer's message.
+func (s *Server) postJSON(url string, v, out any) error {
+	b, _ := json.Marshal(v)
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	if out != nil {
+		return json.Unmarshal(body, out)
+	}
+	return nil
+}
+
+// --- decode side ---
+
+func (s *Server) decodeArrive(now float64, st *reqState) error {
+	g := st.g
+	st.er.Kind = engine.DecodeOnly
+	if g.BootstrapHost == FakeBootstrapHost {
+		st.fake = true
+	} else {
+		if g.BootstrapHost == "" {
+			return badValue("Invalid request: bootstrap_host is required with a bootstrap_room. req.rid=%s", pyRepr(st.rid))
+		}
+		port := g.BootstrapPort
+		if port == 0 {
+			port = DefaultBootstrapPort
+		}
+		if s.drooms[g.BootstrapRoom] != nil {
+			return badValue("bootstrap_room %d is already waiting on this decode worker", g.BootstrapRoom)
+		}
+		st.bootAddr = net.JoinHostPort(g.BootstrapHost, strconv.Itoa(port))
+		s.drooms[g.BootstrapRoom] = st
+	}
+	if err := s.w.Reserve(now, &st.er); err != nil {
+		if s.drooms[g.BootstrapRoom] == st {
+			delete(s.drooms, g.BootstrapRoom)
+		}
+		return err
+	}
+	st.waitTimer = s.d.after(now+s.cfg.WaitingTimeout, func(t float64) {
+		if st.ended || st.er.Stage == engine.StageDecoding {
+			return
+		}
+		s.decodeFail(t, st, fmt.Sprintf("Request %d timed out after %.1fs in KVPoll.WaitingForInput", g.BootstrapRoom, t-st.arrived))
+	})
+	return nil
+}
+
+// decodeReserved: the KV is pre-allocated; tell P (or, without a peer,
+// take the KV as arrived).
+func (s *Server) decodeReserved(st *reqState, at float64) {
+	if st.fake {
+		st.waitTimer.cancel()
+		s.w.StartDecode(at, &st.er)
+		return
+	}
+	reg := registration{Room: st.g.BootstrapRoom, RID: st.rid, KVURL: s.url + "/_pd/kv", PromptTokens: st.er.Input}
+	url := "http://" + st.bootAddr + "/_pd/register"
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		err := s.postJSON(url, reg, nil)
+		s.d.post(func(now float64) {
+			if err != nil {
+				s.decodeFail(now, st, "Failed to get kvcache from prefill instance, it might be dead ("+err.Error()+")")
+				return
+			}
+			s.watch(now, st.bootAddr)
+		})
+	}()
+}
+
+// decodeFail ends D's leg with 500 and frees its KV.
+func (s *Server) decodeFail(now float64, st *reqState, why string) {
+	if st.ended {
+		return
+	}
+	s.w.Abort(now, &st.er)
+	s.metrics.transferFailed()
+	s.end(st, &outcome{reason: finishAbort(pdError("Decode", st, why), 500), status: 500, at: now})
+}
+
+// deliver takes one of P's deliveries (driver goroutine).
+func (s *Server) deliver(now float64, d delivery) (int, string) {
+	st := s.drooms[d.Room]
+	if st == nil || (d.RID != "" && d.RID != st.rid) {
+		return http.StatusNotFound, fmt.Sprintf("no request waits for bootstrap_room %d here", d.Room)
+	}
+	if !d.Done {
+		return http.StatusOK, ""
+	}
+	if st.er.Stage != engine.StageReserved {
+		return http.StatusConflict, fmt.Sprintf("bootstrap_room %d has no KV pre-allocated yet", d.Room)
+	}
+	delete(s.drooms, d.Room)
+	st.waitTimer.cancel()
+	st.mu.Lock()
+	st.firstTok, st.firstFrom = d.FirstToken, d.Prefill
+	st.mu.Unlock()
+	if err := s.w.StartDecode(now, &st.er); err != nil {
+		return http.StatusConflict, err.Error()
+	}
+	return http.StatusOK, ""
+}
+
+func (s *Server) handleKVDelivery(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodPost) {
+		return
+	}
+	if s.cfg.Role != engine.RoleDecode {
+		writeHTTPError(w, http.StatusNotFound, "this worker takes no KV deliveries (not a decode worker)")
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var d delivery
+	if err := strictJSON(body, &d); err != nil {
+		writeValidation(w, "invalid KV delivery: "+jsonMsg(err))
+		return
+	}
+	status, msg := http.StatusServiceUnavailable, "the decode worker is shutting down"
+	s.d.do(func(now float64) { status, msg = s.deliver(now, d) })
+	if status != http.StatusOK {
+		writeHTTPError(w, status, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// heartbeat tracks one prefill worker a decode worker waits on.
+type heartbeat struct {
+	failures int
+	inflight bool
+}
+
+// watch starts heartbeats to addr (driver goroutine).
+func (s *Server) watch(now float64, addr string) {
+	if s.beats[addr] == nil {
+		s.beats[addr] = &heartbeat{}
+	}
+	if s.beatTimer == nil {
+		s.beatTimer = s.d.after(now+s.cfg.HeartbeatInterval, s.beat)
+	}
+}
+
+func (s *Server) beat(now float64) {
+	s.beatTimer = nil
+	waited := map[string]bool{}
+	for _, st := range s.drooms {
+		waited[st.bootAddr] = true
+	}
+	for addr, hb := range s.beats {
+		if !waited[addr] {
+			delete(s.beats, addr)
+			continue
+		}
+		if hb.inflight {
+			continue
+		}
+		hb.inflight = true
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			err := s.ping("http://" + addr + "/health")
+			s.d.post(func(now float64) { s.beaten(now, addr, hb, err) })
+		}()
+	}
+	if len(s.beats) > 0 {
+		s.beatTimer = s.d.after(now+s.cfg.HeartbeatInterval, s.beat)
+	}
+}
+
+func (s *Server) beaten(now float64, addr string, hb *heartbeat, err error) {
+	hb.inflight = false
+	if err == nil {
+		hb.failures = 0
+		return
+	}
+	hb.failures++
+	if hb.failures < s.cfg.HeartbeatMaxFailures {
+		return
+	}
+	delete(s.beats, addr)
+	for _, st := range s.drooms {
+		if st.bootAddr == addr && st.er.Stage == engine.StageReserved {
+			s.decodeFail(now, st, "Failed to get kvcache from prefill instance, it might be dead (heartbeat: "+err.Error()+")")
+		}
+	}
+}
+
+func (s *Server) ping(url string) error {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	return nil
+}
