@@ -71,6 +71,19 @@ func post(t testing.TB, url string, body any) (int, []byte) {
 	return resp.StatusCode, out
 }
 
+// postQuiet posts from a goroutine of the test's own: a failure is only
+// logged.
+func postQuiet(t testing.TB, url string, body any) {
+	j, _ := json.Marshal(body)
+	resp, err := client.Post(url, "application/json", bytes.NewReader(j))
+	if err != nil {
+		t.Logf("POST %s: %v", url, err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
 func get(t testing.TB, url string) (int, []byte) {
 	t.Helper()
 	resp, err := client.Get(url)
