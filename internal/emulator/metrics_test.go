@@ -76,7 +76,9 @@ func TestMetrics(t *testing.T) {
 	v := scrape(t, s)
 	for name, want := range map[string]float64{
 		"sglang:num_requests_total": 2, "sglang:prompt_tokens_total": 4000, "sglang:generation_tokens_total": 20,
-		"sglang:cached_tokens_total":         1999, // all of the prompt but the one token recomputed "sglang:time_to_first_token_seconds": 2,
+		"sglang:time_to_first_token_seconds": 2,
+		// all of the second prompt but the one token recomputed
+		"sglang:cached_tokens_total":         1999,
 		"sglang:inter_token_latency_seconds": 18, "sglang:num_running_reqs": 0,
 		"sglang:max_total_num_tokens": float64(testProfile(t).KVPoolTokens(0)),
 	} {
