@@ -65,6 +65,7 @@ func leafCommands(t *testing.T) map[string][]string {
 		"report":                   {t.TempDir()},
 		"calibrate fit":            nil,
 		"calibrate check":          nil,
+		"worker":                   nil,
 	}
 }
 
@@ -145,6 +146,10 @@ func TestBadValueClasses(t *testing.T) {
 		{"--body-quantile", []string{"report", run, "--body-quantile", "NaN"}},
 		{"--format", []string{"bench", "--format", "yaml"}},
 		{"--link", []string{"sim", "--link", "carrier-pigeon"}},
+		{"--link", []string{"worker", "--role", "prefill", "--link", "carrier-pigeon"}},
+		{"--role", []string{"worker", "--role", "router"}},
+		{"--time-scale", []string{"worker", "--time-scale", "0"}},
+		{"--fault-slow-transfer", []string{"worker", "--role", "prefill", "--fault-slow-transfer", "0.5"}},
 		// flags that do not apply to the mode chosen
 		{"--rate", []string{"trace", "convert", "--from", "weka", "--rate", "0.005", tr}},
 		{"--rate", []string{"trace", "stats", "--rate", "0.005", tr}},
@@ -166,6 +171,11 @@ func TestBadValueClasses(t *testing.T) {
 		{"--rate", []string{"trace", "synth", "agentic", "--stagger", "5", "--rate", "1"}},
 		{"--model", []string{"calibrate", "check", "--profile", prof, "--model", "x"}},
 		{"--slo-ttft", []string{"sim", "--goodput", "ttft:300", "--slo-ttft", "1"}},
+		{"--waiting-timeout", []string{"worker", "--waiting-timeout", "5"}},
+		{"--bootstrap-port", []string{"worker", "--role", "decode", "--bootstrap-port", "9000"}},
+		{"--session-cache", []string{"worker", "--role", "prefill", "--session-cache"}},
+		{"--session-cap", []string{"worker", "--role", "decode", "--session-cap", "4"}},
+		{"--fault-seed", []string{"worker", "--fault-seed", "3"}},
 	} {
 		_, stderr, err := runCLI(c.args...)
 		first, _, _ := strings.Cut(stderr, "\n")

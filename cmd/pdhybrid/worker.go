@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+)
+
+// workerFlags are pdhybrid worker's knobs; SGLang's names where it has one.
+type workerFlags struct {
+	role, host, advertise, served, link string
+	port, bootPort                      int
+	model, hardware, profile            string
+	blockSize, chunk, maxRunning        int
+	memFraction                         float64
+	maxTotal                            int64
+	mixed, incremental                  bool
+	sessionCache                        bool
+	sessionCap                          int
+	trim, eviction                      string
+	lowWatermark, trimStall, trimTok    float64
+	timeScale, startup                  float64
+	bootTimeout, waitTimeout            float64
+	beat                                float64
+	beatMisses                          int
+	errRate, stall, slowXfer            float64
+	crashAfter                          int
+	refuse                              bool
+	faultSeed                           uint64
+}
+
+func workerCmd(e *env) *cobra.Command {
+	var f workerFlags
+	c := &cobra.Command{
+		Use:   "worker [flags]",
+		Short: "an emulated SGLang worker (colocated, prefill or decode) timed by the engine model",
+		Long: `Serve one emulated SGLang worker over HTTP: SGLang's native API (/generate,
+JSON or SSE; /open_session, /close_session, /abort_request, /health,
+/health_generate, /server_info, /v1/loads, /get_load, /metrics, /flush_cache),
+timed by the same engine model as the simulator, in wall-clock time divided by
+--time-scale. A prefill worker also runs the PD bootstrap server on
+--bootstrap-port; prefill and decode workers pair up by bootstrap room as
+SGLang's do, and P's KV reaches D after the modelled transfer over the
+profile's --link. A decode worker with --session-cache is the KVC decoder: it
+keeps sessions' KV and answers /session_cache/admit_direct_append.
+docs/emulator.md describes the wire behaviour and what is approximated.
+
+Prints one line when it listens ("listening url=... role=... [bootstrap_port=...]")
+and serves until SIGINT or SIGTERM, then drains requests for up to 5 s.
+Durations in flags are model seconds, as the engine charges them.`,
+		Args: noArgs,
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.role, "role", "colo", "worker `role`: colo (prefill and decode here), prefill or decode (SGLang --disaggregation-mode)")
+	fs.StringVar(&f.host, "host", "127.0.0.1", "`address` to listen on")
+	fs.IntVar(&f.port, "port", 30000, "TCP `port` for the API; 0 = a free one (printed)")
+	fs.IntVar(&f.bootPort, "bootstrap-port", emulator.DefaultBootstrapPort, "prefill: TCP `port` of the PD bootstrap server (SGLang --disaggregation-bootstrap-port); 0 = a free one (printed)")
+	fs.StringVar(&f.advertise, "advertise-url", "", "decode: base `url` prefill workers deliver KV to (default: http://host:port as listened)")
+	fs.StringVar(&f.served, "served-model-name", "", "model `name` in metrics and info (default: the profile's model name)")
+	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
+	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
+	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file`, replacing --model/--hardware (see docs/engine.md)")
+	fs.StringVar(&f.link, "link", "rdma-400g", "prefill: the profile's `link` P→D KV travels over (rdma-400g, tcp-loopback, nvlink)")
+	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-cache block size in `tokens` (SGLang --page-size): input_ids are hashed in blocks of this many")
+	fs.IntVar(&f.chunk, "chunk-tokens", 0, "chunked-prefill budget per scheduler step in `tokens` (SGLang --chunked-prefill-size); 0 = the profile's")
+	fs.IntVar(&f.maxRunning, "max-running", 0, "max running `requests` (SGLang --max-running-requests); 0 = the profile's")
+	fs.Float64Var(&f.memFraction, "mem-fraction-static", 0, "HBM `fraction` for weights and KV, in (0, 1]; 0 = the profile's")
+	fs.Int64Var(&f.maxTotal, "max-total-tokens", 0, "KV pool size in `tokens` (SGLang --max-total-tokens); 0 = from the memory fraction")
+	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
+	fs.BoolVar(&f.incremental, "incremental-streaming-output", false, "stream only the new text and ids in each SSE event (SGLang --incremental-streaming-output); by default every event holds all so far")
+	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
+	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
+	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
+	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once) or block (LRU nibbles the oldest blocks)")
+	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
+	fs.Float64Var(&f.trimStall, "trim-stall", 0, "with --session-cache: scheduler stall per trimmed session in `seconds`")
+	fs.Float64Var(&f.trimTok, "trim-stall-per-token", 0, "with --session-cache: scheduler stall per freed token in `seconds`")
+	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]: 10 runs the model ten times faster than real time")
+	fs.Float64Var(&f.startup, "startup-delay", 0, "answer /health with 503 for this many `seconds` after start (loading weights)")
+	fs.Float64Var(&f.bootTimeout, "bootstrap-timeout", emulator.DefaultBootstrapTimeout, "prefill: `seconds` a request waits for its decode worker's pre-allocation before it fails (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT)")
+	fs.Float64Var(&f.waitTimeout, "waiting-timeout", emulator.DefaultWaitingTimeout, "decode: `seconds` a request waits for its KV before it fails (SGLANG_DISAGGREGATION_WAITING_TIMEOUT)")
+	fs.Float64Var(&f.beat, "heartbeat-interval", emulator.DefaultHeartbeatInterval, "decode: `seconds` between pings of the prefill workers it waits on (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL)")
+	fs.IntVar(&f.beatMisses, "heartbeat-max-failures", emulator.DefaultHeartbeatFailures, "decode: missed `pings` in a row that fail a prefill worker's rooms (SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE)")
+	fs.Float64Var(&f.errRate, "fault-error-rate", 0, "failure injection: `fraction` of /generate requests answered 500, in [0, 1]")
+	fs.Float64Var(&f.stall, "fault-stall", 0, "failure injection: `seconds` added before each /generate is taken")
+	fs.IntVar(&f.crashAfter, "fault-crash-after", 0, "failure injection: serve this many /generate `requests`, then exit with status 1 at the next one; 0 = never")
+	fs.Float64Var(&f.slowXfer, "fault-slow-transfer", 1, "failure injection, prefill: divide the link's bandwidth by this `factor` (≥ 1)")
+	fs.BoolVar(&f.refuse, "fault-refuse-admissions", false, "failure injection, with --session-cache: refuse every admission (reason fault-injected)")
+	fs.Uint64Var(&f.faultSeed, "fault-seed", 1, "failure injection: random `seed` of --fault-error-rate")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		cfg, err := f.config(newChecks(c))
+		if err != nil {
+			return err
+		}
+		cfg.Crash = func() {
+			fmt.Fprintf(e.stderr, "pdhybrid worker: fault injection: crashing at /generate request %d\n", f.crashAfter+1)
+			os.Exit(exitError)
+		}
+		return serveWorker(ctx, e, cfg, &f)
+	})
+	return c
+}
+
+// config checks the flags and builds the emulator's configuration.
+func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
+	port := atLeast(1).upTo(65535).orZero("a free port").is("a TCP port")
+	ck.num("port", port)
+	ck.num("bootstrap-port", port)
+	ck.num("block-size", between(1, 1<<20).is("a number of tokens"))
+	ck.num("chunk-tokens", between(1, 1<<22).is("a number of tokens").orZero("the profile's"))
+	ck.num("max-running", between(1, 1<<16).is("a number of requests").orZero("the profile's"))
+	ck.num("mem-fraction-static", memRange)
+	ck.num("max-total-tokens", between(1, 1e10).is("a number of tokens").orZero("from the memory fraction"))
+	ck.num("session-cap", between(1, 1e7).is("a number of sessions").orZero("no cap"))
+	ck.num("low-watermark", between(0, 1).openTop().is("a share of the pool"))
+	ck.num("trim-stall", between(0, 3600).is("a number of seconds"))
+	ck.num("trim-stall-per-token", between(0, 1).is("a number of seconds"))
+	ck.num("time-scale", timeScaleRange)
+	ck.num("startup-delay", between(0, 1e6).is("a number of seconds"))
+	ck.num("bootstrap-timeout", above(0).upTo(1e6).is("a number of seconds"))
+	ck.num("waiting-timeout", above(0).upTo(1e6).is("a number of seconds"))
+	ck.num("heartbeat-interval", above(0).upTo(1e6).is("a number of seconds"))
+	ck.num("heartbeat-max-failures", between(1, 1e6).is("a number of pings"))
+	ck.num("fault-error-rate", between(0, 1).is("a fraction"))
+	ck.num("fault-stall", between(0, 1e6).is("a number of seconds"))
+	ck.num("fault-crash-after", between(1, 1e9).is("a number of requests").orZero("never"))
+	ck.num("fault-slow-transfer", between(1, 1e6).is("a factor"))
+	ck.oneOf("role", "colo", "prefill", "decode")
+	ck.oneOf("trim", "idle", "any")
+	ck.oneOf("eviction", "session", "block")
+	prefill, decode := f.role == "prefill", f.role == "decode"
+	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer"} {
+		ck.only(n, prefill, "with --role prefill")
+	}
+	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
+		ck.only(n, decode, "with --role decode")
+	}
+	for _, n := range []string{"session-cap", "trim", "eviction", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions"} {
+		ck.only(n, f.sessionCache, "with --session-cache")
+	}
+	ck.only("fault-seed", f.errRate > 0, "with --fault-error-rate")
+	if ck.set("profile") {
+		ck.only("model", false, "without --profile (the profile names its model)")
+		ck.only("hardware", false, "without --profile (the profile names its hardware)")
+	}
+	if err := ck.err(); err != nil {
+		return emulator.Config{}, err
+	}
+	sf := simFlags{model: f.model, hardware: f.hardware, profile: f.profile}
+	prof, err := sf.loadProfile()
+	if err != nil {
+		return emulator.Config{}, err
+	}
+	if _, ok := prof.Links[f.link]; prefill && !ok {
+		var names []string
+		for n := range prof.Links {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return emulator.Config{}, usagef("--link %q: profile %s has no such link; want one of %s", f.link, prof.Name, strings.Join(names, ", "))
+	}
+	if f.maxTotal == 0 && prof.KVPoolTokens(f.memFraction) <= 0 {
+		return emulator.Config{}, usagef("--mem-fraction-static %v: the weights and workspace of %s leave no room for KV", f.memFraction, prof.Name)
+	}
+	cfg := emulator.Config{
+		Role: map[string]engine.Role{"colo": engine.RoleColocated, "prefill": engine.RolePrefill, "decode": engine.RoleDecode}[f.role],
+		Profile: prof, Link: f.link, BlockSize: f.blockSize, ChunkTokens: f.chunk, MaxRunning: f.maxRunning,
+		MemFraction: f.memFraction, PoolTokens: f.maxTotal, MixedChunk: f.mixed, IncrementalStream: f.incremental,
+		TimeScale: f.timeScale, StartupDelay: f.startup, BootstrapTimeout: f.bootTimeout, WaitingTimeout: f.waitTimeout,
+		HeartbeatInterval: f.beat, HeartbeatMaxFailures: f.beatMisses, ServedModelName: f.served, AdvertiseURL: f.advertise,
+		Faults: emulator.Faults{ErrorRate: f.errRate, StallS: f.stall, CrashAfter: f.crashAfter, SlowTransfer: f.slowXfer,
+			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
+	}
+	if f.sessionCache {
+		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark,
+			TrimStallS: f.trimStall, TrimStallPerTokenS: f.trimTok}
+		if f.trim == "any" {
+			cfg.Session.Trim = engine.TrimAny
+		}
+		if f.eviction == "block" {
+			cfg.Session.Eviction = engine.EvictBlock
+		}
+	}
+	return cfg, nil
+}
+
+// serveWorker runs the worker until ctx ends, then drains it.
+func serveWorker(ctx context.Context, e *env, cfg emulator.Config, f *workerFlags) error {
+	s, err := emulator.New(cfg)
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
+	boot := net.JoinHostPort(f.host, strconv.Itoa(f.bootPort))
+	if err := s.Start(addr, boot); err != nil {
+		return err
+	}
+	line := fmt.Sprintf("listening url=%s role=%s", s.URL(), f.role)
+	if p := s.BootstrapPort(); p != 0 {
+		line += fmt.Sprintf(" bootstrap_port=%d", p)
+	}
+	fmt.Fprintln(e.stdout, line)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		s.Kill()
+	}
+	return ctx.Err()
+}

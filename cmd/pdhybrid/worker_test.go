@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// worker is a pdhybrid worker process and what it printed when it listened.
+type worker struct {
+	cmd    *exec.Cmd
+	url    string
+	boot   string // prefill: bootstrap port
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+// startWorker runs pdhybrid worker on free loopback ports and waits for its
+// "listening" line; the process is killed when the test ends.
+func startWorker(t *testing.T, args ...string) *worker {
+	t.Helper()
+	c := pdhybrid(t, append([]string{"worker", "--port", "0"}, args...)...)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: c, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	c.Stderr = w.stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-w.exited
+	})
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case line <- sc.Text():
+			default:
+			}
+		}
+		io.Copy(io.Discard, out)
+		w.exited <- c.Wait()
+	}()
+	select {
+	case l := <-line:
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "url="); ok {
+				w.url = v
+			}
+			if v, ok := strings.CutPrefix(f, "bootstrap_port="); ok {
+				w.boot = v
+			}
+		}
+		if !strings.HasPrefix(l, "listening ") || w.url == "" {
+			t.Fatalf("worker printed %q", l)
+		}
+	case err := <-w.exited:
+		t.Fatalf("worker exited: %v\n%s", err, w.stderr)
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not listen")
+	}
+	return w
+}
+
+func postJSON(t *testing.T, url, body string) (int, string, error) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestWorkerServesAndStops: a colocated worker process answers /generate
+// and /health, and SIGINT stops it with status 130.
+func TestWorkerServesAndStops(t *testing.T) {
+	w := startWorker(t, "--time-scale", "100")
+	st, body, err := postJSON(t, w.url+"/generate", `{"text":"hello emulated world","rid":"x","sampling_params":{"max_new_tokens":3}}`)
+	if err != nil || st != 200 || !strings.Contains(body, `"completion_tokens":3`) {
+		t.Fatalf("generate: %v %d %s", err, st, body)
+	}
+	resp, err := http.Get(w.url + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	w.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-w.exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+			t.Fatalf("after SIGINT: %v\n%s", err, w.stderr)
+		}
+		w.exited <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGINT did not stop the worker")
+	}
+}
+
+// TestWorkerPDProcesses: a prefill and a decode worker process pair up by
+// bootstrap room over loopback.
+func TestWorkerPDProcesses(t *testing.T) {
+	p := startWorker(t, "--role", "prefill", "--bootstrap-port", "0", "--time-scale", "20")
+	d := startWorker(t, "--role", "decode", "--time-scale", "20")
+	if p.boot == "" {
+		t.Fatal("no bootstrap port printed")
+	}
+	body := `{"input_ids":[1,2,3,4,5,6,7,8,9,10],"rid":"pd","sampling_params":{"max_new_tokens":4},"bootstrap_host":"127.0.0.1","bootstrap_port":` + p.boot + `,"bootstrap_room":12}`
+	type ans struct {
+		st   int
+		body string
+		err  error
+	}
+	pc := make(chan ans, 1)
+	go func() { st, b, err := postJSON(t, p.url+"/generate", body); pc <- ans{st, b, err} }()
+	st, b, err := postJSON(t, d.url+"/generate", body)
+	pa := <-pc
+	if err != nil || st != 200 || pa.err != nil || pa.st != 200 {
+		t.Fatalf("decode %v %d %s; prefill %v %d %s", err, st, b, pa.err, pa.st, pa.body)
+	}
+	var dOut, pOut struct {
+		OutputIDs []int `json:"output_ids"`
+	}
+	json.Unmarshal([]byte(b), &dOut)
+	json.Unmarshal([]byte(pa.body), &pOut)
+	if len(dOut.OutputIDs) != 4 || len(pOut.OutputIDs) != 1 || dOut.OutputIDs[0] != pOut.OutputIDs[0] {
+		t.Fatalf("decode %v, prefill %v", dOut.OutputIDs, pOut.OutputIDs)
+	}
+	// A raw /generate to the decoder fails as SGLang's does.
+	st, b, _ = postJSON(t, d.url+"/generate", `{"text":"raw","rid":"r"}`)
+	if st != 400 || !strings.Contains(b, "without bootstrap room id") {
+		t.Fatalf("raw to decode: %d %s", st, b)
+	}
+}
+
+// TestWorkerCrashAfter: --fault-crash-after N serves N requests and the
+// process exits (status 1) at the next.
+func TestWorkerCrashAfter(t *testing.T) {
+	w := startWorker(t, "--time-scale", "100", "--fault-crash-after", "1")
+	if st, b, err := postJSON(t, w.url+"/generate", `{"input_ids":[1,2,3]}`); err != nil || st != 200 {
+		t.Fatalf("first: %v %d %s", err, st, b)
+	}
+	if _, _, err := postJSON(t, w.url+"/generate", `{"input_ids":[1,2,3]}`); err == nil {
+		t.Fatal("the crashing request got an answer")
+	}
+	select {
+	case err := <-w.exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitError || !strings.Contains(w.stderr.String(), "crashing at /generate request 2") {
+			t.Fatalf("exit %v, stderr %s", err, w.stderr)
+		}
+		w.exited <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not exit")
+	}
+}
+
+// TestWorkerPortTaken: a taken port is an error naming the address.
+func TestWorkerPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+	_, stderr, err := runCLI("worker", "--port", port)
+	if exitCode(err) != exitError || !strings.Contains(stderr, "listen on 127.0.0.1:"+port) || !strings.Contains(stderr, "address already in use") {
+		t.Fatalf("exit %d: %s", exitCode(err), stderr)
+	}
+}
