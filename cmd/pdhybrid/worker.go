@@ -174,7 +174,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		return emulator.Config{}, usagef("--mem-fraction-static %v: the weights and workspace of %s leave no room for KV", f.memFraction, prof.Name)
 	}
 	cfg := emulator.Config{
-		Role: map[string]engine.Role{"colo": engine.RoleColocated, "prefill": engine.RolePrefill, "decode": engine.RoleDecode}[f.role],
+		Role:    map[string]engine.Role{"colo": engine.RoleColocated, "prefill": engine.RolePrefill, "decode": engine.RoleDecode}[f.role],
 		Profile: prof, Link: f.link, BlockSize: f.blockSize, ChunkTokens: f.chunk, MaxRunning: f.maxRunning,
 		MemFraction: f.memFraction, PoolTokens: f.maxTotal, MixedChunk: f.mixed, IncrementalStream: f.incremental,
 		TimeScale: f.timeScale, StartupDelay: f.startup, BootstrapTimeout: f.bootTimeout, WaitingTimeout: f.waitTimeout,
