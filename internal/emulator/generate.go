@@ -423,7 +423,7 @@ func (st *reqState) out(sn snapshot, n, from int, final bool) GenerateOut {
 		ID: st.rid, PromptTokens: st.er.Input, CompletionTokens: n, CachedTokens: sn.cached,
 		E2ELatency: sn.at - st.arrived, WeightVersion: "default",
 	}}
-	info := &EmulatorInfo{Role: st.s.engineType(), FirstTokenFrom: sn.firstFrom}
+	info := &EmulatorInfo{Role: st.s.roleName(), FirstTokenFrom: sn.firstFrom}
 	if sn.hasTTFT {
 		ttft := sn.ttft
 		info.TTFT = &ttft

@@ -55,7 +55,7 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 		info["disaggregation_bootstrap_port"] = s.BootstrapPort()
 	}
 	ext := map[string]any{
-		"role": c.Role.String(), "profile": c.Profile.Name, "time_scale": c.TimeScale,
+		"role": s.roleName(), "profile": c.Profile.Name, "time_scale": c.TimeScale,
 		"bytes_per_text_token": BytesPerToken, "block_size": c.BlockSize,
 		"bootstrap_timeout_s": c.BootstrapTimeout, "waiting_timeout_s": c.WaitingTimeout,
 		"session_cache": c.Session.Enabled, "url": s.url,

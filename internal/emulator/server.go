@@ -468,6 +468,14 @@ func (s *Server) engineType() string {
 	return "unified"
 }
 
+// roleName is the role as pdhybrid worker --role names it.
+func (s *Server) roleName() string {
+	if s.cfg.Role == engine.RoleColocated {
+		return "colo"
+	}
+	return s.cfg.Role.String()
+}
+
 func (s *Server) disaggMode() string {
 	if s.cfg.Role == engine.RoleColocated {
 		return "null"

@@ -271,7 +271,7 @@ type EmulatorInfo struct {
 	TTFT           *float64 `json:"ttft,omitempty"`
 	QueueS         float64  `json:"queue"`
 	FirstTokenFrom string   `json:"first_token_from,omitempty"` // decode: the prefill bootstrap address that sent it
-	Role           string   `json:"role"`
+	Role           string   `json:"role"`                       // colo, prefill or decode
 }
 
 // GenerateOut is one /generate answer (or one SSE event): text and
