@@ -158,3 +158,27 @@ func TestPrefixReuse(t *testing.T) {
 		t.Fatalf("text: %d prompt %d cached %d", st, o4.MetaInfo.PromptTokens, o4.MetaInfo.CachedTokens)
 	}
 }
+
+// TestTimerSweep: cancelled timeouts do not pile up in the driver.
+func TestTimerSweep(t *testing.T) {
+	d := &driver{}
+	for i := range 100000 {
+		d.after(float64(i), func(float64) {}).cancel()
+	}
+	live := d.after(1e9, func(float64) {})
+	if len(d.timers) > 4096 {
+		t.Fatalf("%d timers kept for 1 live one", len(d.timers))
+	}
+	n := 0
+	for _, x := range d.timers {
+		if !x.cancelled {
+			n++
+			if x != live {
+				t.Fatal("a cancelled timer is live")
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d live timers, want 1", n)
+	}
+}

@@ -44,8 +44,9 @@ type driver struct {
 	quit chan struct{}
 	done chan struct{}
 
-	timers   timerHeap
-	timerSeq uint64
+	timers    timerHeap
+	timerSeq  uint64
+	compactAt int // heap size at which cancelled timers are swept out
 	// streams holds the decoding requests whose clients get every token as
 	// it is made; the driver wakes at their step boundaries.
 	streams  map[*engine.Request]struct{}
@@ -270,6 +271,21 @@ func (d *driver) nextTick() (float64, bool) {
 // after runs fn at model time at (on the driver goroutine); call it from the
 // driver goroutine only.
 func (d *driver) after(at float64, fn func(now float64)) *dtimer {
+	// Cancelled timers wait in the heap for their time; a long timeout
+	// under a high request rate would keep many, so sweep them out
+	// whenever the heap has doubled.
+	if len(d.timers) >= max(d.compactAt, 1024) {
+		kept := d.timers[:0]
+		for _, t := range d.timers {
+			if !t.cancelled {
+				kept = append(kept, t)
+			}
+		}
+		clear(d.timers[len(kept):])
+		d.timers = kept
+		heap.Init(&d.timers)
+		d.compactAt = 2 * len(d.timers)
+	}
 	d.timerSeq++
 	t := &dtimer{at: at, seq: d.timerSeq, fn: fn}
 	heap.Push(&d.timers, t)
