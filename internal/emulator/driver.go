@@ -56,13 +56,13 @@ type driver struct {
 
 func newDriver(clk Clock, scale float64, w *engine.Worker, link *engine.Link) *driver {
 	return &driver{
-		clk: clk, start: clk.Now(), scale: scale, w: w, link: link,
+		clk: clk, scale: scale, w: w, link: link,
 		cmds: make(chan func(float64)), quit: make(chan struct{}), done: make(chan struct{}),
 		streams: map[*engine.Request]struct{}{},
 	}
 }
 
-// now is the current model time.
+// now is the current model time (driver goroutine).
 func (d *driver) now() float64 { return d.clk.Now().Sub(d.start).Seconds() * d.scale }
 
 // wallFor is how long to sleep for dt model seconds (rounded up, so a wake
@@ -117,6 +117,7 @@ func (d *driver) stop() {
 
 func (d *driver) run() {
 	defer close(d.done)
+	d.start = d.clk.Now() // model time 0 is when the worker starts serving
 	for {
 		now := d.now()
 		d.catchUp(now)
