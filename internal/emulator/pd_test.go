@@ -128,6 +128,14 @@ func TestPDTTFT(t *testing.T) {
 	}
 }
 
+// registered reports whether a decode worker has registered a room with a
+// prefill worker (it then watches that worker's heartbeats).
+func registered(d *Server) bool {
+	n := 0
+	d.d.do(func(float64) { n = len(d.beats) })
+	return n > 0
+}
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestDecodeRefusesRawGenerate: a decode (or prefill) worker given a
@@ -243,7 +251,7 @@ func TestPDDeadPeers(t *testing.T) {
 		_, b := post(t, d.URL()+"/generate", pdBody(p, "dying-p", 2, ids(1, 100), 10))
 		done <- b
 	}()
-	waitFor(t, 5*time.Second, "D to register", func() bool { return disagg(t, d)["decode_transfer_queue_reqs"].(float64) == 1 })
+	waitFor(t, 5*time.Second, "D to register", func() bool { return registered(d) })
 	p.Kill()
 	select {
 	case b := <-done:
@@ -253,12 +261,14 @@ func TestPDDeadPeers(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("D still waits on a dead P")
 	}
-	// D dies after pre-allocating: P's delivery fails, P answers 500.
-	p2 := start(t, Config{Role: engine.RolePrefill})
+	// D dies after registering: P's first delivery fails, P answers 500.
+	// (P runs slower than real time with small chunks, so D is dead well
+	// before the first chunk's KV lands.)
+	p2 := start(t, Config{Role: engine.RolePrefill, ChunkTokens: 1024, TimeScale: 0.25})
 	d2 := start(t, Config{Role: engine.RoleDecode})
 	body2 := pdBody(p2, "dying-d", 3, ids(1, 6000), 10)
 	go postQuiet(t, d2.URL()+"/generate", copyBody(body2))
-	waitFor(t, 5*time.Second, "D to register", func() bool { return disagg(t, d2)["decode_transfer_queue_reqs"].(float64) == 1 })
+	waitFor(t, 5*time.Second, "D to register", func() bool { return registered(d2) })
 	d2.Kill()
 	st, b = post(t, p2.URL()+"/generate", copyBody(body2))
 	if st != 500 || !strings.Contains(string(b), "Decode instance could be dead") {
