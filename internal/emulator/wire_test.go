@@ -1,12 +1,17 @@
 package emulator
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
 )
 
 func TestDecodeGenerate(t *testing.T) {
@@ -145,4 +150,41 @@ func TestTokens(t *testing.T) {
 	if TokenText(0) != "aaaa" || len(TokenText(VocabSize-1)) != 4 {
 		t.Fatal(TokenText(0))
 	}
+}
+
+// FuzzHandlers: the other endpoints' bodies, on a session-aware decoder
+// (it has every endpoint): no body makes a handler panic or answer 5xx,
+// and the worker stays healthy.
+func FuzzHandlers(f *testing.F) {
+	for _, s := range []string{
+		`{"capacity_of_str_len":10,"session_id":"a"}`, `{"session_id":"a"}`, `{"rid":"x","abort_all":true}`,
+		`{"session_id":"s","input_ids":[1,2,3],"max_new_tokens":4,"max_append_tokens":2,"force_seed":true}`,
+		`{"bootstrap_room":1,"rid":"r","tokens":3,"done":true,"first_token":5}`, `[]`, `{"session_id":5}`, ``,
+	} {
+		for p := range 5 {
+			f.Add(uint8(p), []byte(s))
+		}
+	}
+	s, err := New(Config{Profile: testProfile(f), Role: engine.RoleDecode, Session: engine.SessionConfig{Enabled: true}, TimeScale: 1000})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := s.Start("127.0.0.1:0", ""); err != nil {
+		f.Fatal(err)
+	}
+	defer s.Kill()
+	paths := []string{"/open_session", "/close_session", "/abort_request", "/session_cache/admit_direct_append", "/_pd/kv"}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		path := paths[int(which)%len(paths)]
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+		if rec.Code >= 500 {
+			t.Fatalf("%s %q: %d %s", path, body, rec.Code, rec.Body)
+		}
+		rec = httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
+		if rec.Code != 200 {
+			t.Fatalf("unhealthy after %s %q", path, body)
+		}
+	})
 }
