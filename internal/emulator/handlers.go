@@ -77,6 +77,18 @@ func (s *Server) handleModelInfo(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// handleModels is OpenAI's model list, as SGLang serves it.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	name := s.cfg.ServedModelName
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
+		"id": name, "object": "model", "created": 0, "owned_by": "sglang", "root": name,
+		"max_model_len": s.cfg.Profile.Model.MaxContext,
+	}}})
+}
+
 // handleFlushCache is /flush_cache: the prefix cache is emptied only when
 // nothing runs or waits, as SGLang does. The engine has no flush, so the
 // emulator starts a fresh worker of the same configuration and keeps the

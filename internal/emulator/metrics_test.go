@@ -131,6 +131,13 @@ func TestLoads(t *testing.T) {
 	if _, err := tp.TextToMetricFamilies(bytes.NewReader(b)); st != 200 || err != nil || !strings.Contains(string(b), `sglang_num_running_reqs{dp_rank="0"} 0`) {
 		t.Errorf("format=prometheus: %d %v\n%s", st, err, b)
 	}
+	st, b = get(t, s.URL()+"/v1/models")
+	if st != 200 || !strings.Contains(string(b), `"id":"qwen3-30b-a3b"`) {
+		t.Errorf("/v1/models: %d %s", st, b)
+	}
+	if st, b = get(t, s.URL()+"/no/such/route"); st != 404 || string(b) != `{"detail":"Not Found"}` {
+		t.Errorf("unknown route: %d %s", st, b)
+	}
 	st, b = get(t, s.URL()+"/get_load")
 	var gl []map[string]float64
 	if json.Unmarshal(b, &gl); st != 200 || len(gl) != 1 || gl[0]["num_reqs"] != 0 {
