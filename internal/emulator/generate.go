@@ -329,6 +329,9 @@ func (s *Server) event(ev engine.Event) {
 		s.metrics.sessionEvicted(ev.Tokens)
 		return
 	}
+	if ev.Req == nil {
+		return // a worker-wide event the emulator does not report
+	}
 	st, ok := ev.Req.Tag.(*reqState)
 	if !ok || st.ended && ev.Kind != engine.EvPrefillDone && ev.Kind != engine.EvChunkDone {
 		return
