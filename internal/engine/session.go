@@ -83,6 +83,9 @@ type AdmitQuery struct {
 	// router's own gate judged the append too large): the old residency is
 	// dropped first.
 	ForceSeed bool
+	// DirectOnly asks for a direct append only (the seed's admission RPC):
+	// a session not resident here is refused with session-not-resident.
+	DirectOnly bool
 }
 
 // AdmitMode is what an admission grants.
@@ -167,6 +170,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		rep.CanAdmit, rep.Mode = true, AdmitDirect
 		return rep
 	}
+	if q.DirectOnly {
+		rep.Reason = ReasonNotResident
+		return rep
+	}
 	if c := w.cfg.Session.Cap; c > 0 && w.residentSessions() >= c && s == nil {
 		if !w.trimOne(now, q.Session, &rep) {
 			rep.Reason = ReasonSessionCap
@@ -237,6 +244,9 @@ func (w *Worker) residentSessions() int {
 // other than except, and charges the scheduler stall. It reports whether
 // one was evicted.
 func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
+	if w.cfg.Session.Eviction == EvictBlock {
+		return false // nothing is pinned: LRU frees blocks as the pool needs them
+	}
 	var victim *dSession
 	for _, s := range w.dsess {
 		if s.id == except || (!s.pinned && w.cfg.Session.Eviction == EvictSession) {

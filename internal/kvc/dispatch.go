@@ -122,7 +122,11 @@ type Action struct {
 	Delay     float64 // seconds to wait before acting (backpressure)
 	MaxAppend int     // ActAdmit: τ_append for the worker to check (0 = none)
 	ForceSeed bool    // ActAdmit: ask for a seed even if the session is resident
-	Cause     string  // ActFail
+	// DirectOnly (ActAdmit, router gate): ask for a direct append only, as
+	// the seed's router did for a session it believed resident there; a
+	// decoder that does not hold it refuses (session-not-resident).
+	DirectOnly bool
+	Cause      string // ActFail
 }
 
 // AdmitReply is a decoder's structured answer to an admission RPC.
@@ -258,6 +262,8 @@ func (t *Dispatch) route() {
 		if s.pin == d && s.resident > 0 && t.r.Input-s.resident > x.cfg.TauAppend {
 			a.ForceSeed = true
 			t.setWhy("real-large-append")
+		} else if s.pin == d {
+			a.DirectOnly = true
 		}
 		if x.cfg.SessionCap > 0 && s.pin != d && x.onD[d] >= x.cfg.SessionCap {
 			t.reject(d, AdmitReply{Reason: "session-cap"}, "router session cap")
@@ -320,6 +326,8 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	switch rep.Reason {
 	case "real-large-append":
 		t.setWhy("real-large-append")
+	case "session-not-resident":
+		t.setWhy("session-not-resident")
 	case "session-cap":
 		t.suffixOnce("-session-cap")
 	case "no-space":

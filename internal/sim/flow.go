@@ -66,7 +66,7 @@ func (s *Sim) admit(r *req) {
 	wi := s.decodes[a.D]
 	w := s.workers[wi]
 	rep := w.AdmitSession(s.now, engine.AdmitQuery{Session: r.t.SessionID, Blocks: r.t.HashIDs,
-		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed})
+		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed, DirectOnly: a.DirectOnly})
 	s.collect(wi)
 	s.logEvent("admission", w.Name(), r, fmt.Sprintf("mode=%s can_admit=%t reason=%s cached=%d pause_ms=%g trimmed=%d rtt_ms=%g",
 		rep.Mode, rep.CanAdmit, rep.Reason, rep.CachedTokens, rep.PauseMs, rep.Trimmed, 1000*s.cfg.KVC.AdmissionRTTS), rep.TrimmedTok)

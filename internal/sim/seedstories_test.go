@@ -1,0 +1,145 @@
+package sim
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/synth"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// The seed's failure stories (seed-inventory §3), each reproduced on a
+// generated workload: the test asserts the direction and rough size of the
+// effect the seed reported, and that our default avoids it.
+
+func smallAppendCfg(sessions, turns, initial, appendTok, shared int) synth.SmallAppend {
+	c := synth.DefaultSmallAppend()
+	c.Sessions, c.Turns, c.InitialTokens, c.AppendTokens, c.SharedPrefixTokens = sessions, turns, initial, appendTok, shared
+	return c
+}
+
+func runSA(t *testing.T, cfg Config, c synth.SmallAppend) []metrics.Record {
+	t.Helper()
+	g, err := synth.NewSmallAppend(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if _, err := runSource(t, cfg, g, sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.recs
+}
+
+// dChanges counts, per session, how often consecutive turns changed decoder.
+func dChanges(recs []metrics.Record) map[string]int {
+	sorted := append([]metrics.Record(nil), recs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ChatID < sorted[j].ChatID })
+	last, out := map[string]string{}, map[string]int{}
+	for _, r := range sorted {
+		if p, ok := last[r.SessionID]; ok && p != r.DecodeWorker {
+			out[r.SessionID]++
+		}
+		last[r.SessionID] = r.DecodeWorker
+	}
+	return out
+}
+
+// F3, the cold decoder: sessions sharing ~50 blocks of boilerplate make
+// kv-aware routing with K = 0 pile them onto the decoder that saw the
+// boilerplate first; the load-floor bonus K = 200 gives each a fair share.
+func TestSeedF3ColdDecoder(t *testing.T) {
+	c := smallAppendCfg(12, 4, 8000, 256, 3200) // 50 shared blocks
+	perD := func(k float64) map[string]int {
+		cfg := kvcConfig(t)
+		cfg.FloorK = k
+		seen := map[string]map[string]bool{}
+		for _, r := range runSA(t, cfg, c) {
+			if seen[r.DecodeWorker] == nil {
+				seen[r.DecodeWorker] = map[string]bool{}
+			}
+			seen[r.DecodeWorker][r.SessionID] = true
+		}
+		out := map[string]int{}
+		for d, ss := range seen {
+			out[d] = len(ss)
+		}
+		return out
+	}
+	cold := perD(0)
+	if len(cold) == 3 && cold["decode-1"] > 0 && cold["decode-2"] > 0 {
+		t.Fatalf("K=0: sessions per decoder %v, want a decoder left cold", cold)
+	}
+	fair := perD(200)
+	for _, d := range []string{"decode-0", "decode-1", "decode-2"} {
+		if fair[d] < 3 {
+			t.Fatalf("K=200: sessions per decoder %v, want each a fair share of 12", fair)
+		}
+	}
+}
+
+// F21, eviction granularity: under memory pressure a revisit after an
+// eviction rebuilds the whole session on D at session granularity (a reseed:
+// the whole prompt's KV arrives again), and only what LRU took at block
+// granularity (a direct append over the rest). Tokens D must rebuild per
+// follow-up turn: the prompt for a seed, the uncached tokens for a direct
+// append. (TTFT is another matter: with P's radix cache warm and RDMA, a
+// reseed costs P little, while a direct append re-prefills the lost tail on
+// D itself; docs/simulator.md.)
+func TestSeedF21EvictionGranularity(t *testing.T) {
+	c := smallAppendCfg(6, 8, 24000, 512, 0)
+	c.GapS = 20
+	p := profile(t)
+	kvb := p.Model.KVBytesPerToken()
+	// Decoders of 56K tokens: two sessions of 24–28K each, just too many.
+	frac := float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+56000*kvb) / float64(p.Hardware.HBMBytes)
+	rebuilt := func(ev string) int {
+		cfg := kvcConfig(t)
+		cfg.DecodeMemFraction = frac
+		cfg.KVC.Eviction = ev
+		tok := 0
+		for _, r := range runSA(t, cfg, c) {
+			switch {
+			case r.Turn == 1:
+			case strings.HasPrefix(r.ExecutionMode, "kvcache-direct"):
+				tok += r.UncachedTokens
+			default:
+				tok += r.InputLength
+			}
+		}
+		return tok
+	}
+	sess, block := rebuilt("session"), rebuilt("block")
+	if block*4 > sess {
+		t.Fatalf("tokens rebuilt on D by follow-up turns: %d at session granularity, %d at block; want block ≤ a quarter", sess, block)
+	}
+}
+
+// F1, time scale: the same trace at --time-scale 10 shows far worse tails.
+func TestSeedF1TimeScale(t *testing.T) {
+	g := func() Source {
+		c := synth.DefaultAgentic()
+		c.Sessions, c.ArrivalRate = 12, 0.02
+		st, err := synth.NewAgentic(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	p99 := func(scale float64) float64 {
+		cfg := kvcConfig(t)
+		cfg.TimeScale = scale
+		res, err := runSource(t, cfg, g(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Summary.TTFTStats.P99
+	}
+	if a, b := p99(1), p99(10); b < 3*a {
+		t.Fatalf("TTFT p99 %.2f s at time scale 1, %.2f s at 10; want far worse compressed", a, b)
+	}
+}
+
+var _ = trace.Request{}
