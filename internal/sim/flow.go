@@ -144,16 +144,17 @@ func reason(err error, worker string) string {
 	return "worker-refused: " + worker + ": " + err.Error()
 }
 
-// noteBinding logs a session's move to a new decode (or colocated) worker,
-// before the dispatcher pins it there.
+// noteBinding logs every turn's decode (or colocated) worker, before the
+// dispatcher pins the session there: "bind" for a session's first, "stay",
+// or "move from <worker>".
 func (s *Sim) noteBinding(r *req, w int) {
 	d := s.disp.DRouter()
 	prev, ok := d.Pin(r.t.SessionID)
-	if ok && prev == w {
-		return
-	}
 	detail := "bind"
-	if ok {
+	switch {
+	case ok && prev == w:
+		detail = "stay"
+	case ok:
 		detail = "move from " + d.Names()[prev]
 	}
 	s.logEvent("session-binding", d.Names()[w], r, detail, int64(r.t.InputLength))
