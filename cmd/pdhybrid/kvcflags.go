@@ -56,7 +56,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 }
 
 func (k *kvcFlags) config() sim.KVC {
-	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxRetries: k.retries - 1, SeedMinTurn: k.seedMinTurn,
+	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000}
 }

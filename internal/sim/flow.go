@@ -70,6 +70,9 @@ func (s *Sim) admit(r *req) {
 	s.collect(wi)
 	s.logEvent("admission", w.Name(), r, fmt.Sprintf("mode=%s can_admit=%t reason=%s cached=%d pause_ms=%g trimmed=%d rtt_ms=%g",
 		rep.Mode, rep.CanAdmit, rep.Reason, rep.CachedTokens, rep.PauseMs, rep.Trimmed, 1000*s.cfg.KVC.AdmissionRTTS), rep.TrimmedTok)
+	if rep.PauseMs > 0 {
+		s.logEvent("backpressure", w.Name(), r, fmt.Sprintf("recommended_pause_ms=%g can_admit=%t queued=%d", rep.PauseMs, rep.CanAdmit, w.Queued()), 0)
+	}
 	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs})
 	s.execute(r)
 }

@@ -18,9 +18,9 @@ type KVC struct {
 	// TauReject blacklists a decoder for a session after this many
 	// admission rejects (τ_reject, 3; 0 = never).
 	TauReject int `json:"migration_reject_threshold"`
-	// MaxRetries is ε, admission attempts after the first before plain PD;
-	// -1 = |D|−1 (the spec).
-	MaxRetries int `json:"max_retries"`
+	// MaxAttempts is the admission attempts (1 + ε retries) before plain
+	// PD; 0 = one per decoder (ε = |D|−1, the spec).
+	MaxAttempts int `json:"max_attempts"`
 	// SeedMinTurn sends turns before it through plain PD (1 = none).
 	SeedMinTurn int `json:"seed_min_turn"`
 	// Gate, Reset and Belief: worker|router, direct|any|off,
@@ -48,9 +48,6 @@ func (k *KVC) defaults() {
 	}
 	if k.TauReject == 0 {
 		k.TauReject = 3
-	}
-	if k.MaxRetries == 0 {
-		k.MaxRetries = -1
 	}
 	if k.SeedMinTurn == 0 {
 		k.SeedMinTurn = 1
@@ -100,9 +97,9 @@ func (k *KVC) validate() error {
 	if k.LowWatermark >= 1 {
 		return fmt.Errorf("sim: KVC low watermark %v, expected a share of the pool < 1", k.LowWatermark)
 	}
-	if k.TauAppend < 1 || k.TauReject < 0 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxRetries < -1 {
-		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, retries %d ≥ -1)",
-			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxRetries)
+	if k.TauAppend < 1 || k.TauReject < 0 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxAttempts < 0 {
+		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, attempts %d ≥ 0)",
+			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxAttempts)
 	}
 	return nil
 }
@@ -133,6 +130,10 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	gate, _ := kvc.ParseGate(k.Gate)
 	reset, _ := kvc.ParseReset(k.Reset)
 	belief, _ := kvc.ParseBelief(k.Belief)
+	retries := -1 // |D|−1
+	if k.MaxAttempts > 0 {
+		retries = k.MaxAttempts - 1
+	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: k.TauReject, TauAppend: k.TauAppend,
-		MaxRetries: k.MaxRetries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap}
+		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap}
 }
