@@ -69,6 +69,11 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"trim-stall":                 append(kvcFlags, "--trim-stall", "0.5"),
 		"trim-stall-per-token":       append(kvcFlags, "--trim-stall-per-token", "0.000001"),
 		"admission-rtt":              append(kvcFlags, "--admission-rtt", "2"),
+		"transfer-timeout":           {"--transfer-timeout", "30"},
+		"peer-failure":               {"--peer-failure", "hair-trigger"},
+		"breaker-failures":           {"--breaker-failures", "5"},
+		"breaker-window":             {"--breaker-window", "20"},
+		"breaker-cooldown":           {"--breaker-cooldown", "10"},
 		"out":                        nil, // where the files go
 		"force":                      nil,
 		"dump-profile":               nil, // writes a profile and exits

@@ -60,3 +60,41 @@ func (k *kvcFlags) config() sim.KVC {
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000}
 }
+
+// transportFlags are the P→D transport's fault knobs (any mechanism with a
+// transfer: naive PD and KVC).
+type transportFlags struct {
+	timeout            float64
+	peerFailure        string
+	failures           int
+	windowS, cooldownS float64
+}
+
+var transportFlagNames = []string{"transfer-timeout", "peer-failure", "breaker-failures", "breaker-window", "breaker-cooldown"}
+
+func (x *transportFlags) register(fs *pflag.FlagSet) {
+	fs.Float64Var(&x.timeout, "transfer-timeout", 0, "fail a request whose P→D KV transfer is still unfinished after this many `seconds` (mooncake's default is 30; the seed raised it to 1800); 0 = never")
+	fs.StringVar(&x.peerFailure, "peer-failure", "windowed", "what a transfer timeout does next: `windowed` (a circuit breaker per decoder routes around it and probes it back) or hair-trigger (the seed's mooncake: the P→D peer is dead for the rest of the run)")
+	fs.IntVar(&x.failures, "breaker-failures", 3, "windowed: transfer `failures` within --breaker-window that open a decoder's breaker")
+	fs.Float64Var(&x.windowS, "breaker-window", 60, "windowed: the breaker's window in `seconds`")
+	fs.Float64Var(&x.cooldownS, "breaker-cooldown", 30, "windowed: `seconds` an open breaker holds traffic back before one probe")
+}
+
+func (x *transportFlags) check(ck *checks, transfers bool) {
+	ck.num("transfer-timeout", between(0, 1e6).is("a number of seconds").orZero("never"))
+	ck.oneOf("peer-failure", "windowed", "hair-trigger")
+	ck.num("breaker-failures", between(1, 1e6).is("a number of failures"))
+	ck.num("breaker-window", above(0).upTo(1e9).is("a number of seconds"))
+	ck.num("breaker-cooldown", between(0, 1e9).is("a number of seconds"))
+	for _, n := range transportFlagNames {
+		ck.only(n, transfers, "to mechanisms that transfer KV from P to D (pd-disaggregation, kvcache-centric)")
+	}
+	ck.only("breaker-failures", x.peerFailure == "windowed", "with --peer-failure windowed")
+	ck.only("breaker-window", x.peerFailure == "windowed", "with --peer-failure windowed")
+	ck.only("breaker-cooldown", x.peerFailure == "windowed", "with --peer-failure windowed")
+}
+
+func (x *transportFlags) apply(c *sim.Config) {
+	c.TransferTimeoutS, c.PeerFailure = x.timeout, x.peerFailure
+	c.BreakerFailures, c.BreakerWindowS, c.BreakerCooldownS = x.failures, x.windowS, x.cooldownS
+}

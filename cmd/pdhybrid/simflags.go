@@ -50,6 +50,7 @@ type simFlags struct {
 	seed        uint64
 	force       bool
 	kvc         kvcFlags
+	transport   transportFlags
 }
 
 // defaultGoodput is the SLO goodput counts against unless --goodput says
@@ -98,6 +99,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.sample, "sample-interval", 1, fmt.Sprintf("worker KV occupancy sample period in simulated `seconds`; structural/workers.jsonl keeps at most %d samples (about 40 MB), so a longer run keeps every 2nd, 4th, ... sample (the period doubles; stderr says so)", maxWorkerSample))
 	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "random `seed` of the built-in workload; only without --trace (the simulator itself is deterministic)")
 	f.kvc.register(fs)
+	f.transport.register(fs)
 	fs.BoolVar(&f.force, "force", false, "with --out: replace the run already in that folder (only files pdhybrid writes are removed)")
 }
 
@@ -143,6 +145,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 	ck.only("mem-fraction-prefill", m.pd || m.kvc, "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric)")
 	ck.only("mem-fraction-decode", m.pd || m.kvc, "to mechanisms with decode workers (pd-disaggregation, kvcache-centric)")
 	f.kvc.check(ck, m.kvc)
+	f.transport.check(ck, m.pd || m.kvc)
 	ck.only("mem-fraction-colo", m.colo, "to data-parallel (pd-colo) workers")
 	ck.only("alpha", m.kvAware, "with the kv-aware policy")
 	ck.only("floor-k", m.kvAware, "with the kv-aware policy")
@@ -285,7 +288,7 @@ func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
 
 // config builds a sim config for one mechanism.
 func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism, policy kvc.Policy) sim.Config {
-	return sim.Config{
+	cfg := sim.Config{
 		Mechanism: mech, Policy: policy, Profile: p, Link: f.link,
 		PrefillMemFraction: f.memPrefill, DecodeMemFraction: f.memDecode, ColoMemFraction: f.memColo,
 		ChunkTokens: f.chunk, MaxRunning: f.maxRunning, MixedChunk: f.mixed, MaxBacklog: cmp.Or(f.maxBacklog, -1),
@@ -296,6 +299,8 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		SampleIntervalS: f.sample, Seed: f.seed,
 		KVC: f.kvc.config(),
 	}
+	f.transport.apply(&cfg)
+	return cfg
 }
 
 func splitList(s string) []string {

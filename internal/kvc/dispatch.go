@@ -66,6 +66,8 @@ type DispatchConfig struct {
 	Reset       RejectReset
 	Belief      Belief
 	SessionCap  int // router-gate only: sessions believed on one decoder
+	// Breaker guards each decoder against a failing transport (breaker.go).
+	Breaker BreakerConfig
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -157,6 +159,7 @@ type Dispatcher struct {
 	rejects  map[rejKey]int
 	sessions map[string]*sessState
 	onD      []int // sessions believed pinned per decoder (router gate cap)
+	breakers []breaker
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -165,7 +168,11 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 	if cfg.MaxRetries < 0 {
 		cfg.MaxRetries = len(decode) - 1
 	}
-	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode))}
+	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode)),
+		breakers: make([]breaker, len(decode))}
+	for i := range x.breakers {
+		x.breakers[i].cfg = cfg.Breaker
+	}
 	if len(prefill) > 0 {
 		x.p = NewRouter(prefill, cfg.Policy, pOpts)
 	}
@@ -193,11 +200,12 @@ type Dispatch struct {
 	kind     ActionKind // the executing action, once decided
 	pause    float64
 	accepted bool
+	now      float64 // when Begin was called: breakers judge by it
 }
 
-// Begin starts a request's dispatch; Action says what to do first.
-func (x *Dispatcher) Begin(r Request) *Dispatch {
-	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1}
+// Begin starts a request's dispatch at now; Action says what to do first.
+func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
+	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now}
 	switch x.cfg.Mechanism {
 	case MechColo:
 		w := x.d.Pick(r.Session, r.Blocks).Worker
@@ -231,6 +239,8 @@ func (t *Dispatch) route() {
 		t.fallback()
 		return
 	}
+	// Breakers do not keep a decoder from direct appends, which move no KV
+	// over the failing transport; they hold back seeds and plain PD.
 	allowed := func(d int) bool {
 		return !t.tried[d] && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
@@ -292,6 +302,13 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	t.note("admit %s: %s", x.d.names[d], map[bool]string{true: "direct", false: "seed (" + rep.Reason + ")"}[rep.Direct])
 	if rep.Direct {
 		t.decide(ActDirect, -1, d, "kvcache-direct-to-d-session")
+		return
+	}
+	if !x.breakers[d].allows(t.now) {
+		// A seed would cross the transport whose failures opened d's
+		// breaker: try another decoder (not a reject of the session).
+		t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		t.route()
 		return
 	}
 	s := x.session(t.r.Session)
@@ -378,7 +395,18 @@ func (t *Dispatch) fallback() {
 func (t *Dispatch) plainPD(mode string) {
 	x := t.x
 	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
-	d := x.d.Pick(t.r.Session, t.r.Blocks).Worker
+	d := x.d.PickAmong(t.r.Session, t.r.Blocks, func(d int) bool { return x.breakers[d].allows(t.now) }).Worker
+	if d < 0 {
+		// Every breaker is open: send it anyway to the one that opened
+		// first, whose cooldown ends soonest; its outcome is the probe.
+		d = 0
+		for i := range x.breakers {
+			if x.breakers[i].openedAt < x.breakers[d].openedAt {
+				d = i
+			}
+		}
+		t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
+	}
 	t.decide(ActPD, p, d, mode)
 	t.act.Delay = t.pause
 }
@@ -403,6 +431,9 @@ func (t *Dispatch) Path() []string { return t.path }
 func (t *Dispatch) Accepted() {
 	x := t.x
 	t.accepted = true
+	if t.chosenD >= 0 && t.kind != ActColo {
+		x.breakers[t.chosenD].sent(t.now)
+	}
 	switch t.kind {
 	case ActColo:
 		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)

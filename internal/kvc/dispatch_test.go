@@ -12,7 +12,7 @@ func kvcDispatcher(reset RejectReset, tau int) *Dispatcher {
 // no-space, others admit (direct when the session is pinned there).
 func serve(t *testing.T, x *Dispatcher, turn int, refuse map[int]bool) *Dispatch {
 	t.Helper()
-	d := x.Begin(Request{Session: "s", Turn: turn, Blocks: []uint64{1, 2, uint64(10 + turn)}, Input: 150, Output: 5})
+	d := x.Begin(0, Request{Session: "s", Turn: turn, Blocks: []uint64{1, 2, uint64(10 + turn)}, Input: 150, Output: 5})
 	for i := 0; d.Action().Kind == ActAdmit; i++ {
 		if i > 10 {
 			t.Fatal("admission loop")
@@ -63,7 +63,7 @@ func TestRejectBlacklistAndReset(t *testing.T) {
 	serve(t, x, 1, nil)
 	serve(t, x, 2, map[int]bool{0: true})
 	serve(t, x, 3, map[int]bool{0: true})
-	d := x.Begin(Request{Session: "s", Turn: 4, Blocks: []uint64{1, 2}, Input: 150, Output: 5})
+	d := x.Begin(0, Request{Session: "s", Turn: 4, Blocks: []uint64{1, 2}, Input: 150, Output: 5})
 	if a := d.Action(); a.Kind != ActAdmit || a.D == 0 {
 		t.Fatalf("after 2 rejects with τ_reject 2, the first admission went to d%d", a.D)
 	}

@@ -12,7 +12,7 @@ import (
 
 // dispatch hands r to the control plane and executes what it decides.
 func (s *Sim) dispatch(r *req) {
-	r.x = s.disp.Begin(kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
+	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
 		Input: r.t.InputLength, Output: r.t.OutputLength})
 	s.execute(r)
 }
@@ -204,11 +204,18 @@ func (s *Sim) sendKV(r *req, tokens int) {
 	if n <= 0 && !r.pDone {
 		return
 	}
+	if s.peerDead(r) {
+		s.failLegs(r, fmt.Sprintf("peer-dead: %s → %s: the peer was marked dead after a transfer timeout (--peer-failure hair-trigger)",
+			s.workers[r.p].Name(), s.workers[r.d].Name()))
+		return
+	}
 	r.sentKV = tokens
 	li := r.p - s.prefills[0]
 	r.xferLive++
-	s.links[li].Start(s.now, &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: r})
+	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: r}
+	s.links[li].Start(s.now, x)
 	s.reschedLink(li)
+	s.watchTransfer(r, x)
 }
 
 // transferDone lands one of r's chunk transfers. When the last lands, P
@@ -228,6 +235,7 @@ func (s *Sim) transferDone(r *req) {
 		return
 	}
 	r.x.PrefillDone()
+	s.disp.PeerOK(r.d - s.decodes[0])
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return

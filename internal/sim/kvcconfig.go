@@ -135,5 +135,15 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 		retries = k.MaxAttempts - 1
 	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: k.TauReject, TauAppend: k.TauAppend,
-		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap}
+		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
+		Breaker: c.breaker()}
+}
+
+// breaker is the control plane's breaker: windowed mode only (with
+// hair-trigger the seed's router knew nothing of dead peers).
+func (c *Config) breaker() kvc.BreakerConfig {
+	if c.PeerFailure != PeerWindowed {
+		return kvc.BreakerConfig{}
+	}
+	return kvc.BreakerConfig{Failures: c.BreakerFailures, WindowS: c.BreakerWindowS, CooldownS: c.BreakerCooldownS}
 }

@@ -80,6 +80,11 @@ func TestSimProperty(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			cfg.TimeoutS = 0.5 + rng.Float64()*20
 		}
+		if rng.IntN(3) == 0 {
+			cfg.TransferTimeoutS = 0.05 + rng.Float64()*2
+			cfg.PeerFailure = []string{PeerWindowed, PeerHairTrigger}[rng.IntN(2)]
+			cfg.BreakerFailures = 1 + rng.IntN(3)
+		}
 		// Pools of 20K–60K tokens, so that KV waits and refusals happen.
 		want := 20000 + rng.Float64()*40000
 		frac := (want*float64(p.Model.KVBytesPerToken()) + float64(p.Model.WeightBytes) + float64(p.Hardware.WorkspaceBytes)) / float64(p.Hardware.HBMBytes)

@@ -261,3 +261,11 @@ func (s *Sim) logEvent(kind, worker string, r *req, detail string, tokens int64)
 		s.err = err
 	}
 }
+
+// logEventW logs an event of a worker with no request attached.
+func (s *Sim) logEventW(kind, worker, detail string) {
+	s.ev = metrics.Event{TimeS: s.now, Kind: kind, Worker: worker, Detail: detail}
+	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
+		s.err = err
+	}
+}

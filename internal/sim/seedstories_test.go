@@ -143,3 +143,39 @@ func TestSeedF1TimeScale(t *testing.T) {
 }
 
 var _ = trace.Request{}
+
+// F4/F5, the cascade and the hair-trigger: on the seed's TCP-loopback
+// transport with mooncake's behaviour, a couple of transfer timeouts mark
+// P→D peers dead for the run and most later requests fail (peer-dead); on
+// our settings (RDMA, windowed breaker) nothing times out.
+func TestSeedF5HairTrigger(t *testing.T) {
+	causes := func(link, mode string) (map[string]int, int) {
+		c := synth.DefaultAgentic()
+		c.Sessions, c.ArrivalRate = 30, 0.1
+		st, err := synth.NewAgentic(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := kvcConfig(t)
+		cfg.Link, cfg.TransferTimeoutS, cfg.PeerFailure = link, 10, mode
+		sink := &memSink{}
+		if _, err := runSource(t, cfg, st, sink); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, r := range sink.recs {
+			if r.Error != "" {
+				out[strings.SplitN(r.Error, ":", 2)[0]]++
+			}
+		}
+		return out, len(sink.recs)
+	}
+	seed, n := causes("tcp-loopback", PeerHairTrigger)
+	if seed["kv-transfer-timeout"] == 0 || seed["peer-dead"] < n/2 || seed["peer-dead"] < 50*seed["kv-transfer-timeout"] {
+		t.Fatalf("seed settings: failures %v of %d requests, want a few timeouts cascading into peer-dead for most", seed, n)
+	}
+	ours, _ := causes("rdma-400g", PeerWindowed)
+	if ours["kv-transfer-timeout"]+ours["peer-dead"] != 0 {
+		t.Fatalf("our settings: transport failures %v, want none", ours)
+	}
+}

@@ -71,8 +71,9 @@ const (
 	evRelease
 	evTimeout
 	evSample
-	evAdmit   // an admission RPC's reply reaches the router
-	evExecute // a backpressure pause is over
+	evAdmit       // an admission RPC's reply reaches the router
+	evExecute     // a backpressure pause is over
+	evXferTimeout // a transfer's timeout
 )
 
 type event struct {
@@ -82,6 +83,7 @@ type event struct {
 	idx  int32  // worker or link index
 	ver  uint32 // for evWorker/evLink: schedule version; stale ones are skipped
 	req  *req
+	xfer *engine.Transfer // evXferTimeout
 }
 
 // eventHeap is a binary min-heap of events by (time, sequence), typed so
@@ -155,6 +157,7 @@ type Sim struct {
 	decodes  []int
 	colos    []int
 	disp     *kvc.Dispatcher
+	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
 	kvBytes  int64
 
 	pending []engine.Event // worker events not yet handled
@@ -419,6 +422,8 @@ func (s *Sim) loop(ctx context.Context) error {
 			if !e.req.ended {
 				s.execute(e.req)
 			}
+		case evXferTimeout:
+			s.transferTimeout(e.req, e.xfer)
 		}
 		s.drain()
 	}
