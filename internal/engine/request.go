@@ -122,6 +122,7 @@ type Event struct {
 	Kind    EventKind
 	Req     *Request
 	Time    float64
-	Tokens  int    // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
-	Session string // EvSessionEvicted
+	Tokens  int      // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
+	Session string   // EvSessionEvicted
+	Blocks  []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
 }

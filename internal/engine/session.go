@@ -57,6 +57,9 @@ type SessionConfig struct {
 	// HighWater is the share of the pool above which admission replies
 	// carry a backpressure hint (recommended_pause_ms); 0 takes 0.95.
 	HighWater float64
+	// ReportPaths attaches an evicted session's block ids to its
+	// EvSessionEvicted event (for D→P snapshots on eviction).
+	ReportPaths bool
 }
 
 // dSession is a session resident on this worker.
@@ -277,7 +280,11 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		freed += t.tokens
 		w.dropTail(t)
 	}
+	var path []uint64
 	if s.pinned {
+		if w.cfg.Session.ReportPaths {
+			path, _ = w.tree.PathBlocks(s.node)
+		}
 		s.pinned = false
 		w.tree.Unlock(s.node, now)
 		freed += w.tree.EvictPath(s.node)
@@ -287,8 +294,43 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	}
 	w.stats.EvictedTokens += freed
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed)})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path})
 	return freed
+}
+
+// SessionPath is the block ids of the KV a resident session holds here
+// (its pinned prompt path; at block granularity, nothing is pinned and ok
+// is false), for a D→P snapshot.
+func (w *Worker) SessionPath(session string) (blocks []uint64, tokens int64, ok bool) {
+	s := w.dsess[session]
+	if s == nil || !s.pinned {
+		return nil, 0, false
+	}
+	blocks, tokens = w.tree.PathBlocks(s.node)
+	return blocks, tokens, true
+}
+
+// IngestSnapshot files a session's KV received from a decoder (a D→P
+// snapshot) in this worker's radix cache, unlocked, so the session's next
+// prefill here hits it: SGLang's finalize_ingest. It reports the tokens
+// added, or false when the pool cannot make room.
+func (w *Worker) IngestSnapshot(now float64, blocks []uint64) (int64, bool) {
+	if w.tree == nil || len(blocks) == 0 {
+		return 0, false
+	}
+	bs := int64(w.cfg.BlockSize)
+	m := w.tree.Lock(blocks, bs, now)
+	defer func() { w.tree.Unlock(m.Node, now) }()
+	add := int64(len(blocks)-m.Blocks) * bs
+	if add <= 0 {
+		return 0, true
+	}
+	if !w.makeRoom(add) {
+		return 0, false
+	}
+	var adopted int64
+	m.Node, adopted = w.tree.Insert(m.Node, blocks, m.Blocks, bs, now)
+	return adopted, true
 }
 
 // sessionStart notes that a request of the session entered this worker.

@@ -201,11 +201,15 @@ type Dispatch struct {
 	pause    float64
 	accepted bool
 	now      float64 // when Begin was called: breakers judge by it
+	lastD    int     // the session's decoder before this request
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
 func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
-	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now}
+	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	if s := x.sessions[r.Session]; s != nil {
+		t.lastD = s.last
+	}
 	switch x.cfg.Mechanism {
 	case MechColo:
 		w := x.d.Pick(r.Session, r.Blocks).Worker
@@ -495,6 +499,10 @@ func (t *Dispatch) Finished(ok bool) {
 		delete(x.rejects, rejKey{t.r.Session, t.chosenD})
 	}
 }
+
+// LastDecoder is the decoder that held the request's session before this
+// request (−1 when none): where a passive D→P snapshot comes from.
+func (t *Dispatch) LastDecoder() int { return t.lastD }
 
 // Decoder and Prefill are the chosen workers (−1 when none).
 func (t *Dispatch) Decoder() int { return t.chosenD }

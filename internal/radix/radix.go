@@ -385,6 +385,25 @@ func (r *Tree) EvictPath(n int32) int64 {
 	return freed
 }
 
+// PathBlocks returns the block ids from the root to node n, and the
+// tokens they hold, as a new slice: what a worker sends when it ships a
+// cached path elsewhere (a D→P snapshot).
+func (r *Tree) PathBlocks(n int32) ([]uint64, int64) {
+	var depth int
+	for x := n; x > root; x = r.nodes[x].parent {
+		depth += len(r.nodes[x].key)
+	}
+	out := make([]uint64, depth)
+	var tokens int64
+	for x := n; x > root; x = r.nodes[x].parent {
+		nd := &r.nodes[x]
+		depth -= len(nd.key)
+		copy(out[depth:], nd.key)
+		tokens += nd.tokens
+	}
+	return out, tokens
+}
+
 // Handle names a node across later changes to the tree: it goes stale
 // when the node is freed, so an owner can keep one without a reference.
 type Handle struct {

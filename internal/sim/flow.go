@@ -110,6 +110,15 @@ func (s *Sim) startDirect(r *req, a kvc.Action) bool {
 	return true
 }
 
+// submitPrefill hands r to its prefill worker.
+func (s *Sim) submitPrefill(r *req) {
+	if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
+		s.failLegs(r, reason(err, s.workers[r.p].Name()))
+		return
+	}
+	s.collect(r.p)
+}
+
 // startPD starts a P→D request: plain PD, or a KVC seed/reseed whose
 // decoder keeps the session.
 func (s *Sim) startPD(r *req, a kvc.Action) bool {
@@ -131,6 +140,9 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
 		return false
+	}
+	if seed {
+		s.syncBeforeReseed(r, a.P)
 	}
 	s.noteBinding(r, a.D)
 	r.x.Accepted()
@@ -171,12 +183,12 @@ func (s *Sim) handle(ev engine.Event) {
 	}
 	switch ev.Kind {
 	case engine.EvReserved:
-		// D holds the KV: P's bootstrap queue lets the request through.
-		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.p].Name()))
-			return
+		// D holds the KV: P's bootstrap queue lets the request through
+		// (once a passive D→P snapshot it waits for has landed).
+		r.dReady = true
+		if !r.syncWait {
+			s.submitPrefill(r)
 		}
-		s.collect(r.p)
 	case engine.EvChunkDone:
 		s.sendKV(r, ev.Tokens)
 	case engine.EvPrefillDone:
@@ -188,6 +200,7 @@ func (s *Sim) handle(ev engine.Event) {
 		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:
+		s.syncAfterAppend(r)
 		r.x.Finished(true)
 		s.record(r, metrics.StatusCompleted, "")
 		s.end(r)

@@ -40,6 +40,13 @@ type KVC struct {
 	// AdmissionRTTS is the admission RPC's round trip (the seed measured
 	// about 6 ms).
 	AdmissionRTTS float64 `json:"admission_rtt_s"`
+	// DToP is the D→P snapshot sync mode (off, passive, on-evict, active;
+	// dtop.go); DToPDeltaTokens the active mode's growth between pushes;
+	// SnapshotBufBytes each prefill worker's snapshot buffer (the seed's
+	// SGLANG_SNAPSHOT_LINK_BUF_BYTES, 8 GiB).
+	DToP             string `json:"d_to_p_sync"`
+	DToPDeltaTokens  int    `json:"d_to_p_delta_tokens"`
+	SnapshotBufBytes int64  `json:"snapshot_buf_bytes"`
 }
 
 func (k *KVC) defaults() {
@@ -70,6 +77,15 @@ func (k *KVC) defaults() {
 	if k.AdmissionRTTS == 0 {
 		k.AdmissionRTTS = 0.006
 	}
+	if k.DToP == "" {
+		k.DToP = DToPOff
+	}
+	if k.DToPDeltaTokens == 0 {
+		k.DToPDeltaTokens = 1024
+	}
+	if k.SnapshotBufBytes == 0 {
+		k.SnapshotBufBytes = 8 << 30
+	}
 }
 
 func (k *KVC) validate() error {
@@ -84,6 +100,14 @@ func (k *KVC) validate() error {
 	}
 	if k.Trim != "idle" && k.Trim != "any" {
 		return fmt.Errorf("sim: unknown trim policy %q (want idle or any)", k.Trim)
+	}
+	switch k.DToP {
+	case DToPOff, DToPPassive, DToPOnEvict, DToPActive:
+	default:
+		return fmt.Errorf("sim: unknown D→P sync mode %q (want off, passive, on-evict or active)", k.DToP)
+	}
+	if k.DToPDeltaTokens < 1 || k.SnapshotBufBytes < 1 {
+		return fmt.Errorf("sim: D→P delta %d tokens and snapshot buffer %d bytes must be ≥ 1", k.DToPDeltaTokens, k.SnapshotBufBytes)
 	}
 	if k.Eviction != "session" && k.Eviction != "block" {
 		return fmt.Errorf("sim: unknown eviction granularity %q (want session or block)", k.Eviction)
@@ -107,7 +131,7 @@ func (k *KVC) validate() error {
 // sessionConfig is what a KVC decoder's engine needs.
 func (k *KVC) sessionConfig() engine.SessionConfig {
 	sc := engine.SessionConfig{Enabled: true, Cap: k.SessionCap, LowWatermark: k.LowWatermark,
-		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS}
+		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict}
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}

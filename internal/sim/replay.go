@@ -62,6 +62,8 @@ type req struct {
 	delayed  bool          // waited out the current action's backpressure delay
 	startAt  float64       // its final action started (after admission RPCs)
 	pDone    bool          // prefill done on P: every chunk's KV is on its way
+	dReady   bool          // D pre-allocated its KV (EvReserved)
+	syncWait bool          // P waits for a passive D→P snapshot (dtop.go)
 	sentKV   int           // prompt tokens whose KV P has started sending
 	xferLive int           // transfers of r's chunks still on the link
 	xferEnd  float64

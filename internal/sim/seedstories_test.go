@@ -179,3 +179,52 @@ func TestSeedF5HairTrigger(t *testing.T) {
 		t.Fatalf("our settings: transport failures %v, want none", ours)
 	}
 }
+
+// F28, D→P sync: reseeds follow evictions, so a passive sync (from the
+// decoder that last held the session, at reseed time) rarely finds the
+// session there (the seed: 0 ok of 102); pushing on eviction or after direct
+// appends leaves P holding the grown session, so reseeds prefill little and
+// their TTFT drops.
+func TestSeedF28DToPSync(t *testing.T) {
+	p := profile(t)
+	kvb := p.Model.KVBytesPerToken()
+	frac := float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+80000*kvb) / float64(p.Hardware.HBMBytes)
+	run := func(mode string) (float64, map[string]int) {
+		c := synth.DefaultSmallAppend()
+		c.Sessions, c.Turns, c.InitialTokens, c.AppendTokens, c.GapS = 8, 12, 16000, 2000, 5
+		g, err := synth.NewSmallAppend(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := kvcConfig(t)
+		cfg.DecodeMemFraction = frac
+		cfg.KVC.DToP = mode
+		sink := &memSink{}
+		res, err := runSource(t, cfg, g, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ttft float64
+		n := 0
+		for _, r := range sink.recs {
+			if strings.Contains(r.ExecutionMode, "reseed") {
+				ttft += r.TTFTS
+				n++
+			}
+		}
+		if n < 10 {
+			t.Fatalf("%s: %d reseeds, the scenario needs evictions", mode, n)
+		}
+		return ttft / float64(n), res.Summary.DToPSync
+	}
+	off, _ := run(DToPOff)
+	_, passive := run(DToPPassive)
+	if ok, tried := passive["ok: finalize"], passive["ok: finalize"]+passive["skipped: entry"]; tried == 0 || ok*10 > tried {
+		t.Fatalf("passive sync outcomes %v: want it to find the session rarely", passive)
+	}
+	for _, mode := range []string{DToPOnEvict, DToPActive} {
+		if got, outcomes := run(mode); got > 0.8*off || outcomes["ok: finalize"] == 0 {
+			t.Errorf("%s: reseed TTFT %.3f s against %.3f s with sync off (%v); want ≥ 20%% lower", mode, got, off, outcomes)
+		}
+	}
+}

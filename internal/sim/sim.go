@@ -158,7 +158,11 @@ type Sim struct {
 	colos    []int
 	disp     *kvc.Dispatcher
 	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
-	kvBytes  int64
+
+	snapUsed     []int64          // D→P snapshot buffer in use per prefill worker, tokens (dtop.go)
+	lastSync     map[string]int64 // active mode: session tokens at its last push
+	syncOutcomes map[string]int   // "<event>: <stage>" → count
+	kvBytes      int64
 
 	pending []engine.Event // worker events not yet handled
 
@@ -242,6 +246,7 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 		s.sink = nopSink{}
 	}
 	s.gaps = metrics.NewGapHistogram()
+	s.lastSync, s.syncOutcomes = map[string]int64{}, map[string]int{}
 	if err := s.build(); err != nil {
 		return nil, err
 	}
@@ -407,7 +412,12 @@ func (s *Sim) loop(ctx context.Context) error {
 			}
 			sc.on = false
 			for _, t := range s.links[e.idx].Advance(s.now) {
-				s.transferDone(t.Tag.(*req))
+				switch tag := t.Tag.(type) {
+				case *req:
+					s.transferDone(tag)
+				case *syncOp:
+					s.syncDumped(tag)
+				}
 			}
 			s.reschedLink(int(e.idx))
 		case evRelease:
@@ -436,6 +446,9 @@ func (s *Sim) collect(i int) {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
 			s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
+				s.startSync(s.syncPrefill(ev.Session), i-s.decodes[0], ev.Session, ev.Blocks, int64(ev.Tokens), nil)
+			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
 				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens)}
 			if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
@@ -465,6 +478,9 @@ func (s *Sim) result() *Result {
 	res.Replay.Events = s.nEv
 	res.Summary = s.collector.Summary(0)
 	res.Summary.Warnings = s.warnings
+	if len(s.syncOutcomes) > 0 {
+		res.Summary.DToPSync = s.syncOutcomes
+	}
 	res.Summary.Mechanism = string(s.cfg.Mechanism)
 	res.Summary.Policy = string(s.cfg.Policy)
 	dur := res.Summary.DurationS
