@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -28,6 +29,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"name":                       {"--name", "named"},
 		"block-size":                 nil, // with --trace only: TestSimFlagsAfterPositionals covers it
 		"trace":                      nil, // the workload: covered by the trace tests
+		"workload":                   nil, // presets take no --synth-* flags: checked at the end
 		"synth-requests":             {"--synth-requests", "30"},
 		"synth-sessions":             {"--synth-sessions", "3"},
 		"synth-rate":                 {"--synth-rate", "0.5"},
@@ -118,5 +120,17 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		if got := record(args); reflect.DeepEqual(got, ref) {
 			t.Errorf("--%s (%v) changed nothing in config.json or summary.json", n, args)
 		}
+	}
+	dir := filepath.Join(t.TempDir(), "preset")
+	if _, se, err := runCLI("sim", "--workload", "seed-inferact", "--out", dir); err != nil {
+		t.Fatalf("--workload seed-inferact: %v\n%s", err, se)
+	}
+	var sum struct {
+		Workload string `json:"workload"`
+		Requests int    `json:"requests"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil || sum.Requests != 1285 ||
+		!strings.Contains(sum.Workload, "seed-inferact") {
+		t.Errorf("--workload seed-inferact recorded %+v (%v)", sum, err)
 	}
 }

@@ -20,6 +20,8 @@ import (
 // simFlags are the knobs sim and bench share.
 type simFlags struct {
 	trace       string
+	workload    string
+	changedSeed bool
 	blockSize   int
 	synthReqs   int64
 	synthSess   int
@@ -67,6 +69,7 @@ var (
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay; - reads standard input (default: the built-in synthetic agentic workload)")
+	fs.StringVar(&f.workload, "workload", "agentic", "built-in `workload` when no --trace is given: agentic (Claude-Code-like sessions fitted to the WEKA set), groups (BLIS's agentic spec), seed-swe or seed-inferact (shaped like the seed's two workloads; docs/workloads.md)")
 	fs.IntVar(&f.blockSize, "block-size", 0, "with --trace: `tokens` per hash id for a file without a header line; 0 = take it from the header")
 	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests`; 0 = no request limit (the session count ends the workload)")
 	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions`; 0 = 40, or unbounded when --synth-requests is given")
@@ -138,9 +141,14 @@ func (f *simFlags) check(ck *checks, m runModes) {
 
 	file := f.trace != ""
 	ck.only("block-size", file, "with --trace (the built-in workload has its own)")
-	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed"} {
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed", "workload"} {
 		ck.only(n, !file, "to the built-in workload, not with --trace")
 	}
+	ck.oneOf("workload", "agentic", "groups", "seed-swe", "seed-inferact")
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate"} {
+		ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
+	}
+	f.changedSeed = ck.set("seed")
 	ck.only("link", m.pd || m.kvc, "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric), which transfer KV from P to D")
 	ck.only("mem-fraction-prefill", m.pd || m.kvc, "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric)")
 	ck.only("mem-fraction-decode", m.pd || m.kvc, "to mechanisms with decode workers (pd-disaggregation, kvcache-centric)")
