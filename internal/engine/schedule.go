@@ -320,6 +320,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	r.CachedTokens = max(cached, 0)
 	out := int64(w.outputOf(r))
 	need := int64(r.Uncached()) + out
+	w.unpinFor(now, r)
 	if !w.makeRoomFor(now, need, r.Session) {
 		if r.locked {
 			w.tree.Unlock(r.node, now)

@@ -333,6 +333,29 @@ func (w *Worker) IngestSnapshot(now float64, blocks []uint64) (int64, bool) {
 	return adopted, true
 }
 
+// unpinFor releases a session's pin when its next request is admitted
+// here: a direct append holds what it reuses of the session's KV with its
+// own lock (taken before this call) and a reseed replaces it, so the rest —
+// the old partial last block, a pinned output tail — becomes evictable
+// instead of crowding the request out of its own pool. The request pins the
+// session again when it ends (sessionEnd).
+func (w *Worker) unpinFor(now float64, r *Request) {
+	if !w.cfg.Session.Enabled || !r.KeepSession {
+		return
+	}
+	s := w.dsess[r.Session]
+	if s == nil {
+		return
+	}
+	if t := w.tails[r.Session]; t != nil && t.pinned {
+		w.dropTail(t)
+	}
+	if s.pinned {
+		s.pinned = false
+		w.tree.Unlock(s.node, now)
+	}
+}
+
 // sessionStart notes that a request of the session entered this worker.
 func (w *Worker) sessionStart(now float64, r *Request) {
 	if !w.cfg.Session.Enabled || r.Session == "" || !r.KeepSession {

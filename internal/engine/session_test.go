@@ -117,3 +117,29 @@ func TestSessionCap(t *testing.T) {
 		t.Fatalf("second session once the first is idle: %+v", rep)
 	}
 }
+
+// A session that nearly fills its decoder can still take its next turn
+// direct: the pin on its old KV is released when the turn is admitted (the
+// turn locks what it reuses), so the old partial block does not crowd the
+// turn out of its own pool. A 20-request seed-swe run on the H100 profile
+// once stalled on this.
+func TestDirectAppendNearlyFillingThePool(t *testing.T) {
+	w, _ := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 10, PoolTokens: 1000,
+		Session: SessionConfig{Enabled: true}})
+	b := chain(1, 96)
+	first := append(append([]uint64(nil), b[:90]...), 777) // 905 tokens: 90 whole blocks + 5 in its own last block
+	now := seedOn(t, w, 0, "s", first, 905, 2)
+	r := &Request{ID: 2, Kind: Full, Session: "s", KeepSession: true, Blocks: b, Input: 958, Output: 40}
+	if err := w.Submit(now, r); err != nil {
+		t.Fatal(err)
+	}
+	_, evs := drive(w, now)
+	done := false
+	for _, ev := range evs {
+		done = done || (ev.Kind == EvFinished && ev.Req == r)
+	}
+	if !done || r.CachedTokens != 900 {
+		t.Fatalf("direct append finished %v with %d cached; want it to run over the 900 whole-block tokens", done, r.CachedTokens)
+	}
+	checkPool(t, w)
+}

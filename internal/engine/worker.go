@@ -473,6 +473,7 @@ func (w *Worker) grantReservations(now float64) {
 			return
 		}
 		out := int64(max(r.Output, 1))
+		w.unpinFor(now, r)
 		if !w.makeRoomFor(now, int64(r.Input)+out, r.Session) {
 			w.countKVWait(r)
 			return
