@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/synth"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
@@ -226,5 +227,48 @@ func TestSeedF28DToPSync(t *testing.T) {
 		if got, outcomes := run(mode); got > 0.8*off || outcomes["ok: finalize"] == 0 {
 			t.Errorf("%s: reseed TTFT %.3f s against %.3f s with sync off (%v); want ≥ 20%% lower", mode, got, off, outcomes)
 		}
+	}
+}
+
+// F31, the fallback chain: with the seed's E4 settings (τ_reject 1, decoder
+// memory fraction 0.55, K = 200, concurrency 32, 300 s timeout) on
+// seed-inferact, KVC beats naive PD (E1: kv-aware) at mean, p50 and p90 TTFT
+// but does not win the tail, where the plain-PD fallbacks sit.
+func TestSeedF31FallbackChain(t *testing.T) {
+	run := func(cfg Config) (*Result, []metrics.Record) {
+		g, err := synth.NewSeedWorkload(synth.DefaultSeedInferact())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Profile, cfg.Prefill, cfg.Decode, cfg.Concurrency, cfg.TimeoutS = profile(t), 1, 3, 32, 300
+		sink := &memSink{}
+		res, err := runSource(t, cfg, g, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, sink.recs
+	}
+	e1, _ := run(Config{Mechanism: PDDisaggregation, Policy: kvc.PolicyKVAware})
+	cfg := Config{Mechanism: KVCacheCentric, FloorK: 200, DecodeMemFraction: 0.55}
+	cfg.KVC.TauReject = 1
+	e4, recs := run(cfg)
+	a, b := e1.Summary.TTFTStats, e4.Summary.TTFTStats
+	if b.Mean >= a.Mean || b.P50 >= a.P50 || b.P90 >= a.P90 {
+		t.Fatalf("E4 TTFT mean/p50/p90 %.1f/%.1f/%.1f s, E1 %.1f/%.1f/%.1f s: want KVC ahead", b.Mean, b.P50, b.P90, a.Mean, a.P50, a.P90)
+	}
+	if b.P99 < 0.85*a.P99 {
+		t.Fatalf("E4 TTFT p99 %.1f s against E1 %.1f s: the seed's KVC did not win the tail", b.P99, a.P99)
+	}
+	var tail, fallback int
+	for _, r := range recs {
+		if r.Status == metrics.StatusCompleted && r.TTFTS >= b.P95 {
+			tail++
+			if strings.Contains(r.ExecutionMode, "fallback") {
+				fallback++
+			}
+		}
+	}
+	if fallback*2 < tail {
+		t.Fatalf("%d of %d requests at or above TTFT p95 are fallbacks; want them to dominate the tail", fallback, tail)
 	}
 }
