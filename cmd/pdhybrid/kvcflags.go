@@ -10,13 +10,17 @@ import (
 // names where it had one). Defaults are the seed's KVC v2.
 type kvcFlags struct {
 	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
+	seedMaxInflight, dToPDelta                             int
+	dToP                                                   string
+	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
-	"trim-stall", "trim-stall-per-token", "admission-rtt"}
+	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
+	"snapshot-buf"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
@@ -32,6 +36,10 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&k.lowWatermark, "low-watermark", 0, "kvcache-centric: `share` of a decoder's pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&k.trimStall, "trim-stall", 0, "kvcache-centric: scheduler stall per trimmed session in `seconds` (the seed's trim blocked the scheduler loop)")
 	fs.Float64Var(&k.trimStallTok, "trim-stall-per-token", 0, "kvcache-centric: scheduler stall per freed token in `seconds`")
+	fs.IntVar(&k.seedMaxInflight, "seed-max-inflight-decode", 0, "kvcache-centric: most `seeds` in flight to one decoder; a decoder at it is passed over for seeds (not for direct appends); 0 = no cap (the seed's -1)")
+	fs.StringVar(&k.dToP, "d-to-p-sync", "off", "kvcache-centric: D→P snapshot sync `mode`: off, passive (on a reseed, from the decoder that last held the session: the seed's), on-evict (a decoder pushes a session as it evicts it), active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)")
+	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", 1024, "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes")
+	fs.Float64Var(&k.snapshotBufGiB, "snapshot-buf", 8, "kvcache-centric: each prefill worker's snapshot buffer in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
 }
 
@@ -45,6 +53,12 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.num("trim-stall-per-token", between(0, 1).is("a number of seconds"))
 	ck.num("admission-rtt", between(0, 60000).is("a number of milliseconds"))
 	ck.num("kvc-max-attempts", between(1, 1024).is("a number of attempts").orZero("one per decoder"))
+	ck.num("seed-max-inflight-decode", between(0, 1e6).is("a number of seeds").orZero("no cap"))
+	ck.oneOf("d-to-p-sync", "off", "passive", "on-evict", "active")
+	ck.num("d-to-p-delta-tokens", between(1, 1<<30).is("a number of tokens"))
+	ck.num("snapshot-buf", above(0).upTo(1024).is("a number of GiB"))
+	ck.only("d-to-p-delta-tokens", k.dToP == "active", "with --d-to-p-sync active")
+	ck.only("snapshot-buf", k.dToP != "off", "with --d-to-p-sync")
 	ck.oneOf("admission-gate", "worker", "router")
 	ck.oneOf("reject-reset", "direct", "any", "off")
 	ck.oneOf("residency-belief", "track", "never-shrink")
@@ -58,7 +72,9 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 func (k *kvcFlags) config() sim.KVC {
 	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
-		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000}
+		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
+		SeedMaxInflight: k.seedMaxInflight, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
+		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30))}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

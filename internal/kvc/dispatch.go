@@ -68,6 +68,10 @@ type DispatchConfig struct {
 	SessionCap  int // router-gate only: sessions believed on one decoder
 	// Breaker guards each decoder against a failing transport (breaker.go).
 	Breaker BreakerConfig
+	// SeedMaxInflight caps the seeds in flight to one decoder (the seed's
+	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
+	// is passed over for seeds, not for direct appends.
+	SeedMaxInflight int
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -160,6 +164,7 @@ type Dispatcher struct {
 	sessions map[string]*sessState
 	onD      []int // sessions believed pinned per decoder (router gate cap)
 	breakers []breaker
+	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -169,7 +174,7 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 		cfg.MaxRetries = len(decode) - 1
 	}
 	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode)),
-		breakers: make([]breaker, len(decode))}
+		breakers: make([]breaker, len(decode)), seeding: make([]int, len(decode))}
 	for i := range x.breakers {
 		x.breakers[i].cfg = cfg.Breaker
 	}
@@ -200,6 +205,7 @@ type Dispatch struct {
 	kind     ActionKind // the executing action, once decided
 	pause    float64
 	accepted bool
+	seeding  bool    // counted in its decoder's seeds in flight
 	now      float64 // when Begin was called: breakers judge by it
 	lastD    int     // the session's decoder before this request
 }
@@ -312,6 +318,12 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		// A seed would cross the transport whose failures opened d's
 		// breaker: try another decoder (not a reject of the session).
 		t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		t.route()
+		return
+	}
+	if c := x.cfg.SeedMaxInflight; c > 0 && x.seeding[d] >= c {
+		t.note("skip %s: %d seeds in flight (seed-max-inflight-decode %d)", x.d.names[d], x.seeding[d], c)
+		t.suffixOnce("-d-backpressure")
 		t.route()
 		return
 	}
@@ -453,6 +465,8 @@ func (t *Dispatch) Accepted() {
 	case ActDirect, ActSeed:
 		if t.kind == ActSeed {
 			x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+			x.seeding[t.chosenD]++
+			t.seeding = true
 		}
 		h := x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 		s := x.session(t.r.Session)
@@ -475,6 +489,10 @@ func (t *Dispatch) Refused(cause string) {
 
 // PrefillDone tells the dispatcher the request left its prefill worker.
 func (t *Dispatch) PrefillDone() {
+	if t.seeding {
+		t.x.seeding[t.chosenD]--
+		t.seeding = false
+	}
 	if t.accepted && t.chosenP >= 0 {
 		t.x.p.Done(t.chosenP)
 		t.chosenP = -1

@@ -44,6 +44,9 @@ type KVC struct {
 	// dtop.go); DToPDeltaTokens the active mode's growth between pushes;
 	// SnapshotBufBytes each prefill worker's snapshot buffer (the seed's
 	// SGLANG_SNAPSHOT_LINK_BUF_BYTES, 8 GiB).
+	// SeedMaxInflight caps seeds in flight per decoder (0 = none).
+	SeedMaxInflight int `json:"seed_max_inflight_decode"`
+
 	DToP             string `json:"d_to_p_sync"`
 	DToPDeltaTokens  int    `json:"d_to_p_delta_tokens"`
 	SnapshotBufBytes int64  `json:"snapshot_buf_bytes"`
@@ -121,6 +124,9 @@ func (k *KVC) validate() error {
 	if k.LowWatermark >= 1 {
 		return fmt.Errorf("sim: KVC low watermark %v, expected a share of the pool < 1", k.LowWatermark)
 	}
+	if k.SeedMaxInflight < 0 {
+		return fmt.Errorf("sim: KVC seed-max-inflight-decode %d, expected ≥ 0 (0 = no cap)", k.SeedMaxInflight)
+	}
 	if k.TauAppend < 1 || k.TauReject < 0 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxAttempts < 0 {
 		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, attempts %d ≥ 0)",
 			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxAttempts)
@@ -160,7 +166,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: k.TauReject, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker()}
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight}
 }
 
 // breaker is the control plane's breaker: windowed mode only (with

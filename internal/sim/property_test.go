@@ -99,7 +99,9 @@ func TestSimProperty(t *testing.T) {
 				SeedMinTurn: 1 + rng.IntN(2), LowWatermark: rng.Float64() * 0.2, TrimStallS: rng.Float64() * 0.1,
 				Gate: []string{"worker", "router"}[rng.IntN(2)], Reset: []string{"direct", "any", "off"}[rng.IntN(3)],
 				Belief: []string{"track", "never-shrink"}[rng.IntN(2)], Trim: []string{"idle", "any"}[rng.IntN(2)],
-				Eviction: []string{"session", "block"}[rng.IntN(2)]}
+				Eviction: []string{"session", "block"}[rng.IntN(2)], SeedMaxInflight: rng.IntN(3),
+				DToP: []string{DToPOff, DToPPassive, DToPOnEvict, DToPActive}[rng.IntN(4)], DToPDeltaTokens: 1 + rng.IntN(4000),
+				SnapshotBufBytes: int64(1+rng.IntN(20000)) * p.Model.KVBytesPerToken()}
 			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
 		default:
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
