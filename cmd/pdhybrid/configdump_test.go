@@ -72,6 +72,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"trim-stall-per-token":       append(kvcFlags, "--trim-stall-per-token", "0.000001"),
 		"admission-rtt":              append(kvcFlags, "--admission-rtt", "2"),
 		"seed-max-inflight-decode":   append(kvcFlags, "--seed-max-inflight-decode", "1"),
+		"prefill-backup":             append(kvcFlags, "--prefill-backup", "capacity-backup"),
 		"d-to-p-sync":                append(kvcFlags, "--d-to-p-sync", "on-evict"),
 		"d-to-p-delta-tokens":        append(kvcFlags, "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "4096"),
 		"snapshot-buf":               append(kvcFlags, "--d-to-p-sync", "on-evict", "--snapshot-buf", "2"),

@@ -11,7 +11,7 @@ import (
 type kvcFlags struct {
 	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
 	seedMaxInflight, dToPDelta                             int
-	dToP                                                   string
+	dToP, backup                                           string
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
@@ -20,7 +20,7 @@ type kvcFlags struct {
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
-	"snapshot-buf"}
+	"snapshot-buf", "prefill-backup"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
@@ -40,6 +40,7 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.dToP, "d-to-p-sync", "off", "kvcache-centric: D→P snapshot sync `mode`: off, passive (on a reseed, from the decoder that last held the session: the seed's), on-evict (a decoder pushes a session as it evicts it), active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)")
 	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", 1024, "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes")
 	fs.Float64Var(&k.snapshotBufGiB, "snapshot-buf", 8, "kvcache-centric: each prefill worker's snapshot buffer in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES)")
+	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
 }
 
@@ -59,6 +60,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.num("snapshot-buf", above(0).upTo(1024).is("a number of GiB"))
 	ck.only("d-to-p-delta-tokens", k.dToP == "active", "with --d-to-p-sync active")
 	ck.only("snapshot-buf", k.dToP != "off", "with --d-to-p-sync")
+	ck.oneOf("prefill-backup", "release-after-transfer", "capacity-backup")
 	ck.oneOf("admission-gate", "worker", "router")
 	ck.oneOf("reject-reset", "direct", "any", "off")
 	ck.oneOf("residency-belief", "track", "never-shrink")
@@ -73,7 +75,7 @@ func (k *kvcFlags) config() sim.KVC {
 	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
-		SeedMaxInflight: k.seedMaxInflight, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
+		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
 		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30))}
 }
 

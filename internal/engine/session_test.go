@@ -143,3 +143,33 @@ func TestDirectAppendNearlyFillingThePool(t *testing.T) {
 	}
 	checkPool(t, w)
 }
+
+// capacity-backup keeps a seed's prompt on the prefill worker through LRU
+// pressure, up to min(4, max(1, pool / (2 · prompt))) sessions; without it
+// the prompt is evicted like any cache entry.
+func TestPrefillCapacityBackup(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		w, _ := New(Config{Name: "p", Role: RolePrefill, Profile: testProfile(t), BlockSize: 10, PoolTokens: 3000,
+			PrefixCache: true, PrefillBackup: keep})
+		run := func(id int64, sess string, blocks []uint64, seed bool) {
+			r := &Request{ID: id, Kind: PrefillOnly, Session: sess, KeepSession: seed, Blocks: blocks, Input: len(blocks) * 10}
+			if err := w.Submit(0, r); err != nil {
+				t.Fatal(err)
+			}
+			drive(w, 0)
+			if err := w.Release(0, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := chain(1, 100)
+		run(1, "a", a, true)
+		for i := int64(2); i < 6; i++ {
+			run(i, "x", chain(uint64(i), 100), false) // plain traffic filling the pool
+		}
+		kept := w.PrefixMatch(a, 1000) == 1000
+		if kept != keep {
+			t.Fatalf("backup %v: session a's seed-time prompt kept %v (backups %v)", keep, kept, w.Backups())
+		}
+		checkPool(t, w)
+	}
+}

@@ -55,6 +55,9 @@ type Config struct {
 	// MixedChunk lets the decode batch ride along in prefill steps instead of
 	// waiting for them (SGLang --enable-mixed-chunk).
 	MixedChunk bool
+	// PrefillBackup keeps a seed's prompt pinned on a prefill worker for its
+	// session after the transfer (the seed's capacity-backup; backup.go).
+	PrefillBackup bool
 	// Session makes a decode worker session-aware (session.go): it keeps
 	// sessions' KV between turns and takes direct appends.
 	Session SessionConfig
@@ -112,8 +115,9 @@ type Worker struct {
 	tailTokens int64
 	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
 
-	dsess map[string]*dSession // session.go
-	stall float64              // scheduler stall owed to trims, charged to the next step
+	dsess   map[string]*dSession // session.go
+	backups []backup             // backup.go, oldest first
+	stall   float64              // scheduler stall owed to trims, charged to the next step
 
 	events []Event
 	stats  Stats
@@ -311,6 +315,7 @@ func (w *Worker) Release(now float64, r *Request) error {
 	if r.Stage != StageHeld {
 		return fmt.Errorf("engine: Release of request %d in stage %d", r.ID, r.Stage)
 	}
+	w.keepBackup(now, r)
 	w.freeRequest(now, r)
 	r.Stage, r.FinishedAt = StageDone, now
 	w.grantReservations(now)
@@ -443,6 +448,12 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 		var rep AdmitReply
 		for w.free()+w.evictable() < need && w.trimOne(now, except, &rep) {
 		}
+	}
+	// Backups are a best effort: a request the pool cannot otherwise take
+	// goes before them, oldest dropped first.
+	for w.free()+w.evictable() < need && len(w.backups) > 0 {
+		w.tree.Unlock(w.backups[0].node, now)
+		w.backups = append(w.backups[:0], w.backups[1:]...)
 	}
 	if w.tree == nil || w.free()+w.evictable() < need {
 		return false

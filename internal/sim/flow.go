@@ -129,6 +129,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
+		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
 	}
 	// SGLang's order: D pre-allocates the KV, and P holds the request in
 	// its bootstrap queue until then (P is submitted on EvReserved). A P

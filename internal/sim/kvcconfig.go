@@ -44,6 +44,9 @@ type KVC struct {
 	// dtop.go); DToPDeltaTokens the active mode's growth between pushes;
 	// SnapshotBufBytes each prefill worker's snapshot buffer (the seed's
 	// SGLANG_SNAPSHOT_LINK_BUF_BYTES, 8 GiB).
+	// PrefillBackup is release-after-transfer or capacity-backup
+	// (engine/backup.go).
+	PrefillBackup string `json:"prefill_backup_policy"`
 	// SeedMaxInflight caps seeds in flight per decoder (0 = none).
 	SeedMaxInflight int `json:"seed_max_inflight_decode"`
 
@@ -80,6 +83,9 @@ func (k *KVC) defaults() {
 	if k.AdmissionRTTS == 0 {
 		k.AdmissionRTTS = 0.006
 	}
+	if k.PrefillBackup == "" {
+		k.PrefillBackup = "release-after-transfer"
+	}
 	if k.DToP == "" {
 		k.DToP = DToPOff
 	}
@@ -103,6 +109,9 @@ func (k *KVC) validate() error {
 	}
 	if k.Trim != "idle" && k.Trim != "any" {
 		return fmt.Errorf("sim: unknown trim policy %q (want idle or any)", k.Trim)
+	}
+	if k.PrefillBackup != "release-after-transfer" && k.PrefillBackup != "capacity-backup" {
+		return fmt.Errorf("sim: unknown prefill backup policy %q (want release-after-transfer or capacity-backup)", k.PrefillBackup)
 	}
 	switch k.DToP {
 	case DToPOff, DToPPassive, DToPOnEvict, DToPActive:

@@ -101,6 +101,7 @@ func TestSimProperty(t *testing.T) {
 				Belief: []string{"track", "never-shrink"}[rng.IntN(2)], Trim: []string{"idle", "any"}[rng.IntN(2)],
 				Eviction: []string{"session", "block"}[rng.IntN(2)], SeedMaxInflight: rng.IntN(3),
 				DToP: []string{DToPOff, DToPPassive, DToPOnEvict, DToPActive}[rng.IntN(4)], DToPDeltaTokens: 1 + rng.IntN(4000),
+				PrefillBackup:    []string{"release-after-transfer", "capacity-backup"}[rng.IntN(2)],
 				SnapshotBufBytes: int64(1+rng.IntN(20000)) * p.Model.KVBytesPerToken()}
 			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
 		default:

@@ -269,11 +269,13 @@ func (s *Sim) build() error {
 		return fmt.Errorf("sim: trace has no block size")
 	}
 	s.kvBytes = c.Profile.Model.KVBytesPerToken()
+	backup := c.Mechanism == KVCacheCentric && c.KVC.PrefillBackup == "capacity-backup"
 	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
 		w, err := engine.New(engine.Config{
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
+			PrefillBackup: backup && role == engine.RolePrefill,
 		})
 		if err != nil {
 			return 0, err
