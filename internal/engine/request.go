@@ -97,6 +97,9 @@ const (
 	// EvSessionEvicted: a session-aware cache evicted Event.Session, freeing
 	// Event.Tokens (Req is nil).
 	EvSessionEvicted
+	// EvStall: the scheduler lost Event.Stall seconds to a trim before its
+	// next step (Req is nil).
+	EvStall
 )
 
 func (k EventKind) String() string {
@@ -113,6 +116,8 @@ func (k EventKind) String() string {
 		return "chunk-done"
 	case EvSessionEvicted:
 		return "session-evicted"
+	case EvStall:
+		return "stall"
 	}
 	return "unknown"
 }
@@ -125,4 +130,5 @@ type Event struct {
 	Tokens  int      // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
 	Session string   // EvSessionEvicted
 	Blocks  []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
+	Stall   float64  // EvStall: seconds
 }

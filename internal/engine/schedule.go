@@ -227,6 +227,7 @@ func (w *Worker) planNext(now float64) {
 		if w.busy && w.stall > 0 {
 			// A trim ran on the scheduler loop before this step (F6).
 			w.stats.StallS += w.stall
+			w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: w.stall})
 			w.stepStart += w.stall
 			w.stepEnd += w.stall
 			w.stall = 0

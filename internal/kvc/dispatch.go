@@ -279,10 +279,13 @@ func (t *Dispatch) route() {
 	if x.cfg.Gate == GateRouter {
 		// The seed's router-side gate: the router estimates the append from
 		// what it believes d holds, and checks its session cap, before the RPC.
-		if s.pin == d && s.resident > 0 && t.r.Input-s.resident > x.cfg.TauAppend {
+		switch {
+		case s.pin == d && s.resident == 0:
+			t.setWhy("no-direct-info") // pinned, but nothing known of what it holds
+		case s.pin == d && t.r.Input-s.resident > x.cfg.TauAppend:
 			a.ForceSeed = true
 			t.setWhy("real-large-append")
-		} else if s.pin == d {
+		case s.pin == d:
 			a.DirectOnly = true
 		}
 		if x.cfg.SessionCap > 0 && s.pin != d && x.onD[d] >= x.cfg.SessionCap {

@@ -444,6 +444,16 @@ func (s *Sim) loop(ctx context.Context) error {
 // collect takes worker i's events onto the pending list and reschedules it.
 func (s *Sim) collect(i int) {
 	for _, ev := range s.workers[i].TakeEvents() {
+		if ev.Kind == engine.EvStall {
+			// The seed's trim blocked mooncake's completion handling for 30+ s
+			// (F6): say so when a stall outlasts the transfer timeout.
+			detail := fmt.Sprintf("trim stalled the scheduler %.3f s", ev.Stall)
+			if t := s.cfg.TransferTimeoutS; t > 0 && ev.Stall > t {
+				detail += fmt.Sprintf(", longer than the %g s transfer timeout", t)
+			}
+			s.logEventW("stall", s.workers[i].Name(), detail)
+			continue
+		}
 		if ev.Kind == engine.EvSessionEvicted {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
