@@ -35,16 +35,12 @@ func (s *Sim) execute(r *req) {
 		case kvc.ActAdmit:
 			s.push(event{t: s.now + s.cfg.KVC.AdmissionRTTS, kind: evAdmit, req: r})
 			return
-		case kvc.ActColo:
-			if s.startColo(r, a) {
+		case kvc.ActColo, kvc.ActDirect:
+			if s.startWhole(r, a) {
 				return
 			}
 		case kvc.ActPD, kvc.ActSeed:
 			if s.startPD(r, a) {
-				return
-			}
-		case kvc.ActDirect:
-			if s.startDirect(r, a) {
 				return
 			}
 		case kvc.ActFail:
@@ -77,29 +73,19 @@ func (s *Sim) admit(r *req) {
 	s.execute(r)
 }
 
-// startColo serves r whole on a colocated worker.
-func (s *Sim) startColo(r *req, a kvc.Action) bool {
-	r.p, r.d = -1, s.colos[a.D]
-	r.startAt = s.now
-	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, Tag: r}
-	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
-		r.x.Refused(reason(err, s.workers[r.d].Name()))
-		return false
+// startWhole serves r prefill and decode on one worker: a colocated worker
+// (DP), or its decoder as a direct append (KVC: D prefills the new tokens on
+// its own scheduler, interleaved with its decode batch, and keeps the
+// session).
+func (s *Sim) startWhole(r *req, a kvc.Action) bool {
+	pool, keep := s.colos, false
+	if a.Kind == kvc.ActDirect {
+		pool, keep = s.decodes, true
 	}
-	s.noteBinding(r, a.D)
-	r.x.Accepted()
-	s.collect(r.d)
-	return true
-}
-
-// startDirect runs r as a direct append on its decoder: D prefills the new
-// tokens on its own scheduler, interleaved with its decode batch.
-func (s *Sim) startDirect(r *req, a kvc.Action) bool {
-	r.p, r.d = -1, s.decodes[a.D]
+	r.p, r.d = -1, pool[a.D]
 	r.startAt = s.now
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, KeepSession: true, Tag: r}
+		Session: r.t.SessionID, KeepSession: keep, Tag: r}
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
 		return false
