@@ -253,7 +253,7 @@ func (w *Worker) planNext(now float64) {
 		}
 		p.decodeK, p.batch, p.ctx = max(k, 1), b, ctx
 		p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
-		p.slope = w.tm.DecodePerCtxTokenS * float64(b)
+		p.slope = w.tm.CtxSlope(b) * float64(b)
 		dur = w.runTime(p.decodeK)
 	default:
 		return // idle
@@ -296,7 +296,7 @@ func (w *Worker) join(now float64) {
 // 128), so the batch adds its per-sequence and context terms, not a second
 // expert read.
 func (w *Worker) mixedDecodeS(batch int, ctx int64) float64 {
-	return w.tm.DecodePerSeqS*float64(batch) + w.tm.DecodePerCtxTokenS*float64(ctx)
+	return w.tm.DecodePerSeqS*float64(batch) + w.tm.CtxSlope(batch)*float64(ctx)
 }
 
 func (w *Worker) batchShape() (int, int64) {
