@@ -72,7 +72,11 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 }
 
 func (k *kvcFlags) config() sim.KVC {
-	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
+	tau := k.tauReject
+	if tau == 0 {
+		tau = -1 // the flag's 0 is "never"; the config's is "the default"
+	}
+	return sim.KVC{TauAppend: k.tauAppend, TauReject: tau, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,

@@ -38,8 +38,9 @@ type Request struct {
 	Kind Kind
 	// Blocks are the prompt's hash ids. They are not copied, and they are
 	// read only until the prefill is done (EvPrefillDone, or the first token
-	// of a Full request): the caches copy what they keep, so the owner may
-	// reuse the storage from then on.
+	// of a Full request) or, for a DecodeOnly request that keeps its session,
+	// until it joins the batch (its EvFirstToken): the caches copy what they
+	// keep, so the owner may reuse the storage from then on.
 	Blocks []uint64
 	Input  int // prompt tokens
 	Output int // tokens to generate here (≥ 1 for Full and DecodeOnly)

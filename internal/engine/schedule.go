@@ -26,6 +26,7 @@ func (w *Worker) wake(now float64) {
 		// owing what is left of the stall.
 		w.stall -= elapsed
 		w.stats.StallS += elapsed
+		w.stallLogged -= elapsed // owed again, but already reported
 		w.busy = false
 		w.planNext(now)
 		return
@@ -227,7 +228,10 @@ func (w *Worker) planNext(now float64) {
 		if w.busy && w.stall > 0 {
 			// A trim ran on the scheduler loop before this step (F6).
 			w.stats.StallS += w.stall
-			w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: w.stall})
+			if fresh := w.stall - w.stallLogged; fresh > 1e-12 {
+				w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: fresh})
+			}
+			w.stallLogged = 0
 			w.stepStart += w.stall
 			w.stepEnd += w.stall
 			w.stall = 0

@@ -236,7 +236,9 @@ func (w *Worker) evictable() int64 {
 func (w *Worker) residentSessions() int {
 	n := 0
 	for _, s := range w.dsess {
-		if s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock {
+		// At block granularity an idle session's KV is plain cache: only
+		// sessions with a request here count against the cap.
+		if s.pinned || s.inflight > 0 {
 			n++
 		}
 	}
@@ -325,7 +327,7 @@ func (w *Worker) IngestSnapshot(now float64, blocks []uint64) (int64, bool) {
 	if add <= 0 {
 		return 0, true
 	}
-	if !w.makeRoom(add) {
+	if !w.makeRoomFor(now, add, "") {
 		return 0, false
 	}
 	var adopted int64
@@ -438,6 +440,9 @@ func (w *Worker) adoptPrompt(now float64, r *Request) {
 		return
 	}
 	last := w.lastBlockTokens(r.Input, len(r.Blocks))
+	if full := r.Input / w.cfg.BlockSize; full > 0 && full <= len(r.Blocks) {
+		r.lastWhole = r.Blocks[full-1] // for its output tail (output.go)
+	}
 	m := w.tree.Lock(r.Blocks, last, now)
 	node, _ := w.tree.Insert(m.Node, r.Blocks, m.Blocks, last, now)
 	// The tree holds the whole prompt now; the reservation's copy goes.

@@ -115,9 +115,10 @@ type Worker struct {
 	tailTokens int64
 	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
 
-	dsess   map[string]*dSession // session.go
-	backups []backup             // backup.go, oldest first
-	stall   float64              // scheduler stall owed to trims, charged to the next step
+	dsess       map[string]*dSession // session.go
+	backups     []backup             // backup.go, oldest first
+	stall       float64              // scheduler stall owed to trims, charged to the next step
+	stallLogged float64              // the part of stall already reported (a re-planned step owes it again)
 
 	events []Event
 	stats  Stats
@@ -431,14 +432,11 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 // free is the pool space neither used nor promised.
 func (w *Worker) free() int64 { return w.capacity - w.Used() - w.reserved }
 
-// makeRoom evicts prefix-cache leaves so that need tokens are free, if the
-// cache can give that much. It reports whether need is now free.
-func (w *Worker) makeRoom(need int64) bool { return w.makeRoomFor(0, need, "") }
-
-// makeRoomFor is makeRoom for a request of session except: a session-aware
-// decoder that cannot find the room in its cache trims sessions other than
-// except (the scheduler's own trim: without it a request admitted by RPC
-// could wait forever behind sessions nobody will ever trim).
+// makeRoomFor makes room for a request of session except: evictable cache
+// first, in one LRU order; then a session-aware decoder trims sessions
+// other than except (the scheduler's own trim: without it a request
+// admitted by RPC could wait forever behind sessions nobody will ever trim).
+// It reports whether need tokens are now free.
 func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 	f := w.free()
 	if f >= need {
@@ -466,7 +464,7 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 		case hasTail && (!hasLeaf || tt < lt):
 			w.stats.EvictedTokens += w.evictOldestTail()
 		case hasLeaf && w.cfg.Session.Enabled && w.cfg.Session.Eviction == EvictBlock:
-			w.stats.EvictedTokens += w.tree.Nibble(need - w.free())
+			w.stats.EvictedTokens += w.tree.NibbleOne(need - w.free())
 		case hasLeaf:
 			w.stats.EvictedTokens += w.tree.Evict(1)
 		default:

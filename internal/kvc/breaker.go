@@ -35,11 +35,14 @@ func (b *breaker) allows(now float64) bool {
 	return true
 }
 
-// sent notes that a request went to the decoder (a probe, if half-open).
-func (b *breaker) sent(now float64) {
-	if b.open && now >= b.openedAt+b.cfg.CooldownS {
+// sent notes that a request went to the decoder and reports whether it is
+// the half-open breaker's probe.
+func (b *breaker) sent(now float64) bool {
+	if b.open && !b.probing && now >= b.openedAt+b.cfg.CooldownS {
 		b.probing = true
+		return true
 	}
+	return false
 }
 
 func (b *breaker) failure(now float64) {

@@ -150,10 +150,10 @@ type rejKey struct {
 
 type sessState struct {
 	seen     bool
-	pin      int // decoder holding the session (router's belief); −1 none
-	last     int // decoder that last held it, evicted or not; −1 none
-	resident int // tokens believed resident on pin (router gate)
-	handle   radix.Handle
+	pin      int            // decoder holding the session (router's belief); −1 none
+	last     int            // decoder that last held it, evicted or not; −1 none
+	resident int            // tokens believed resident on pin (router gate)
+	handles  []radix.Handle // per decoder: the path the router believes it holds
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -206,6 +206,7 @@ type Dispatch struct {
 	pause    float64
 	accepted bool
 	seeding  bool    // counted in its decoder's seeds in flight
+	probe    bool    // the half-open breaker's probe
 	now      float64 // when Begin was called: breakers judge by it
 	lastD    int     // the session's decoder before this request
 }
@@ -450,8 +451,9 @@ func (t *Dispatch) Path() []string { return t.path }
 func (t *Dispatch) Accepted() {
 	x := t.x
 	t.accepted = true
-	if t.chosenD >= 0 && t.kind != ActColo {
-		x.breakers[t.chosenD].sent(t.now)
+	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
+		// Only what crosses the transport can probe its breaker.
+		t.probe = x.breakers[t.chosenD].sent(t.now)
 	}
 	switch t.kind {
 	case ActColo:
@@ -477,7 +479,11 @@ func (t *Dispatch) Accepted() {
 			x.unpin(t.r.Session)
 			x.onD[t.chosenD]++
 		}
-		s.pin, s.last, s.resident, s.handle = t.chosenD, t.chosenD, t.r.Input+t.r.Output, h
+		s.pin, s.last, s.resident = t.chosenD, t.chosenD, t.r.Input+t.r.Output
+		if s.handles == nil {
+			s.handles = make([]radix.Handle, len(x.d.names))
+		}
+		s.handles[t.chosenD] = h
 	}
 	x.session(t.r.Session).seen = true
 	t.act = Action{Kind: ActDone, P: -1, D: -1}
@@ -507,6 +513,12 @@ func (t *Dispatch) PrefillDone() {
 func (t *Dispatch) Finished(ok bool) {
 	x := t.x
 	t.PrefillDone()
+	if t.probe {
+		// A probe that ended with no transport outcome (cut short before
+		// its transfer landed or failed) frees the half-open slot.
+		x.breakers[t.chosenD].probing = false
+		t.probe = false
+	}
 	if !t.accepted {
 		return
 	}
@@ -537,12 +549,19 @@ func (x *Dispatcher) SessionEvicted(d int, session string) {
 		return
 	}
 	s := x.sessions[session]
-	if s == nil || s.pin != d {
+	if s == nil {
 		return
 	}
-	x.d.ForgetBlocks(d, s.handle)
-	x.d.Unpin(session, d)
-	x.unpin(session)
+	// Forget what d held of it even if the session has moved on: a decoder
+	// it left keeps its copy until it evicts it, and says so then.
+	if s.handles != nil {
+		x.d.ForgetBlocks(d, s.handles[d])
+		s.handles[d] = radix.Handle{}
+	}
+	if s.pin == d {
+		x.d.Unpin(session, d)
+		x.unpin(session)
+	}
 }
 
 func (x *Dispatcher) unpin(session string) {

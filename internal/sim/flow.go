@@ -179,7 +179,9 @@ func (s *Sim) handle(ev engine.Event) {
 	case engine.EvChunkDone:
 		s.sendKV(r, ev.Tokens)
 	case engine.EvPrefillDone:
-		s.doneReading(r)
+		if !r.de.KeepSession {
+			s.doneReading(r) // a seed's decoder reads the ids again when it joins
+		}
 		r.pDone = true
 		s.sendKV(r, ev.Tokens)
 	case engine.EvFirstToken:

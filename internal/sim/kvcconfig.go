@@ -16,7 +16,7 @@ type KVC struct {
 	// (--direct-max-uncached-tokens; v2: 8192, v0/v1: 2048).
 	TauAppend int `json:"direct_max_uncached_tokens"`
 	// TauReject blacklists a decoder for a session after this many
-	// admission rejects (τ_reject, 3; 0 = never).
+	// admission rejects (τ_reject; 0 takes the seed's 3; -1 = never).
 	TauReject int `json:"migration_reject_threshold"`
 	// MaxAttempts is the admission attempts (1 + ε retries) before plain
 	// PD; 0 = one per decoder (ε = |D|−1, the spec).
@@ -136,7 +136,7 @@ func (k *KVC) validate() error {
 	if k.SeedMaxInflight < 0 {
 		return fmt.Errorf("sim: KVC seed-max-inflight-decode %d, expected ≥ 0 (0 = no cap)", k.SeedMaxInflight)
 	}
-	if k.TauAppend < 1 || k.TauReject < 0 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxAttempts < 0 {
+	if k.TauAppend < 1 || k.TauReject < -1 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxAttempts < 0 {
 		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, attempts %d ≥ 0)",
 			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxAttempts)
 	}
@@ -173,7 +173,8 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	if k.MaxAttempts > 0 {
 		retries = k.MaxAttempts - 1
 	}
-	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: k.TauReject, TauAppend: k.TauAppend,
+	tau := max(k.TauReject, 0) // kvc: 0 = never
+	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
 		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight}
 }

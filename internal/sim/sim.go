@@ -459,7 +459,9 @@ func (s *Sim) collect(i int) {
 			// (or not, with --residency-belief never-shrink).
 			s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
-				s.startSync(s.syncPrefill(ev.Session), i-s.decodes[0], ev.Session, ev.Blocks, int64(ev.Tokens), nil)
+				// The dump carries the session's whole path, shared prefix included.
+				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
+				s.startSync(s.syncPrefill(ev.Session), i-s.decodes[0], ev.Session, ev.Blocks, tokens, nil)
 			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
 				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens)}
