@@ -22,11 +22,8 @@ func (w *Worker) wake(now float64) {
 	elapsed := now - w.stepStart
 	if elapsed <= 0 {
 		// The run was planned at this very instant, or has not started
-		// behind a trim's stall: plan again with the new work in view,
-		// owing what is left of the stall.
-		w.stall -= elapsed
-		w.stats.StallS += elapsed
-		w.stallLogged -= elapsed // owed again, but already reported
+		// behind a trim's stall: plan again with the new work in view
+		// (the stall still holds the new plan back: stallUntil).
 		w.busy = false
 		w.planNext(now)
 		return
@@ -225,16 +222,12 @@ func (w *Worker) planNext(now float64) {
 
 	var dur float64
 	defer func() {
-		if w.busy && w.stall > 0 {
-			// A trim ran on the scheduler loop before this step (F6).
-			w.stats.StallS += w.stall
-			if fresh := w.stall - w.stallLogged; fresh > 1e-12 {
-				w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: fresh})
-			}
-			w.stallLogged = 0
-			w.stepStart += w.stall
-			w.stepEnd += w.stall
-			w.stall = 0
+		if w.busy && w.stepStart < w.stallUntil {
+			// A trim ran on the scheduler loop: no step starts before it
+			// is over (F6).
+			d := w.stallUntil - w.stepStart
+			w.stepStart += d
+			w.stepEnd += d
 		}
 	}()
 	switch {

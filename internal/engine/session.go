@@ -270,7 +270,13 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 	freed := w.evictSession(now, victim)
 	rep.Trimmed++
 	rep.TrimmedTok += freed
-	w.stall += w.cfg.Session.TrimStallS + w.cfg.Session.TrimStallPerTokenS*float64(freed)
+	if cost := w.cfg.Session.TrimStallS + w.cfg.Session.TrimStallPerTokenS*float64(freed); cost > 0 {
+		// The trim runs on the scheduler loop from now: the next step, and
+		// the handling of KV transfers landing here, wait for it.
+		w.stallUntil = max(w.stallUntil, now) + cost
+		w.stats.StallS += cost
+		w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: cost})
+	}
 	return true
 }
 

@@ -115,10 +115,9 @@ type Worker struct {
 	tailTokens int64
 	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
 
-	dsess       map[string]*dSession // session.go
-	backups     []backup             // backup.go, oldest first
-	stall       float64              // scheduler stall owed to trims, charged to the next step
-	stallLogged float64              // the part of stall already reported (a re-planned step owes it again)
+	dsess      map[string]*dSession // session.go
+	backups    []backup             // backup.go, oldest first
+	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 
 	events []Event
 	stats  Stats
@@ -164,6 +163,11 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return w, nil
 }
+
+// StalledUntil is when the scheduler loop is free of the trims that stall
+// it: KV transfers landing on this worker are handled no earlier (the
+// seed's trims blocked mooncake's completion handling, F6).
+func (w *Worker) StalledUntil() float64 { return w.stallUntil }
 
 // Name is the worker's name.
 func (w *Worker) Name() string { return w.cfg.Name }

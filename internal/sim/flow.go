@@ -214,7 +214,7 @@ func (s *Sim) sendKV(r *req, tokens int) {
 	r.sentKV = tokens
 	li := r.p - s.prefills[0]
 	r.xferLive++
-	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: r}
+	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &kvXfer{r: r}}
 	s.links[li].Start(s.now, x)
 	s.reschedLink(li)
 	s.watchTransfer(r, x)

@@ -274,3 +274,39 @@ func TestSeedF31FallbackChain(t *testing.T) {
 		t.Fatalf("%d of %d requests at or above TTFT p95 are fallbacks; want them to dominate the tail", fallback, tail)
 	}
 }
+
+// F4 with F6, the E2 cascade: on seed-inferact with the seed's decoders
+// trimming sessions on their scheduler loop (a stall of about 0.27 ms per
+// freed token: two trims of 114K tokens blocked it 30+ s) and mooncake's 30 s
+// timeout with its hair-trigger, transfers landing on a stalled decoder time
+// out, the peers die, and a cascade of requests fails; with trims off the
+// scheduler loop and a windowed breaker, none does.
+func TestSeedF4Cascade(t *testing.T) {
+	failures := func(stallPerToken float64, mode string) (map[string]int, int) {
+		g, err := synth.NewSeedWorkload(synth.DefaultSeedInferact())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := kvcConfig(t)
+		cfg.Concurrency, cfg.TimeoutS, cfg.TransferTimeoutS, cfg.PeerFailure = 32, 300, 30, mode
+		cfg.KVC.TrimStallPerTokenS = stallPerToken
+		sink := &memSink{}
+		if _, err := runSource(t, cfg, g, sink); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, r := range sink.recs {
+			if r.Error != "" {
+				out[strings.SplitN(r.Error, ":", 2)[0]]++
+			}
+		}
+		return out, len(sink.recs)
+	}
+	seed, n := failures(0.00027, PeerHairTrigger)
+	if seed["kv-transfer-timeout"] == 0 || seed["peer-dead"] < 10*seed["kv-transfer-timeout"] || seed["peer-dead"] < n/10 {
+		t.Fatalf("seed settings: failures %v of %d requests; want timeouts behind stalled decoders cascading into peer-dead", seed, n)
+	}
+	if ours, _ := failures(0, PeerWindowed); len(ours) != 0 {
+		t.Fatalf("our settings: failures %v, want none", ours)
+	}
+}

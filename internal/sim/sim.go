@@ -74,6 +74,7 @@ const (
 	evAdmit       // an admission RPC's reply reaches the router
 	evExecute     // a backpressure pause is over
 	evXferTimeout // a transfer's timeout
+	evLand        // a transfer the decoder can handle now (its trim stall is over)
 )
 
 type event struct {
@@ -415,8 +416,8 @@ func (s *Sim) loop(ctx context.Context) error {
 			sc.on = false
 			for _, t := range s.links[e.idx].Advance(s.now) {
 				switch tag := t.Tag.(type) {
-				case *req:
-					s.transferDone(tag)
+				case *kvXfer:
+					s.landTransfer(tag)
 				case *syncOp:
 					s.syncDumped(tag)
 				}
@@ -436,6 +437,8 @@ func (s *Sim) loop(ctx context.Context) error {
 			}
 		case evXferTimeout:
 			s.transferTimeout(e.req, e.xfer)
+		case evLand:
+			s.landTransfer(e.xfer.Tag.(*kvXfer))
 		}
 		s.drain()
 	}

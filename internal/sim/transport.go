@@ -32,7 +32,7 @@ func (s *Sim) watchTransfer(r *req, x *engine.Transfer) {
 
 // transferTimeout fires TransferTimeoutS after x started.
 func (s *Sim) transferTimeout(r *req, x *engine.Transfer) {
-	if x.DoneAt > 0 || r.ended || r.dead {
+	if x.Tag.(*kvXfer).landed || r.ended || r.dead {
 		return
 	}
 	p, d := r.p-s.prefills[0], r.d-s.decodes[0]
@@ -58,4 +58,27 @@ func (s *Sim) peerFailed(p, d int) {
 // peerDead reports whether a hair-trigger failure killed r's P→D peer.
 func (s *Sim) peerDead(r *req) bool {
 	return s.deadPeer != nil && s.deadPeer[[2]int{r.p - s.prefills[0], r.d - s.decodes[0]}]
+}
+
+// kvXfer is a P→D chunk transfer's tag: landed once the decoder handled it.
+type kvXfer struct {
+	r      *req
+	landed bool
+}
+
+// landTransfer hands a transfer whose bytes arrived to its decoder. A
+// decoder whose scheduler loop is stalled by a trim handles it only when the
+// stall is over (the seed's trims blocked mooncake's completion handling,
+// F6), and the transfer's timeout keeps running until then.
+func (s *Sim) landTransfer(t *kvXfer) {
+	r := t.r
+	if !r.dead && r.d >= 0 {
+		if until := s.workers[r.d].StalledUntil(); until > s.now {
+			x := &engine.Transfer{Tag: t}
+			s.push(event{t: until, kind: evLand, req: r, xfer: x})
+			return
+		}
+	}
+	t.landed = true
+	s.transferDone(r)
 }
