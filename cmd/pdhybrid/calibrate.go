@@ -201,6 +201,9 @@ func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 		DecodePerSeqS:      sig(t.DecodePerSeqS),
 		DecodePerCtxTokenS: sig(t.DecodePerCtxTokenS),
 		DecodeExpertsS:     sig(t.DecodeExpertsS),
+
+		DecodePerCtxTokenLargeS: sig(t.DecodePerCtxTokenLargeS),
+		LargeBatch:              t.LargeBatch,
 	}
 	if p.Links == nil {
 		p.Links = map[string]model.Link{}
@@ -230,7 +233,10 @@ func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 	p.Sources["timing.prefill_attn_s"] = prefillAttnKernel(d) + " per query-key pair n·(p+n/2): " + fitted + pm
 	p.Sources["timing.decode_overhead_s"] = "CUDA-graph decode step with no context: non-expert weights, lm_head, launch: " + fitted + dm
 	p.Sources["timing.decode_per_seq_s"] = "per-sequence cost of a decode step: " + fitted + dm
-	p.Sources["timing.decode_per_ctx_token_s"] = "KV read per context token per step: " + fitted + dm
+	p.Sources["timing.decode_per_ctx_token_s"] = fmt.Sprintf("KV read per context token per step, batches below %d: ", calibrate.LargeBatch) + fitted + dm
+	if t.LargeBatch > 0 {
+		p.Sources["timing.decode_per_ctx_token_large_batch_s"] = fmt.Sprintf("KV read per context token per step, batches of %d or more (the measured attention reads context at its own rate there): ", t.LargeBatch) + fitted + dm
+	}
 	p.Sources["timing.decode_experts_s"] = "reading every expert once, scaled by 1-(1-8/128)^B: " + fitted + dm
 	for kind, name := range calibrate.LinkForCopy {
 		l, ok := f.Links[name]
@@ -314,6 +320,9 @@ func printTiming(e *env, p *model.Profile) {
 		t.PrefillOverheadS, t.PrefillPerTokenS, t.PrefillAttnS)
 	fmt.Fprintf(e.stdout, "decode   = %.4g s + %.4g s/seq·B + %.4g s/token·C + %.4g s·(1-(1-%d/%d)^B)\n",
 		t.DecodeOverheadS, t.DecodePerSeqS, t.DecodePerCtxTokenS, t.DecodeExpertsS, p.Model.TopK, p.Model.Experts)
+	if t.LargeBatch > 0 {
+		fmt.Fprintf(e.stdout, "           (batches of %d or more: %.4g s/token·C)\n", t.LargeBatch, t.DecodePerCtxTokenLargeS)
+	}
 	for _, name := range []string{"d2d-h200", "nvlink"} {
 		if l, ok := p.Links[name]; ok {
 			fmt.Fprintf(e.stdout, "link %-8s = %.4g s + bytes / %.4g B/s\n", name, l.SetupS, l.BandwidthBytes)

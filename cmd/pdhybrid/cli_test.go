@@ -53,19 +53,21 @@ func smallTrace(t *testing.T) string {
 func leafCommands(t *testing.T) map[string][]string {
 	tr := smallTrace(t)
 	return map[string][]string{
-		"bench":                    nil,
-		"sim":                      nil,
-		"trace convert":            {"--from", "weka", tr},
-		"trace stats":              {tr},
-		"trace sample":             {tr},
-		"trace synth agentic":      nil,
-		"trace synth small-append": nil,
-		"trace synth groups":       nil,
-		"trace validate":           {tr},
-		"report":                   {t.TempDir()},
-		"calibrate fit":            nil,
-		"calibrate check":          nil,
-		"worker":                   nil,
+		"bench":                     nil,
+		"sim":                       nil,
+		"trace convert":             {"--from", "weka", tr},
+		"trace stats":               {tr},
+		"trace sample":              {tr},
+		"trace synth agentic":       nil,
+		"trace synth small-append":  nil,
+		"trace synth groups":        nil,
+		"trace synth seed-swe":      nil,
+		"trace synth seed-inferact": nil,
+		"trace validate":            {tr},
+		"report":                    {t.TempDir()},
+		"calibrate fit":             nil,
+		"calibrate check":           nil,
+		"worker":                    nil,
 	}
 }
 

@@ -10,13 +10,17 @@ import (
 // names where it had one). Defaults are the seed's KVC v2.
 type kvcFlags struct {
 	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
+	seedMaxInflight, dToPDelta                             int
+	dToP, backup                                           string
+	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
-	"trim-stall", "trim-stall-per-token", "admission-rtt"}
+	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
+	"snapshot-buf", "prefill-backup"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
@@ -32,6 +36,11 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&k.lowWatermark, "low-watermark", 0, "kvcache-centric: `share` of a decoder's pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&k.trimStall, "trim-stall", 0, "kvcache-centric: scheduler stall per trimmed session in `seconds` (the seed's trim blocked the scheduler loop)")
 	fs.Float64Var(&k.trimStallTok, "trim-stall-per-token", 0, "kvcache-centric: scheduler stall per freed token in `seconds`")
+	fs.IntVar(&k.seedMaxInflight, "seed-max-inflight-decode", 0, "kvcache-centric: most `seeds` in flight to one decoder; a decoder at it is passed over for seeds (not for direct appends); 0 = no cap (the seed's -1)")
+	fs.StringVar(&k.dToP, "d-to-p-sync", "off", "kvcache-centric: D→P snapshot sync `mode`: off, passive (on a reseed, from the decoder that last held the session: the seed's), on-evict (a decoder pushes a session as it evicts it), active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)")
+	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", 1024, "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes")
+	fs.Float64Var(&k.snapshotBufGiB, "snapshot-buf", 8, "kvcache-centric: each prefill worker's snapshot buffer in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES)")
+	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
 }
 
@@ -45,6 +54,13 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.num("trim-stall-per-token", between(0, 1).is("a number of seconds"))
 	ck.num("admission-rtt", between(0, 60000).is("a number of milliseconds"))
 	ck.num("kvc-max-attempts", between(1, 1024).is("a number of attempts").orZero("one per decoder"))
+	ck.num("seed-max-inflight-decode", between(0, 1e6).is("a number of seeds").orZero("no cap"))
+	ck.oneOf("d-to-p-sync", "off", "passive", "on-evict", "active")
+	ck.num("d-to-p-delta-tokens", between(1, 1<<30).is("a number of tokens"))
+	ck.num("snapshot-buf", above(0).upTo(1024).is("a number of GiB"))
+	ck.only("d-to-p-delta-tokens", k.dToP == "active", "with --d-to-p-sync active")
+	ck.only("snapshot-buf", k.dToP != "off", "with --d-to-p-sync")
+	ck.oneOf("prefill-backup", "release-after-transfer", "capacity-backup")
 	ck.oneOf("admission-gate", "worker", "router")
 	ck.oneOf("reject-reset", "direct", "any", "off")
 	ck.oneOf("residency-belief", "track", "never-shrink")
@@ -56,7 +72,51 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 }
 
 func (k *kvcFlags) config() sim.KVC {
-	return sim.KVC{TauAppend: k.tauAppend, TauReject: k.tauReject, MaxRetries: k.retries - 1, SeedMinTurn: k.seedMinTurn,
+	tau := k.tauReject
+	if tau == 0 {
+		tau = -1 // the flag's 0 is "never"; the config's is "the default"
+	}
+	return sim.KVC{TauAppend: k.tauAppend, TauReject: tau, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
-		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000}
+		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
+		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
+		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30))}
+}
+
+// transportFlags are the P→D transport's fault knobs (any mechanism with a
+// transfer: naive PD and KVC).
+type transportFlags struct {
+	timeout            float64
+	peerFailure        string
+	failures           int
+	windowS, cooldownS float64
+}
+
+var transportFlagNames = []string{"transfer-timeout", "peer-failure", "breaker-failures", "breaker-window", "breaker-cooldown"}
+
+func (x *transportFlags) register(fs *pflag.FlagSet) {
+	fs.Float64Var(&x.timeout, "transfer-timeout", 0, "fail a request whose P→D KV transfer is still unfinished after this many `seconds` (mooncake's default is 30; the seed raised it to 1800); 0 = never")
+	fs.StringVar(&x.peerFailure, "peer-failure", "windowed", "what a transfer timeout does next: `windowed` (a circuit breaker per decoder routes around it and probes it back) or hair-trigger (the seed's mooncake: the P→D peer is dead for the rest of the run)")
+	fs.IntVar(&x.failures, "breaker-failures", 3, "windowed: transfer `failures` within --breaker-window that open a decoder's breaker")
+	fs.Float64Var(&x.windowS, "breaker-window", 60, "windowed: the breaker's window in `seconds`")
+	fs.Float64Var(&x.cooldownS, "breaker-cooldown", 30, "windowed: `seconds` an open breaker holds traffic back before one probe")
+}
+
+func (x *transportFlags) check(ck *checks, transfers bool) {
+	ck.num("transfer-timeout", between(0, 1e6).is("a number of seconds").orZero("never"))
+	ck.oneOf("peer-failure", "windowed", "hair-trigger")
+	ck.num("breaker-failures", between(1, 1e6).is("a number of failures"))
+	ck.num("breaker-window", above(0).upTo(1e9).is("a number of seconds"))
+	ck.num("breaker-cooldown", between(0, 1e9).is("a number of seconds"))
+	for _, n := range transportFlagNames {
+		ck.only(n, transfers, "to mechanisms that transfer KV from P to D (pd-disaggregation, kvcache-centric)")
+	}
+	ck.only("breaker-failures", x.peerFailure == "windowed", "with --peer-failure windowed")
+	ck.only("breaker-window", x.peerFailure == "windowed", "with --peer-failure windowed")
+	ck.only("breaker-cooldown", x.peerFailure == "windowed", "with --peer-failure windowed")
+}
+
+func (x *transportFlags) apply(c *sim.Config) {
+	c.TransferTimeoutS, c.PeerFailure = x.timeout, x.peerFailure
+	c.BreakerFailures, c.BreakerWindowS, c.BreakerCooldownS = x.failures, x.windowS, x.cooldownS
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/pdhybrid/pdhybrid/internal/sim"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 var (
 	runFiles   = []string{"metrics.jsonl", "summary.json", "config.json"}
 	runSubdir  = "structural"
-	runSubFile = []string{"workers.jsonl", "events.jsonl"}
+	runSubFile = structuralFiles()
 	benchFiles = []string{"comparison.json"}
 	reportDir  = "report"
 	reportFile = "index.html"
@@ -171,4 +172,14 @@ func isNotEmpty(err error) bool {
 		}
 	}
 	return false
+}
+
+// structuralFiles are the files a run writes under structural/.
+func structuralFiles() []string {
+	out := []string{"workers.jsonl", "events.jsonl"}
+	for _, name := range sim.EventFiles {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }

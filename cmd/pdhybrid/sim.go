@@ -30,8 +30,11 @@ one serving mechanism on a simulated cluster, closed-loop per session.
 Writes a summary table to stdout. With --out DIR it also writes
 DIR/metrics.jsonl (one line per request, with its latency breakdown),
 DIR/summary.json, DIR/config.json (the resolved config, profile included),
-DIR/structural/workers.jsonl (worker KV occupancy over time) and
-DIR/structural/events.jsonl (session bindings and other decisions).
+DIR/structural/workers.jsonl (worker KV occupancy over time), and the
+control plane's decisions: structural/session-d-binding.jsonl (every turn's
+decoder), admission-events.jsonl (KVC admission RPCs: mode, can_admit,
+reason, RTT, pause), evictions.jsonl, backpressure-events.jsonl,
+d-to-p-sync.jsonl and events.jsonl (anything else).
 A folder that already holds a run is refused unless --force.
 
 SIGINT or SIGTERM stops the run within a moment: the folder is written

@@ -51,7 +51,7 @@ func TestBenchOutFolders(t *testing.T) {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
 	for _, run := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d"} {
-		for _, f := range []string{"metrics.jsonl", "summary.json", "config.json", "structural/workers.jsonl", "structural/events.jsonl"} {
+		for _, f := range []string{"metrics.jsonl", "summary.json", "config.json", "structural/workers.jsonl", "structural/session-d-binding.jsonl"} {
 			if st, err := os.Stat(filepath.Join(dir, run, f)); err != nil || st.Size() == 0 {
 				t.Fatalf("%s/%s missing or empty (%v)", run, f, err)
 			}

@@ -20,6 +20,8 @@ import (
 // simFlags are the knobs sim and bench share.
 type simFlags struct {
 	trace       string
+	workload    string
+	changedSeed bool
 	blockSize   int
 	synthReqs   int64
 	synthSess   int
@@ -50,6 +52,7 @@ type simFlags struct {
 	seed        uint64
 	force       bool
 	kvc         kvcFlags
+	transport   transportFlags
 }
 
 // defaultGoodput is the SLO goodput counts against unless --goodput says
@@ -66,6 +69,7 @@ var (
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay; - reads standard input (default: the built-in synthetic agentic workload)")
+	fs.StringVar(&f.workload, "workload", "agentic", "built-in `workload` when no --trace is given: agentic (Claude-Code-like sessions fitted to the WEKA set), groups (BLIS's agentic spec), seed-swe or seed-inferact (shaped like the seed's two workloads; docs/workloads.md)")
 	fs.IntVar(&f.blockSize, "block-size", 0, "with --trace: `tokens` per hash id for a file without a header line; 0 = take it from the header")
 	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests`; 0 = no request limit (the session count ends the workload)")
 	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions`; 0 = 40, or unbounded when --synth-requests is given")
@@ -98,6 +102,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.sample, "sample-interval", 1, fmt.Sprintf("worker KV occupancy sample period in simulated `seconds`; structural/workers.jsonl keeps at most %d samples (about 40 MB), so a longer run keeps every 2nd, 4th, ... sample (the period doubles; stderr says so)", maxWorkerSample))
 	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "random `seed` of the built-in workload; only without --trace (the simulator itself is deterministic)")
 	f.kvc.register(fs)
+	f.transport.register(fs)
 	fs.BoolVar(&f.force, "force", false, "with --out: replace the run already in that folder (only files pdhybrid writes are removed)")
 }
 
@@ -136,13 +141,19 @@ func (f *simFlags) check(ck *checks, m runModes) {
 
 	file := f.trace != ""
 	ck.only("block-size", file, "with --trace (the built-in workload has its own)")
-	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed"} {
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed", "workload"} {
 		ck.only(n, !file, "to the built-in workload, not with --trace")
 	}
+	ck.oneOf("workload", "agentic", "groups", "seed-swe", "seed-inferact")
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate"} {
+		ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
+	}
+	f.changedSeed = ck.set("seed")
 	ck.only("link", m.pd || m.kvc, "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric), which transfer KV from P to D")
 	ck.only("mem-fraction-prefill", m.pd || m.kvc, "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric)")
 	ck.only("mem-fraction-decode", m.pd || m.kvc, "to mechanisms with decode workers (pd-disaggregation, kvcache-centric)")
 	f.kvc.check(ck, m.kvc)
+	f.transport.check(ck, m.pd || m.kvc)
 	ck.only("mem-fraction-colo", m.colo, "to data-parallel (pd-colo) workers")
 	ck.only("alpha", m.kvAware, "with the kv-aware policy")
 	ck.only("floor-k", m.kvAware, "with the kv-aware policy")
@@ -285,7 +296,7 @@ func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
 
 // config builds a sim config for one mechanism.
 func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism, policy kvc.Policy) sim.Config {
-	return sim.Config{
+	cfg := sim.Config{
 		Mechanism: mech, Policy: policy, Profile: p, Link: f.link,
 		PrefillMemFraction: f.memPrefill, DecodeMemFraction: f.memDecode, ColoMemFraction: f.memColo,
 		ChunkTokens: f.chunk, MaxRunning: f.maxRunning, MixedChunk: f.mixed, MaxBacklog: cmp.Or(f.maxBacklog, -1),
@@ -296,6 +307,8 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		SampleIntervalS: f.sample, Seed: f.seed,
 		KVC: f.kvc.config(),
 	}
+	f.transport.apply(&cfg)
+	return cfg
 }
 
 func splitList(s string) []string {

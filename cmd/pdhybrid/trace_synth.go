@@ -25,6 +25,10 @@ stdout or --out FILE, and a one-line summary on stderr. Generators:
                 prompt, a small append per turn, fixed output, fixed gaps.
   groups        prefix groups of multi-round sessions: BLIS's agentic spec
                 (8 groups x 40K-token prefix, 8 rounds of ~7K appends).
+  seed-swe      shaped like the seed's SWE workload (52 sessions, 4,449
+                requests, real timing, input p50 27K).
+  seed-inferact shaped like the seed's Inferact workload (50 sessions,
+                1,285 requests, mean input 67.6K, shared boilerplate).
 
 Output is deterministic: the same flags give byte-identical files.
 docs/workloads.md documents every default and how it was derived.
@@ -32,7 +36,8 @@ Run 'pdhybrid trace synth GENERATOR --help' for a generator's flags.`
 
 func synthCmd(e *env) *cobra.Command {
 	return group("synth", "generate a synthetic workload (small-append microbenchmark or agentic coding)",
-		synthAbout, gracefulStop(synthAgenticCmd(e)), gracefulStop(synthSmallAppendCmd(e)), gracefulStop(synthGroupsCmd(e)))
+		synthAbout, gracefulStop(synthAgenticCmd(e)), gracefulStop(synthSmallAppendCmd(e)), gracefulStop(synthGroupsCmd(e)),
+		gracefulStop(synthSeedCmd(e, "seed-swe")), gracefulStop(synthSeedCmd(e, "seed-inferact")))
 }
 
 func synthAgenticCmd(e *env) *cobra.Command {

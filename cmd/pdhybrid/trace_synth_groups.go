@@ -66,3 +66,33 @@ compared with: 8 groups x 40K-token prefix, 0.5 sessions/s, 8 rounds, appends
 	})
 	return cmd
 }
+
+// synthSeedCmd writes one of the seed's two workload shapes (docs/workloads.md
+// gives every number's source in the seed).
+func synthSeedCmd(e *env, name string) *cobra.Command {
+	d := synth.DefaultSeedSWE()
+	short := "shaped like the seed's SWE workload: 52 sessions, 4,449 requests, 8–150 turns, real timing (gap p50 2.5 s), input p50 27K / p99 92K, no shared prefix"
+	if name == "seed-inferact" {
+		d = synth.DefaultSeedInferact()
+		short = "shaped like the seed's Inferact workload: 50 sessions, 1,285 requests, mean input 67.6K, 1 s stagger, 2.5 s gaps, ~50 blocks of shared boilerplate"
+	}
+	c := d
+	var out string
+	cmd := &cobra.Command{
+		Use:   name + " [flags]",
+		Short: short,
+		Long:  "A preset " + short + ". The counts are exact for any seed; docs/workloads.md gives the targets, their sources in the seed and the generated statistics.",
+		Args:  noArgs,
+	}
+	fs := cmd.Flags()
+	fs.Uint64Var(&c.Seed, "seed", d.Seed, "random `seed`")
+	fs.StringVar(&out, "out", "-", "output `file`; - for stdout")
+	cmd.RunE = runE(func(ctx context.Context, cmd *cobra.Command, _ []string) error {
+		g, err := synth.NewSeedWorkload(c)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		return writeSynth(ctx, e, g, out, name)
+	})
+	return cmd
+}

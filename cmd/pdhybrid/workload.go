@@ -31,7 +31,13 @@ type workload struct {
 func openWorkload(e *env, f *simFlags) (*workload, error) {
 	w := &workload{close: func() error { return nil }}
 	var src sim.Source
-	if f.trace == "" {
+	if f.trace == "" && f.workload != "agentic" {
+		st, desc, err := presetWorkload(f)
+		if err != nil {
+			return nil, usagef("--workload %s: %v", f.workload, err)
+		}
+		src, w.desc = st, desc
+	} else if f.trace == "" {
 		cfg := synth.DefaultAgentic()
 		cfg.Seed = f.seed
 		if f.synthReqs > 0 {
@@ -175,4 +181,29 @@ func lastTimestamp(f *os.File) float64 {
 		return 0
 	}
 	return *r.Timestamp
+}
+
+// presetWorkload opens a built-in workload other than the agentic default:
+// BLIS's agentic spec or the seed's two workloads (docs/workloads.md).
+func presetWorkload(f *simFlags) (sim.Source, string, error) {
+	switch f.workload {
+	case "groups":
+		c := synth.DefaultGroups()
+		if f.changedSeed {
+			c.Seed = f.seed
+		}
+		g, err := synth.NewGroups(c)
+		return g, fmt.Sprintf("built-in groups workload (BLIS's agentic spec, seed %d)", c.Seed), err
+	case "seed-swe", "seed-inferact":
+		c := synth.DefaultSeedSWE()
+		if f.workload == "seed-inferact" {
+			c = synth.DefaultSeedInferact()
+		}
+		if f.changedSeed {
+			c.Seed = f.seed
+		}
+		g, err := synth.NewSeedWorkload(c)
+		return g, fmt.Sprintf("built-in %s workload (seed %d)", f.workload, c.Seed), err
+	}
+	return nil, "", fmt.Errorf("unknown workload (want agentic, groups, seed-swe or seed-inferact)")
 }

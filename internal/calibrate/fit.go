@@ -50,10 +50,19 @@ func PrefillFeatures(n, p int) []float64 {
 	return []float64{1, fn, fn * (float64(p) + fn/2)}
 }
 
+// LargeBatch is where the decode context slope is fitted apart: batches of
+// this many sequences or more read context at their own measured rate.
+const LargeBatch = 64
+
 // DecodeFeatures is the decode design row: the coefficients it multiplies
-// are (DecodeOverheadS, DecodePerSeqS, DecodePerCtxTokenS, DecodeExpertsS).
+// are (DecodeOverheadS, DecodePerSeqS, DecodePerCtxTokenS, DecodeExpertsS,
+// DecodePerCtxTokenLargeS); the two context columns split at LargeBatch.
 func DecodeFeatures(m model.Model, batch int, ctx int64) []float64 {
-	return []float64{1, float64(batch), float64(ctx), m.ExpertFraction(batch)}
+	small, large := float64(ctx), 0.0
+	if batch >= LargeBatch {
+		small, large = 0, float64(ctx)
+	}
+	return []float64{1, float64(batch), small, m.ExpertFraction(batch), large}
 }
 
 // CopyFeatures is a link's design row: (SetupS, 1/BandwidthBytes).
@@ -135,6 +144,9 @@ func FitData(d *Data, m model.Model, k int) (*Fit, error) {
 		}
 		f.Timing.DecodeOverheadS, f.Timing.DecodePerSeqS = x[0], x[1]
 		f.Timing.DecodePerCtxTokenS, f.Timing.DecodeExpertsS = x[2], x[3]
+		if x[4] > 0 {
+			f.Timing.DecodePerCtxTokenLargeS, f.Timing.LargeBatch = x[4], LargeBatch
+		}
 	}
 	for _, kind := range copyKinds(d) {
 		var A [][]float64

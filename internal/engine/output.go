@@ -82,7 +82,7 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	if m.Blocks < full {
 		return // the previous prompt itself was evicted meanwhile
 	}
-	if !w.makeRoom(int64(end-m.Blocks) * int64(bs)) {
+	if !w.makeRoomFor(now, int64(end-m.Blocks)*int64(bs), r.Session) {
 		return
 	}
 	m.Node, _ = w.tree.Insert(m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)

@@ -38,8 +38,9 @@ type Request struct {
 	Kind Kind
 	// Blocks are the prompt's hash ids. They are not copied, and they are
 	// read only until the prefill is done (EvPrefillDone, or the first token
-	// of a Full request): the caches copy what they keep, so the owner may
-	// reuse the storage from then on.
+	// of a Full request) or, for a DecodeOnly request that keeps its session,
+	// until it joins the batch (its EvFirstToken): the caches copy what they
+	// keep, so the owner may reuse the storage from then on.
 	Blocks []uint64
 	Input  int // prompt tokens
 	Output int // tokens to generate here (≥ 1 for Full and DecodeOnly)
@@ -97,6 +98,9 @@ const (
 	// EvSessionEvicted: a session-aware cache evicted Event.Session, freeing
 	// Event.Tokens (Req is nil).
 	EvSessionEvicted
+	// EvStall: the scheduler lost Event.Stall seconds to a trim before its
+	// next step (Req is nil).
+	EvStall
 )
 
 func (k EventKind) String() string {
@@ -113,6 +117,8 @@ func (k EventKind) String() string {
 		return "chunk-done"
 	case EvSessionEvicted:
 		return "session-evicted"
+	case EvStall:
+		return "stall"
 	}
 	return "unknown"
 }
@@ -122,6 +128,8 @@ type Event struct {
 	Kind    EventKind
 	Req     *Request
 	Time    float64
-	Tokens  int    // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
-	Session string // EvSessionEvicted
+	Tokens  int      // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
+	Session string   // EvSessionEvicted
+	Blocks  []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
+	Stall   float64  // EvStall: seconds
 }

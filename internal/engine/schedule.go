@@ -22,10 +22,8 @@ func (w *Worker) wake(now float64) {
 	elapsed := now - w.stepStart
 	if elapsed <= 0 {
 		// The run was planned at this very instant, or has not started
-		// behind a trim's stall: plan again with the new work in view,
-		// owing what is left of the stall.
-		w.stall -= elapsed
-		w.stats.StallS += elapsed
+		// behind a trim's stall: plan again with the new work in view
+		// (the stall still holds the new plan back: stallUntil).
 		w.busy = false
 		w.planNext(now)
 		return
@@ -224,12 +222,12 @@ func (w *Worker) planNext(now float64) {
 
 	var dur float64
 	defer func() {
-		if w.busy && w.stall > 0 {
-			// A trim ran on the scheduler loop before this step (F6).
-			w.stats.StallS += w.stall
-			w.stepStart += w.stall
-			w.stepEnd += w.stall
-			w.stall = 0
+		if w.busy && w.stepStart < w.stallUntil {
+			// A trim ran on the scheduler loop: no step starts before it
+			// is over (F6).
+			d := w.stallUntil - w.stepStart
+			w.stepStart += d
+			w.stepEnd += d
 		}
 	}()
 	switch {
@@ -252,7 +250,7 @@ func (w *Worker) planNext(now float64) {
 		}
 		p.decodeK, p.batch, p.ctx = max(k, 1), b, ctx
 		p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
-		p.slope = w.tm.DecodePerCtxTokenS * float64(b)
+		p.slope = w.tm.CtxSlope(b) * float64(b)
 		dur = w.runTime(p.decodeK)
 	default:
 		return // idle
@@ -295,7 +293,7 @@ func (w *Worker) join(now float64) {
 // 128), so the batch adds its per-sequence and context terms, not a second
 // expert read.
 func (w *Worker) mixedDecodeS(batch int, ctx int64) float64 {
-	return w.tm.DecodePerSeqS*float64(batch) + w.tm.DecodePerCtxTokenS*float64(ctx)
+	return w.tm.DecodePerSeqS*float64(batch) + w.tm.CtxSlope(batch)*float64(ctx)
 }
 
 func (w *Worker) batchShape() (int, int64) {
@@ -320,6 +318,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	r.CachedTokens = max(cached, 0)
 	out := int64(w.outputOf(r))
 	need := int64(r.Uncached()) + out
+	w.unpinFor(now, r)
 	if !w.makeRoomFor(now, need, r.Session) {
 		if r.locked {
 			w.tree.Unlock(r.node, now)

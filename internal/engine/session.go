@@ -57,6 +57,9 @@ type SessionConfig struct {
 	// HighWater is the share of the pool above which admission replies
 	// carry a backpressure hint (recommended_pause_ms); 0 takes 0.95.
 	HighWater float64
+	// ReportPaths attaches an evicted session's block ids to its
+	// EvSessionEvicted event (for D→P snapshots on eviction).
+	ReportPaths bool
 }
 
 // dSession is a session resident on this worker.
@@ -83,6 +86,9 @@ type AdmitQuery struct {
 	// router's own gate judged the append too large): the old residency is
 	// dropped first.
 	ForceSeed bool
+	// DirectOnly asks for a direct append only (the seed's admission RPC):
+	// a session not resident here is refused with session-not-resident.
+	DirectOnly bool
 }
 
 // AdmitMode is what an admission grants.
@@ -167,6 +173,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		rep.CanAdmit, rep.Mode = true, AdmitDirect
 		return rep
 	}
+	if q.DirectOnly {
+		rep.Reason = ReasonNotResident
+		return rep
+	}
 	if c := w.cfg.Session.Cap; c > 0 && w.residentSessions() >= c && s == nil {
 		if !w.trimOne(now, q.Session, &rep) {
 			rep.Reason = ReasonSessionCap
@@ -226,7 +236,9 @@ func (w *Worker) evictable() int64 {
 func (w *Worker) residentSessions() int {
 	n := 0
 	for _, s := range w.dsess {
-		if s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock {
+		// At block granularity an idle session's KV is plain cache: only
+		// sessions with a request here count against the cap.
+		if s.pinned || s.inflight > 0 {
 			n++
 		}
 	}
@@ -237,6 +249,9 @@ func (w *Worker) residentSessions() int {
 // other than except, and charges the scheduler stall. It reports whether
 // one was evicted.
 func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
+	if w.cfg.Session.Eviction == EvictBlock {
+		return false // nothing is pinned: LRU frees blocks as the pool needs them
+	}
 	var victim *dSession
 	for _, s := range w.dsess {
 		if s.id == except || (!s.pinned && w.cfg.Session.Eviction == EvictSession) {
@@ -255,7 +270,13 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 	freed := w.evictSession(now, victim)
 	rep.Trimmed++
 	rep.TrimmedTok += freed
-	w.stall += w.cfg.Session.TrimStallS + w.cfg.Session.TrimStallPerTokenS*float64(freed)
+	if cost := w.cfg.Session.TrimStallS + w.cfg.Session.TrimStallPerTokenS*float64(freed); cost > 0 {
+		// The trim runs on the scheduler loop from now: the next step, and
+		// the handling of KV transfers landing here, wait for it.
+		w.stallUntil = max(w.stallUntil, now) + cost
+		w.stats.StallS += cost
+		w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: cost})
+	}
 	return true
 }
 
@@ -267,7 +288,11 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		freed += t.tokens
 		w.dropTail(t)
 	}
+	var path []uint64
 	if s.pinned {
+		if w.cfg.Session.ReportPaths {
+			path, _ = w.tree.PathBlocks(s.node)
+		}
 		s.pinned = false
 		w.tree.Unlock(s.node, now)
 		freed += w.tree.EvictPath(s.node)
@@ -277,8 +302,66 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	}
 	w.stats.EvictedTokens += freed
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed)})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path})
 	return freed
+}
+
+// SessionPath is the block ids of the KV a resident session holds here
+// (its pinned prompt path; at block granularity, nothing is pinned and ok
+// is false), for a D→P snapshot.
+func (w *Worker) SessionPath(session string) (blocks []uint64, tokens int64, ok bool) {
+	s := w.dsess[session]
+	if s == nil || !s.pinned {
+		return nil, 0, false
+	}
+	blocks, tokens = w.tree.PathBlocks(s.node)
+	return blocks, tokens, true
+}
+
+// IngestSnapshot files a session's KV received from a decoder (a D→P
+// snapshot) in this worker's radix cache, unlocked, so the session's next
+// prefill here hits it: SGLang's finalize_ingest. It reports the tokens
+// added, or false when the pool cannot make room.
+func (w *Worker) IngestSnapshot(now float64, blocks []uint64) (int64, bool) {
+	if w.tree == nil || len(blocks) == 0 {
+		return 0, false
+	}
+	bs := int64(w.cfg.BlockSize)
+	m := w.tree.Lock(blocks, bs, now)
+	defer func() { w.tree.Unlock(m.Node, now) }()
+	add := int64(len(blocks)-m.Blocks) * bs
+	if add <= 0 {
+		return 0, true
+	}
+	if !w.makeRoomFor(now, add, "") {
+		return 0, false
+	}
+	var adopted int64
+	m.Node, adopted = w.tree.Insert(m.Node, blocks, m.Blocks, bs, now)
+	return adopted, true
+}
+
+// unpinFor releases a session's pin when its next request is admitted
+// here: a direct append holds what it reuses of the session's KV with its
+// own lock (taken before this call) and a reseed replaces it, so the rest —
+// the old partial last block, a pinned output tail — becomes evictable
+// instead of crowding the request out of its own pool. The request pins the
+// session again when it ends (sessionEnd).
+func (w *Worker) unpinFor(now float64, r *Request) {
+	if !w.cfg.Session.Enabled || !r.KeepSession {
+		return
+	}
+	s := w.dsess[r.Session]
+	if s == nil {
+		return
+	}
+	if t := w.tails[r.Session]; t != nil && t.pinned {
+		w.dropTail(t)
+	}
+	if s.pinned {
+		s.pinned = false
+		w.tree.Unlock(s.node, now)
+	}
 }
 
 // sessionStart notes that a request of the session entered this worker.
@@ -363,6 +446,9 @@ func (w *Worker) adoptPrompt(now float64, r *Request) {
 		return
 	}
 	last := w.lastBlockTokens(r.Input, len(r.Blocks))
+	if full := r.Input / w.cfg.BlockSize; full > 0 && full <= len(r.Blocks) {
+		r.lastWhole = r.Blocks[full-1] // for its output tail (output.go)
+	}
 	m := w.tree.Lock(r.Blocks, last, now)
 	node, _ := w.tree.Insert(m.Node, r.Blocks, m.Blocks, last, now)
 	// The tree holds the whole prompt now; the reservation's copy goes.

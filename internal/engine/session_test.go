@@ -117,3 +117,59 @@ func TestSessionCap(t *testing.T) {
 		t.Fatalf("second session once the first is idle: %+v", rep)
 	}
 }
+
+// A session that nearly fills its decoder can still take its next turn
+// direct: the pin on its old KV is released when the turn is admitted (the
+// turn locks what it reuses), so the old partial block does not crowd the
+// turn out of its own pool. A 20-request seed-swe run on the H100 profile
+// once stalled on this.
+func TestDirectAppendNearlyFillingThePool(t *testing.T) {
+	w, _ := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 10, PoolTokens: 1000,
+		Session: SessionConfig{Enabled: true}})
+	b := chain(1, 96)
+	first := append(append([]uint64(nil), b[:90]...), 777) // 905 tokens: 90 whole blocks + 5 in its own last block
+	now := seedOn(t, w, 0, "s", first, 905, 2)
+	r := &Request{ID: 2, Kind: Full, Session: "s", KeepSession: true, Blocks: b, Input: 958, Output: 40}
+	if err := w.Submit(now, r); err != nil {
+		t.Fatal(err)
+	}
+	_, evs := drive(w, now)
+	done := false
+	for _, ev := range evs {
+		done = done || (ev.Kind == EvFinished && ev.Req == r)
+	}
+	if !done || r.CachedTokens != 900 {
+		t.Fatalf("direct append finished %v with %d cached; want it to run over the 900 whole-block tokens", done, r.CachedTokens)
+	}
+	checkPool(t, w)
+}
+
+// capacity-backup keeps a seed's prompt on the prefill worker through LRU
+// pressure, up to min(4, max(1, pool / (2 · prompt))) sessions; without it
+// the prompt is evicted like any cache entry.
+func TestPrefillCapacityBackup(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		w, _ := New(Config{Name: "p", Role: RolePrefill, Profile: testProfile(t), BlockSize: 10, PoolTokens: 3000,
+			PrefixCache: true, PrefillBackup: keep})
+		run := func(id int64, sess string, blocks []uint64, seed bool) {
+			r := &Request{ID: id, Kind: PrefillOnly, Session: sess, KeepSession: seed, Blocks: blocks, Input: len(blocks) * 10}
+			if err := w.Submit(0, r); err != nil {
+				t.Fatal(err)
+			}
+			drive(w, 0)
+			if err := w.Release(0, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := chain(1, 100)
+		run(1, "a", a, true)
+		for i := int64(2); i < 6; i++ {
+			run(i, "x", chain(uint64(i), 100), false) // plain traffic filling the pool
+		}
+		kept := w.PrefixMatch(a, 1000) == 1000
+		if kept != keep {
+			t.Fatalf("backup %v: session a's seed-time prompt kept %v (backups %v)", keep, kept, w.Backups())
+		}
+		checkPool(t, w)
+	}
+}

@@ -55,6 +55,9 @@ type Config struct {
 	// MixedChunk lets the decode batch ride along in prefill steps instead of
 	// waiting for them (SGLang --enable-mixed-chunk).
 	MixedChunk bool
+	// PrefillBackup keeps a seed's prompt pinned on a prefill worker for its
+	// session after the transfer (the seed's capacity-backup; backup.go).
+	PrefillBackup bool
 	// Session makes a decode worker session-aware (session.go): it keeps
 	// sessions' KV between turns and takes direct appends.
 	Session SessionConfig
@@ -112,8 +115,9 @@ type Worker struct {
 	tailTokens int64
 	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
 
-	dsess map[string]*dSession // session.go
-	stall float64              // scheduler stall owed to trims, charged to the next step
+	dsess      map[string]*dSession // session.go
+	backups    []backup             // backup.go, oldest first
+	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 
 	events []Event
 	stats  Stats
@@ -159,6 +163,11 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return w, nil
 }
+
+// StalledUntil is when the scheduler loop is free of the trims that stall
+// it: KV transfers landing on this worker are handled no earlier (the
+// seed's trims blocked mooncake's completion handling, F6).
+func (w *Worker) StalledUntil() float64 { return w.stallUntil }
 
 // Name is the worker's name.
 func (w *Worker) Name() string { return w.cfg.Name }
@@ -311,6 +320,7 @@ func (w *Worker) Release(now float64, r *Request) error {
 	if r.Stage != StageHeld {
 		return fmt.Errorf("engine: Release of request %d in stage %d", r.ID, r.Stage)
 	}
+	w.keepBackup(now, r)
 	w.freeRequest(now, r)
 	r.Stage, r.FinishedAt = StageDone, now
 	w.grantReservations(now)
@@ -426,14 +436,11 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 // free is the pool space neither used nor promised.
 func (w *Worker) free() int64 { return w.capacity - w.Used() - w.reserved }
 
-// makeRoom evicts prefix-cache leaves so that need tokens are free, if the
-// cache can give that much. It reports whether need is now free.
-func (w *Worker) makeRoom(need int64) bool { return w.makeRoomFor(0, need, "") }
-
-// makeRoomFor is makeRoom for a request of session except: a session-aware
-// decoder that cannot find the room in its cache trims sessions other than
-// except (the scheduler's own trim: without it a request admitted by RPC
-// could wait forever behind sessions nobody will ever trim).
+// makeRoomFor makes room for a request of session except: evictable cache
+// first, in one LRU order; then a session-aware decoder trims sessions
+// other than except (the scheduler's own trim: without it a request
+// admitted by RPC could wait forever behind sessions nobody will ever trim).
+// It reports whether need tokens are now free.
 func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 	f := w.free()
 	if f >= need {
@@ -443,6 +450,12 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 		var rep AdmitReply
 		for w.free()+w.evictable() < need && w.trimOne(now, except, &rep) {
 		}
+	}
+	// Backups are a best effort: a request the pool cannot otherwise take
+	// goes before them, oldest dropped first.
+	for w.free()+w.evictable() < need && len(w.backups) > 0 {
+		w.tree.Unlock(w.backups[0].node, now)
+		w.backups = append(w.backups[:0], w.backups[1:]...)
 	}
 	if w.tree == nil || w.free()+w.evictable() < need {
 		return false
@@ -455,7 +468,7 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 		case hasTail && (!hasLeaf || tt < lt):
 			w.stats.EvictedTokens += w.evictOldestTail()
 		case hasLeaf && w.cfg.Session.Enabled && w.cfg.Session.Eviction == EvictBlock:
-			w.stats.EvictedTokens += w.tree.Nibble(need - w.free())
+			w.stats.EvictedTokens += w.tree.NibbleOne(need - w.free())
 		case hasLeaf:
 			w.stats.EvictedTokens += w.tree.Evict(1)
 		default:
@@ -473,6 +486,7 @@ func (w *Worker) grantReservations(now float64) {
 			return
 		}
 		out := int64(max(r.Output, 1))
+		w.unpinFor(now, r)
 		if !w.makeRoomFor(now, int64(r.Input)+out, r.Session) {
 			w.countKVWait(r)
 			return

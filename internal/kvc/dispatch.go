@@ -66,6 +66,12 @@ type DispatchConfig struct {
 	Reset       RejectReset
 	Belief      Belief
 	SessionCap  int // router-gate only: sessions believed on one decoder
+	// Breaker guards each decoder against a failing transport (breaker.go).
+	Breaker BreakerConfig
+	// SeedMaxInflight caps the seeds in flight to one decoder (the seed's
+	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
+	// is passed over for seeds, not for direct appends.
+	SeedMaxInflight int
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -122,7 +128,11 @@ type Action struct {
 	Delay     float64 // seconds to wait before acting (backpressure)
 	MaxAppend int     // ActAdmit: τ_append for the worker to check (0 = none)
 	ForceSeed bool    // ActAdmit: ask for a seed even if the session is resident
-	Cause     string  // ActFail
+	// DirectOnly (ActAdmit, router gate): ask for a direct append only, as
+	// the seed's router did for a session it believed resident there; a
+	// decoder that does not hold it refuses (session-not-resident).
+	DirectOnly bool
+	Cause      string // ActFail
 }
 
 // AdmitReply is a decoder's structured answer to an admission RPC.
@@ -140,10 +150,10 @@ type rejKey struct {
 
 type sessState struct {
 	seen     bool
-	pin      int // decoder holding the session (router's belief); −1 none
-	last     int // decoder that last held it, evicted or not; −1 none
-	resident int // tokens believed resident on pin (router gate)
-	handle   radix.Handle
+	pin      int            // decoder holding the session (router's belief); −1 none
+	last     int            // decoder that last held it, evicted or not; −1 none
+	resident int            // tokens believed resident on pin (router gate)
+	handles  []radix.Handle // per decoder: the path the router believes it holds
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -153,6 +163,8 @@ type Dispatcher struct {
 	rejects  map[rejKey]int
 	sessions map[string]*sessState
 	onD      []int // sessions believed pinned per decoder (router gate cap)
+	breakers []breaker
+	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -161,7 +173,11 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 	if cfg.MaxRetries < 0 {
 		cfg.MaxRetries = len(decode) - 1
 	}
-	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode))}
+	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode)),
+		breakers: make([]breaker, len(decode)), seeding: make([]int, len(decode))}
+	for i := range x.breakers {
+		x.breakers[i].cfg = cfg.Breaker
+	}
 	if len(prefill) > 0 {
 		x.p = NewRouter(prefill, cfg.Policy, pOpts)
 	}
@@ -189,11 +205,18 @@ type Dispatch struct {
 	kind     ActionKind // the executing action, once decided
 	pause    float64
 	accepted bool
+	seeding  bool    // counted in its decoder's seeds in flight
+	probe    bool    // the half-open breaker's probe
+	now      float64 // when Begin was called: breakers judge by it
+	lastD    int     // the session's decoder before this request
 }
 
-// Begin starts a request's dispatch; Action says what to do first.
-func (x *Dispatcher) Begin(r Request) *Dispatch {
-	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1}
+// Begin starts a request's dispatch at now; Action says what to do first.
+func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
+	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	if s := x.sessions[r.Session]; s != nil {
+		t.lastD = s.last
+	}
 	switch x.cfg.Mechanism {
 	case MechColo:
 		w := x.d.Pick(r.Session, r.Blocks).Worker
@@ -227,6 +250,8 @@ func (t *Dispatch) route() {
 		t.fallback()
 		return
 	}
+	// Breakers do not keep a decoder from direct appends, which move no KV
+	// over the failing transport; they hold back seeds and plain PD.
 	allowed := func(d int) bool {
 		return !t.tried[d] && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
@@ -255,9 +280,14 @@ func (t *Dispatch) route() {
 	if x.cfg.Gate == GateRouter {
 		// The seed's router-side gate: the router estimates the append from
 		// what it believes d holds, and checks its session cap, before the RPC.
-		if s.pin == d && s.resident > 0 && t.r.Input-s.resident > x.cfg.TauAppend {
+		switch {
+		case s.pin == d && s.resident == 0:
+			t.setWhy("no-direct-info") // pinned, but nothing known of what it holds
+		case s.pin == d && t.r.Input-s.resident > x.cfg.TauAppend:
 			a.ForceSeed = true
 			t.setWhy("real-large-append")
+		case s.pin == d:
+			a.DirectOnly = true
 		}
 		if x.cfg.SessionCap > 0 && s.pin != d && x.onD[d] >= x.cfg.SessionCap {
 			t.reject(d, AdmitReply{Reason: "session-cap"}, "router session cap")
@@ -286,6 +316,19 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	t.note("admit %s: %s", x.d.names[d], map[bool]string{true: "direct", false: "seed (" + rep.Reason + ")"}[rep.Direct])
 	if rep.Direct {
 		t.decide(ActDirect, -1, d, "kvcache-direct-to-d-session")
+		return
+	}
+	if !x.breakers[d].allows(t.now) {
+		// A seed would cross the transport whose failures opened d's
+		// breaker: try another decoder (not a reject of the session).
+		t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		t.route()
+		return
+	}
+	if c := x.cfg.SeedMaxInflight; c > 0 && x.seeding[d] >= c {
+		t.note("skip %s: %d seeds in flight (seed-max-inflight-decode %d)", x.d.names[d], x.seeding[d], c)
+		t.suffixOnce("-d-backpressure")
+		t.route()
 		return
 	}
 	s := x.session(t.r.Session)
@@ -320,6 +363,8 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	switch rep.Reason {
 	case "real-large-append":
 		t.setWhy("real-large-append")
+	case "session-not-resident":
+		t.setWhy("session-not-resident")
 	case "session-cap":
 		t.suffixOnce("-session-cap")
 	case "no-space":
@@ -370,7 +415,18 @@ func (t *Dispatch) fallback() {
 func (t *Dispatch) plainPD(mode string) {
 	x := t.x
 	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
-	d := x.d.Pick(t.r.Session, t.r.Blocks).Worker
+	d := x.d.PickAmong(t.r.Session, t.r.Blocks, func(d int) bool { return x.breakers[d].allows(t.now) }).Worker
+	if d < 0 {
+		// Every breaker is open: send it anyway to the one that opened
+		// first, whose cooldown ends soonest; its outcome is the probe.
+		d = 0
+		for i := range x.breakers {
+			if x.breakers[i].openedAt < x.breakers[d].openedAt {
+				d = i
+			}
+		}
+		t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
+	}
 	t.decide(ActPD, p, d, mode)
 	t.act.Delay = t.pause
 }
@@ -395,6 +451,10 @@ func (t *Dispatch) Path() []string { return t.path }
 func (t *Dispatch) Accepted() {
 	x := t.x
 	t.accepted = true
+	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
+		// Only what crosses the transport can probe its breaker.
+		t.probe = x.breakers[t.chosenD].sent(t.now)
+	}
 	switch t.kind {
 	case ActColo:
 		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
@@ -410,6 +470,8 @@ func (t *Dispatch) Accepted() {
 	case ActDirect, ActSeed:
 		if t.kind == ActSeed {
 			x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+			x.seeding[t.chosenD]++
+			t.seeding = true
 		}
 		h := x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 		s := x.session(t.r.Session)
@@ -417,7 +479,11 @@ func (t *Dispatch) Accepted() {
 			x.unpin(t.r.Session)
 			x.onD[t.chosenD]++
 		}
-		s.pin, s.last, s.resident, s.handle = t.chosenD, t.chosenD, t.r.Input+t.r.Output, h
+		s.pin, s.last, s.resident = t.chosenD, t.chosenD, t.r.Input+t.r.Output
+		if s.handles == nil {
+			s.handles = make([]radix.Handle, len(x.d.names))
+		}
+		s.handles[t.chosenD] = h
 	}
 	x.session(t.r.Session).seen = true
 	t.act = Action{Kind: ActDone, P: -1, D: -1}
@@ -432,6 +498,10 @@ func (t *Dispatch) Refused(cause string) {
 
 // PrefillDone tells the dispatcher the request left its prefill worker.
 func (t *Dispatch) PrefillDone() {
+	if t.seeding {
+		t.x.seeding[t.chosenD]--
+		t.seeding = false
+	}
 	if t.accepted && t.chosenP >= 0 {
 		t.x.p.Done(t.chosenP)
 		t.chosenP = -1
@@ -443,6 +513,12 @@ func (t *Dispatch) PrefillDone() {
 func (t *Dispatch) Finished(ok bool) {
 	x := t.x
 	t.PrefillDone()
+	if t.probe {
+		// A probe that ended with no transport outcome (cut short before
+		// its transfer landed or failed) frees the half-open slot.
+		x.breakers[t.chosenD].probing = false
+		t.probe = false
+	}
 	if !t.accepted {
 		return
 	}
@@ -457,6 +533,10 @@ func (t *Dispatch) Finished(ok bool) {
 	}
 }
 
+// LastDecoder is the decoder that held the request's session before this
+// request (−1 when none): where a passive D→P snapshot comes from.
+func (t *Dispatch) LastDecoder() int { return t.lastD }
+
 // Decoder and Prefill are the chosen workers (−1 when none).
 func (t *Dispatch) Decoder() int { return t.chosenD }
 func (t *Dispatch) Prefill() int { return t.chosenP }
@@ -469,12 +549,19 @@ func (x *Dispatcher) SessionEvicted(d int, session string) {
 		return
 	}
 	s := x.sessions[session]
-	if s == nil || s.pin != d {
+	if s == nil {
 		return
 	}
-	x.d.ForgetBlocks(d, s.handle)
-	x.d.Unpin(session, d)
-	x.unpin(session)
+	// Forget what d held of it even if the session has moved on: a decoder
+	// it left keeps its copy until it evicts it, and says so then.
+	if s.handles != nil {
+		x.d.ForgetBlocks(d, s.handles[d])
+		s.handles[d] = radix.Handle{}
+	}
+	if s.pin == d {
+		x.d.Unpin(session, d)
+		x.unpin(session)
+	}
 }
 
 func (x *Dispatcher) unpin(session string) {

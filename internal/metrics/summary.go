@@ -56,6 +56,9 @@ type Summary struct {
 	// Warnings are what the run said on stderr while it ran (an overload
 	// building up, say), kept with its figures.
 	Warnings []string `json:"warnings,omitempty"`
+	// DToPSync counts D→P snapshot outcomes by "<event>: <stage>" (ok:
+	// finalize, skipped: entry, failed: prepare, ...); absent when off.
+	DToPSync map[string]int `json:"d_to_p_sync,omitempty"`
 
 	ModelID  string `json:"model_id,omitempty"` // served model (vLLM's model_id)
 	Hardware string `json:"hardware,omitempty"` // hardware profile of every worker

@@ -328,34 +328,42 @@ func (r *Tree) Evict(need int64) int64 {
 func (r *Tree) Nibble(need int64) int64 {
 	var freed int64
 	for freed < need {
-		if _, ok := r.OldestAccess(); !ok {
+		f := r.NibbleOne(need - freed)
+		if f == 0 {
 			break
 		}
-		e := r.lru[0]
-		n := &r.nodes[e.node]
-		if n.tokens <= need-freed || len(n.key) <= 1 {
-			freed += r.Evict(1)
-			continue
-		}
-		// Cut k blocks off the end of the edge, the partial one first.
-		want := need - freed
-		cut, k := int64(0), 0
-		for cut < want && k < len(n.key)-1 {
-			if k == 0 && n.partial > 0 {
-				cut += n.partial
-			} else {
-				cut += r.blockSize
-			}
-			k++
-		}
-		n.key = n.key[:len(n.key)-k]
-		n.tokens -= cut
-		n.partial = 0
-		r.tokens -= cut
-		r.evictable -= cut
-		freed += cut
+		freed += f
 	}
 	return freed
+}
+
+// NibbleOne is one step of Nibble: it frees what is needed of the least
+// recently used leaf only (its last blocks, or all of it), so an owner that
+// keeps other evictable KV beside the tree can compare ages between steps.
+func (r *Tree) NibbleOne(need int64) int64 {
+	if _, ok := r.OldestAccess(); !ok || need <= 0 {
+		return 0
+	}
+	n := &r.nodes[r.lru[0].node]
+	if n.tokens <= need || len(n.key) <= 1 {
+		return r.Evict(1)
+	}
+	var cut int64
+	k := 0
+	for cut < need && k < len(n.key)-1 {
+		if k == 0 && n.partial > 0 {
+			cut += n.partial
+		} else {
+			cut += r.blockSize
+		}
+		k++
+	}
+	n.key = n.key[:len(n.key)-k]
+	n.tokens -= cut
+	n.partial = 0
+	r.tokens -= cut
+	r.evictable -= cut
+	return cut
 }
 
 // EvictPath frees node n and then its ancestors, as long as each is
@@ -383,6 +391,25 @@ func (r *Tree) EvictPath(n int32) int64 {
 		r.pushIfLeaf(n)
 	}
 	return freed
+}
+
+// PathBlocks returns the block ids from the root to node n, and the
+// tokens they hold, as a new slice: what a worker sends when it ships a
+// cached path elsewhere (a D→P snapshot).
+func (r *Tree) PathBlocks(n int32) ([]uint64, int64) {
+	var depth int
+	for x := n; x > root; x = r.nodes[x].parent {
+		depth += len(r.nodes[x].key)
+	}
+	out := make([]uint64, depth)
+	var tokens int64
+	for x := n; x > root; x = r.nodes[x].parent {
+		nd := &r.nodes[x]
+		depth -= len(nd.key)
+		copy(out[depth:], nd.key)
+		tokens += nd.tokens
+	}
+	return out, tokens
 }
 
 // Handle names a node across later changes to the tree: it goes stale

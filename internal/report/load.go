@@ -170,8 +170,10 @@ func Load(dir string) (*Run, error) {
 	if err := readWorkers(filepath.Join(dir, "structural", "workers.jsonl"), r); err != nil {
 		return nil, err
 	}
-	if err := readEvents(filepath.Join(dir, "structural", "events.jsonl"), r); err != nil {
-		return nil, err
+	for _, name := range eventFiles {
+		if err := readEvents(filepath.Join(dir, "structural", name), r); err != nil {
+			return nil, err
+		}
 	}
 	if r.Facts, err = readFacts(dir, r.Config, r.Workers); err != nil {
 		return nil, err
@@ -380,6 +382,11 @@ func (b byTime) Swap(i, j int) {
 	b.w.T[i], b.w.T[j] = b.w.T[j], b.w.T[i]
 	b.w.Occ[i], b.w.Occ[j] = b.w.Occ[j], b.w.Occ[i]
 }
+
+// eventFiles are the structural event logs a run folder may hold: the
+// general one and one per control-plane event kind (sim.EventFiles).
+var eventFiles = []string{"events.jsonl", "admission-events.jsonl", "session-d-binding.jsonl",
+	"backpressure-events.jsonl", "evictions.jsonl", "d-to-p-sync.jsonl"}
 
 func readEvents(path string, r *Run) error {
 	err := eachLine(path, func(b []byte) error {

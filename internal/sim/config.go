@@ -91,6 +91,17 @@ type Config struct {
 	// KVC holds the kvcache-centric mechanism's knobs.
 	KVC KVC `json:"kvc"`
 
+	// Transport faults (transport.go): a transfer unfinished this long after
+	// it started fails its request (0 = never); PeerFailure is windowed (a
+	// breaker per decoder in the control plane: BreakerFailures failures
+	// within BreakerWindowS open it for BreakerCooldownS) or hair-trigger
+	// (the seed: one timeout kills the P→D peer for the run).
+	TransferTimeoutS float64 `json:"transfer_timeout_s"`
+	PeerFailure      string  `json:"peer_failure"`
+	BreakerFailures  int     `json:"breaker_failures"`
+	BreakerWindowS   float64 `json:"breaker_window_s"`
+	BreakerCooldownS float64 `json:"breaker_cooldown_s"`
+
 	SLO             metrics.SLO `json:"slo"`
 	SampleIntervalS float64     `json:"sample_interval_s"` // worker occupancy log period (sim seconds)
 	Seed            uint64      `json:"seed"`
@@ -110,6 +121,18 @@ func (c *Config) Defaults() {
 		}
 	}
 	c.KVC.defaults()
+	if c.PeerFailure == "" {
+		c.PeerFailure = PeerWindowed
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = 3
+	}
+	if c.BreakerWindowS == 0 {
+		c.BreakerWindowS = 60
+	}
+	if c.BreakerCooldownS == 0 {
+		c.BreakerCooldownS = 30
+	}
 	if c.Link == "" {
 		c.Link = "rdma-400g"
 	}
@@ -182,6 +205,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 0 || c.TimeoutS < 0 || c.MaxInputLen < 0 {
 		return fmt.Errorf("sim: concurrency, timeout and max input length must be ≥ 0")
+	}
+	if c.PeerFailure != PeerWindowed && c.PeerFailure != PeerHairTrigger {
+		return fmt.Errorf("sim: unknown peer-failure mode %q (want windowed or hair-trigger)", c.PeerFailure)
+	}
+	if !(c.TransferTimeoutS >= 0) || !(c.BreakerWindowS > 0) || !(c.BreakerCooldownS >= 0) || c.BreakerFailures < 0 {
+		return fmt.Errorf("sim: transfer timeout %v s and breaker (%d failures in %v s, cooldown %v s) out of range",
+			c.TransferTimeoutS, c.BreakerFailures, c.BreakerWindowS, c.BreakerCooldownS)
 	}
 	if c.SampleIntervalS <= 0 {
 		return fmt.Errorf("sim: sample interval %v, expected > 0", c.SampleIntervalS)

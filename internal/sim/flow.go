@@ -12,7 +12,7 @@ import (
 
 // dispatch hands r to the control plane and executes what it decides.
 func (s *Sim) dispatch(r *req) {
-	r.x = s.disp.Begin(kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
+	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
 		Input: r.t.InputLength, Output: r.t.OutputLength})
 	s.execute(r)
 }
@@ -35,16 +35,12 @@ func (s *Sim) execute(r *req) {
 		case kvc.ActAdmit:
 			s.push(event{t: s.now + s.cfg.KVC.AdmissionRTTS, kind: evAdmit, req: r})
 			return
-		case kvc.ActColo:
-			if s.startColo(r, a) {
+		case kvc.ActColo, kvc.ActDirect:
+			if s.startWhole(r, a) {
 				return
 			}
 		case kvc.ActPD, kvc.ActSeed:
 			if s.startPD(r, a) {
-				return
-			}
-		case kvc.ActDirect:
-			if s.startDirect(r, a) {
 				return
 			}
 		case kvc.ActFail:
@@ -66,20 +62,30 @@ func (s *Sim) admit(r *req) {
 	wi := s.decodes[a.D]
 	w := s.workers[wi]
 	rep := w.AdmitSession(s.now, engine.AdmitQuery{Session: r.t.SessionID, Blocks: r.t.HashIDs,
-		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed})
+		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed, DirectOnly: a.DirectOnly})
 	s.collect(wi)
 	s.logEvent("admission", w.Name(), r, fmt.Sprintf("mode=%s can_admit=%t reason=%s cached=%d pause_ms=%g trimmed=%d rtt_ms=%g",
 		rep.Mode, rep.CanAdmit, rep.Reason, rep.CachedTokens, rep.PauseMs, rep.Trimmed, 1000*s.cfg.KVC.AdmissionRTTS), rep.TrimmedTok)
+	if rep.PauseMs > 0 {
+		s.logEvent("backpressure", w.Name(), r, fmt.Sprintf("recommended_pause_ms=%g can_admit=%t queued=%d", rep.PauseMs, rep.CanAdmit, w.Queued()), 0)
+	}
 	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs})
 	s.execute(r)
 }
 
-// startColo serves r whole on a colocated worker.
-func (s *Sim) startColo(r *req, a kvc.Action) bool {
-	r.p, r.d = -1, s.colos[a.D]
+// startWhole serves r prefill and decode on one worker: a colocated worker
+// (DP), or its decoder as a direct append (KVC: D prefills the new tokens on
+// its own scheduler, interleaved with its decode batch, and keeps the
+// session).
+func (s *Sim) startWhole(r *req, a kvc.Action) bool {
+	pool, keep := s.colos, false
+	if a.Kind == kvc.ActDirect {
+		pool, keep = s.decodes, true
+	}
+	r.p, r.d = -1, pool[a.D]
 	r.startAt = s.now
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, Tag: r}
+		Session: r.t.SessionID, KeepSession: keep, Tag: r}
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
 		return false
@@ -90,21 +96,13 @@ func (s *Sim) startColo(r *req, a kvc.Action) bool {
 	return true
 }
 
-// startDirect runs r as a direct append on its decoder: D prefills the new
-// tokens on its own scheduler, interleaved with its decode batch.
-func (s *Sim) startDirect(r *req, a kvc.Action) bool {
-	r.p, r.d = -1, s.decodes[a.D]
-	r.startAt = s.now
-	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, KeepSession: true, Tag: r}
-	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
-		r.x.Refused(reason(err, s.workers[r.d].Name()))
-		return false
+// submitPrefill hands r to its prefill worker.
+func (s *Sim) submitPrefill(r *req) {
+	if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
+		s.failLegs(r, reason(err, s.workers[r.p].Name()))
+		return
 	}
-	s.noteBinding(r, a.D)
-	r.x.Accepted()
-	s.collect(r.d)
-	return true
+	s.collect(r.p)
 }
 
 // startPD starts a P→D request: plain PD, or a KVC seed/reseed whose
@@ -117,6 +115,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
+		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
 	}
 	// SGLang's order: D pre-allocates the KV, and P holds the request in
 	// its bootstrap queue until then (P is submitted on EvReserved). A P
@@ -128,6 +127,9 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
 		return false
+	}
+	if seed {
+		s.syncBeforeReseed(r, a.P)
 	}
 	s.noteBinding(r, a.D)
 	r.x.Accepted()
@@ -144,16 +146,17 @@ func reason(err error, worker string) string {
 	return "worker-refused: " + worker + ": " + err.Error()
 }
 
-// noteBinding logs a session's move to a new decode (or colocated) worker,
-// before the dispatcher pins it there.
+// noteBinding logs every turn's decode (or colocated) worker, before the
+// dispatcher pins the session there: "bind" for a session's first, "stay",
+// or "move from <worker>".
 func (s *Sim) noteBinding(r *req, w int) {
 	d := s.disp.DRouter()
 	prev, ok := d.Pin(r.t.SessionID)
-	if ok && prev == w {
-		return
-	}
 	detail := "bind"
-	if ok {
+	switch {
+	case ok && prev == w:
+		detail = "stay"
+	case ok:
 		detail = "move from " + d.Names()[prev]
 	}
 	s.logEvent("session-binding", d.Names()[w], r, detail, int64(r.t.InputLength))
@@ -167,16 +170,18 @@ func (s *Sim) handle(ev engine.Event) {
 	}
 	switch ev.Kind {
 	case engine.EvReserved:
-		// D holds the KV: P's bootstrap queue lets the request through.
-		if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
-			s.failLegs(r, reason(err, s.workers[r.p].Name()))
-			return
+		// D holds the KV: P's bootstrap queue lets the request through
+		// (once a passive D→P snapshot it waits for has landed).
+		r.dReady = true
+		if !r.syncWait {
+			s.submitPrefill(r)
 		}
-		s.collect(r.p)
 	case engine.EvChunkDone:
 		s.sendKV(r, ev.Tokens)
 	case engine.EvPrefillDone:
-		s.doneReading(r)
+		if !r.de.KeepSession {
+			s.doneReading(r) // a seed's decoder reads the ids again when it joins
+		}
 		r.pDone = true
 		s.sendKV(r, ev.Tokens)
 	case engine.EvFirstToken:
@@ -184,6 +189,7 @@ func (s *Sim) handle(ev engine.Event) {
 		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:
+		s.syncAfterAppend(r)
 		r.x.Finished(true)
 		s.record(r, metrics.StatusCompleted, "")
 		s.end(r)
@@ -200,11 +206,18 @@ func (s *Sim) sendKV(r *req, tokens int) {
 	if n <= 0 && !r.pDone {
 		return
 	}
+	if s.peerDead(r) {
+		s.failLegs(r, fmt.Sprintf("peer-dead: %s → %s: the peer was marked dead after a transfer timeout (--peer-failure hair-trigger)",
+			s.workers[r.p].Name(), s.workers[r.d].Name()))
+		return
+	}
 	r.sentKV = tokens
 	li := r.p - s.prefills[0]
 	r.xferLive++
-	s.links[li].Start(s.now, &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: r})
+	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &kvXfer{r: r}}
+	s.links[li].Start(s.now, x)
 	s.reschedLink(li)
+	s.watchTransfer(r, x)
 }
 
 // transferDone lands one of r's chunk transfers. When the last lands, P
@@ -224,6 +237,7 @@ func (s *Sim) transferDone(r *req) {
 		return
 	}
 	r.x.PrefillDone()
+	s.disp.PeerOK(r.d - s.decodes[0])
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return

@@ -16,11 +16,11 @@ type KVC struct {
 	// (--direct-max-uncached-tokens; v2: 8192, v0/v1: 2048).
 	TauAppend int `json:"direct_max_uncached_tokens"`
 	// TauReject blacklists a decoder for a session after this many
-	// admission rejects (τ_reject, 3; 0 = never).
+	// admission rejects (τ_reject; 0 takes the seed's 3; -1 = never).
 	TauReject int `json:"migration_reject_threshold"`
-	// MaxRetries is ε, admission attempts after the first before plain PD;
-	// -1 = |D|−1 (the spec).
-	MaxRetries int `json:"max_retries"`
+	// MaxAttempts is the admission attempts (1 + ε retries) before plain
+	// PD; 0 = one per decoder (ε = |D|−1, the spec).
+	MaxAttempts int `json:"max_attempts"`
 	// SeedMinTurn sends turns before it through plain PD (1 = none).
 	SeedMinTurn int `json:"seed_min_turn"`
 	// Gate, Reset and Belief: worker|router, direct|any|off,
@@ -40,6 +40,19 @@ type KVC struct {
 	// AdmissionRTTS is the admission RPC's round trip (the seed measured
 	// about 6 ms).
 	AdmissionRTTS float64 `json:"admission_rtt_s"`
+	// DToP is the D→P snapshot sync mode (off, passive, on-evict, active;
+	// dtop.go); DToPDeltaTokens the active mode's growth between pushes;
+	// SnapshotBufBytes each prefill worker's snapshot buffer (the seed's
+	// SGLANG_SNAPSHOT_LINK_BUF_BYTES, 8 GiB).
+	// PrefillBackup is release-after-transfer or capacity-backup
+	// (engine/backup.go).
+	PrefillBackup string `json:"prefill_backup_policy"`
+	// SeedMaxInflight caps seeds in flight per decoder (0 = none).
+	SeedMaxInflight int `json:"seed_max_inflight_decode"`
+
+	DToP             string `json:"d_to_p_sync"`
+	DToPDeltaTokens  int    `json:"d_to_p_delta_tokens"`
+	SnapshotBufBytes int64  `json:"snapshot_buf_bytes"`
 }
 
 func (k *KVC) defaults() {
@@ -48,9 +61,6 @@ func (k *KVC) defaults() {
 	}
 	if k.TauReject == 0 {
 		k.TauReject = 3
-	}
-	if k.MaxRetries == 0 {
-		k.MaxRetries = -1
 	}
 	if k.SeedMinTurn == 0 {
 		k.SeedMinTurn = 1
@@ -73,6 +83,18 @@ func (k *KVC) defaults() {
 	if k.AdmissionRTTS == 0 {
 		k.AdmissionRTTS = 0.006
 	}
+	if k.PrefillBackup == "" {
+		k.PrefillBackup = "release-after-transfer"
+	}
+	if k.DToP == "" {
+		k.DToP = DToPOff
+	}
+	if k.DToPDeltaTokens == 0 {
+		k.DToPDeltaTokens = 1024
+	}
+	if k.SnapshotBufBytes == 0 {
+		k.SnapshotBufBytes = 8 << 30
+	}
 }
 
 func (k *KVC) validate() error {
@@ -88,6 +110,17 @@ func (k *KVC) validate() error {
 	if k.Trim != "idle" && k.Trim != "any" {
 		return fmt.Errorf("sim: unknown trim policy %q (want idle or any)", k.Trim)
 	}
+	if k.PrefillBackup != "release-after-transfer" && k.PrefillBackup != "capacity-backup" {
+		return fmt.Errorf("sim: unknown prefill backup policy %q (want release-after-transfer or capacity-backup)", k.PrefillBackup)
+	}
+	switch k.DToP {
+	case DToPOff, DToPPassive, DToPOnEvict, DToPActive:
+	default:
+		return fmt.Errorf("sim: unknown D→P sync mode %q (want off, passive, on-evict or active)", k.DToP)
+	}
+	if k.DToPDeltaTokens < 1 || k.SnapshotBufBytes < 1 {
+		return fmt.Errorf("sim: D→P delta %d tokens and snapshot buffer %d bytes must be ≥ 1", k.DToPDeltaTokens, k.SnapshotBufBytes)
+	}
 	if k.Eviction != "session" && k.Eviction != "block" {
 		return fmt.Errorf("sim: unknown eviction granularity %q (want session or block)", k.Eviction)
 	}
@@ -100,9 +133,12 @@ func (k *KVC) validate() error {
 	if k.LowWatermark >= 1 {
 		return fmt.Errorf("sim: KVC low watermark %v, expected a share of the pool < 1", k.LowWatermark)
 	}
-	if k.TauAppend < 1 || k.TauReject < 0 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxRetries < -1 {
-		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, retries %d ≥ -1)",
-			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxRetries)
+	if k.SeedMaxInflight < 0 {
+		return fmt.Errorf("sim: KVC seed-max-inflight-decode %d, expected ≥ 0 (0 = no cap)", k.SeedMaxInflight)
+	}
+	if k.TauAppend < 1 || k.TauReject < -1 || k.SessionCap < 0 || k.SeedMinTurn < 1 || k.MaxAttempts < 0 {
+		return fmt.Errorf("sim: KVC thresholds out of range (τ_append %d ≥ 1, τ_reject %d ≥ 0, session cap %d ≥ 0, seed-min-turn %d ≥ 1, attempts %d ≥ 0)",
+			k.TauAppend, k.TauReject, k.SessionCap, k.SeedMinTurn, k.MaxAttempts)
 	}
 	return nil
 }
@@ -110,7 +146,7 @@ func (k *KVC) validate() error {
 // sessionConfig is what a KVC decoder's engine needs.
 func (k *KVC) sessionConfig() engine.SessionConfig {
 	sc := engine.SessionConfig{Enabled: true, Cap: k.SessionCap, LowWatermark: k.LowWatermark,
-		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS}
+		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict}
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}
@@ -133,6 +169,21 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	gate, _ := kvc.ParseGate(k.Gate)
 	reset, _ := kvc.ParseReset(k.Reset)
 	belief, _ := kvc.ParseBelief(k.Belief)
-	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: k.TauReject, TauAppend: k.TauAppend,
-		MaxRetries: k.MaxRetries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap}
+	retries := -1 // |D|−1
+	if k.MaxAttempts > 0 {
+		retries = k.MaxAttempts - 1
+	}
+	tau := max(k.TauReject, 0) // kvc: 0 = never
+	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
+		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight}
+}
+
+// breaker is the control plane's breaker: windowed mode only (with
+// hair-trigger the seed's router knew nothing of dead peers).
+func (c *Config) breaker() kvc.BreakerConfig {
+	if c.PeerFailure != PeerWindowed {
+		return kvc.BreakerConfig{}
+	}
+	return kvc.BreakerConfig{Failures: c.BreakerFailures, WindowS: c.BreakerWindowS, CooldownS: c.BreakerCooldownS}
 }

@@ -11,14 +11,30 @@ import (
 )
 
 // DirSink writes a run folder: metrics.jsonl, structural/workers.jsonl and
-// structural/events.jsonl. summary.json and config.json are written by
-// WriteRunFiles once the run is over.
+// one structural JSONL file per kind of control-plane event (EventFiles);
+// kinds without a file of their own go to structural/events.jsonl.
+// summary.json and config.json are written by WriteRunFiles once the run is
+// over.
 type DirSink struct {
 	files   []*os.File
 	metrics *jsonl
 	workers *jsonl
 	events  *jsonl
+	byKind  map[string]*jsonl
+	all     []*jsonl
 	line    metrics.RecordLine
+}
+
+// EventFiles maps an event kind to its file under structural/ (the seed's
+// names): admission RPCs with mode, can_admit, reason, RTT and pause; the
+// session→decoder binding of every turn; backpressure pauses; evictions
+// with the tokens freed and the granularity; D→P snapshot sync stages.
+var EventFiles = map[string]string{
+	"admission":       "admission-events.jsonl",
+	"session-binding": "session-d-binding.jsonl",
+	"backpressure":    "backpressure-events.jsonl",
+	"eviction":        "evictions.jsonl",
+	"d-to-p-sync":     "d-to-p-sync.jsonl",
 }
 
 type jsonl struct {
@@ -43,7 +59,9 @@ func NewDirSink(dir string) (*DirSink, error) {
 			return nil, err
 		}
 		d.files = append(d.files, f)
-		return newJSONL(f), nil
+		j := newJSONL(f)
+		d.all = append(d.all, j)
+		return j, nil
 	}
 	var err error
 	if d.metrics, err = open("metrics.jsonl"); err != nil {
@@ -55,6 +73,12 @@ func NewDirSink(dir string) (*DirSink, error) {
 	if d.events, err = open(filepath.Join("structural", "events.jsonl")); err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
+	d.byKind = map[string]*jsonl{}
+	for kind, name := range EventFiles {
+		if d.byKind[kind], err = open(filepath.Join("structural", name)); err != nil {
+			return nil, errors.Join(err, d.Close())
+		}
+	}
 	return d, nil
 }
 
@@ -63,15 +87,18 @@ func (d *DirSink) Request(r *metrics.Record) error {
 	return d.metrics.enc.Encode(&d.line)
 }
 func (d *DirSink) Worker(w *metrics.WorkerSample) error { return d.workers.enc.Encode(w) }
-func (d *DirSink) Event(e *metrics.Event) error         { return d.events.enc.Encode(e) }
+func (d *DirSink) Event(e *metrics.Event) error {
+	if j := d.byKind[e.Kind]; j != nil {
+		return j.enc.Encode(e)
+	}
+	return d.events.enc.Encode(e)
+}
 
 // Close flushes and closes every file.
 func (d *DirSink) Close() error {
 	var errs []error
-	for _, j := range []*jsonl{d.metrics, d.workers, d.events} {
-		if j != nil {
-			errs = append(errs, j.bw.Flush())
-		}
+	for _, j := range d.all {
+		errs = append(errs, j.bw.Flush())
 	}
 	for _, f := range d.files {
 		errs = append(errs, f.Close())

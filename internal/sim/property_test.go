@@ -80,6 +80,11 @@ func TestSimProperty(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			cfg.TimeoutS = 0.5 + rng.Float64()*20
 		}
+		if rng.IntN(3) == 0 {
+			cfg.TransferTimeoutS = 0.05 + rng.Float64()*2
+			cfg.PeerFailure = []string{PeerWindowed, PeerHairTrigger}[rng.IntN(2)]
+			cfg.BreakerFailures = 1 + rng.IntN(3)
+		}
 		// Pools of 20K–60K tokens, so that KV waits and refusals happen.
 		want := 20000 + rng.Float64()*40000
 		frac := (want*float64(p.Model.KVBytesPerToken()) + float64(p.Model.WeightBytes) + float64(p.Hardware.WorkspaceBytes)) / float64(p.Hardware.HBMBytes)
@@ -94,7 +99,10 @@ func TestSimProperty(t *testing.T) {
 				SeedMinTurn: 1 + rng.IntN(2), LowWatermark: rng.Float64() * 0.2, TrimStallS: rng.Float64() * 0.1,
 				Gate: []string{"worker", "router"}[rng.IntN(2)], Reset: []string{"direct", "any", "off"}[rng.IntN(3)],
 				Belief: []string{"track", "never-shrink"}[rng.IntN(2)], Trim: []string{"idle", "any"}[rng.IntN(2)],
-				Eviction: []string{"session", "block"}[rng.IntN(2)]}
+				Eviction: []string{"session", "block"}[rng.IntN(2)], SeedMaxInflight: rng.IntN(3),
+				DToP: []string{DToPOff, DToPPassive, DToPOnEvict, DToPActive}[rng.IntN(4)], DToPDeltaTokens: 1 + rng.IntN(4000),
+				PrefillBackup:    []string{"release-after-transfer", "capacity-backup"}[rng.IntN(2)],
+				SnapshotBufBytes: int64(1+rng.IntN(20000)) * p.Model.KVBytesPerToken()}
 			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
 		default:
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)

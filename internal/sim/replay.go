@@ -62,6 +62,8 @@ type req struct {
 	delayed  bool          // waited out the current action's backpressure delay
 	startAt  float64       // its final action started (after admission RPCs)
 	pDone    bool          // prefill done on P: every chunk's KV is on its way
+	dReady   bool          // D pre-allocated its KV (EvReserved)
+	syncWait bool          // P waits for a passive D→P snapshot (dtop.go)
 	sentKV   int           // prompt tokens whose KV P has started sending
 	xferLive int           // transfers of r's chunks still on the link
 	xferEnd  float64
@@ -257,6 +259,14 @@ func (s *Sim) sampleWorkers() {
 func (s *Sim) logEvent(kind, worker string, r *req, detail string, tokens int64) {
 	s.ev = metrics.Event{TimeS: s.now, Kind: kind, Worker: worker, SessionID: r.t.SessionID,
 		RequestID: strconv.FormatInt(r.t.ChatID, 10), Detail: detail, Tokens: tokens}
+	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// logEventW logs an event of a worker with no request attached.
+func (s *Sim) logEventW(kind, worker, detail string) {
+	s.ev = metrics.Event{TimeS: s.now, Kind: kind, Worker: worker, Detail: detail}
 	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
 		s.err = err
 	}

@@ -56,9 +56,9 @@ func scenarios(t testing.TB, p *model.Profile) []scenario {
 		{"50K cold prefill (TTFT, 8K chunks)", coldTTFT(t, colo, 50000)},
 		{"naive-PD turn, P holds 30K of 30,340 (TTFT, RDMA)", followUp(t, pd, 30000, 340)},
 		{"naive-PD turn, cold P, 30,340 tokens (TTFT, RDMA)", coldTTFT(t, pd, 30340)},
-		{"mixed step: 340-token chunk after 30K + decode batch 64 × 30K", tm.PrefillS(340, 30000) + tm.DecodePerSeqS*64 + tm.DecodePerCtxTokenS*64*30000},
+		{"mixed step: 340-token chunk after 30K + decode batch 64 × 8K", tm.PrefillS(340, 30000) + tm.DecodePerSeqS*64 + tm.CtxSlope(64)*64*8192},
 		{"decode step, batch 1, 8K context", tm.DecodeStepS(m, 1, 8192)},
-		{"decode step, batch 128, 128 × 8K context", tm.DecodeStepS(m, 128, 128*8192)},
+		{"decode step, batch 128, 128 × 4K context", tm.DecodeStepS(m, 128, 128*4096)},
 	}
 }
 

@@ -71,8 +71,10 @@ const (
 	evRelease
 	evTimeout
 	evSample
-	evAdmit   // an admission RPC's reply reaches the router
-	evExecute // a backpressure pause is over
+	evAdmit       // an admission RPC's reply reaches the router
+	evExecute     // a backpressure pause is over
+	evXferTimeout // a transfer's timeout
+	evLand        // a transfer the decoder can handle now (its trim stall is over)
 )
 
 type event struct {
@@ -82,6 +84,7 @@ type event struct {
 	idx  int32  // worker or link index
 	ver  uint32 // for evWorker/evLink: schedule version; stale ones are skipped
 	req  *req
+	xfer *engine.Transfer // evXferTimeout
 }
 
 // eventHeap is a binary min-heap of events by (time, sequence), typed so
@@ -155,7 +158,12 @@ type Sim struct {
 	decodes  []int
 	colos    []int
 	disp     *kvc.Dispatcher
-	kvBytes  int64
+	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
+
+	snapUsed     []int64          // D→P snapshot buffer in use per prefill worker, tokens (dtop.go)
+	lastSync     map[string]int64 // active mode: session tokens at its last push
+	syncOutcomes map[string]int   // "<event>: <stage>" → count
+	kvBytes      int64
 
 	pending []engine.Event // worker events not yet handled
 
@@ -239,6 +247,7 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 		s.sink = nopSink{}
 	}
 	s.gaps = metrics.NewGapHistogram()
+	s.lastSync, s.syncOutcomes = map[string]int64{}, map[string]int{}
 	if err := s.build(); err != nil {
 		return nil, err
 	}
@@ -261,11 +270,13 @@ func (s *Sim) build() error {
 		return fmt.Errorf("sim: trace has no block size")
 	}
 	s.kvBytes = c.Profile.Model.KVBytesPerToken()
+	backup := c.Mechanism == KVCacheCentric && c.KVC.PrefillBackup == "capacity-backup"
 	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
 		w, err := engine.New(engine.Config{
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
+			PrefillBackup: backup && role == engine.RolePrefill,
 		})
 		if err != nil {
 			return 0, err
@@ -404,7 +415,12 @@ func (s *Sim) loop(ctx context.Context) error {
 			}
 			sc.on = false
 			for _, t := range s.links[e.idx].Advance(s.now) {
-				s.transferDone(t.Tag.(*req))
+				switch tag := t.Tag.(type) {
+				case *kvXfer:
+					s.landTransfer(tag)
+				case *syncOp:
+					s.syncDumped(tag)
+				}
 			}
 			s.reschedLink(int(e.idx))
 		case evRelease:
@@ -419,6 +435,10 @@ func (s *Sim) loop(ctx context.Context) error {
 			if !e.req.ended {
 				s.execute(e.req)
 			}
+		case evXferTimeout:
+			s.transferTimeout(e.req, e.xfer)
+		case evLand:
+			s.landTransfer(e.xfer.Tag.(*kvXfer))
 		}
 		s.drain()
 	}
@@ -427,10 +447,25 @@ func (s *Sim) loop(ctx context.Context) error {
 // collect takes worker i's events onto the pending list and reschedules it.
 func (s *Sim) collect(i int) {
 	for _, ev := range s.workers[i].TakeEvents() {
+		if ev.Kind == engine.EvStall {
+			// The seed's trim blocked mooncake's completion handling for 30+ s
+			// (F6): say so when a stall outlasts the transfer timeout.
+			detail := fmt.Sprintf("trim stalled the scheduler %.3f s", ev.Stall)
+			if t := s.cfg.TransferTimeoutS; t > 0 && ev.Stall > t {
+				detail += fmt.Sprintf(", longer than the %g s transfer timeout", t)
+			}
+			s.logEventW("stall", s.workers[i].Name(), detail)
+			continue
+		}
 		if ev.Kind == engine.EvSessionEvicted {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
 			s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
+				// The dump carries the session's whole path, shared prefix included.
+				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
+				s.startSync(s.syncPrefill(ev.Session), i-s.decodes[0], ev.Session, ev.Blocks, tokens, nil)
+			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
 				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens)}
 			if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
@@ -460,6 +495,9 @@ func (s *Sim) result() *Result {
 	res.Replay.Events = s.nEv
 	res.Summary = s.collector.Summary(0)
 	res.Summary.Warnings = s.warnings
+	if len(s.syncOutcomes) > 0 {
+		res.Summary.DToPSync = s.syncOutcomes
+	}
 	res.Summary.Mechanism = string(s.cfg.Mechanism)
 	res.Summary.Policy = string(s.cfg.Policy)
 	dur := res.Summary.DurationS

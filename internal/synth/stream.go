@@ -1,9 +1,11 @@
 // Package synth generates synthetic canonical traces: the seed's small-append
-// microbenchmark and an agentic coding workload calibrated on real Claude
-// Code sessions. Generators stream: requests come out one at a time in
-// global timestamp order, and memory is proportional to the number of
-// sessions active at once, not to the length of the trace, so a simulator
-// can consume millions of requests straight from the generator.
+// microbenchmark, an agentic coding workload calibrated on real Claude Code
+// sessions, BLIS's multi-tenant agentic spec, and workloads shaped like the
+// seed's two traces (seed-swe, seed-inferact). Generators stream: requests
+// come out one at a time in global timestamp order, and memory is
+// proportional to the number of sessions active at once, not to the length
+// of the trace, so a simulator can consume millions of requests straight
+// from the generator.
 package synth
 
 import (

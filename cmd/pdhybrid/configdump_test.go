@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestEveryFlagReachesTheRunFiles: each sim flag, set to a non-default
+// value, changes what the run folder records (config.json, or summary.json
+// for what describes the workload and the run), so no knob can be silently
+// dropped on its way to the simulator — the seed ran its headline D→P
+// experiment with D→P off without knowing (F24). A flag added without an
+// entry here fails the test.
+func TestEveryFlagReachesTheRunFiles(t *testing.T) {
+	kvcFlags := []string{"--mechanism", "kvcache-centric"}
+	values := map[string][]string{
+		"mechanism":                  kvcFlags,
+		"help":                       nil,
+		"policy":                     {"--policy", "sticky"},
+		"prefill":                    {"--prefill", "2"},
+		"decode":                     {"--decode", "2"},
+		"colo":                       {"--mechanism", "pd-colo", "--colo", "2"},
+		"name":                       {"--name", "named"},
+		"block-size":                 nil, // with --trace only: TestSimFlagsAfterPositionals covers it
+		"trace":                      nil, // the workload: covered by the trace tests
+		"workload":                   nil, // presets take no --synth-* flags: checked at the end
+		"synth-requests":             {"--synth-requests", "30"},
+		"synth-sessions":             {"--synth-sessions", "3"},
+		"synth-rate":                 {"--synth-rate", "0.5"},
+		"seed":                       {"--seed", "5"},
+		"model":                      nil, // one built-in model
+		"hardware":                   {"--hardware", "h100-80g"},
+		"profile":                    nil, // a file: covered by TestSimProfileFile
+		"link":                       {"--link", "nvlink"},
+		"mem-fraction-prefill":       {"--mem-fraction-prefill", "0.8"},
+		"mem-fraction-decode":        {"--mem-fraction-decode", "0.8"},
+		"mem-fraction-colo":          {"--mechanism", "pd-colo", "--mem-fraction-colo", "0.8"},
+		"chunk-tokens":               {"--chunk-tokens", "4096"},
+		"max-backlog":                {"--max-backlog", "5000"},
+		"max-running":                {"--max-running", "64"},
+		"mixed-chunk":                {"--mixed-chunk"},
+		"time-scale":                 {"--time-scale", "2"},
+		"concurrency":                {"--concurrency", "3"},
+		"timeout":                    {"--timeout", "50"},
+		"max-input-len":              {"--max-input-len", "100000"},
+		"ignore-think-time":          {"--ignore-think-time"},
+		"alpha":                      {"--policy", "kv-aware", "--alpha", "3"},
+		"floor-k":                    {"--policy", "kv-aware", "--floor-k", "100"},
+		"goodput":                    {"--goodput", "ttft:500"},
+		"slo-ttft":                   nil, // deprecated aliases of --goodput
+		"slo-tpot":                   nil,
+		"slo-e2el":                   nil,
+		"sample-interval":            {"--sample-interval", "5"},
+		"direct-max-uncached-tokens": append(kvcFlags, "--direct-max-uncached-tokens", "2048"),
+		"migration-reject-threshold": append(kvcFlags, "--migration-reject-threshold", "5"),
+		"kvc-max-attempts":           append(kvcFlags, "--kvc-max-attempts", "1"),
+		"seed-min-turn":              append(kvcFlags, "--seed-min-turn", "2"),
+		"session-cap":                append(kvcFlags, "--session-cap", "4"),
+		"admission-gate":             append(kvcFlags, "--admission-gate", "router"),
+		"reject-reset":               append(kvcFlags, "--reject-reset", "off"),
+		"residency-belief":           append(kvcFlags, "--residency-belief", "never-shrink"),
+		"trim":                       append(kvcFlags, "--trim", "any"),
+		"eviction":                   append(kvcFlags, "--eviction", "block"),
+		"low-watermark":              append(kvcFlags, "--low-watermark", "0.1"),
+		"trim-stall":                 append(kvcFlags, "--trim-stall", "0.5"),
+		"trim-stall-per-token":       append(kvcFlags, "--trim-stall-per-token", "0.000001"),
+		"admission-rtt":              append(kvcFlags, "--admission-rtt", "2"),
+		"seed-max-inflight-decode":   append(kvcFlags, "--seed-max-inflight-decode", "1"),
+		"prefill-backup":             append(kvcFlags, "--prefill-backup", "capacity-backup"),
+		"d-to-p-sync":                append(kvcFlags, "--d-to-p-sync", "on-evict"),
+		"d-to-p-delta-tokens":        append(kvcFlags, "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "4096"),
+		"snapshot-buf":               append(kvcFlags, "--d-to-p-sync", "on-evict", "--snapshot-buf", "2"),
+		"transfer-timeout":           {"--transfer-timeout", "30"},
+		"peer-failure":               {"--peer-failure", "hair-trigger"},
+		"breaker-failures":           {"--breaker-failures", "5"},
+		"breaker-window":             {"--breaker-window", "20"},
+		"breaker-cooldown":           {"--breaker-cooldown", "10"},
+		"out":                        nil, // where the files go
+		"force":                      nil,
+		"dump-profile":               nil, // writes a profile and exits
+	}
+	base := []string{"sim", "--synth-sessions", "2", "--synth-requests", "12"}
+	record := func(args []string) map[string]any {
+		dir := filepath.Join(t.TempDir(), "run")
+		full := append(append(append([]string(nil), base...), args...), "--out", dir)
+		if _, se, err := runCLI(full...); err != nil {
+			t.Fatalf("%v: %v\n%s", full, err, se)
+		}
+		files := map[string]any{}
+		for _, f := range []string{"config.json", "summary.json"} {
+			var m map[string]any
+			if err := json.Unmarshal(mustRead(t, filepath.Join(dir, f)), &m); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, "date")
+			files[f] = m
+		}
+		return files
+	}
+	root := newRoot(&env{})
+	cmd, _, _ := root.Find([]string{"sim"})
+	var names []string
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	plain, kvcBase := record(nil), record(kvcFlags)
+	for _, n := range names {
+		args, ok := values[n]
+		if !ok {
+			t.Errorf("--%s has no entry in this test: say how it reaches the run files", n)
+			continue
+		}
+		if args == nil {
+			continue
+		}
+		ref := plain
+		if len(args) > 2 && args[0] == "--mechanism" && args[1] == "kvcache-centric" {
+			ref = kvcBase
+		}
+		if got := record(args); reflect.DeepEqual(got, ref) {
+			t.Errorf("--%s (%v) changed nothing in config.json or summary.json", n, args)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "preset")
+	if _, se, err := runCLI("sim", "--workload", "seed-inferact", "--out", dir); err != nil {
+		t.Fatalf("--workload seed-inferact: %v\n%s", err, se)
+	}
+	var sum struct {
+		Workload string `json:"workload"`
+		Requests int    `json:"requests"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil || sum.Requests != 1285 ||
+		!strings.Contains(sum.Workload, "seed-inferact") {
+		t.Errorf("--workload seed-inferact recorded %+v (%v)", sum, err)
+	}
+}
