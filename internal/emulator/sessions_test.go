@@ -99,11 +99,9 @@ func TestKVCSessionDecoder(t *testing.T) {
 	o := decodeOut(t, b)
 	turn2 := append(append(append([]int{}, turn1...), o.OutputIDs...), ids(7, 200)...)
 	a := admit(turn2)
-	// The seed's prompt is resident (its whole blocks). Its output is not
-	// matched yet: the engine names a DecodeOnly seed's output tail only if
-	// the request recorded its last whole block, which engine.adoptPrompt
-	// does not do (reported).
-	if !a.CanAdmit || a.Mode != "direct_append" || a.CachedTokens < 3000/64*64 {
+	// The seed's prompt and output are resident: whole blocks up to
+	// 3000 + 49 tokens with KV.
+	if !a.CanAdmit || a.Mode != "direct_append" || a.CachedTokens != (3000+49)/64*64 {
 		t.Fatalf("second turn: %+v", a)
 	}
 	// The direct append: no bootstrap fields, the session named.
