@@ -498,13 +498,17 @@ func (s *Server) decodeFail(now float64, st *reqState, why string) {
 	s.end(st, &outcome{reason: finishAbort(pdError("Decode", st, why), 500), status: 500, at: now})
 }
 
-// deliver takes one of P's deliveries (driver goroutine).
-func (s *Server) deliver(now float64, d delivery) (int, string) {
+// deliver takes one of P's deliveries (driver goroutine). While trims
+// stall the decoder's scheduler loop, the last delivery is handled (and
+// acknowledged) only when the stall ends, as the seed's trims held back
+// mooncake's completion handling (F6); handled is closed then.
+func (s *Server) deliver(now float64, d delivery, handled chan struct{}) (int, string) {
 	st := s.drooms[d.Room]
 	if st == nil || (d.RID != "" && d.RID != st.rid) {
 		return http.StatusNotFound, fmt.Sprintf("no request waits for bootstrap_room %d here", d.Room)
 	}
 	if !d.Done {
+		close(handled)
 		return http.StatusOK, ""
 	}
 	if st.er.Stage != engine.StageReserved {
@@ -515,8 +519,16 @@ func (s *Server) deliver(now float64, d delivery) (int, string) {
 	st.mu.Lock()
 	st.firstTok, st.firstFrom = d.FirstToken, d.Prefill
 	st.mu.Unlock()
-	if err := s.w.StartDecode(now, &st.er); err != nil {
-		return http.StatusConflict, err.Error()
+	start := func(t float64) {
+		defer close(handled)
+		if !st.ended {
+			s.w.StartDecode(t, &st.er)
+		}
+	}
+	if until := s.w.StalledUntil(); until > now {
+		s.d.after(until, start)
+	} else {
+		start(now)
 	}
 	return http.StatusOK, ""
 }
@@ -539,9 +551,15 @@ func (s *Server) handleKVDelivery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, msg := http.StatusServiceUnavailable, "the decode worker is shutting down"
-	s.d.do(func(now float64) { status, msg = s.deliver(now, d) })
+	handled := make(chan struct{})
+	s.d.do(func(now float64) { status, msg = s.deliver(now, d, handled) })
 	if status != http.StatusOK {
 		writeHTTPError(w, status, msg)
+		return
+	}
+	select {
+	case <-handled:
+	case <-r.Context().Done():
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})

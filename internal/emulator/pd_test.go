@@ -283,18 +283,7 @@ func TestPDDeadPeers(t *testing.T) {
 // KV, not one D makes up.
 func TestFirstTokenFromP(t *testing.T) {
 	d := start(t, Config{Role: engine.RoleDecode})
-	regs := make(chan registration, 1)
-	boot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
-			return
-		}
-		var reg registration
-		json.NewDecoder(r.Body).Decode(&reg)
-		regs <- reg
-		w.Write([]byte(`{"ok":true}`))
-	}))
-	defer boot.Close()
-	port := boot.Listener.Addr().(*net.TCPAddr).Port
+	port, regs := fakePrefill(t)
 	done := make(chan []byte)
 	go func() {
 		_, b := post(t, d.URL()+"/generate", map[string]any{"input_ids": ids(1, 300), "rid": "ft", "sampling_params": map[string]any{"max_new_tokens": 3},
@@ -314,5 +303,65 @@ func TestFirstTokenFromP(t *testing.T) {
 	o := decodeOut(t, <-done)
 	if o.OutputIDs[0] != 424242%VocabSize || o.OutputIDs[1] != OutputToken("ft", 1) || o.MetaInfo.Emulator.FirstTokenFrom != "test" {
 		t.Fatalf("decode output %v from %q", o.OutputIDs, o.MetaInfo.Emulator.FirstTokenFrom)
+	}
+}
+
+// fakePrefill is a bootstrap server that records registrations, so a test
+// can deliver KV itself.
+func fakePrefill(t *testing.T) (port int, regs chan registration) {
+	regs = make(chan registration, 8)
+	boot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		var reg registration
+		json.NewDecoder(r.Body).Decode(&reg)
+		regs <- reg
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(boot.Close)
+	return boot.Listener.Addr().(*net.TCPAddr).Port, regs
+}
+
+// TestTrimStallHoldsDelivery: while a trim stalls a session-aware
+// decoder's scheduler loop, a landing KV transfer is handled only when the
+// stall ends (the seed's F6).
+func TestTrimStallHoldsDelivery(t *testing.T) {
+	d := start(t, Config{Role: engine.RoleDecode, PoolTokens: 2000, Session: engine.SessionConfig{Enabled: true, TrimStallS: 0.4}})
+	port, regs := fakePrefill(t)
+	pd := func(rid string, room int, n int, sess string) map[string]any {
+		b := map[string]any{"input_ids": ids(room, n), "rid": rid, "sampling_params": map[string]any{"max_new_tokens": 2},
+			"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": room}
+		if sess != "" {
+			b["session_id"] = sess
+		}
+		return b
+	}
+	deliverDone := func(reg registration) {
+		if st, b := post(t, reg.KVURL, delivery{Room: reg.Room, RID: reg.RID, Tokens: reg.PromptTokens, Done: true, FirstToken: 1}); st != 200 {
+			t.Fatalf("delivery: %d %s", st, b)
+		}
+	}
+	// Seed session A: 1500 tokens resident.
+	done := make(chan []byte, 2)
+	go func() { _, b := post(t, d.URL()+"/generate", pd("a", 1, 1500, "A")); done <- b }()
+	deliverDone(<-regs)
+	<-done
+	// Request C waits for its KV; an admission for a new session B trims A.
+	go func() { _, b := post(t, d.URL()+"/generate", pd("c", 2, 300, "")); done <- b }()
+	regC := <-regs
+	st, b := post(t, d.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "B", "input_ids": ids(3, 1200)})
+	var a AdmitResponse
+	if json.Unmarshal(b, &a); st != 200 || !a.CanAdmit || a.TrimmedSessions != 1 {
+		t.Fatalf("admission of B: %d %s", st, b)
+	}
+	sent := time.Now()
+	deliverDone(regC)
+	if waited := time.Since(sent); waited < 300*time.Millisecond {
+		t.Fatalf("delivery acknowledged after %v, inside the 0.4 s trim stall", waited)
+	}
+	o := decodeOut(t, <-done)
+	if o.MetaInfo.CompletionTokens != 2 {
+		t.Fatalf("request c: %+v", o.MetaInfo)
 	}
 }
