@@ -68,6 +68,7 @@ func leafCommands(t *testing.T) map[string][]string {
 		"calibrate fit":             nil,
 		"calibrate check":           nil,
 		"worker":                    nil,
+		"serve":                     nil,
 	}
 }
 

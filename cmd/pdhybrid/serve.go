@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pdhybrid/pdhybrid/internal/gateway"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+func serveCmd(e *env) *cobra.Command {
+	var (
+		host, mech, policy, gate, reset, belief string
+		prefill, decode, colo                   []string
+		port, blockSize, tauAppend, tauReject   int
+		attempts                                int
+	)
+	c := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "the gateway: SGLang's /generate in front of prefill, decode or colocated workers, routed by the control plane",
+		Long: `Serve the gateway: SGLang's native /generate (JSON or SSE) in front of SGLang
+workers — real ones, or 'pdhybrid worker' emulations — routed by the same
+control-plane dispatcher the simulator runs. --mechanism kvcache-centric asks
+the decoders for admission (/session_cache/admit_direct_append; a worker
+without it gets the router's own estimate), sends follow-up turns of a
+resident session straight to its decoder, and seeds or falls back to plain PD
+through the prefill workers over SGLang's PD protocol (the same body to both
+legs with a fresh bootstrap room and one rid; the other leg aborted when one
+fails). The session is the body's session_id or session_params.id, else the
+X-Session-Id header. Each answer carries X-PDHybrid-Mode (the execution mode)
+and X-PDHybrid-Worker.
+
+Prints one line when it listens ("listening url=...") and serves until SIGINT
+or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
+		Args: noArgs,
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation or pd-colo")
+	fs.StringSliceVar(&prefill, "prefill", nil, "prefill worker `URL@BOOTSTRAP_PORT` (repeat or comma-separate; the port is SGLang's --disaggregation-bootstrap-port, default 8998)")
+	fs.StringSliceVar(&decode, "decode", nil, "decode worker `URL` (repeat or comma-separate)")
+	fs.StringSliceVar(&colo, "colo", nil, "colocated worker `URL`, for pd-colo (repeat or comma-separate)")
+	fs.StringVar(&host, "host", "127.0.0.1", "`address` to listen on")
+	fs.IntVar(&port, "port", 8000, "`port` to listen on; 0 = a free one")
+	fs.StringVar(&policy, "policy", "kv-aware", "decoder routing `policy`: default (round-robin), sticky, kv-aware")
+	fs.IntVar(&blockSize, "block-size", 64, "`tokens` per prefix block the router hashes prompts into")
+	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest direct append in `tokens`")
+	fs.IntVar(&tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` before a decoder is skipped for a session; 0 = never")
+	fs.IntVar(&attempts, "kvc-max-attempts", 0, "kvcache-centric: admission `attempts` before plain PD; 0 = one per decoder")
+	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
+	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
+	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		ck := newChecks(c)
+		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
+		ck.oneOf("policy", "default", "sticky", "kv-aware")
+		ck.num("port", between(0, 65535).is("a TCP port").orZero("a free one"))
+		ck.num("block-size", between(1, 1<<20).is("a number of tokens"))
+		ck.num("direct-max-uncached-tokens", between(1, 1<<22).is("a number of tokens"))
+		ck.num("migration-reject-threshold", between(0, 1e6).is("a number of rejects"))
+		ck.num("kvc-max-attempts", between(1, 1024).is("a number of attempts").orZero("one per decoder"))
+		ck.oneOf("admission-gate", "worker", "router")
+		ck.oneOf("reject-reset", "direct", "any", "off")
+		ck.oneOf("residency-belief", "track", "never-shrink")
+		kvcOnly := mech == "kvcache-centric"
+		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief"} {
+			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
+		}
+		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
+		ck.only("decode", mech != "pd-colo", "to mechanisms with decode workers")
+		ck.only("colo", mech == "pd-colo", "to --mechanism pd-colo")
+		if err := ck.err(); err != nil {
+			return err
+		}
+		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo}
+		for _, p := range prefill {
+			u, bp, err := parsePrefill(p)
+			if err != nil {
+				return usagef("--prefill %s: %v", p, err)
+			}
+			cfg.Prefill = append(cfg.Prefill, gateway.Prefill{URL: u, BootstrapPort: bp})
+		}
+		g, _ := kvc.ParseGate(gate)
+		r, _ := kvc.ParseReset(reset)
+		b, _ := kvc.ParseBelief(belief)
+		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1},
+			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, Belief: b}
+		gw, err := gateway.New(cfg)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20}
+		fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return ctx.Err()
+	})
+	return c
+}
+
+// parsePrefill splits "URL@PORT" (the bootstrap port defaults to SGLang's
+// 8998).
+func parsePrefill(s string) (string, int, error) {
+	u, port := s, 8998
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		n, err := strconv.Atoi(s[i+1:])
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, fmt.Errorf("bootstrap port %q, want a TCP port in [1, 65535]", s[i+1:])
+		}
+		u, port = s[:i], n
+	}
+	return strings.TrimRight(u, "/"), port, nil
+}

@@ -1,0 +1,164 @@
+// Package gateway is the live router in front of SGLang workers (real, or
+// emulated by internal/emulator): it takes SGLang's native /generate, asks
+// the same control-plane dispatcher the simulator runs (internal/kvc) what
+// to do with each request, and executes its actions as HTTP calls — the
+// admission RPC, a direct append on a decoder, a seed or plain PD over
+// SGLang's PD protocol, a colocated request — relaying the answer (SSE
+// unbuffered when streamed).
+//
+// The gateway owns the wall clock: it passes the time since it started to
+// the dispatcher, which has none of its own. The dispatcher is not safe for
+// concurrent use, so every call into it holds one mutex; the HTTP calls to
+// workers run outside it.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// Prefill is a prefill worker: its API and the host and port of its
+// bootstrap server (SGLang --disaggregation-bootstrap-port).
+type Prefill struct {
+	URL           string
+	BootstrapPort int
+}
+
+// Config sets a gateway up.
+type Config struct {
+	Prefill []Prefill
+	Decode  []string // decode workers' URLs
+	Colo    []string // colocated workers' URLs (pd-colo)
+	// Dispatch is the control plane's configuration; its Mechanism picks
+	// which pools are used.
+	Dispatch kvc.DispatchConfig
+	// BlockSize is the tokens per prefix block the router hashes prompts
+	// into (its belief of what each worker caches).
+	BlockSize int
+	// Client does the HTTP calls to workers (default: a client with no
+	// overall timeout: streams last as long as generation does).
+	Client *http.Client
+	// MaxBodyBytes caps a request body (default 64 MiB).
+	MaxBodyBytes int64
+}
+
+// Server is a running gateway.
+type Server struct {
+	cfg   Config
+	start time.Time
+	mu    sync.Mutex // guards disp and turns
+	disp  *kvc.Dispatcher
+	turns map[string]int // requests seen per session (the dispatcher's turn numbers)
+	mux   *http.ServeMux
+}
+
+// New checks cfg and builds the gateway's handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = 64
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	var pNames, dNames []string
+	switch cfg.Dispatch.Mechanism {
+	case kvc.MechColo:
+		if len(cfg.Colo) == 0 {
+			return nil, errors.New("gateway: pd-colo needs at least one colocated worker")
+		}
+		dNames = cfg.Colo
+	case kvc.MechPD, kvc.MechKVC:
+		if len(cfg.Prefill) == 0 || len(cfg.Decode) == 0 {
+			return nil, fmt.Errorf("gateway: %s needs prefill and decode workers", cfg.Dispatch.Mechanism)
+		}
+		for _, p := range cfg.Prefill {
+			pNames = append(pNames, p.URL)
+		}
+		dNames = cfg.Decode
+	default:
+		return nil, fmt.Errorf("gateway: unknown mechanism %q", cfg.Dispatch.Mechanism)
+	}
+	for _, u := range append(append([]string(nil), pNames...), dNames...) {
+		if _, err := url.ParseRequestURI(u); err != nil {
+			return nil, fmt.Errorf("gateway: worker URL %q: %v", u, err)
+		}
+	}
+	opts := kvc.Options{Alpha: 1, IndexBlocks: 1 << 20}
+	dOpts := opts
+	dOpts.NoCache = cfg.Dispatch.Mechanism == kvc.MechPD // naive PD decoders keep nothing
+	s := &Server{cfg: cfg, start: time.Now(), disp: kvc.NewDispatcher(cfg.Dispatch, pNames, dNames, opts, dOpts),
+		mux: http.NewServeMux(), turns: map[string]int{}}
+	s.mux.HandleFunc("/generate", s.handleGenerate)
+	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	return s, nil
+}
+
+// Handler serves the gateway's API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// now is the gateway's clock for the dispatcher: seconds since it started.
+func (s *Server) now() float64 { return time.Since(s.start).Seconds() }
+
+// locked runs f with the dispatcher held.
+func (s *Server) locked(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+}
+
+// newRoom is a fresh 63-bit bootstrap room, as SGLang's routers draw one.
+func newRoom() int64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
+}
+
+// newRID is the gateway's request id, sent on both legs of a PD request.
+func newRID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("%x", b)
+}
+
+// abort asks a worker to drop a request (SGLang /abort_request), so a
+// decoder is never left waiting on a room whose other leg failed.
+func (s *Server) abort(base, rid string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/abort_request",
+		jsonReader(map[string]any{"rid": rid}))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := s.cfg.Client.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+func hostOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Hostname()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

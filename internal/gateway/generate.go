@@ -1,0 +1,384 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// request is what the gateway reads of a /generate body; the body itself
+// goes to the workers as it came (plus the fields the protocol needs).
+type request struct {
+	body    map[string]any
+	session string
+	tokens  int
+	blocks  []uint64
+	output  int
+	stream  bool
+	ids     []any  // input_ids as sent, for the admission RPC
+	text    string // or the text
+}
+
+// parseGenerate reads an SGLang /generate body. The session is the body's
+// session_id or session_params.id, else the X-Session-Id header; a request
+// without one still works (prefix-only routing).
+func (s *Server) parseGenerate(r *http.Request) (*request, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("reading the body: %v", err)
+	}
+	q := &request{body: map[string]any{}, output: 128}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&q.body); err != nil {
+		return nil, fmt.Errorf("body is not a JSON object: %v", err)
+	}
+	var toks []int
+	switch v := q.body["input_ids"].(type) {
+	case []any:
+		q.ids = v
+		for i, x := range v {
+			n, ok := x.(json.Number)
+			id, err := n.Int64()
+			if !ok || err != nil {
+				return nil, fmt.Errorf("input_ids[%d]: %v is not a token id", i, x)
+			}
+			toks = append(toks, int(id))
+		}
+	case nil:
+		text, ok := q.body["text"].(string)
+		if !ok {
+			return nil, errors.New("either text or input_ids should be provided")
+		}
+		q.text = text
+		toks = textTokens(text)
+	default:
+		return nil, errors.New("input_ids must be a list of token ids")
+	}
+	q.tokens = len(toks)
+	q.blocks = blockHashes(toks, s.cfg.BlockSize)
+	if sp, ok := q.body["sampling_params"].(map[string]any); ok {
+		if n, ok := sp["max_new_tokens"].(json.Number); ok {
+			if v, err := n.Int64(); err == nil && v >= 0 {
+				q.output = int(v)
+			}
+		}
+	}
+	q.stream, _ = q.body["stream"].(bool)
+	if id, ok := q.body["session_id"].(string); ok {
+		q.session = id
+	} else if sp, ok := q.body["session_params"].(map[string]any); ok {
+		q.session, _ = sp["id"].(string)
+	}
+	if q.session == "" {
+		q.session = r.Header.Get("X-Session-Id")
+	}
+	return q, nil
+}
+
+// textTokens approximates a tokenizer for routing only: every 4 bytes of
+// the prompt are one token (about what BPE tokenizers give for English and
+// code), so equal text prefixes give equal block ids. The workers tokenize
+// for real; the router needs only consistent ids.
+func textTokens(text string) []int {
+	out := make([]int, 0, len(text)/4+1)
+	for i := 0; i < len(text); i += 4 {
+		h := fnv.New32a()
+		h.Write([]byte(text[i:min(i+4, len(text))]))
+		out = append(out, int(h.Sum32()))
+	}
+	return out
+}
+
+// blockHashes chains the prompt's tokens into prefix-block ids: each id
+// hashes the previous one and its block's tokens, so an id names its whole
+// prefix (the last block may be partial).
+func blockHashes(toks []int, bs int) []uint64 {
+	var out []uint64
+	var prev uint64
+	for i := 0; i < len(toks); i += bs {
+		h := fnv.New64a()
+		var b [8]byte
+		for k := range 8 {
+			b[k] = byte(prev >> (8 * k))
+		}
+		h.Write(b[:])
+		for _, t := range toks[i:min(i+bs, len(toks))] {
+			h.Write([]byte{byte(t), byte(t >> 8), byte(t >> 16), byte(t >> 24)})
+		}
+		prev = h.Sum64()
+		out = append(out, prev)
+	}
+	return out
+}
+
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	q, err := s.parseGenerate(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var d *kvc.Dispatch
+	s.locked(func() {
+		turn := 1
+		if q.session != "" {
+			s.turns[q.session]++
+			turn = s.turns[q.session]
+		}
+		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output})
+	})
+	s.execute(r.Context(), w, q, d)
+}
+
+// execute carries out the dispatcher's actions for one request until one
+// answers the client.
+func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request, d *kvc.Dispatch) {
+	delayed := false
+	for range 64 {
+		var a kvc.Action
+		s.locked(func() { a = d.Action() })
+		if a.Delay > 0 && !delayed {
+			delayed = true // backpressure: the decoder's recommended pause (capped)
+			select {
+			case <-time.After(time.Duration(a.Delay * float64(time.Second))):
+			case <-ctx.Done():
+				return
+			}
+		}
+		switch a.Kind {
+		case kvc.ActAdmit:
+			rep := s.admit(ctx, s.cfg.Decode[a.D], q, a, d)
+			s.locked(func() { d.Reply(rep) })
+			delayed = false
+			continue
+		case kvc.ActColo:
+			if s.single(ctx, w, s.cfg.Colo[a.D], q, d, false) {
+				return
+			}
+		case kvc.ActDirect:
+			if s.single(ctx, w, s.cfg.Decode[a.D], q, d, true) {
+				return
+			}
+		case kvc.ActSeed, kvc.ActPD:
+			if s.pd(ctx, w, a, q, d) {
+				return
+			}
+		case kvc.ActFail:
+			writeError(w, http.StatusServiceUnavailable, a.Cause)
+			return
+		default:
+			return
+		}
+	}
+	writeError(w, http.StatusInternalServerError, "gateway: the dispatcher did not settle")
+}
+
+// admit is the admission RPC to a decoder. A worker without the KVC
+// extension (stock SGLang answers 404) gets the router's own estimate: a
+// direct append if the router believes the session is pinned there, else a
+// seed.
+func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Action, d *kvc.Dispatch) kvc.AdmitReply {
+	body := map[string]any{"session_id": q.session, "max_new_tokens": q.output,
+		"max_append_tokens": a.MaxAppend, "force_seed": a.ForceSeed}
+	if q.ids != nil {
+		body["input_ids"] = q.ids
+	} else {
+		body["text"] = q.text
+	}
+	var out struct {
+		CanAdmit bool    `json:"can_admit"`
+		Mode     string  `json:"mode"`
+		Reason   string  `json:"reason"`
+		PauseMs  float64 `json:"recommended_pause_ms"`
+	}
+	status, err := s.postJSON(ctx, base+"/session_cache/admit_direct_append", body, &out)
+	switch {
+	case err == nil && status == http.StatusOK:
+		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs}
+	case err == nil && status == http.StatusNotFound:
+		pinned := false
+		s.locked(func() {
+			pin, ok := s.disp.DRouter().Pin(q.session)
+			pinned = ok && pin == a.D
+		})
+		return kvc.AdmitReply{CanAdmit: true, Direct: pinned && q.session != "", Reason: "session-not-resident"}
+	case err != nil:
+		return kvc.AdmitReply{Reason: "admission-unreachable: " + err.Error()}
+	default:
+		return kvc.AdmitReply{Reason: fmt.Sprintf("admission-http-%d", status)}
+	}
+}
+
+// single sends the request whole to one worker (colocated, or a direct
+// append naming the session on its decoder) and relays the answer. It
+// reports whether the client got an answer; false means the worker could
+// not be reached and the dispatcher was told.
+func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string, q *request, d *kvc.Dispatch, direct bool) bool {
+	body := clone(q.body)
+	if direct {
+		body["session_id"] = q.session
+	}
+	resp, err := s.send(ctx, base+"/generate", body)
+	if err != nil {
+		s.locked(func() { d.Refused("worker-unreachable: " + base + ": " + err.Error()) })
+		return false
+	}
+	defer resp.Body.Close()
+	s.locked(func() { d.Accepted() })
+	mode := ""
+	s.locked(func() { mode = d.Mode() })
+	ok := relay(w, resp, mode, base, nil) && resp.StatusCode == http.StatusOK
+	s.locked(func() { d.Finished(ok) })
+	return true
+}
+
+func clone(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m)+4)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func jsonReader(v any) io.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}
+
+// send POSTs a JSON body and returns the response (the caller closes it).
+func (s *Server) send(ctx context.Context, u string, body any) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, jsonReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return s.cfg.Client.Do(req)
+}
+
+// postJSON POSTs a JSON body and decodes a JSON answer into out when the
+// status is 200.
+func (s *Server) postJSON(ctx context.Context, u string, body, out any) (int, error) {
+	resp, err := s.send(ctx, u, body)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+}
+
+// relay copies a worker's answer to the client unbuffered (each SSE event
+// flushed as it comes), with the execution mode and worker in headers. A
+// non-nil rewrite edits each JSON answer or SSE event's object on the way.
+// It reports whether the copy completed.
+func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewrite func(map[string]any)) bool {
+	for k, vs := range resp.Header {
+		if k == "Content-Length" && rewrite != nil {
+			continue
+		}
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("X-PDHybrid-Mode", mode)
+	w.Header().Set("X-PDHybrid-Worker", worker)
+	w.WriteHeader(resp.StatusCode)
+	fl, _ := w.(http.Flusher)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false
+		}
+		if rewrite != nil {
+			b = rewriteJSON(b, rewrite)
+		}
+		_, err = w.Write(b)
+		return err == nil
+	}
+	br := newLineReader(resp.Body)
+	for {
+		line, err := br()
+		if len(line) > 0 {
+			if rewrite != nil && bytes.HasPrefix(line, []byte("data: {")) {
+				line = append([]byte("data: "), rewriteJSON(bytes.TrimSpace(line[len("data: "):]), rewrite)...)
+				line = append(line, '\n')
+			}
+			if _, werr := w.Write(line); werr != nil {
+				return false
+			}
+			if fl != nil && len(bytes.TrimSpace(line)) == 0 {
+				fl.Flush() // an event ends at its blank line
+			}
+		}
+		if err == io.EOF {
+			if fl != nil {
+				fl.Flush()
+			}
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+func rewriteJSON(b []byte, f func(map[string]any)) []byte {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return b
+	}
+	f(m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// newLineReader returns successive lines of r, each with its newline.
+func newLineReader(r io.Reader) func() ([]byte, error) {
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 32*1024)
+	var pending []byte
+	return func() ([]byte, error) {
+		for {
+			if i := bytes.IndexByte(pending, '\n'); i >= 0 {
+				line := append(buf[:0], pending[:i+1]...)
+				pending = pending[i+1:]
+				return line, nil
+			}
+			n, err := r.Read(chunk)
+			pending = append(pending, chunk[:n]...)
+			if err != nil {
+				line := append(buf[:0], pending...)
+				pending = nil
+				return line, err
+			}
+		}
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "code": status}})
+}

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// pd runs one request over SGLang's PD protocol (DESIGN §9): the identical
+// body to the prefill and the decode worker, with P's bootstrap host and
+// port, a fresh 63-bit bootstrap room and the gateway's own rid on both
+// legs; D's answer is relayed (SSE unbuffered), P's is drained, and the
+// cached tokens reported are P's (D keeps nothing in plain PD). When one
+// leg fails the other is aborted explicitly, so a decoder is never left
+// waiting on a room. A seed (KVC) also names the session, so the decoder
+// keeps it. It reports whether the client got an answer.
+func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q *request, d *kvc.Dispatch) bool {
+	p, dec := s.cfg.Prefill[a.P], s.cfg.Decode[a.D]
+	body := clone(q.body)
+	rid := newRID()
+	body["rid"] = rid
+	body["bootstrap_host"] = hostOf(p.URL)
+	body["bootstrap_port"] = p.BootstrapPort
+	body["bootstrap_room"] = newRoom()
+	if a.Kind == kvc.ActSeed {
+		body["session_id"] = q.session
+	} else {
+		delete(body, "session_id")
+	}
+
+	type leg struct {
+		status int
+		cached json.Number
+		err    error
+	}
+	pDone := make(chan leg, 1)
+	pctx, cancelP := context.WithCancel(context.WithoutCancel(ctx)) // P finishes even if the client leaves
+	defer cancelP()
+	go func() {
+		resp, err := s.send(pctx, p.URL+"/generate", body)
+		if err != nil {
+			pDone <- leg{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		l := leg{status: resp.StatusCode}
+		var out struct {
+			MetaInfo struct {
+				CachedTokens json.Number `json:"cached_tokens"`
+			} `json:"meta_info"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			if json.Unmarshal(b, &out) == nil {
+				l.cached = out.MetaInfo.CachedTokens
+			}
+		} else {
+			// A streamed prefill leg: its last data event carries meta_info.
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "data: {") && json.Unmarshal([]byte(line[len("data: "):]), &out) == nil {
+					l.cached = out.MetaInfo.CachedTokens
+				}
+			}
+		}
+		if l.status != http.StatusOK {
+			l.err = fmt.Errorf("prefill %s answered %d: %s", p.URL, l.status, strings.TrimSpace(string(b)))
+		}
+		pDone <- l
+	}()
+
+	resp, err := s.send(ctx, dec+"/generate", body)
+	if err != nil {
+		s.abort(p.URL, rid)
+		<-pDone
+		s.locked(func() { d.Refused("decode-unreachable: " + dec + ": " + err.Error()) })
+		return false
+	}
+	defer resp.Body.Close()
+	s.locked(func() { d.Accepted() })
+	var mode string
+	s.locked(func() { mode = d.Mode() })
+
+	var pl *leg
+	rewrite := func(m map[string]any) {
+		if pl == nil {
+			select {
+			case l := <-pDone:
+				pl = &l
+			default:
+			}
+		}
+		if pl != nil && pl.err == nil && pl.cached != "" {
+			if mi, ok := m["meta_info"].(map[string]any); ok {
+				mi["cached_tokens"] = pl.cached
+			}
+		}
+	}
+	ok := relay(w, resp, mode, dec, rewrite) && resp.StatusCode == http.StatusOK
+	if !ok {
+		s.abort(p.URL, rid)
+	}
+	if pl == nil {
+		l := <-pDone
+		pl = &l
+	}
+	s.locked(func() {
+		d.PrefillDone()
+		if pl.err != nil && strings.Contains(pl.err.Error(), "transfer") {
+			s.disp.PeerFailed(s.now(), a.D)
+		} else if ok {
+			s.disp.PeerOK(a.D)
+		}
+		d.Finished(ok && pl.err == nil)
+	})
+	if pl.err != nil && ok {
+		// D answered but P failed: the decoder's room is dead; make sure
+		// it is not left waiting.
+		s.abort(dec, rid)
+	}
+	return true
+}
