@@ -102,6 +102,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, start: time.Now(), disp: kvc.NewDispatcher(cfg.Dispatch, pNames, dNames, opts, dOpts),
 		mux: http.NewServeMux(), turns: map[string]int{}}
 	s.mux.HandleFunc("/generate", s.handleGenerate)
+	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
+	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return s, nil
 }

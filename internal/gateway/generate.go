@@ -32,16 +32,33 @@ type request struct {
 // session_id or session_params.id, else the X-Session-Id header; a request
 // without one still works (prefix-only routing).
 func (s *Server) parseGenerate(r *http.Request) (*request, error) {
+	body, err := s.readJSON(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.newRequest(body, r.Header.Get("X-Session-Id"))
+}
+
+// readJSON reads a request body as a JSON object (numbers kept exact),
+// within the size limit.
+func (s *Server) readJSON(r *http.Request) (map[string]any, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		return nil, fmt.Errorf("reading the body: %v", err)
 	}
-	q := &request{body: map[string]any{}, output: 128}
+	body := map[string]any{}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	if err := dec.Decode(&q.body); err != nil {
+	if err := dec.Decode(&body); err != nil {
 		return nil, fmt.Errorf("body is not a JSON object: %v", err)
 	}
+	return body, nil
+}
+
+// newRequest reads what routing needs of an SGLang /generate body; header
+// is the X-Session-Id header's value.
+func (s *Server) newRequest(body map[string]any, header string) (*request, error) {
+	q := &request{body: body, output: 128}
 	var toks []int
 	switch v := q.body["input_ids"].(type) {
 	case []any:
@@ -80,7 +97,7 @@ func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 		q.session, _ = sp["id"].(string)
 	}
 	if q.session == "" {
-		q.session = r.Header.Get("X-Session-Id")
+		q.session = header
 	}
 	return q, nil
 }
@@ -132,6 +149,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	s.serveRequest(r.Context(), w, q)
+}
+
+// serveRequest dispatches one parsed request and answers w.
+func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *request) {
 	var d *kvc.Dispatch
 	s.locked(func() {
 		turn := 1
@@ -141,7 +163,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output})
 	})
-	s.execute(r.Context(), w, q, d)
+	s.execute(ctx, w, q, d)
 }
 
 // execute carries out the dispatcher's actions for one request until one
