@@ -50,6 +50,11 @@ type Config struct {
 	Client *http.Client
 	// MaxBodyBytes caps a request body (default 64 MiB).
 	MaxBodyBytes int64
+	// Retries is how many times a request a worker answered 408, 429 or
+	// 5xx (before anything reached the client) is dispatched again, with
+	// exponential backoff from 50 ms and a fresh pair and bootstrap room
+	// each time; 0 takes 2, a negative value none.
+	Retries int
 }
 
 // Server is a running gateway.
@@ -69,6 +74,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 2
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}

@@ -49,6 +49,29 @@ func worker(t *testing.T, role engine.Role, session bool) *emulator.Server {
 	return s
 }
 
+func workerWith(t *testing.T, role engine.Role, faults emulator.Faults) *emulator.Server {
+	t.Helper()
+	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := emulator.New(emulator.Config{Role: role, Profile: p, TimeScale: 20, Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			s.Kill()
+		}
+	})
+	return s
+}
+
 func waitHealthy(t *testing.T, urls ...string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -226,5 +249,19 @@ func TestGatewayDeadDecoder(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "decode-unreachable") {
 		t.Fatalf("status %d body %s, want 503 naming the unreachable decoder", resp.StatusCode, b)
+	}
+}
+
+// A worker answering 500 is retried with a fresh dispatch: with one of two
+// colocated workers failing every request, every request still succeeds.
+func TestGatewayRetriesOnWorkerErrors(t *testing.T) {
+	bad := workerWith(t, engine.RoleColocated, emulator.Faults{ErrorRate: 1, Seed: 1})
+	good := worker(t, engine.RoleColocated, false)
+	gw := gateway(t, kvc.MechColo, nil, []*emulator.Server{bad, good})
+	for i := range 4 {
+		a := generate(t, gw.URL, map[string]any{"input_ids": ids(100*i, 200), "sampling_params": map[string]any{"max_new_tokens": 4}})
+		if a.status != http.StatusOK || a.worker != good.URL() || len(a.outputIDs) != 4 {
+			t.Fatalf("request %d: %+v, want it answered by the healthy worker", i, a)
+		}
 	}
 }

@@ -26,6 +26,9 @@ type request struct {
 	stream  bool
 	ids     []any  // input_ids as sent, for the admission RPC
 	text    string // or the text
+	attempt int    // dispatches so far, retries included
+	retry   string // why the last attempt should be retried ("" = it answered)
+	avoid   []int  // workers that failed an earlier attempt
 }
 
 // parseGenerate reads an SGLang /generate body. The session is the body's
@@ -152,8 +155,30 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	s.serveRequest(r.Context(), w, q)
 }
 
-// serveRequest dispatches one parsed request and answers w.
+// serveRequest dispatches one parsed request and answers w, dispatching it
+// again when a worker answered with a retryable status before anything
+// reached the client.
 func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *request) {
+	for q.attempt = 0; ; q.attempt++ {
+		q.retry = ""
+		s.dispatchOnce(ctx, w, q)
+		if q.retry == "" {
+			return
+		}
+		select {
+		case <-time.After(min(50*time.Millisecond<<q.attempt, time.Second)):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// retryable says whether a worker's status is worth another attempt.
+func (s *Server) retryable(q *request, status int) bool {
+	return q.attempt < s.cfg.Retries && (status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500)
+}
+
+func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *request) {
 	var d *kvc.Dispatch
 	s.locked(func() {
 		turn := 1
@@ -161,7 +186,8 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 			s.turns[q.session]++
 			turn = s.turns[q.session]
 		}
-		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output})
+		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
+			Avoid: q.avoid})
 	})
 	s.execute(ctx, w, q, d)
 }
@@ -261,6 +287,15 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	}
 	defer resp.Body.Close()
 	s.locked(func() { d.Accepted() })
+	if s.retryable(q, resp.StatusCode) {
+		io.Copy(io.Discard, resp.Body)
+		q.retry = fmt.Sprintf("%s answered %d", base, resp.StatusCode)
+		s.locked(func() {
+			q.avoid = append(q.avoid, d.Decoder())
+			d.Finished(false)
+		})
+		return true
+	}
 	mode := ""
 	s.locked(func() { mode = d.Mode() })
 	ok := relay(w, resp, mode, base, nil) && resp.StatusCode == http.StatusOK

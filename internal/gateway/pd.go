@@ -82,6 +82,18 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	}
 	defer resp.Body.Close()
 	s.locked(func() { d.Accepted() })
+	if s.retryable(q, resp.StatusCode) {
+		io.Copy(io.Discard, resp.Body)
+		s.abort(p.URL, rid) // the next attempt gets a fresh pair and room
+		<-pDone
+		q.retry = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode)
+		s.locked(func() {
+			q.avoid = append(q.avoid, a.D)
+			d.PrefillDone()
+			d.Finished(false)
+		})
+		return true
+	}
 	var mode string
 	s.locked(func() { mode = d.Mode() })
 

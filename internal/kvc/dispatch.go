@@ -106,6 +106,19 @@ type Request struct {
 	Blocks  []uint64 // read during Begin and Reply only
 	Input   int
 	Output  int
+	// Avoid lists decoders (or colocated workers) not to use for this
+	// request when another will do: the ones whose failures it is being
+	// retried after.
+	Avoid []int
+}
+
+func (r *Request) avoids(w int) bool {
+	for _, a := range r.Avoid {
+		if a == w {
+			return true
+		}
+	}
+	return false
 }
 
 // ActionKind is what the executor must do next.
@@ -219,7 +232,10 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	}
 	switch x.cfg.Mechanism {
 	case MechColo:
-		w := x.d.Pick(r.Session, r.Blocks).Worker
+		w := x.d.PickAmong(r.Session, r.Blocks, func(i int) bool { return !r.avoids(i) }).Worker
+		if w < 0 {
+			w = x.d.Pick(r.Session, r.Blocks).Worker
+		}
 		t.decide(ActColo, -1, w, "dp-colo-router")
 	case MechPD:
 		t.plainPD("pd-disaggregation-router")
@@ -253,7 +269,7 @@ func (t *Dispatch) route() {
 	// Breakers do not keep a decoder from direct appends, which move no KV
 	// over the failing transport; they hold back seeds and plain PD.
 	allowed := func(d int) bool {
-		return !t.tried[d] && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
+		return !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
 	d := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
 	if d < 0 {
@@ -415,7 +431,7 @@ func (t *Dispatch) fallback() {
 func (t *Dispatch) plainPD(mode string) {
 	x := t.x
 	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
-	d := x.d.PickAmong(t.r.Session, t.r.Blocks, func(d int) bool { return x.breakers[d].allows(t.now) }).Worker
+	d := x.d.PickAmong(t.r.Session, t.r.Blocks, func(d int) bool { return !t.r.avoids(d) && x.breakers[d].allows(t.now) }).Worker
 	if d < 0 {
 		// Every breaker is open: send it anyway to the one that opened
 		// first, whose cooldown ends soonest; its outcome is the probe.
