@@ -69,6 +69,7 @@ func leafCommands(t *testing.T) map[string][]string {
 		"calibrate check":           nil,
 		"worker":                    nil,
 		"serve":                     nil,
+		"up":                        nil,
 	}
 }
 
