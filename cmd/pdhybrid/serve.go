@@ -97,25 +97,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		if err != nil {
 			return usagef("%v", err)
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20}
-		fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		return ctx.Err()
+		return serveGateway(ctx, e, gw.Handler(), host, port, mech)
 	})
 	return c
 }
@@ -132,4 +114,28 @@ func parsePrefill(s string) (string, int, error) {
 		u, port = s[:i], n
 	}
 	return strings.TrimRight(u, "/"), port, nil
+}
+
+// serveGateway serves the gateway's handler on host:port until ctx ends,
+// printing its "listening" line, then drains for up to 5 s.
+func serveGateway(ctx context.Context, e *env, h http.Handler, host string, port int, mech string) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20}
+	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return ctx.Err()
 }

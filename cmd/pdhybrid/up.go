@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -131,23 +128,7 @@ URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-		return ctx.Err()
+		return serveGateway(ctx, e, gw.Handler(), "127.0.0.1", port, mech)
 	})
 	return c
 }

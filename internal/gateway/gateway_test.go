@@ -24,38 +24,27 @@ import (
 
 func worker(t *testing.T, role engine.Role, session bool) *emulator.Server {
 	t.Helper()
-	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := emulator.Config{Role: role, Profile: p, TimeScale: 20}
-	if session {
-		cfg.Session = engine.SessionConfig{Enabled: true}
-	}
-	s, err := emulator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			s.Kill()
-		}
-	})
-	return s
+	return startEmulator(t, role, session, emulator.Faults{})
 }
 
 func workerWith(t *testing.T, role engine.Role, faults emulator.Faults) *emulator.Server {
+	t.Helper()
+	return startEmulator(t, role, false, faults)
+}
+
+// startEmulator runs an emulated worker on loopback, 20× faster than real
+// time, stopped when the test ends.
+func startEmulator(t *testing.T, role engine.Role, session bool, faults emulator.Faults) *emulator.Server {
 	t.Helper()
 	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := emulator.New(emulator.Config{Role: role, Profile: p, TimeScale: 20, Faults: faults})
+	cfg := emulator.Config{Role: role, Profile: p, TimeScale: 20, Faults: faults}
+	if session {
+		cfg.Session = engine.SessionConfig{Enabled: true}
+	}
+	s, err := emulator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
