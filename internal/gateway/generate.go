@@ -416,6 +416,7 @@ func newLineReader(r io.Reader) func() ([]byte, error) {
 	buf := make([]byte, 0, 4096)
 	chunk := make([]byte, 32*1024)
 	var pending []byte
+	var readErr error
 	return func() ([]byte, error) {
 		for {
 			if i := bytes.IndexByte(pending, '\n'); i >= 0 {
@@ -423,13 +424,17 @@ func newLineReader(r io.Reader) func() ([]byte, error) {
 				pending = pending[i+1:]
 				return line, nil
 			}
-			n, err := r.Read(chunk)
-			pending = append(pending, chunk[:n]...)
-			if err != nil {
+			if readErr != nil {
+				// A Read may return its last bytes together with the
+				// error: the whole lines among them went out above, one
+				// at a time; what is left is the unterminated tail.
 				line := append(buf[:0], pending...)
 				pending = nil
-				return line, err
+				return line, readErr
 			}
+			n, err := r.Read(chunk)
+			pending = append(pending, chunk[:n]...)
+			readErr = err
 		}
 	}
 }
