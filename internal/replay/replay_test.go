@@ -1,0 +1,195 @@
+package replay
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/gateway"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/model"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+func TestTokensShareWhatHashIDsShare(t *testing.T) {
+	a := Tokens([]uint64{7, 8, 9}, 40, 16)
+	b := Tokens([]uint64{7, 8, 10}, 48, 16)
+	if len(a) != 40 || len(b) != 48 {
+		t.Fatalf("lengths %d, %d; want 40, 48", len(a), len(b))
+	}
+	for i := 0; i < 32; i++ {
+		if a[i] != b[i] {
+			t.Fatalf("token %d differs inside shared blocks", i)
+		}
+	}
+	same := 0
+	for i := 32; i < 40; i++ {
+		if a[i] == b[i] {
+			same++
+		}
+	}
+	if same == 8 {
+		t.Fatal("different hash ids gave the same block")
+	}
+	for _, x := range b {
+		if x < 0 || x >= 151936 {
+			t.Fatalf("token %d outside the vocabulary", x)
+		}
+	}
+}
+
+// sessions builds n sessions of turns that each append to the last.
+func sessions(n, turns int) []trace.Request {
+	var reqs []trace.Request
+	id := int64(0)
+	think := 0.5
+	for s := 0; s < n; s++ {
+		var hashes []uint64
+		for k := 1; k <= turns; k++ {
+			for b := 0; b < 8; b++ {
+				hashes = append(hashes, uint64(s*1000+len(hashes)+1))
+			}
+			r := trace.Request{SessionID: "s" + string(rune('a'+s)), ChatID: id, ParentChatID: id - 1, Turn: k,
+				Timestamp: float64(s) * 0.2, InputLength: len(hashes) * 64, OutputLength: 20,
+				HashIDs: append([]uint64(nil), hashes...)}
+			if k == 1 {
+				r.ParentChatID = -1
+			} else {
+				r.ThinkTimeS = &think
+			}
+			reqs = append(reqs, r)
+			id++
+		}
+	}
+	return reqs
+}
+
+func startWorker(t *testing.T, role engine.Role) *emulator.Server {
+	t.Helper()
+	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := emulator.Config{Role: role, Profile: p, TimeScale: 20, Session: engine.SessionConfig{Enabled: role == engine.RoleDecode}}
+	s, err := emulator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			s.Kill()
+		}
+	})
+	return s
+}
+
+// TestReplayAgainstLiveKVC replays a small multi-turn trace through a
+// real gateway in front of emulated workers on loopback, 20× faster than
+// real time: every request is accounted for exactly once, completes, and
+// later turns of a session run in a KVC direct mode with a cache hit.
+func TestReplayAgainstLiveKVC(t *testing.T) {
+	p, d := startWorker(t, engine.RolePrefill), startWorker(t, engine.RoleDecode)
+	cfg := gateway.Config{Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechKVC, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
+		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack},
+		Prefill: []gateway.Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{d.URL()}}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(g.Handler())
+	defer ts.Close()
+	waitHealthy(t, p.URL(), d.URL())
+
+	reqs := sessions(3, 4)
+	var mu sync.Mutex
+	got := map[int64]*metrics.Record{}
+	progress := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = Run(ctx, Config{URL: ts.URL, BlockSize: 64, TimeScale: 20, Concurrency: 4, TimeoutS: 30,
+		Progress: func(done, total int) { progress = done }}, reqs, func(r *metrics.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		if got[r.ChatID] != nil {
+			t.Errorf("chat %d recorded twice", r.ChatID)
+		}
+		got[r.ChatID] = r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(reqs) || progress != len(reqs) {
+		t.Fatalf("%d records, progress %d; want %d", len(got), progress, len(reqs))
+	}
+	direct := 0
+	for _, r := range reqs {
+		rec := got[r.ChatID]
+		if rec.Status != metrics.StatusCompleted {
+			t.Fatalf("chat %d: %s (%s)", r.ChatID, rec.Status, rec.Error)
+		}
+		if rec.OutputLength != r.OutputLength || rec.TTFTS <= 0 || rec.LatencyS < rec.TTFTS {
+			t.Errorf("chat %d: output %d ttft %.3f latency %.3f", r.ChatID, rec.OutputLength, rec.TTFTS, rec.LatencyS)
+		}
+		if r.Turn > 1 && strings.Contains(rec.ExecutionMode, "direct") {
+			direct++
+			if rec.CachedTokens == 0 {
+				t.Errorf("chat %d ran %s without a cache hit", r.ChatID, rec.ExecutionMode)
+			}
+		}
+	}
+	if direct == 0 {
+		t.Error("no later turn ran in a direct mode")
+	}
+}
+
+func TestReplayRecordsAnUnreachableGateway(t *testing.T) {
+	reqs := sessions(1, 2)
+	var recs []*metrics.Record
+	err := Run(context.Background(), Config{URL: "http://127.0.0.1:1", BlockSize: 64, TimeScale: 100}, reqs,
+		func(r *metrics.Record) { recs = append(recs, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records; want 2", len(recs))
+	}
+	for _, r := range recs {
+		if r.Status != metrics.StatusFailed || !strings.HasPrefix(r.Error, "transport-error") {
+			t.Errorf("chat %d: %s %q; want failed with a transport error", r.ChatID, r.Status, r.Error)
+		}
+	}
+}
+
+func waitHealthy(t *testing.T, urls ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, u := range urls {
+		for !healthy(u) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never became healthy", u)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func healthy(u string) bool {
+	resp, err := http.Get(u + "/health")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
