@@ -70,6 +70,7 @@ func leafCommands(t *testing.T) map[string][]string {
 		"worker":                    nil,
 		"serve":                     nil,
 		"up":                        nil,
+		"replay":                    nil,
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,6 +88,7 @@ func TestUpStack(t *testing.T) {
 	if mode, _ = ask(append(append(prompt, outIDs...), 90001, 90002, 90003)); mode != "kvcache-direct-to-d-session" {
 		t.Fatalf("second request went %q", mode)
 	}
+	replayInto(t, gw)
 	c.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
@@ -96,5 +99,53 @@ func TestUpStack(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("up did not stop on SIGINT")
+	}
+}
+
+// replayInto replays a small trace through the live stack with pdhybrid
+// replay: every request is in metrics.jsonl once and completed, the summary
+// says complete, and pdhybrid report reads the folder.
+func replayInto(t *testing.T, gw string) {
+	t.Helper()
+	tr := smallTrace(t)
+	dir := filepath.Join(t.TempDir(), "live")
+	so, se, err := runCLI("replay", "--url", gw, "--trace", tr, "--time-scale", "20", "--request-timeout", "20", "--out", dir)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, se)
+	}
+	if !strings.Contains(so, "live") {
+		t.Errorf("replay printed no summary table:\n%s", so)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			ChatID int64  `json:"chat_id"`
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("metrics.jsonl line %q: %v", l, err)
+		}
+		if seen[r.ChatID] || r.Status != "completed" {
+			t.Errorf("chat %d: status %s %s (seen before: %v)", r.ChatID, r.Status, r.Error, seen[r.ChatID])
+		}
+		seen[r.ChatID] = true
+	}
+	if len(seen) != 6 {
+		t.Errorf("%d requests recorded; the trace has 6", len(seen))
+	}
+	var sum struct {
+		Complete bool `json:"complete"`
+		Requests int  `json:"requests"`
+	}
+	if b, err = os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || !sum.Complete || sum.Requests != 6 {
+		t.Errorf("summary.json: %+v (%v)", sum, err)
+	}
+	if _, se, err := runCLI("report", dir, "--out", filepath.Join(t.TempDir(), "r")); err != nil {
+		t.Errorf("report of the live run: %v\n%s", err, se)
 	}
 }
