@@ -178,11 +178,27 @@ func (s *Sim) send(r *req) {
 	if s.cfg.TimeoutS > 0 {
 		s.push(event{t: s.now + s.cfg.TimeoutS, kind: evTimeout, req: r})
 	}
-	if s.cfg.MaxInputLen > 0 && r.t.InputLength > s.cfg.MaxInputLen {
-		s.fail(r, metrics.StatusFailed, "input-too-long: "+strconv.Itoa(r.t.InputLength)+" tokens > max "+strconv.Itoa(s.cfg.MaxInputLen))
+	if why := tooLong(r.t.InputLength, r.t.OutputLength, s.cfg.MaxInputLen); why != "" {
+		s.fail(r, metrics.StatusFailed, why)
 		return
 	}
 	s.dispatch(r)
+}
+
+// tooLong is SGLang's context check at tokenization: a prompt of the whole
+// context or more is refused, and so is one whose prompt plus requested
+// output does not fit. An emulated worker answers the same requests with
+// the same refusal, so a live replay and a simulated run fail the same ones.
+func tooLong(input, output, max int) string {
+	switch {
+	case max <= 0:
+		return ""
+	case input >= max:
+		return "input-too-long: " + strconv.Itoa(input) + " tokens, context " + strconv.Itoa(max)
+	case input+output > max:
+		return "input-too-long: " + strconv.Itoa(input) + " + " + strconv.Itoa(output) + " output tokens > context " + strconv.Itoa(max)
+	}
+	return ""
 }
 
 func (s *Sim) timeout(r *req) {
