@@ -197,11 +197,15 @@ func send(ctx context.Context, cfg Config, t *trace.Request, start time.Time) *m
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	var first time.Time
 	var last struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
 		MetaInfo struct {
 			CompletionTokens int `json:"completion_tokens"`
 			CachedTokens     int `json:"cached_tokens"`
 			FinishReason     *struct {
-				Type string `json:"type"`
+				Type    string `json:"type"`
+				Message string `json:"message"`
 			} `json:"finish_reason"`
 		} `json:"meta_info"`
 	}
@@ -210,14 +214,15 @@ func send(ctx context.Context, cfg Config, t *trace.Request, start time.Time) *m
 		if !strings.HasPrefix(line, "data: ") || line == "data: [DONE]" {
 			continue
 		}
-		if first.IsZero() {
+		last.Error = nil
+		json.Unmarshal([]byte(line[len("data: "):]), &last)
+		if first.IsZero() && last.Error == nil {
 			first = time.Now()
 		}
-		json.Unmarshal([]byte(line[len("data: "):]), &last)
 	}
 	end := time.Now()
 	rec.LatencyS = end.Sub(sent).Seconds()
-	if err := sc.Err(); err != nil || first.IsZero() {
+	if err := sc.Err(); err != nil || (first.IsZero() && last.Error == nil) {
 		// An empty stream is an error with its cause (the seed's
 		// "generate stream ended before producing any token").
 		rec.Error = "stream-ended-before-any-token"
@@ -226,11 +231,21 @@ func send(ctx context.Context, cfg Config, t *trace.Request, start time.Time) *m
 		}
 		return finishStatus(ctx, rec)
 	}
+	if last.Error != nil {
+		// SGLang refuses a streamed request it cannot tokenize (too long,
+		// bad sampling params) with a 200, one error event and [DONE].
+		rec.Error = "worker-error: " + last.Error.Message
+		return rec
+	}
 	mi := last.MetaInfo
 	rec.OutputLength, rec.CachedTokens = mi.CompletionTokens, mi.CachedTokens
 	rec.UncachedTokens = t.InputLength - mi.CachedTokens
-	if mi.FinishReason == nil || mi.FinishReason.Type == "abort" {
-		rec.Error = "aborted-by-worker"
+	if mi.FinishReason == nil {
+		rec.Error = "stream-ended-without-finish-reason"
+		return rec
+	}
+	if mi.FinishReason.Type == "abort" {
+		rec.Error = "aborted-by-worker: " + mi.FinishReason.Message
 		return rec
 	}
 	rec.Status, rec.FinishReason = metrics.StatusCompleted, mi.FinishReason.Type

@@ -113,6 +113,13 @@ func TestReplayAgainstLiveKVC(t *testing.T) {
 	waitHealthy(t, p.URL(), d.URL())
 
 	reqs := sessions(3, 4)
+	// One prompt of the whole context: SGLang refuses it with an error
+	// event, which the record must carry as its cause.
+	long := make([]uint64, 262144/64)
+	for i := range long {
+		long[i] = uint64(900000 + i)
+	}
+	reqs = append(reqs, trace.Request{SessionID: "long", ChatID: 99, ParentChatID: -1, Turn: 1, InputLength: 262144, OutputLength: 4, HashIDs: long})
 	var mu sync.Mutex
 	got := map[int64]*metrics.Record{}
 	progress := 0
@@ -134,7 +141,10 @@ func TestReplayAgainstLiveKVC(t *testing.T) {
 		t.Fatalf("%d records, progress %d; want %d", len(got), progress, len(reqs))
 	}
 	direct := 0
-	for _, r := range reqs {
+	if rec := got[99]; rec.Status != metrics.StatusFailed || !strings.Contains(rec.Error, "worker-error: The input (262144 tokens) is longer than the model's context length") {
+		t.Errorf("whole-context prompt: %s %q; want failed with the worker's refusal", rec.Status, rec.Error)
+	}
+	for _, r := range reqs[:len(reqs)-1] {
 		rec := got[r.ChatID]
 		if rec.Status != metrics.StatusCompleted {
 			t.Fatalf("chat %d: %s (%s)", r.ChatID, rec.Status, rec.Error)
