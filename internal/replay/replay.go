@@ -157,8 +157,6 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 func send(ctx context.Context, cfg Config, t *trace.Request, start time.Time) *metrics.Record {
 	rec := &metrics.Record{RequestID: strconv.FormatInt(t.ChatID, 10), SessionID: t.SessionID, ChatID: t.ChatID, Turn: t.Turn,
 		TraceTimeS: t.Timestamp, InputLength: t.InputLength, Status: metrics.StatusFailed}
-	sent := time.Now()
-	rec.ArrivalS = sent.Sub(start).Seconds()
 	if cfg.TimeoutS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(cfg.TimeoutS*float64(time.Second)))
@@ -167,6 +165,10 @@ func send(ctx context.Context, cfg Config, t *trace.Request, start time.Time) *m
 	body := map[string]any{"input_ids": Tokens(t.HashIDs, t.InputLength, cfg.BlockSize), "stream": true,
 		"session_id": t.SessionID, "sampling_params": map[string]any{"max_new_tokens": max(t.OutputLength, 1)}}
 	b, _ := json.Marshal(body)
+	// The clock starts when the request is ready to go: building a large
+	// prompt's JSON is the client's time, not the server's.
+	sent := time.Now()
+	rec.ArrivalS = sent.Sub(start).Seconds()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(cfg.URL, "/")+"/generate", bytes.NewReader(b))
 	if err != nil {
 		rec.Error = "replay-error: " + err.Error()
