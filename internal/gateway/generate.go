@@ -42,39 +42,6 @@ func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 	return s.newRequest(body, r.Header.Get("X-Session-Id"))
 }
 
-// readJSON reads a request body as a JSON object (numbers kept exact),
-// within the size limit. input_ids stays raw JSON (json.RawMessage): a
-// long prompt is re-sent to a worker or two byte for byte instead of being
-// decoded into an []any and encoded again per leg (BenchmarkGenerateBody).
-func (s *Server) readJSON(r *http.Request) (map[string]any, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading the body: %v", err)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
-		if err == nil {
-			err = errors.New("null")
-		}
-		return nil, fmt.Errorf("body is not a JSON object: %v", err)
-	}
-	body := make(map[string]any, len(fields)+4)
-	for k, raw := range fields {
-		if k == "input_ids" && len(raw) > 0 && raw[0] == '[' {
-			body[k] = raw
-			continue
-		}
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("body is not a JSON object: field %q: %v", k, err)
-		}
-		body[k] = v
-	}
-	return body, nil
-}
-
 // newRequest reads what routing needs of an SGLang /generate body; header
 // is the X-Session-Id header's value.
 func (s *Server) newRequest(body map[string]any, header string) (*request, error) {
@@ -126,74 +93,6 @@ func (s *Server) newRequest(body map[string]any, header string) (*request, error
 		q.session = header
 	}
 	return q, nil
-}
-
-// tokenIDs reads a raw input_ids list; an entry that is not an integer
-// is named by its index, as the []any path names it.
-func tokenIDs(raw json.RawMessage) ([]int, error) {
-	if toks, ok := plainInts(raw); ok {
-		return toks, nil
-	}
-	var toks []int
-	if err := json.Unmarshal(raw, &toks); err == nil {
-		return toks, nil
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, errors.New("input_ids must be a list of token ids")
-	}
-	for i, it := range items {
-		var n int
-		if json.Unmarshal(it, &n) != nil {
-			return nil, fmt.Errorf("input_ids[%d]: %s is not a token id", i, it)
-		}
-	}
-	return nil, errors.New("input_ids must be a list of token ids")
-}
-
-// plainInts reads a JSON list of non-negative integers in one pass, the
-// shape every tokenizer's output has; anything else (signs, exponents,
-// nesting) reports !ok and goes to encoding/json.
-func plainInts(b []byte) ([]int, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return nil, false
-	}
-	out := make([]int, 0, len(b)/6)
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return out, skipSpace(b, i+1) == len(b)
-	}
-	for {
-		start, n := i, 0
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			n = n*10 + int(b[i]-'0')
-			i++
-		}
-		if i == start || i-start > 18 || (b[start] == '0' && i-start > 1) {
-			return nil, false
-		}
-		out = append(out, n)
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return nil, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return out, skipSpace(b, i+1) == len(b)
-		default:
-			return nil, false
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // textTokens approximates a tokenizer for routing only: every 4 bytes of
@@ -400,35 +299,6 @@ func clone(m map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
-}
-
-// jsonReader encodes a body; a map's raw input_ids is spliced in as it
-// came, not re-validated and compacted by json.Marshal (the bulk of a
-// long prompt's cost at the gateway).
-func jsonReader(v any) io.Reader {
-	m, ok := v.(map[string]any)
-	raw, isRaw := m["input_ids"].(json.RawMessage)
-	if !ok || !isRaw {
-		b, _ := json.Marshal(v)
-		return bytes.NewReader(b)
-	}
-	rest := make(map[string]any, len(m))
-	for k, x := range m {
-		if k != "input_ids" {
-			rest[k] = x
-		}
-	}
-	b, _ := json.Marshal(rest)
-	out := make([]byte, 0, len(b)+len(raw)+16)
-	out = append(out, `{"input_ids":`...)
-	out = append(out, raw...)
-	if len(b) > 2 {
-		out = append(out, ',')
-		out = append(out, b[1:]...)
-	} else {
-		out = append(out, '}')
-	}
-	return bytes.NewReader(out)
 }
 
 // send POSTs a JSON body and returns the response (the caller closes it).

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// BenchmarkGenerateBody is the gateway's own cost per /generate request of
+// BenchmarkGenerateBody (body.go) is the gateway's own cost per /generate request of
 // a 69k-token prompt (the agentic workload's mean): reading the body, what
 // routing needs of it, and encoding it for a prefill and a decode leg.
 func BenchmarkGenerateBody(b *testing.B) {
