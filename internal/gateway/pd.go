@@ -100,10 +100,19 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	var pl *leg
 	rewrite := func(m map[string]any) {
 		if pl == nil {
-			select {
-			case l := <-pDone:
+			// The final answer waits for P's leg, whose cached_tokens it
+			// carries (P's response can trail D's last token); earlier
+			// events take it only if it is already in.
+			mi, _ := m["meta_info"].(map[string]any)
+			if mi != nil && mi["finish_reason"] != nil {
+				l := <-pDone
 				pl = &l
-			default:
+			} else {
+				select {
+				case l := <-pDone:
+					pl = &l
+				default:
+				}
 			}
 		}
 		if pl != nil && pl.err == nil && pl.cached != "" {
