@@ -88,7 +88,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "divide trace time (and think time) by this `factor`, in [0.001, 1000]; 2 replays twice as fast")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "max `requests` in flight from the client; 0 = unlimited")
 	fs.Float64Var(&f.timeout, "timeout", 0, "per-request timeout in `seconds` from sending; 0 = none")
-	fs.IntVar(&f.maxInput, "max-input-len", 0, "fail prompts longer than this many `tokens`; 0 = the model's max context (262144)")
+	fs.IntVar(&f.maxInput, "max-input-len", 0, "context length in `tokens`: a prompt this long or longer, or whose prompt plus output exceeds it, fails as SGLang refuses it; 0 = the model's max context (262144)")
 	fs.BoolVar(&f.ignoreThink, "ignore-think-time", false, "release a turn when its parent ends, ignoring the trace's think time")
 	fs.Float64Var(&f.alpha, "alpha", 1, "kv-aware policy only: weight of stickiness, in `blocks` of prefix overlap (> 0)")
 	fs.Float64Var(&f.floorK, "floor-k", 0, "kv-aware policy only: load-floor bonus in `blocks` for under-assigned workers; 0 = off")
