@@ -3,19 +3,17 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
-	"github.com/pdhybrid/pdhybrid/internal/model"
 )
 
 // Live-stack tests: real emulated SGLang workers on loopback (the engine
@@ -24,61 +22,12 @@ import (
 
 func worker(t *testing.T, role engine.Role, session bool) *emulator.Server {
 	t.Helper()
-	return startEmulator(t, role, session, emulator.Faults{})
+	return emulatortest.Start(t, role, session, emulator.Faults{})
 }
 
 func workerWith(t *testing.T, role engine.Role, faults emulator.Faults) *emulator.Server {
 	t.Helper()
-	return startEmulator(t, role, false, faults)
-}
-
-// startEmulator runs an emulated worker on loopback, 20× faster than real
-// time, stopped when the test ends.
-func startEmulator(t *testing.T, role engine.Role, session bool, faults emulator.Faults) *emulator.Server {
-	t.Helper()
-	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := emulator.Config{Role: role, Profile: p, TimeScale: 20, Faults: faults}
-	if session {
-		cfg.Session = engine.SessionConfig{Enabled: true}
-	}
-	s, err := emulator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			s.Kill()
-		}
-	})
-	return s
-}
-
-func waitHealthy(t *testing.T, urls ...string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, u := range urls {
-		for {
-			resp, err := http.Get(u + "/health")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never became healthy", u)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	return emulatortest.Start(t, role, false, faults)
 }
 
 func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decode []*emulator.Server) *httptest.Server {
@@ -98,7 +47,7 @@ func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decod
 		}
 		urls = append(urls, d.URL())
 	}
-	waitHealthy(t, urls...)
+	emulatortest.WaitHealthy(t, urls...)
 	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

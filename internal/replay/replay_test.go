@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -10,11 +9,11 @@ import (
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/gateway"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
-	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
@@ -71,36 +70,12 @@ func sessions(n, turns int) []trace.Request {
 	return reqs
 }
 
-func startWorker(t *testing.T, role engine.Role) *emulator.Server {
-	t.Helper()
-	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := emulator.Config{Role: role, Profile: p, TimeScale: 20, Session: engine.SessionConfig{Enabled: role == engine.RoleDecode}}
-	s, err := emulator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			s.Kill()
-		}
-	})
-	return s
-}
-
 // TestReplayAgainstLiveKVC replays a small multi-turn trace through a
 // real gateway in front of emulated workers on loopback, 20× faster than
 // real time: every request is accounted for exactly once, completes, and
 // later turns of a session run in a KVC direct mode with a cache hit.
 func TestReplayAgainstLiveKVC(t *testing.T) {
-	p, d := startWorker(t, engine.RolePrefill), startWorker(t, engine.RoleDecode)
+	p, d := emulatortest.Start(t, engine.RolePrefill, false, emulator.Faults{}), emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{})
 	cfg := gateway.Config{Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechKVC, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
 		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack},
 		Prefill: []gateway.Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{d.URL()}}
@@ -110,7 +85,7 @@ func TestReplayAgainstLiveKVC(t *testing.T) {
 	}
 	ts := httptest.NewServer(g.Handler())
 	defer ts.Close()
-	waitHealthy(t, p.URL(), d.URL())
+	emulatortest.WaitHealthy(t, p.URL(), d.URL())
 
 	reqs := sessions(3, 4)
 	// One prompt of the whole context: SGLang refuses it with an error
@@ -180,26 +155,4 @@ func TestReplayRecordsAnUnreachableGateway(t *testing.T) {
 			t.Errorf("chat %d: %s %q; want failed with a transport error", r.ChatID, r.Status, r.Error)
 		}
 	}
-}
-
-func waitHealthy(t *testing.T, urls ...string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, u := range urls {
-		for !healthy(u) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never became healthy", u)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
-
-func healthy(u string) bool {
-	resp, err := http.Get(u + "/health")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
