@@ -22,6 +22,7 @@ func serveCmd(e *env) *cobra.Command {
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
+		noProbe                                 bool
 	)
 	c := &cobra.Command{
 		Use:   "serve [flags]",
@@ -58,6 +59,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
@@ -71,7 +73,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		ck.oneOf("reject-reset", "direct", "any", "off")
 		ck.oneOf("residency-belief", "track", "never-shrink")
 		kvcOnly := mech == "kvcache-centric"
-		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief"} {
+		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe"} {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
 		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
@@ -80,7 +82,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		if err := ck.err(); err != nil {
 			return err
 		}
-		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo}
+		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe}
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)
 			if err != nil {

@@ -353,6 +353,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/open_session", s.handleOpenSession)
 	m.HandleFunc("/close_session", s.handleCloseSession)
 	m.HandleFunc("/session_cache/admit_direct_append", s.handleAdmit)
+	m.HandleFunc("/session_cache/lookup", s.handleLookup)
 	m.HandleFunc("/v1/models", s.handleModels)
 	m.HandleFunc("/_pd/kv", s.handleKVDelivery)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -245,27 +245,8 @@ type AdmitResponse struct {
 const ReasonFaultInjected = "fault-injected"
 
 func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
-	if !s.cfg.Session.Enabled {
-		// Stock SGLang has no such route: a gateway probing it must fall
-		// back to its own estimate.
-		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
-		return
-	}
-	if !allow(w, r, http.MethodPost) || s.unavailable(w) {
-		return
-	}
-	body, ok := readBody(w, r)
+	q, ok := s.sessionQuery(w, r)
 	if !ok {
-		return
-	}
-	var in AdmitRequest
-	if err := strictJSON(body, &in); err != nil {
-		writeValidation(w, "invalid admission body: "+jsonMsg(err))
-		return
-	}
-	q, err := admitQuery(&in, s.cfg.BlockSize)
-	if err != nil {
-		writeRequestError(w, err)
 		return
 	}
 	if s.cfg.Faults.RefuseAdmissions {
@@ -281,6 +262,35 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		CanAdmit: rep.CanAdmit, Mode: rep.Mode.String(), Reason: rep.Reason, CachedTokens: rep.CachedTokens,
 		RecommendedPauseMs: int(math.Round(rep.PauseMs)), TrimmedSessions: rep.Trimmed, TrimmedTokens: rep.TrimmedTok,
 	})
+}
+
+// sessionQuery reads the body of a KVC session-cache RPC (admission or
+// lookup), answering the client itself when it cannot.
+func (s *Server) sessionQuery(w http.ResponseWriter, r *http.Request) (engine.AdmitQuery, bool) {
+	if !s.cfg.Session.Enabled {
+		// Stock SGLang has no such route: a gateway probing it must fall
+		// back to its own estimate.
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		return engine.AdmitQuery{}, false
+	}
+	if !allow(w, r, http.MethodPost) || s.unavailable(w) {
+		return engine.AdmitQuery{}, false
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return engine.AdmitQuery{}, false
+	}
+	var in AdmitRequest
+	if err := strictJSON(body, &in); err != nil {
+		writeValidation(w, "invalid session-cache body: "+jsonMsg(err))
+		return engine.AdmitQuery{}, false
+	}
+	q, err := admitQuery(&in, s.cfg.BlockSize)
+	if err != nil {
+		writeRequestError(w, err)
+		return engine.AdmitQuery{}, false
+	}
+	return q, true
 }
 
 func admitQuery(in *AdmitRequest, blockSize int) (engine.AdmitQuery, error) {

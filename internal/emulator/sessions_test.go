@@ -84,7 +84,18 @@ func TestKVCSessionDecoder(t *testing.T) {
 		}
 		return a
 	}
+	lookup := func(session string, prompt []int) LookupResponse {
+		st, b := post(t, d.URL()+"/session_cache/lookup", map[string]any{"session_id": session, "input_ids": prompt})
+		var l LookupResponse
+		if err := json.Unmarshal(b, &l); st != 200 || err != nil {
+			t.Fatalf("lookup: %d %s", st, b)
+		}
+		return l
+	}
 	turn1 := ids(1, 3000)
+	if l := lookup("S", turn1); l.Resident || l.CachedTokens != 0 {
+		t.Fatalf("lookup before any turn: %+v", l)
+	}
 	if a := admit(turn1); !a.CanAdmit || a.Mode != "seed" || a.Reason != engine.ReasonNotResident {
 		t.Fatalf("first turn: %+v", a)
 	}
@@ -98,6 +109,14 @@ func TestKVCSessionDecoder(t *testing.T) {
 	}
 	o := decodeOut(t, b)
 	turn2 := append(append(append([]int{}, turn1...), o.OutputIDs...), ids(7, 200)...)
+	// The residency probe sees the session here; another session with the
+	// same prefix is not resident, though its prefix is cached.
+	if l := lookup("S", turn2); !l.Resident || l.CachedTokens != (3000+49)/64*64 {
+		t.Fatalf("lookup after the seed: %+v", l)
+	}
+	if l := lookup("other", turn2); l.Resident || l.CachedTokens == 0 {
+		t.Fatalf("lookup of another session over the same prefix: %+v", l)
+	}
 	a := admit(turn2)
 	// The seed's prompt and output are resident: whole blocks up to
 	// 3000 + 49 tokens with KV.

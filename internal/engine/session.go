@@ -146,19 +146,8 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		w.evictSession(now, s)
 		s = w.dsess[q.Session]
 	}
-	// The session's last output becomes blocks of this prompt now, so the
-	// match below sees it.
-	w.nameOutput(now, &Request{Session: q.Session, Blocks: q.Blocks, Input: q.Input})
-	cached := 0
-	if len(q.Blocks) > 0 {
-		m := w.tree.Match(q.Blocks, w.lastBlockTokens(q.Input, len(q.Blocks)))
-		cached = min(int(m.Tokens), q.Input-1)
-	}
+	resident, cached := w.residency(now, s, q)
 	rep.CachedTokens = cached
-	// Resident: the session's KV is still held here (pinned, in use, or at
-	// block granularity whatever of it the cache kept). A session evicted at
-	// session granularity is not, whatever shared prefix still matches.
-	resident := s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock)
 	out := int64(max(q.Output, 1))
 	if resident {
 		appendTok := q.Input - cached

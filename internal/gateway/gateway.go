@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -55,6 +56,10 @@ type Config struct {
 	// exponential backoff from 50 ms and a fresh pair and bootstrap room
 	// each time; 0 takes 2, a negative value none.
 	Retries int
+	// NoResidencyProbe turns off the residency probe (residency.go): a
+	// kvcache-centric gateway asks every decoder whether it holds a session
+	// this gateway has no belief about — one another replica routed.
+	NoResidencyProbe bool
 }
 
 // Server is a running gateway.
@@ -65,6 +70,9 @@ type Server struct {
 	disp  *kvc.Dispatcher
 	turns map[string]int // requests seen per session (the dispatcher's turn numbers)
 	mux   *http.ServeMux
+	// probes counts sessions whose decoder this gateway learnt from a
+	// residency probe.
+	probes atomic.Int64
 }
 
 // New checks cfg and builds the gateway's handler.

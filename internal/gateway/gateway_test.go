@@ -32,6 +32,12 @@ func workerWith(t *testing.T, role engine.Role, faults emulator.Faults) *emulato
 
 func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decode []*emulator.Server) *httptest.Server {
 	t.Helper()
+	return gatewayWith(t, mech, prefill, decode, nil)
+}
+
+// gatewayWith is gateway with edit applied to the configuration first.
+func gatewayWith(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator.Server, edit func(*Config)) *httptest.Server {
+	t.Helper()
 	cfg := Config{Dispatch: kvc.DispatchConfig{Mechanism: mech, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
 		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
 	var urls []string
@@ -48,6 +54,9 @@ func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decod
 		urls = append(urls, d.URL())
 	}
 	emulatortest.WaitHealthy(t, urls...)
+	if edit != nil {
+		edit(&cfg)
+	}
 	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -169,6 +169,7 @@ func (s *Server) retryable(q *request, status int) bool {
 }
 
 func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *request) {
+	s.probeResidency(ctx, q)
 	var d *kvc.Dispatch
 	s.locked(func() {
 		turn := 1

@@ -216,6 +216,17 @@ func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle
 	return radix.Handle{}
 }
 
+// PinTo records that worker w holds session and the prompt blocks, as its
+// own report says (a residency probe), without counting a dispatch: no
+// request went there on this router's account.
+func (r *Router) PinTo(w int, session string, blocks []uint64) radix.Handle {
+	r.pins[session] = w
+	if r.index != nil {
+		return r.index[w].add(blocks)
+	}
+	return radix.Handle{}
+}
+
 // ForgetBlocks drops the belief that worker w holds the path h names (the
 // worker reported evicting it).
 func (r *Router) ForgetBlocks(w int, h radix.Handle) {

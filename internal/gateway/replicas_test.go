@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// Two gateway replicas over the same workers share no state: a session
+// seeded through replica A on decoder d1 continues through replica B,
+// which never saw it, direct to d1 — B's residency probe asks the decoders
+// where the session lives. Without the probe, B's blind choice (d0, the
+// tie break) seeds the session a second time.
+func TestReplicaWithoutStateRoutesBySession(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
+	pool := []*emulator.Server{d0, d1}
+	a := gateway(t, kvc.MechKVC, []*emulator.Server{p}, pool)
+	probing := gatewayWith(t, kvc.MechKVC, []*emulator.Server{p}, pool, nil)
+	blind := gatewayWith(t, kvc.MechKVC, []*emulator.Server{p}, pool, func(c *Config) { c.NoResidencyProbe = true })
+
+	body := func(session string, prompt []int) map[string]any {
+		return map[string]any{"input_ids": prompt, "session_id": session, "sampling_params": map[string]any{"max_new_tokens": 8}}
+	}
+	// Replica A puts one session on d0, then ours on d1.
+	if r := generate(t, a.URL, body("other", ids(90000, 1500))); r.status != http.StatusOK || r.worker != d0.URL() {
+		t.Fatalf("first session: %+v, want it on %s", r, d0.URL())
+	}
+	prompt := ids(1000, 2000)
+	r := generate(t, a.URL, body("s", prompt))
+	if r.status != http.StatusOK || r.mode != "pd-router-turn1-seed" || r.worker != d1.URL() {
+		t.Fatalf("turn 1 through A: %+v, want a seed on %s", r, d1.URL())
+	}
+	next := func(prev []int, out []int, n int) []int {
+		return append(append(append([]int{}, prev...), out...), ids(50000+n, 300)...)
+	}
+	prompt = next(prompt, r.outputIDs, 2)
+	r2 := generate(t, probing.URL, body("s", prompt))
+	if r2.status != http.StatusOK || r2.mode != "kvcache-direct-to-d-session" || r2.worker != d1.URL() {
+		t.Fatalf("turn 2 through a fresh replica: %+v, want a direct append on %s", r2, d1.URL())
+	}
+	if r2.cached < len(prompt)-300-64 {
+		t.Fatalf("turn 2 found %d of %d tokens on the decoder", r2.cached, len(prompt))
+	}
+	// The blind replica, for contrast: it asks d0, which does not hold
+	// the session, and seeds it there again.
+	prompt = next(prompt, r2.outputIDs, 3)
+	if r3 := generate(t, blind.URL, body("s", prompt)); r3.mode == "kvcache-direct-to-d-session" {
+		t.Fatalf("turn 3 through a replica without the probe went direct (%+v): the probe test shows nothing", r3)
+	}
+}
