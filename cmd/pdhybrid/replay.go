@@ -74,25 +74,42 @@ marked "complete": false.`,
 		if u, err := url.Parse(f.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return usagef("--url %q: want http://HOST:PORT", f.url)
 		}
-		slo, err := parseGoodput(f.goodput)
-		if err != nil {
-			return usagef("--goodput: %v", err)
-		}
-		hdr, reqs, err := readTraceFile(e, f.trace, f.blockSize)
+		in, err := loadReplay(e, &f)
 		if err != nil {
 			return err
 		}
-		if len(reqs) == 0 {
-			return usagef("--trace %s: holds no requests", f.trace)
-		}
-		if f.out != "" {
-			if _, err := prepareOut(f.out, f.force, outRun); err != nil {
-				return err
-			}
-		}
-		return runReplay(ctx, e, &f, hdr, reqs, slo)
+		return runReplay(ctx, e, &f, in.hdr, in.reqs, in.slo)
 	})
 	return c
+}
+
+// replayInput is what a replay needs before it starts.
+type replayInput struct {
+	hdr  trace.Header
+	reqs []trace.Request
+	slo  metrics.SLO
+}
+
+// loadReplay checks the goodput, reads the trace and readies --out, before
+// any request is sent (replay) or any process started (up).
+func loadReplay(e *env, f *replayFlags) (*replayInput, error) {
+	slo, err := parseGoodput(f.goodput)
+	if err != nil {
+		return nil, usagef("--goodput: %v", err)
+	}
+	hdr, reqs, err := readTraceFile(e, f.trace, f.blockSize)
+	if err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, usagef("--trace %s: holds no requests", f.trace)
+	}
+	if f.out != "" {
+		if _, err := prepareOut(f.out, f.force, outRun); err != nil {
+			return nil, err
+		}
+	}
+	return &replayInput{hdr, reqs, slo}, nil
 }
 
 func readTraceFile(e *env, path string, blockSize int) (trace.Header, []trace.Request, error) {

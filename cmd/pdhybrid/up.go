@@ -2,133 +2,296 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
-	"github.com/pdhybrid/pdhybrid/internal/engine"
-	"github.com/pdhybrid/pdhybrid/internal/gateway"
-	"github.com/pdhybrid/pdhybrid/internal/kvc"
-	"github.com/pdhybrid/pdhybrid/internal/model"
+	"github.com/pdhybrid/pdhybrid/internal/front"
 )
 
-// upCmd starts a whole live stack in one process: emulated workers and the
-// gateway in front of them, all on loopback.
+// upFlags are up's own flags; the replay's are replayFlags.
+type upFlags struct {
+	mech, hardware, frontPolicy string
+	prefill, decode, colo       int
+	gateways, port, workerBase  int
+	timeScale                   float64
+	tauAppend, blockSize        int
+	noProbe                     bool
+}
+
+// upCmd starts a whole live stack as child processes on loopback —
+// emulated workers, one or more gateways, a front when there are several —
+// and, given a trace, replays it through them and stops everything.
 func upCmd(e *env) *cobra.Command {
 	var (
-		mech, hardware    string
-		prefill, decode   int
-		colo, port        int
-		timeScale         float64
-		tauAppend, blockS int
+		f upFlags
+		r replayFlags
 	)
 	c := &cobra.Command{
 		Use:   "up [flags]",
-		Short: "a whole live stack on loopback: emulated workers and the gateway in front of them",
-		Long: `Start emulated SGLang workers ('pdhybrid worker') and the gateway ('pdhybrid
-serve') in front of them, in this one process, on loopback: --prefill P and
---decode D for kvcache-centric (KVC decoders keep sessions) or
-pd-disaggregation, --colo N for pd-colo. The gateway listens on --port; the
-workers on free ports. Prints the gateway's URL and each worker's, then serves
-until SIGINT or SIGTERM. Point a client (SGLang /generate, or an OpenAI SDK at
-URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
+		Short: "a whole live stack on loopback: emulated workers and gateways as child processes, a trace replayed through them",
+		Long: `Start emulated SGLang workers ('pdhybrid worker') and gateways ('pdhybrid
+serve') as child processes on loopback: --prefill P and --decode D for
+kvcache-centric (KVC decoders keep sessions) or pd-disaggregation, --colo N
+for pd-colo. With --gateways N > 1 the gateways are replicas that share no
+state, behind a front (round-robin, or session-hash) on --port; with one, the
+gateway itself listens on --port. Workers take free ports, or consecutive ones
+from --worker-port-base. A port already taken is a clear error before anything
+starts.
+
+Without --trace, prints the entry URL ("listening url=...") and each child's,
+and serves until SIGINT or SIGTERM. With --trace, replays it through the stack
+as 'pdhybrid replay' does (--out, --max-concurrency, --request-timeout,
+--goodput as there; the workers' --time-scale is the replay's), writes the run
+files, then stops. Every child is stopped on exit, Ctrl-C included; on Linux
+the kernel kills them if up itself is killed. Children's logs go to stderr,
+each line prefixed with its name.`,
 		Args: noArgs,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation or pd-colo")
-	fs.IntVar(&prefill, "prefill", 1, "prefill `workers` (kvcache-centric, pd-disaggregation)")
-	fs.IntVar(&decode, "decode", 3, "decode `workers` (kvcache-centric, pd-disaggregation)")
-	fs.IntVar(&colo, "colo", 4, "colocated `workers` (pd-colo)")
-	fs.IntVar(&port, "port", 8000, "the gateway's TCP `port`; 0 = a free one")
-	fs.StringVar(&hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
-	fs.Float64Var(&timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]")
-	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
-	fs.IntVar(&blockS, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateway")
+	fs.StringVar(&f.mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation or pd-colo")
+	fs.IntVar(&f.prefill, "prefill", 1, "prefill `workers` (kvcache-centric, pd-disaggregation)")
+	fs.IntVar(&f.decode, "decode", 3, "decode `workers` (kvcache-centric, pd-disaggregation)")
+	fs.IntVar(&f.colo, "colo", 4, "colocated `workers` (pd-colo)")
+	fs.IntVar(&f.gateways, "gateways", 1, "gateway `replicas`; more than one puts a front before them")
+	fs.StringVar(&f.frontPolicy, "front", "round-robin", "with --gateways > 1: the front's `policy`: round-robin (any replica, any turn) or session-hash (a session's turns to one replica)")
+	fs.IntVar(&f.port, "port", 8000, "the entry point's TCP `port` (the gateway, or the front); 0 = a free one")
+	fs.IntVar(&f.workerBase, "worker-port-base", 0, "workers listen on consecutive TCP `ports` from this one (prefill bootstrap servers after them); 0 = free ports")
+	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
+	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
+	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
+	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
+	fs.BoolVar(&f.noProbe, "no-residency-probe", false, "kvcache-centric: gateways do not ask the decoders where a session they have not routed lives")
+	fs.StringVar(&r.trace, "trace", "", "canonical trace `file` to replay through the stack, then stop (default: serve until interrupted)")
+	fs.StringVar(&r.out, "out", "", "with --trace: run `folder` for metrics.jsonl and summary.json")
+	fs.BoolVar(&r.force, "force", false, "with --out: replace the run files a previous run left there")
+	fs.IntVar(&r.concurrency, "max-concurrency", 0, "with --trace: `requests` in flight at most; 0 = no limit")
+	fs.Float64Var(&r.timeout, "request-timeout", 600, "with --trace: per-request timeout in wall-clock `seconds`; 0 = none")
+	fs.StringVar(&r.goodput, "goodput", defaultGoodput, "with --trace: goodput `SLOs` in milliseconds (trace time), as for pdhybrid sim")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
+		ck.oneOf("front", "round-robin", "session-hash")
 		ck.num("prefill", between(1, 64).is("a number of workers"))
 		ck.num("decode", between(1, 64).is("a number of workers"))
 		ck.num("colo", between(1, 64).is("a number of workers"))
+		ck.num("gateways", between(1, 32).is("a number of replicas"))
 		ck.num("port", between(1, 65535).is("a TCP port").orZero("a free one"))
+		ck.num("worker-port-base", between(1, 65000).is("a TCP port").orZero("free ports"))
 		ck.num("time-scale", timeScaleRange)
 		ck.num("direct-max-uncached-tokens", between(1, 1<<22).is("a number of tokens"))
 		ck.num("block-size", between(1, 1<<20).is("a number of tokens"))
-		pd := mech != "pd-colo"
+		ck.num("max-concurrency", between(0, 1e6).orZero("no limit").is("a number of requests"))
+		ck.num("request-timeout", between(0, 86400).orZero("none").is("a number of seconds"))
+		pd := f.mech != "pd-colo"
 		ck.only("prefill", pd, "to mechanisms with prefill workers")
 		ck.only("decode", pd, "to mechanisms with decode workers")
 		ck.only("colo", !pd, "to --mechanism pd-colo")
-		ck.only("direct-max-uncached-tokens", mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		ck.only("direct-max-uncached-tokens", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		ck.only("no-residency-probe", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		ck.only("front", f.gateways > 1, "to --gateways > 1")
+		for _, n := range []string{"out", "force", "max-concurrency", "request-timeout", "goodput"} {
+			ck.only(n, r.trace != "", "with --trace")
+		}
 		if err := ck.err(); err != nil {
 			return err
 		}
-		prof, err := model.Builtin("qwen3-30b-a3b", hardware)
-		if err != nil {
-			return usagef("--hardware %s: %v", hardware, err)
-		}
-		var servers []*emulator.Server
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			for _, s := range servers {
-				if s.Shutdown(sctx) != nil {
-					s.Kill()
-				}
-			}
-		}()
-		start := func(role engine.Role, session bool) (*emulator.Server, error) {
-			cfg := emulator.Config{Role: role, Profile: prof, TimeScale: timeScale, BlockSize: blockS}
-			if session {
-				cfg.Session = engine.SessionConfig{Enabled: true}
-			}
-			s, err := emulator.New(cfg)
-			if err != nil {
-				return nil, err
-			}
-			if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-				return nil, err
-			}
-			servers = append(servers, s)
-			return s, nil
-		}
-		gcfg := gateway.Config{BlockSize: blockS, Dispatch: kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.PolicyKVAware,
-			Options: kvc.Options{Alpha: 1}, TauReject: 3, TauAppend: tauAppend, MaxRetries: -1, SeedMinTurn: 1,
-			Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
-		if !pd {
-			for range colo {
-				s, err := start(engine.RoleColocated, false)
-				if err != nil {
-					return err
-				}
-				gcfg.Colo = append(gcfg.Colo, s.URL())
-				fmt.Fprintf(e.stdout, "worker url=%s role=colo\n", s.URL())
-			}
-		} else {
-			for range prefill {
-				s, err := start(engine.RolePrefill, false)
-				if err != nil {
-					return err
-				}
-				gcfg.Prefill = append(gcfg.Prefill, gateway.Prefill{URL: s.URL(), BootstrapPort: s.BootstrapPort()})
-				fmt.Fprintf(e.stdout, "worker url=%s role=prefill bootstrap_port=%d\n", s.URL(), s.BootstrapPort())
-			}
-			for range decode {
-				s, err := start(engine.RoleDecode, mech == "kvcache-centric")
-				if err != nil {
-					return err
-				}
-				gcfg.Decode = append(gcfg.Decode, s.URL())
-				fmt.Fprintf(e.stdout, "worker url=%s role=decode\n", s.URL())
-			}
-		}
-		gw, err := gateway.New(gcfg)
+		return runUp(ctx, e, &f, &r)
+	})
+	return c
+}
+
+func runUp(ctx context.Context, e *env, f *upFlags, r *replayFlags) error {
+	var replayIn *replayInput
+	if r.trace != "" {
+		in, err := loadReplay(e, r)
 		if err != nil {
 			return err
 		}
-		return serveGateway(ctx, e, gw.Handler(), "127.0.0.1", port, mech)
-	})
-	return c
+		replayIn = in
+	}
+	if err := portsFree(f); err != nil {
+		return err
+	}
+	cs := &children{e: e}
+	defer cs.stop(10 * time.Second)
+	entry, stopFront, err := startStack(ctx, e, cs, f)
+	if err != nil {
+		return err
+	}
+	defer stopFront()
+	fmt.Fprintf(e.stdout, "listening url=%s mechanism=%s gateways=%d\n", entry, f.mech, f.gateways)
+	died, which := cs.died()
+	if replayIn == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-died:
+			c := which()
+			return fmt.Errorf("%w: %s (%v): %s", errChildDied, c.name, c.err, lastLine(c.tail.String()))
+		}
+	}
+	r.url, r.timeScale = entry, f.timeScale
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-died:
+			c := which()
+			cancel(fmt.Errorf("%w: %s (%v)", errChildDied, c.name, c.err))
+		case <-rctx.Done():
+		}
+	}()
+	err = runReplay(rctx, e, r, replayIn.hdr, replayIn.reqs, replayIn.slo)
+	if cause := context.Cause(rctx); errors.Is(cause, errChildDied) {
+		return cause
+	}
+	return err
+}
+
+// startStack starts workers, then gateways, then (several gateways) the
+// front, and returns the entry URL and a function that stops the front.
+func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, func(), error) {
+	nothing := func() {}
+	port := func(i int) string {
+		if f.workerBase == 0 {
+			return "0"
+		}
+		return strconv.Itoa(f.workerBase + i)
+	}
+	common := []string{"--hardware", f.hardware, "--time-scale", fmtFloat(f.timeScale), "--block-size", strconv.Itoa(f.blockSize)}
+	var pool []string // the gateway's worker flags
+	n := 0
+	if f.mech == "pd-colo" {
+		for i := range f.colo {
+			w, err := cs.start(ctx, fmt.Sprintf("colo-%d", i), append([]string{"worker", "--role", "colo", "--port", port(n)}, common...)...)
+			if err != nil {
+				return "", nothing, err
+			}
+			n++
+			fmt.Fprintf(e.stdout, "worker url=%s role=colo\n", w.url)
+			pool = append(pool, "--colo", w.url)
+		}
+	} else {
+		for i := range f.prefill {
+			boot := "0"
+			if f.workerBase != 0 {
+				boot = strconv.Itoa(f.workerBase + f.prefill + f.decode + i)
+			}
+			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, common...)...)
+			if err != nil {
+				return "", nothing, err
+			}
+			n++
+			fmt.Fprintf(e.stdout, "worker url=%s role=prefill bootstrap_port=%d\n", w.url, w.bootPort)
+			pool = append(pool, "--prefill", fmt.Sprintf("%s@%d", w.url, w.bootPort))
+		}
+		for i := range f.decode {
+			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, common...)
+			if f.mech == "kvcache-centric" {
+				args = append(args, "--session-cache")
+			}
+			w, err := cs.start(ctx, fmt.Sprintf("decode-%d", i), args...)
+			if err != nil {
+				return "", nothing, err
+			}
+			n++
+			fmt.Fprintf(e.stdout, "worker url=%s role=decode\n", w.url)
+			pool = append(pool, "--decode", w.url)
+		}
+	}
+	gwArgs := append([]string{"serve", "--mechanism", f.mech, "--block-size", strconv.Itoa(f.blockSize)}, pool...)
+	if f.mech == "kvcache-centric" {
+		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend))
+		if f.noProbe {
+			gwArgs = append(gwArgs, "--no-residency-probe")
+		}
+	}
+	if f.gateways == 1 {
+		g, err := cs.start(ctx, "gateway", append(gwArgs, "--port", strconv.Itoa(f.port))...)
+		if err != nil {
+			return "", nothing, err
+		}
+		return g.url, nothing, nil
+	}
+	var reps []string
+	for i := range f.gateways {
+		g, err := cs.start(ctx, fmt.Sprintf("gateway-%d", i), append(gwArgs, "--port", "0")...)
+		if err != nil {
+			return "", nothing, err
+		}
+		fmt.Fprintf(e.stdout, "gateway url=%s\n", g.url)
+		reps = append(reps, g.url)
+	}
+	fr, err := front.New(front.Policy(f.frontPolicy), reps)
+	if err != nil {
+		return "", nothing, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.port)))
+	if err != nil {
+		return "", nothing, portError("--port", f.port, err)
+	}
+	srv := &http.Server{Handler: fr, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
+}
+
+// portsFree checks the ports given before anything starts, so a taken one
+// is a clear error rather than a child failing halfway through.
+func portsFree(f *upFlags) error {
+	check := func(flag string, p int) error {
+		if p == 0 {
+			return nil
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			return portError(flag, p, err)
+		}
+		return ln.Close()
+	}
+	if err := check("--port", f.port); err != nil {
+		return err
+	}
+	if f.workerBase == 0 {
+		return nil
+	}
+	workers := f.colo
+	if f.mech != "pd-colo" {
+		workers = f.prefill*2 + f.decode // prefill workers also take a bootstrap port
+	}
+	for i := range workers {
+		if err := check("--worker-port-base", f.workerBase+i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func portError(flag string, p int, err error) error {
+	return usagef("%s: port %d is not free on 127.0.0.1 (%v); choose another, or 0 for a free one", flag, p, err)
+}
+
+func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+func lastLine(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			return s[i+1:]
+		}
+	}
+	return s
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,10 +38,17 @@ func TestUpStack(t *testing.T) {
 		<-exited
 	})
 	url := make(chan string, 1)
+	var children []string // the workers' and gateway's URLs, read before url is sent
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "listening ") {
+			if l := sc.Text(); strings.HasPrefix(l, "worker ") {
+				for _, f := range strings.Fields(l) {
+					if v, ok := strings.CutPrefix(f, "url="); ok {
+						children = append(children, v)
+					}
+				}
+			} else if strings.HasPrefix(l, "listening ") {
 				for _, f := range strings.Fields(l) {
 					if v, ok := strings.CutPrefix(f, "url="); ok {
 						url <- v
@@ -99,6 +108,67 @@ func TestUpStack(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("up did not stop on SIGINT")
+	}
+	// No process is left behind: nothing answers on the children's ports.
+	if len(children) != 3 {
+		t.Fatalf("up named %d workers, want 3", len(children))
+	}
+	for _, u := range append(children, gw) {
+		if resp, err := http.Get(u + "/health"); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s still answers after up stopped", u)
+		}
+	}
+}
+
+// up --gateways 3 --trace: three replicas behind a round-robin front, the
+// trace replayed through them, every request completed once, then the
+// whole stack stopped with status 0.
+func TestUpReplaysThroughReplicas(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "live")
+	c := pdhybrid(t, "up", "--decode", "2", "--gateways", "3", "--port", "0", "--time-scale", "20",
+		"--trace", smallTrace(t), "--request-timeout", "20", "--out", dir)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("up: %v\n%s", err, stderr.String())
+	}
+	if n := strings.Count(stdout.String(), "gateway url="); n != 3 {
+		t.Fatalf("%d gateways started, want 3:\n%s", n, stdout.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Requests  int  `json:"requests"`
+		Completed int  `json:"completed"`
+		Complete  bool `json:"complete"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || !sum.Complete || sum.Completed != 6 {
+		t.Fatalf("summary %s (%v), want 6 completed", b, err)
+	}
+}
+
+// A port already taken is a usage error naming the flag, before any
+// process starts.
+func TestUpPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	c := pdhybrid(t, "up", "--port", port)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	err = c.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "--port: port "+port+" is not free") {
+		t.Fatalf("up on a taken port: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "[decode-") {
+		t.Fatalf("workers were started before the port check:\n%s", stderr.String())
 	}
 }
 
