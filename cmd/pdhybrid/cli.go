@@ -60,17 +60,23 @@ stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 func flagError(c *cobra.Command, err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
-		best, bestD := "", 3
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if d := editDistance(name, f.Name); d < bestD && !f.Hidden {
-				best, bestD = f.Name, d
-			}
-		})
-		if best != "" {
+		if best := nearestFlag(c, name); best != "" {
 			msg += fmt.Sprintf(" (did you mean --%s?)", best)
 		}
 	}
 	return usageError{msg}
+}
+
+// nearestFlag is the visible flag of c nearest to name (edit distance
+// under 3), or "".
+func nearestFlag(c *cobra.Command, name string) string {
+	best, bestD := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD && !f.Hidden {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b.

@@ -23,6 +23,7 @@ func serveCmd(e *env) *cobra.Command {
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
 		noProbe                                 bool
+		config                                  string
 	)
 	c := &cobra.Command{
 		Use:   "serve [flags]",
@@ -60,7 +61,13 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
+	fs.StringVar(&config, "config", "", "YAML `file` of flag settings: keys are these flags' names, values scalars or lists (prefill, decode, colo); the command line wins over it (docs/gateway.md)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		if config != "" {
+			if err := applyConfigFile(c, config); err != nil {
+				return err
+			}
+		}
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
 		ck.oneOf("policy", "default", "sticky", "kv-aware")
