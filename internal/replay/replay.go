@@ -175,6 +175,7 @@ func send(ctx context.Context, cfg Config, t *trace.Request, start time.Time) *m
 		return rec
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Session-Id", t.SessionID) // for a front that hashes sessions onto replicas
 	resp, err := cfg.Client.Do(req)
 	if err != nil {
 		rec.Error = cause(ctx, err)
