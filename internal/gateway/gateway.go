@@ -60,6 +60,8 @@ type Config struct {
 	// kvcache-centric gateway asks every decoder whether it holds a session
 	// this gateway has no belief about — one another replica routed.
 	NoResidencyProbe bool
+	// Health sets up active health checks of every worker (health.go).
+	Health HealthConfig
 }
 
 // Server is a running gateway.
@@ -73,6 +75,7 @@ type Server struct {
 	// probes counts sessions whose decoder this gateway learnt from a
 	// residency probe.
 	probes atomic.Int64
+	stop   context.CancelFunc // ends the health loop
 }
 
 // New checks cfg and builds the gateway's handler.
@@ -88,6 +91,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
+	}
+	if cfg.Dispatch.Breaker.Failures == 0 {
+		// The simulator's defaults: 3 failed calls within 60 s open a
+		// decoder's breaker for 30 s (a health check closes it sooner).
+		cfg.Dispatch.Breaker = kvc.BreakerConfig{Failures: 3, WindowS: 60, CooldownS: 30}
 	}
 	var pNames, dNames []string
 	switch cfg.Dispatch.Mechanism {
@@ -121,8 +129,18 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	if cfg.Health.Interval >= 0 {
+		s.cfg.Health.defaults()
+		go s.healthLoop(ctx)
+	}
 	return s, nil
 }
+
+// Close stops the gateway's background work (the health checks). The HTTP
+// server serving Handler is the caller's to shut down.
+func (s *Server) Close() { s.stop() }
 
 // Handler serves the gateway's API.
 func (s *Server) Handler() http.Handler { return s.mux }

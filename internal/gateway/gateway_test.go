@@ -61,6 +61,7 @@ func gatewayWith(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator.S
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	ts := httptest.NewServer(g.Handler())
 	t.Cleanup(ts.Close)
 	return ts

@@ -271,17 +271,29 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if direct {
 		body["session_id"] = q.session
 	}
+	rid, _ := body["rid"].(string)
+	if rid == "" {
+		rid = newRID()
+		body["rid"] = rid
+	}
+	s.locked(func() { d.Accepted() }) // counted in flight from now (see pd)
 	resp, err := s.send(ctx, base+"/generate", body)
 	if err != nil {
-		s.locked(func() { d.Refused("worker-unreachable: " + base + ": " + err.Error()) })
+		s.locked(func() {
+			s.disp.PeerFailed(s.now(), d.Decoder())
+			d.Finished(false)
+			d.Refused("worker-unreachable: " + base + ": " + err.Error())
+		})
 		return false
 	}
 	defer resp.Body.Close()
-	s.locked(func() { d.Accepted() })
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
 		q.retry = fmt.Sprintf("%s answered %d", base, resp.StatusCode)
 		s.locked(func() {
+			if resp.StatusCode >= 500 {
+				s.disp.PeerFailed(s.now(), d.Decoder())
+			}
 			q.avoid = append(q.avoid, d.Decoder())
 			d.Finished(false)
 		})
@@ -290,7 +302,15 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	mode := ""
 	s.locked(func() { mode = d.Mode() })
 	ok := relay(w, resp, mode, base, nil) && resp.StatusCode == http.StatusOK
-	s.locked(func() { d.Finished(ok) })
+	if !ok && ctx.Err() != nil {
+		s.abort(base, rid) // the client left
+	}
+	s.locked(func() {
+		if ok {
+			s.disp.PeerOK(d.Decoder())
+		}
+		d.Finished(ok)
+	})
 	return true
 }
 
@@ -377,6 +397,13 @@ func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewr
 			return true
 		}
 		if err != nil {
+			// The worker's stream broke off: end the client's with an
+			// error frame in SGLang's shape, not a silent truncation.
+			msg, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "gateway: " + worker + ": stream cut: " + err.Error(), "code": http.StatusBadGateway}})
+			fmt.Fprintf(w, "data: %s\n\n", msg)
+			if fl != nil {
+				fl.Flush()
+			}
 			return false
 		}
 	}

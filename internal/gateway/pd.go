@@ -41,10 +41,25 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	pDone := make(chan leg, 1)
 	pctx, cancelP := context.WithCancel(context.WithoutCancel(ctx)) // P finishes even if the client leaves
 	defer cancelP()
+	// A failed prefill leg ends the decode leg at once: D is aborted (its
+	// room will never get KV) and the wait for its answer is cut, so the
+	// client is not kept waiting for D's bootstrap timeout.
+	dctx, cancelD := context.WithCancelCause(ctx)
+	defer cancelD(nil)
+	pFailed := func(l leg) {
+		cancelD(l.err)
+		s.abort(dec, rid)
+	}
+	// Accepted before the legs go: the routers count the request in
+	// flight from now, so requests arriving together spread over the
+	// workers instead of all seeing the same idle one.
+	s.locked(func() { d.Accepted() })
 	go func() {
 		resp, err := s.send(pctx, p.URL+"/generate", body)
 		if err != nil {
-			pDone <- leg{err: err}
+			l := leg{err: fmt.Errorf("prefill %s unreachable: %w", p.URL, err)}
+			pFailed(l)
+			pDone <- l
 			return
 		}
 		defer resp.Body.Close()
@@ -69,25 +84,45 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		}
 		if l.status != http.StatusOK {
 			l.err = fmt.Errorf("prefill %s answered %d: %s", p.URL, l.status, strings.TrimSpace(string(b)))
+			pFailed(l)
 		}
 		pDone <- l
 	}()
 
-	resp, err := s.send(ctx, dec+"/generate", body)
+	resp, err := s.send(dctx, dec+"/generate", body)
 	if err != nil {
 		s.abort(p.URL, rid)
-		<-pDone
-		s.locked(func() { d.Refused("decode-unreachable: " + dec + ": " + err.Error()) })
+		pl := <-pDone
+		if pl.err != nil && ctx.Err() == nil {
+			// The prefill leg failed first; nothing reached the client.
+			if s.retryable(q, pl.status) || pl.status == 0 && q.attempt < s.cfg.Retries {
+				q.retry = pl.err.Error()
+				s.locked(func() { d.Finished(false) })
+				return true
+			}
+			s.locked(func() {
+				d.Finished(false)
+				d.Refused("prefill-failed: " + pl.err.Error())
+			})
+			return false
+		}
+		s.locked(func() {
+			s.disp.PeerFailed(s.now(), a.D)
+			d.Finished(false)
+			d.Refused("decode-unreachable: " + dec + ": " + err.Error())
+		})
 		return false
 	}
 	defer resp.Body.Close()
-	s.locked(func() { d.Accepted() })
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
 		s.abort(p.URL, rid) // the next attempt gets a fresh pair and room
 		<-pDone
 		q.retry = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode)
 		s.locked(func() {
+			if resp.StatusCode >= 500 {
+				s.disp.PeerFailed(s.now(), a.D)
+			}
 			q.avoid = append(q.avoid, a.D)
 			d.PrefillDone()
 			d.Finished(false)
@@ -124,6 +159,9 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	ok := relay(w, resp, mode, dec, rewrite) && resp.StatusCode == http.StatusOK
 	if !ok {
 		s.abort(p.URL, rid)
+		if ctx.Err() != nil {
+			s.abort(dec, rid) // the client left: say so, do not rely on D noticing
+		}
 	}
 	if pl == nil {
 		l := <-pDone

@@ -276,7 +276,7 @@ func (t *Dispatch) route() {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
 		for i := range x.d.names {
-			if !t.tried[i] && (best < 0 || x.rejects[rejKey{t.r.Session, i}] < x.rejects[rejKey{t.r.Session, best}]) {
+			if !t.tried[i] && !x.d.Down(i) && (best < 0 || x.rejects[rejKey{t.r.Session, i}] < x.rejects[rejKey{t.r.Session, best}]) {
 				best = i
 			}
 		}

@@ -36,3 +36,4 @@ func (x *Dispatcher) Resident(session string, d int, blocks []uint64, tokens int
 	}
 	s.handles[d] = x.d.PinTo(d, session, blocks)
 }
+

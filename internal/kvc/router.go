@@ -61,6 +61,8 @@ type Router struct {
 	assigned []int
 	index    []*blockIndex
 	pins     map[string]int // session → worker of its last turn
+	down     []bool         // out of service (failed health checks); nil = none
+	nDown    int
 }
 
 // NewRouter makes a router over the named workers.
@@ -102,6 +104,9 @@ type Decision struct {
 // Pick chooses a worker for a request of session with the given prompt
 // blocks. It does not change state; Dispatched does.
 func (r *Router) Pick(session string, blocks []uint64) Decision {
+	if r.nDown > 0 && r.nDown < len(r.names) {
+		return r.PickAmong(session, blocks, func(int) bool { return true })
+	}
 	n := len(r.names)
 	if n == 1 {
 		d := Decision{Worker: 0}
@@ -137,6 +142,10 @@ func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
 func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
 	if allowed == nil {
 		return r.Pick(session, blocks)
+	}
+	if r.nDown > 0 {
+		inner := allowed
+		allowed = func(w int) bool { return !r.down[w] && inner(w) }
 	}
 	switch r.policy {
 	case PolicyKVAware:
@@ -209,7 +218,9 @@ func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle
 	}
 	r.inflight[w]++
 	r.assigned[w]++
-	r.pins[session] = w
+	if session != "" {
+		r.pins[session] = w // a request without a session sticks to nothing
+	}
 	if r.index != nil {
 		return r.index[w].add(blocks)
 	}
@@ -255,3 +266,24 @@ func (r *Router) Forget(session string) { delete(r.pins, session) }
 // Inflight and Assigned expose the counters for tests and logs.
 func (r *Router) Inflight(w int) int { return r.inflight[w] }
 func (r *Router) Assigned(w int) int { return r.assigned[w] }
+
+// SetDown takes worker w out of service (down) or puts it back: a worker
+// out of service is passed over by Pick and PickAmong while another will
+// do. When every worker is down, Pick still answers (the request fails on
+// the worker with its cause rather than in the router).
+func (r *Router) SetDown(w int, down bool) {
+	if r.down == nil {
+		r.down = make([]bool, len(r.names))
+	}
+	if r.down[w] != down {
+		r.down[w] = down
+		if down {
+			r.nDown++
+		} else {
+			r.nDown--
+		}
+	}
+}
+
+// Down reports whether worker w is out of service.
+func (r *Router) Down(w int) bool { return r.down != nil && r.down[w] }

@@ -90,3 +90,14 @@ func TestIndexBounded(t *testing.T) {
 		t.Fatalf("oldest chain should be evicted, prefix %d", got)
 	}
 }
+
+// Requests without a session do not pin one another: kv-aware spreads
+// them by load instead of sticking them all to the first worker.
+func TestNoSessionNoPin(t *testing.T) {
+	r := NewRouter([]string{"w0", "w1"}, PolicyKVAware, Options{Alpha: 1, NoCache: true})
+	a := r.Pick("", nil)
+	r.Dispatched(a.Worker, "", nil)
+	if b := r.Pick("", nil); b.Worker == a.Worker || b.Sticky {
+		t.Fatalf("second sessionless request: %+v after the first on w%d", b, a.Worker)
+	}
+}

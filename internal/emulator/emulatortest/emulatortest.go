@@ -21,6 +21,12 @@ const TimeScale = 20
 // keep sessions (the KVC decoder).
 func Start(t testing.TB, role engine.Role, session bool, faults emulator.Faults) *emulator.Server {
 	t.Helper()
+	return StartAt(t, "127.0.0.1:0", role, session, faults)
+}
+
+// StartAt is Start listening on addr: a worker restarted where one was.
+func StartAt(t testing.TB, addr string, role engine.Role, session bool, faults emulator.Faults) *emulator.Server {
+	t.Helper()
 	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +39,7 @@ func Start(t testing.TB, role engine.Role, session bool, faults emulator.Faults)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+	if err := s.Start(addr, "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1,0 +1,201 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// metric reads one sample of a worker's /metrics (SGLang's names), 0 when
+// absent.
+func metric(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fams[name]
+	if f == nil || len(f.Metric) == 0 {
+		return 0
+	}
+	m := f.Metric[0]
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	return 0
+}
+
+// settled waits (bounded) until a worker has nothing running or queued.
+func settled(t *testing.T, url string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if metric(t, url, "sglang:num_running_reqs")+metric(t, url, "sglang:num_queue_reqs")+
+			metric(t, url, "sglang:num_decode_prealloc_queue_reqs")+metric(t, url, "sglang:num_decode_transfer_queue_reqs") == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds requests", url)
+		}
+	}
+}
+
+// A prefill worker that is down fails the PD request with its cause at
+// once, and the decoder, which had pre-allocated for the room, is aborted
+// rather than left waiting out its bootstrap timeout (15 s of wall time
+// here: the client's 10 s limit would be hit first).
+func TestGatewayDeadPrefillAbortsDecode(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d := worker(t, engine.RoleDecode, false)
+	gw := gateway(t, kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{d})
+	p.Kill()
+	j, _ := json.Marshal(map[string]any{"input_ids": ids(1, 300), "sampling_params": map[string]any{"max_new_tokens": 4}})
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Post(gw.URL+"/generate", "application/json", bytes.NewReader(j))
+	if err != nil {
+		t.Fatalf("the request hung on a dead prefill worker: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "prefill-failed") || !strings.Contains(string(b), p.URL()) {
+		t.Fatalf("status %d body %s, want 503 naming the prefill worker", resp.StatusCode, b)
+	}
+	settled(t, d.URL())
+	if n := metric(t, d.URL(), "sglang:num_aborted_requests_total"); n < 1 {
+		t.Fatalf("decode worker counted %v aborts, want its rooms aborted", n)
+	}
+}
+
+// A client that disconnects mid-stream gets both legs aborted: the decoder
+// stops generating for it and counts the abort.
+func TestGatewayClientDisconnectAbortsLegs(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d := worker(t, engine.RoleDecode, false)
+	gw := gateway(t, kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{d})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j, _ := json.Marshal(map[string]any{"input_ids": ids(1, 300), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 4000}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/generate", bytes.NewReader(j))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the first token arrived; the client goes away
+	resp.Body.Close()
+	settled(t, d.URL())
+	if n := metric(t, d.URL(), "sglang:num_aborted_requests_total"); n != 1 {
+		t.Fatalf("decode worker counted %v aborts, want 1", n)
+	}
+	if n := metric(t, d.URL(), "sglang:generation_tokens_total"); n >= 4000 {
+		t.Fatalf("decode worker generated %v tokens for a client that left", n)
+	}
+}
+
+// A decoder killed mid-stream: its streams end with an error frame naming
+// it, the other decoder's complete, nothing is lost or counted twice; the
+// health checks take it out of service (every new request goes to the
+// other decoder), and a worker restarted at its address is used again.
+func TestGatewayDecoderKilledMidStream(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, false), worker(t, engine.RoleDecode, false)
+	gw := gatewayWith(t, kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{d0, d1}, func(c *Config) {
+		c.Health = HealthConfig{Interval: 40 * time.Millisecond, Failures: 1}
+	})
+	type result struct {
+		worker     string
+		done, errd bool
+	}
+	const n = 4
+	results := make(chan result, n)
+	started := make(chan string, n)
+	for i := range n {
+		go func() {
+			j, _ := json.Marshal(map[string]any{"input_ids": ids(1000*i, 200), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 6000}})
+			resp, err := http.Post(gw.URL+"/generate", "application/json", bytes.NewReader(j))
+			if err != nil {
+				started <- ""
+				results <- result{}
+				return
+			}
+			defer resp.Body.Close()
+			r := result{worker: resp.Header.Get("X-PDHybrid-Worker")}
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<24)
+			first := true
+			for sc.Scan() {
+				if first && strings.HasPrefix(sc.Text(), "data: ") {
+					started <- r.worker
+					first = false
+				}
+				r.done = r.done || sc.Text() == "data: [DONE]"
+				r.errd = r.errd || strings.HasPrefix(sc.Text(), `data: {"error"`) && strings.Contains(sc.Text(), d0.URL())
+			}
+			if first {
+				started <- r.worker
+			}
+			results <- r
+		}()
+	}
+	on := map[string]int{}
+	for range n {
+		on[<-started]++
+	}
+	if on[d0.URL()] == 0 || on[d1.URL()] == 0 {
+		t.Fatalf("streams per decoder %v: the test needs some on each", on)
+	}
+	addr := strings.TrimPrefix(d0.URL(), "http://")
+	d0.Kill()
+	for range n {
+		r := <-results
+		switch {
+		case r.worker == d0.URL() && (!r.errd || r.done):
+			t.Errorf("a stream on the killed decoder ended without its error frame (%+v)", r)
+		case r.worker == d1.URL() && !r.done:
+			t.Errorf("a stream on the healthy decoder did not complete (%+v)", r)
+		}
+	}
+	// Out of service: every new request goes to d1.
+	time.Sleep(200 * time.Millisecond) // a few health-check intervals
+	for i := range 3 {
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(7000*i, 100), "sampling_params": map[string]any{"max_new_tokens": 2}}); a.status != http.StatusOK || a.worker != d1.URL() {
+			t.Fatalf("with d0 down, request %d: %+v", i, a)
+		}
+	}
+	// Back: a worker restarted at d0's address gets requests again.
+	emulatortest.StartAt(t, addr, engine.RoleDecode, false, emulator.Faults{})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a := generate(t, gw.URL, map[string]any{"input_ids": ids(9000, 100), "sampling_params": map[string]any{"max_new_tokens": 2}})
+		if a.status == http.StatusOK && a.worker == d0.URL() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted decoder was never used again (last answer %+v)", a)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
