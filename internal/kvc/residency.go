@@ -36,4 +36,3 @@ func (x *Dispatcher) Resident(session string, d int, blocks []uint64, tokens int
 	}
 	s.handles[d] = x.d.PinTo(d, session, blocks)
 }
-
