@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +200,49 @@ func TestGatewayDecoderKilledMidStream(t *testing.T) {
 			t.Fatalf("the restarted decoder was never used again (last answer %+v)", a)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// An admission RPC that stalls times out into the fallback path: the
+// request is served by plain PD well before the stall ends, and the stall
+// is not counted as the session's reject of that decoder.
+func TestGatewayStalledAdmissionFallsBack(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d := worker(t, engine.RoleDecode, true)
+	target, _ := url.Parse(d.URL())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/session_cache/admit_direct_append" {
+			select { // a decoder whose admission path hangs
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer stalled.Close()
+	g, err := New(Config{Prefill: []Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{stalled.URL},
+		AdmissionTimeout: 100 * time.Millisecond, Health: HealthConfig{Interval: -1},
+		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechKVC, Policy: kvc.PolicyKVAware, TauReject: 1, TauAppend: 8192,
+			MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	gw := httptest.NewServer(g.Handler())
+	defer gw.Close()
+	start := time.Now()
+	a := generate(t, gw.URL, map[string]any{"input_ids": ids(1, 300), "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 4}})
+	if a.status != http.StatusOK || !strings.HasPrefix(a.mode, "pd-router-") || len(a.outputIDs) != 4 {
+		t.Fatalf("stalled admission: %+v, want a plain-PD answer", a)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Fatal("the request waited out the stalled admission")
+	}
+	var rej int
+	g.locked(func() { rej = g.disp.Rejects("s", 0) })
+	if rej != 0 {
+		t.Fatalf("the stall counted %d rejects of the decoder for the session (τ_reject 1 would blacklist it)", rej)
 	}
 }

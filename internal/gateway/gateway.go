@@ -60,6 +60,10 @@ type Config struct {
 	// kvcache-centric gateway asks every decoder whether it holds a session
 	// this gateway has no belief about — one another replica routed.
 	NoResidencyProbe bool
+	// AdmissionTimeout bounds the admission RPC (default 1 s; the seed
+	// measured 5–10 ms round trips): a decoder that does not answer in time
+	// is passed over for this request, not counted as the session's reject.
+	AdmissionTimeout time.Duration
 	// Health sets up active health checks of every worker (health.go).
 	Health HealthConfig
 }
@@ -91,6 +95,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
+	}
+	if cfg.AdmissionTimeout <= 0 {
+		cfg.AdmissionTimeout = time.Second
 	}
 	if cfg.Dispatch.Breaker.Failures == 0 {
 		// The simulator's defaults: 3 failed calls within 60 s open a

@@ -244,7 +244,9 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 		Reason   string  `json:"reason"`
 		PauseMs  float64 `json:"recommended_pause_ms"`
 	}
-	status, err := s.postJSON(ctx, base+"/session_cache/admit_direct_append", body, &out)
+	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
+	defer cancel()
+	status, err := s.postJSON(actx, base+"/session_cache/admit_direct_append", body, &out)
 	switch {
 	case err == nil && status == http.StatusOK:
 		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs}
@@ -255,10 +257,12 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 			pinned = ok && pin == a.D
 		})
 		return kvc.AdmitReply{CanAdmit: true, Direct: pinned && q.session != "", Reason: "session-not-resident"}
+	case err != nil && actx.Err() != nil && ctx.Err() == nil:
+		return kvc.AdmitReply{Reason: fmt.Sprintf("admission-timeout: no answer within %v", s.cfg.AdmissionTimeout), Unreachable: true}
 	case err != nil:
-		return kvc.AdmitReply{Reason: "admission-unreachable: " + err.Error()}
+		return kvc.AdmitReply{Reason: "admission-unreachable: " + err.Error(), Unreachable: true}
 	default:
-		return kvc.AdmitReply{Reason: fmt.Sprintf("admission-http-%d", status)}
+		return kvc.AdmitReply{Reason: fmt.Sprintf("admission-http-%d", status), Unreachable: true}
 	}
 }
 

@@ -154,6 +154,11 @@ type AdmitReply struct {
 	Direct   bool // a direct append (else a seed)
 	Reason   string
 	PauseMs  float64
+	// Unreachable: the RPC got no answer from the decoder (a timeout, a
+	// refused connection, an HTTP error). The request moves on to the next
+	// decoder, but it is not the session's reject: a decoder that was slow
+	// once is not blacklisted for the session.
+	Unreachable bool
 }
 
 type rejKey struct {
@@ -371,7 +376,9 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 // label) and moves on to the next decoder.
 func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	x := t.x
-	x.rejects[rejKey{t.r.Session, d}]++
+	if !rep.Unreachable {
+		x.rejects[rejKey{t.r.Session, d}]++
+	}
 	if detail == "" {
 		detail = rep.Reason
 	}
