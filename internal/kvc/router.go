@@ -61,6 +61,8 @@ type Router struct {
 	assigned []int
 	index    []*blockIndex
 	pins     map[string]int // session → worker of its last turn
+	excluded []bool         // workers no pick may choose (pool.go)
+	nExcl    int
 }
 
 // NewRouter makes a router over the named workers.
@@ -102,6 +104,9 @@ type Decision struct {
 // Pick chooses a worker for a request of session with the given prompt
 // blocks. It does not change state; Dispatched does.
 func (r *Router) Pick(session string, blocks []uint64) Decision {
+	if r.nExcl > 0 {
+		return r.PickAmong(session, blocks, func(int) bool { return true })
+	}
 	n := len(r.names)
 	if n == 1 {
 		d := Decision{Worker: 0}
@@ -135,6 +140,10 @@ func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
 // (nil allows all); it returns Worker −1 when none is allowed. Algorithm 1
 // uses it to skip decoders blacklisted for the session.
 func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
+	if r.nExcl > 0 {
+		inner := allowed
+		allowed = func(i int) bool { return !r.excluded[i] && (inner == nil || inner(i)) }
+	}
 	if allowed == nil {
 		return r.Pick(session, blocks)
 	}
