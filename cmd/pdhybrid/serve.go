@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ func serveCmd(e *env) *cobra.Command {
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
+		ops                                     opsFlags
 	)
 	c := &cobra.Command{
 		Use:   "serve [flags]",
@@ -58,6 +58,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	ops.register(fs)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
@@ -70,6 +71,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		ck.oneOf("admission-gate", "worker", "router")
 		ck.oneOf("reject-reset", "direct", "any", "off")
 		ck.oneOf("residency-belief", "track", "never-shrink")
+		ops.check(ck)
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief"} {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
@@ -81,6 +83,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 			return err
 		}
 		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo}
+		ops.apply(&cfg, e)
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)
 			if err != nil {
@@ -97,7 +100,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		if err != nil {
 			return usagef("%v", err)
 		}
-		return serveGateway(ctx, e, gw.Handler(), host, port, mech)
+		return serveGateway(ctx, e, gw, host, port, mech)
 	})
 	return c
 }
@@ -116,14 +119,16 @@ func parsePrefill(s string) (string, int, error) {
 	return strings.TrimRight(u, "/"), port, nil
 }
 
-// serveGateway serves the gateway's handler on host:port until ctx ends,
-// printing its "listening" line, then drains for up to 5 s.
-func serveGateway(ctx context.Context, e *env, h http.Handler, host string, port int, mech string) error {
+// serveGateway serves the gateway on host:port until ctx ends, printing
+// its "listening" line, then drains for up to 5 s and stops the gateway's
+// load poller.
+func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, port int, mech string) error {
+	defer gw.Close()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20}
+	srv := gw.HTTPServer()
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -128,7 +128,7 @@ URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
 		if err != nil {
 			return err
 		}
-		return serveGateway(ctx, e, gw.Handler(), "127.0.0.1", port, mech)
+		return serveGateway(ctx, e, gw, "127.0.0.1", port, mech)
 	})
 	return c
 }

@@ -55,16 +55,19 @@ type Config struct {
 	// exponential backoff from 50 ms and a fresh pair and bootstrap room
 	// each time; 0 takes 2, a negative value none.
 	Retries int
+	// Ops: request limits, the admin API, load polling (limits.go, admin.go).
+	Ops
 }
 
 // Server is a running gateway.
 type Server struct {
-	cfg   Config
-	start time.Time
-	mu    sync.Mutex // guards disp and turns
-	disp  *kvc.Dispatcher
-	turns map[string]int // requests seen per session (the dispatcher's turn numbers)
-	mux   *http.ServeMux
+	cfg      Config
+	start    time.Time
+	mu       sync.Mutex // guards disp and turns
+	disp     *kvc.Dispatcher
+	turns    map[string]int // requests seen per session (the dispatcher's turn numbers)
+	mux      *http.ServeMux
+	opsState // metrics, workers' states, limits, the load poller (admin.go)
 }
 
 // New checks cfg and builds the gateway's handler.
@@ -81,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
+	cfg.Ops.defaults()
 	var pNames, dNames []string
 	switch cfg.Dispatch.Mechanism {
 	case kvc.MechColo:
@@ -113,11 +117,12 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.startOps()
 	return s, nil
 }
 
-// Handler serves the gateway's API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler serves the gateway's API, behind the request limits.
+func (s *Server) Handler() http.Handler { return s.limited(s.mux) }
 
 // now is the gateway's clock for the dispatcher: seconds since it started.
 func (s *Server) now() float64 { return time.Since(s.start).Seconds() }
@@ -149,7 +154,8 @@ func newRID() string {
 
 // abort asks a worker to drop a request (SGLang /abort_request), so a
 // decoder is never left waiting on a room whose other leg failed.
-func (s *Server) abort(base, rid string) {
+func (s *Server) abort(base, rid, why string) {
+	s.met.aborts.WithLabelValues(why).Inc()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/abort_request",

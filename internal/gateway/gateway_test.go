@@ -52,6 +52,7 @@ func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decod
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	ts := httptest.NewServer(g.Handler())
 	t.Cleanup(ts.Close)
 	return ts

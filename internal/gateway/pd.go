@@ -20,7 +20,7 @@ import (
 // waiting on a room. A seed (KVC) also names the session, so the decoder
 // keeps it. It reports whether the client got an answer.
 func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q *request, d *kvc.Dispatch) bool {
-	p, dec := s.cfg.Prefill[a.P], s.cfg.Decode[a.D]
+	p, dec := s.prefillAt(a.P), s.decodeURL(a.D)
 	body := clone(q.body)
 	rid := newRID()
 	body["rid"] = rid
@@ -75,7 +75,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 
 	resp, err := s.send(ctx, dec+"/generate", body)
 	if err != nil {
-		s.abort(p.URL, rid)
+		s.abort(p.URL, rid, abortOtherLeg)
 		<-pDone
 		s.locked(func() { d.Refused("decode-unreachable: " + dec + ": " + err.Error()) })
 		return false
@@ -84,7 +84,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	s.locked(func() { d.Accepted() })
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
-		s.abort(p.URL, rid) // the next attempt gets a fresh pair and room
+		s.abort(p.URL, rid, abortRetry) // the next attempt gets a fresh pair and room
 		<-pDone
 		q.retry = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode)
 		s.locked(func() {
@@ -123,7 +123,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	}
 	ok := relay(w, resp, mode, dec, rewrite) && resp.StatusCode == http.StatusOK
 	if !ok {
-		s.abort(p.URL, rid)
+		s.abort(p.URL, rid, abortWhy(ctx))
 	}
 	if pl == nil {
 		l := <-pDone
@@ -141,7 +141,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	if pl.err != nil && ok {
 		// D answered but P failed: the decoder's room is dead; make sure
 		// it is not left waiting.
-		s.abort(dec, rid)
+		s.abort(dec, rid, abortOtherLeg)
 	}
 	return true
 }
