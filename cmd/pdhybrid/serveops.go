@@ -29,7 +29,7 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.maxBody, "max-body-bytes", 64<<20, "largest request body in `bytes`; larger is answered 413")
 	fs.IntVar(&o.maxHeader, "max-header-bytes", 1<<20, "largest request header block in `bytes`; larger is answered 431")
 	fs.IntVar(&o.maxClient, "max-client-concurrency", 0, "`requests` one client may have in flight; more are answered 429 with Retry-After; 0 = no limit")
-	fs.StringVar(&o.clientHeader, "client-header", "", "`header` naming the client for --max-client-concurrency (an API key header, say); default: the remote IP")
+	fs.StringVar(&o.clientHeader, "client-header", "", "`header` naming the client for --max-client-concurrency (an API key header, say); without one, or when a request lacks it, the client is its remote IP")
 	fs.Float64Var(&o.pollS, "load-poll-interval", 1, "`seconds` between polls of each worker's /v1/loads for the pdhybrid_worker_* metrics; 0 = never poll")
 	fs.BoolVar(&o.logPrompts, "log-prompts", false, "log every request, its prompt included, as a JSON line on stderr (default off: nothing of requests is logged)")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,6 +98,7 @@ URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
 		gcfg := gateway.Config{BlockSize: blockS, Dispatch: kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.PolicyKVAware,
 			Options: kvc.Options{Alpha: 1}, TauReject: 3, TauAppend: tauAppend, MaxRetries: -1, SeedMinTurn: 1,
 			Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
+		gcfg.AdminToken = os.Getenv(adminTokenEnv) // the admin API, when the environment names a token
 		if !pd {
 			for range colo {
 				s, err := start(engine.RoleColocated, false)

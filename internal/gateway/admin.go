@@ -268,7 +268,7 @@ type workerChange struct {
 
 func (s *Server) adminChange(w http.ResponseWriter, r *http.Request, op string) {
 	var in workerChange
-	dec := json.NewDecoder(r.Body)
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)) // /admin/ is outside the body cap
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		writeError(w, http.StatusBadRequest, "body: want {\"url\": ...}: "+err.Error())
