@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,6 +61,8 @@ type workerInfo struct {
 // /admin/, and starts the load poller.
 func (s *Server) startOps() {
 	s.seen = map[string]time.Time{}
+	// The pools grow under the lock from here on: own their arrays.
+	s.cfg.Prefill, s.cfg.Decode, s.cfg.Colo = slices.Clone(s.cfg.Prefill), slices.Clone(s.cfg.Decode), slices.Clone(s.cfg.Colo)
 	s.log = newLogger(s.cfg.Log)
 	for i, p := range s.cfg.Prefill {
 		s.workers = append(s.workers, &workerInfo{Role: rolePrefill, URL: p.URL, BootstrapPort: p.BootstrapPort, idx: i})
