@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -143,7 +144,7 @@ func TestMetricsAgreeWithTheRun(t *testing.T) {
 	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
 	cfg := testConfig(kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d0, d1})
 	cfg.LoadPoll = 50 * time.Millisecond
-	gw, _ := start(t, cfg)
+	gw, g := start(t, cfg)
 
 	modes, streamed := map[string]int{}, map[string]int{}
 	for s := range 3 {
@@ -220,6 +221,10 @@ func TestMetricsAgreeWithTheRun(t *testing.T) {
 			t.Fatalf("worker load gauges after 5 s: up %v, kv used %v", sum(fams, "pdhybrid_worker_up"), sum(fams, "pdhybrid_worker_kv_used_tokens"))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Names, units and help follow Prometheus' conventions (promlint).
+	if problems, err := promlint.NewWithMetricFamilies(gathered(t, g)).Lint(); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", err, problems)
 	}
 	for _, name := range []string{"pdhybrid_worker_running_requests", "pdhybrid_worker_waiting_requests", "pdhybrid_worker_kv_usage_ratio", "pdhybrid_worker_breaker_open", "pdhybrid_worker_draining"} {
 		if _, ok := sample(fams, name, map[string]string{"worker": d0.URL()}); !ok {
@@ -331,4 +336,13 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func gathered(t *testing.T, g *Server) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.met.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
 }
