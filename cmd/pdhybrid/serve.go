@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +23,7 @@ func serveCmd(e *env) *cobra.Command {
 		attempts                                int
 		noProbe                                 bool
 		config                                  string
+		ops                                     opsFlags
 	)
 	c := &cobra.Command{
 		Use:   "serve [flags]",
@@ -61,6 +61,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
+	ops.register(fs)
 	fs.StringVar(&config, "config", "", "YAML `file` of flag settings: keys are these flags' names, values scalars or lists (prefill, decode, colo); the command line wins over it (docs/gateway.md)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		if config != "" {
@@ -79,6 +80,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		ck.oneOf("admission-gate", "worker", "router")
 		ck.oneOf("reject-reset", "direct", "any", "off")
 		ck.oneOf("residency-belief", "track", "never-shrink")
+		ops.check(ck)
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe"} {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
@@ -90,6 +92,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 			return err
 		}
 		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe}
+		ops.apply(&cfg, e)
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)
 			if err != nil {
@@ -106,7 +109,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		if err != nil {
 			return usagef("%v", err)
 		}
-		return serveGateway(ctx, e, gw.Handler(), host, port, mech)
+		return serveGateway(ctx, e, gw, host, port, mech)
 	})
 	return c
 }
@@ -125,14 +128,16 @@ func parsePrefill(s string) (string, int, error) {
 	return strings.TrimRight(u, "/"), port, nil
 }
 
-// serveGateway serves the gateway's handler on host:port until ctx ends,
-// printing its "listening" line, then drains for up to 5 s.
-func serveGateway(ctx context.Context, e *env, h http.Handler, host string, port int, mech string) error {
+// serveGateway serves the gateway on host:port until ctx ends, printing
+// its "listening" line, then drains for up to 5 s and stops the gateway's
+// load poller.
+func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, port int, mech string) error {
+	defer gw.Close()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20}
+	srv := gw.HTTPServer()
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

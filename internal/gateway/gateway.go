@@ -66,6 +66,8 @@ type Config struct {
 	AdmissionTimeout time.Duration
 	// Health sets up active health checks of every worker (health.go).
 	Health HealthConfig
+	// Ops: request limits, the admin API, load polling (limits.go, admin.go).
+	Ops
 }
 
 // Server is a running gateway.
@@ -78,8 +80,8 @@ type Server struct {
 	mux   *http.ServeMux
 	// probes counts sessions whose decoder this gateway learnt from a
 	// residency probe.
-	probes atomic.Int64
-	stop   context.CancelFunc // ends the health loop
+	probes   atomic.Int64
+	opsState // metrics, workers' states, limits, the load poller (admin.go)
 }
 
 // New checks cfg and builds the gateway's handler.
@@ -104,6 +106,7 @@ func New(cfg Config) (*Server, error) {
 		// decoder's breaker for 30 s (a health check closes it sooner).
 		cfg.Dispatch.Breaker = kvc.BreakerConfig{Failures: 3, WindowS: 60, CooldownS: 30}
 	}
+	cfg.Ops.defaults()
 	var pNames, dNames []string
 	switch cfg.Dispatch.Mechanism {
 	case kvc.MechColo:
@@ -136,21 +139,20 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	ctx, stop := context.WithCancel(context.Background())
-	s.stop = stop
+	s.startOps()
 	if cfg.Health.Interval >= 0 {
 		s.cfg.Health.defaults()
-		go s.healthLoop(ctx)
+		s.polling.Add(1)
+		go func() {
+			defer s.polling.Done()
+			s.healthLoop(s.stop)
+		}()
 	}
 	return s, nil
 }
 
-// Close stops the gateway's background work (the health checks). The HTTP
-// server serving Handler is the caller's to shut down.
-func (s *Server) Close() { s.stop() }
-
-// Handler serves the gateway's API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler serves the gateway's API, behind the request limits.
+func (s *Server) Handler() http.Handler { return s.limited(s.mux) }
 
 // now is the gateway's clock for the dispatcher: seconds since it started.
 func (s *Server) now() float64 { return time.Since(s.start).Seconds() }
@@ -182,7 +184,8 @@ func newRID() string {
 
 // abort asks a worker to drop a request (SGLang /abort_request), so a
 // decoder is never left waiting on a room whose other leg failed.
-func (s *Server) abort(base, rid string) {
+func (s *Server) abort(base, rid, why string) {
+	s.met.aborts.WithLabelValues(why).Inc()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/abort_request",

@@ -149,12 +149,16 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // again when a worker answered with a retryable status before anything
 // reached the client.
 func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *request) {
+	rec := s.record(w, q) // metrics.go
+	defer rec.end(ctx)
+	w = rec
 	for q.attempt = 0; ; q.attempt++ {
 		q.retry = ""
 		s.dispatchOnce(ctx, w, q)
 		if q.retry == "" {
 			return
 		}
+		s.met.retries.Inc()
 		select {
 		case <-time.After(min(50*time.Millisecond<<q.attempt, time.Second)):
 		case <-ctx.Done():
@@ -176,6 +180,7 @@ func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *req
 		if q.session != "" {
 			s.turns[q.session]++
 			turn = s.turns[q.session]
+			s.seen[q.session] = time.Now()
 		}
 		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
 			Avoid: q.avoid})
@@ -200,16 +205,17 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 		}
 		switch a.Kind {
 		case kvc.ActAdmit:
-			rep := s.admit(ctx, s.cfg.Decode[a.D], q, a, d)
+			rep := s.admit(ctx, s.decodeURL(a.D), q, a, d)
+			s.met.admitted(rep)
 			s.locked(func() { d.Reply(rep) })
 			delayed = false
 			continue
 		case kvc.ActColo:
-			if s.single(ctx, w, s.cfg.Colo[a.D], q, d, false) {
+			if s.single(ctx, w, s.coloURL(a.D), q, d, false) {
 				return
 			}
 		case kvc.ActDirect:
-			if s.single(ctx, w, s.cfg.Decode[a.D], q, d, true) {
+			if s.single(ctx, w, s.decodeURL(a.D), q, d, true) {
 				return
 			}
 		case kvc.ActSeed, kvc.ActPD:
@@ -307,7 +313,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	s.locked(func() { mode = d.Mode() })
 	ok := relay(w, resp, mode, base, nil) && resp.StatusCode == http.StatusOK
 	if !ok && ctx.Err() != nil {
-		s.abort(base, rid) // the client left
+		s.abort(base, rid, abortDisconnect) // the client left
 	}
 	s.locked(func() {
 		if ok {

@@ -33,27 +33,17 @@ func (h *HealthConfig) defaults() {
 	}
 }
 
-// checked is one worker the health loop watches.
-type checked struct {
-	role  kvc.Role
-	index int
-	url   string
-	fails int
-}
-
-// healthLoop runs until ctx ends.
-func (s *Server) healthLoop(ctx context.Context) {
-	var ws []*checked
-	for i, p := range s.cfg.Prefill {
-		ws = append(ws, &checked{role: kvc.RolePrefill, index: i, url: p.URL})
-	}
-	pool := s.cfg.Decode
-	if s.cfg.Dispatch.Mechanism == kvc.MechColo {
-		pool = s.cfg.Colo
-	}
-	for i, u := range pool {
-		ws = append(ws, &checked{role: kvc.RoleDecode, index: i, url: u})
-	}
+// healthLoop runs until stop is closed. It reads the worker table each
+// round, so workers added at run time are checked too and removed ones are
+// not.
+func (s *Server) healthLoop(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	fails := map[*workerInfo]int{}
 	tick := time.NewTicker(s.cfg.Health.Interval)
 	defer tick.Stop()
 	for {
@@ -62,39 +52,59 @@ func (s *Server) healthLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		var ws []*workerInfo
+		s.locked(func() {
+			for _, w := range s.workers {
+				if !w.removed {
+					ws = append(ws, w)
+				}
+			}
+		})
 		for _, w := range ws {
-			s.checkOnce(ctx, w)
+			if ok := s.healthy(ctx, w.URL); ctx.Err() == nil {
+				s.noteHealth(w, ok, fails)
+			}
 		}
 	}
 }
 
-func (s *Server) checkOnce(ctx context.Context, w *checked) {
+// healthy is one GET /health.
+func (s *Server) healthy(ctx context.Context, base string) bool {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Health.Timeout)
 	defer cancel()
-	ok := false
-	if req, err := http.NewRequestWithContext(cctx, http.MethodGet, w.url+"/health", nil); err == nil {
-		if resp, err := s.cfg.Client.Do(req); err == nil {
-			ok = resp.StatusCode == http.StatusOK
-			resp.Body.Close()
-		}
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return false
 	}
-	if ctx.Err() != nil {
-		return
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return false
 	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// noteHealth takes a worker out of service after Failures bad checks in a
+// row and puts it back (its breaker closed) on a good one.
+func (s *Server) noteHealth(w *workerInfo, ok bool, fails map[*workerInfo]int) {
 	if ok {
-		w.fails = 0
+		fails[w] = 0
 	} else {
-		w.fails++
+		fails[w]++
+	}
+	role := kvc.RoleDecode
+	if w.Role == rolePrefill {
+		role = kvc.RolePrefill
 	}
 	s.locked(func() {
-		switch down := s.disp.Down(w.role, w.index); {
+		switch down := s.disp.Down(role, w.idx); {
 		case ok && down:
-			s.disp.SetDown(w.role, w.index, false)
-			if w.role == kvc.RoleDecode {
-				s.disp.PeerOK(w.index) // healthy again: its breaker closes too
+			s.disp.SetDown(role, w.idx, false)
+			if role == kvc.RoleDecode {
+				s.disp.PeerOK(w.idx) // healthy again: its breaker closes too
 			}
-		case !ok && !down && w.fails >= s.cfg.Health.Failures:
-			s.disp.SetDown(w.role, w.index, true)
+		case !ok && !down && fails[w] >= s.cfg.Health.Failures:
+			s.disp.SetDown(role, w.idx, true)
 		}
 	})
 }

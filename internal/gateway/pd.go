@@ -20,7 +20,7 @@ import (
 // waiting on a room. A seed (KVC) also names the session, so the decoder
 // keeps it. It reports whether the client got an answer.
 func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q *request, d *kvc.Dispatch) bool {
-	p, dec := s.cfg.Prefill[a.P], s.cfg.Decode[a.D]
+	p, dec := s.prefillAt(a.P), s.decodeURL(a.D)
 	body := clone(q.body)
 	rid := newRID()
 	body["rid"] = rid
@@ -48,7 +48,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	defer cancelD(nil)
 	pFailed := func(l leg) {
 		cancelD(l.err)
-		s.abort(dec, rid)
+		s.abort(dec, rid, abortOtherLeg)
 	}
 	// Accepted before the legs go: the routers count the request in
 	// flight from now, so requests arriving together spread over the
@@ -91,7 +91,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 
 	resp, err := s.send(dctx, dec+"/generate", body)
 	if err != nil {
-		s.abort(p.URL, rid)
+		s.abort(p.URL, rid, abortOtherLeg)
 		pl := <-pDone
 		if pl.err != nil && ctx.Err() == nil {
 			// The prefill leg failed first; nothing reached the client.
@@ -116,7 +116,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	defer resp.Body.Close()
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
-		s.abort(p.URL, rid) // the next attempt gets a fresh pair and room
+		s.abort(p.URL, rid, abortRetry) // the next attempt gets a fresh pair and room
 		<-pDone
 		q.retry = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode)
 		s.locked(func() {
@@ -158,9 +158,10 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	}
 	ok := relay(w, resp, mode, dec, rewrite) && resp.StatusCode == http.StatusOK
 	if !ok {
-		s.abort(p.URL, rid)
+		why := abortWhy(ctx)
+		s.abort(p.URL, rid, why)
 		if ctx.Err() != nil {
-			s.abort(dec, rid) // the client left: say so, do not rely on D noticing
+			s.abort(dec, rid, why) // the client left: say so, do not rely on D noticing
 		}
 	}
 	if pl == nil {
@@ -179,7 +180,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	if pl.err != nil && ok {
 		// D answered but P failed: the decoder's room is dead; make sure
 		// it is not left waiting.
-		s.abort(dec, rid)
+		s.abort(dec, rid, abortOtherLeg)
 	}
 	return true
 }

@@ -28,7 +28,17 @@ func (s *Server) probeResidency(ctx context.Context, q *request) {
 		return
 	}
 	pinned := false
-	s.locked(func() { pinned = s.disp.Pinned(q.session) })
+	var decoders []string // the pool grows at run time: a copy read under the lock
+	s.locked(func() {
+		pinned = s.disp.Pinned(q.session)
+		for i, u := range s.cfg.Decode {
+			if !s.disp.Down(kvc.RoleDecode, i) && !s.disp.DRouter().Excluded(i) {
+				decoders = append(decoders, u)
+			} else {
+				decoders = append(decoders, "") // keep the indices
+			}
+		}
+	})
 	if pinned {
 		return
 	}
@@ -45,7 +55,10 @@ func (s *Server) probeResidency(ctx context.Context, q *request) {
 		best, most = -1, 0
 		wg         sync.WaitGroup
 	)
-	for i, base := range s.cfg.Decode {
+	for i, base := range decoders {
+		if base == "" {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -183,16 +183,18 @@ type Dispatcher struct {
 	onD      []int // sessions believed pinned per decoder (router gate cap)
 	breakers []breaker
 	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
+	autoEps  bool  // MaxRetries follows |D|−1 as decoders are added
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
 // (or colocated) workers. prefill is empty for MechColo.
 func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Options) *Dispatcher {
-	if cfg.MaxRetries < 0 {
+	auto := cfg.MaxRetries < 0
+	if auto {
 		cfg.MaxRetries = len(decode) - 1
 	}
 	x := &Dispatcher{cfg: cfg, rejects: map[rejKey]int{}, sessions: map[string]*sessState{}, onD: make([]int, len(decode)),
-		breakers: make([]breaker, len(decode)), seeding: make([]int, len(decode))}
+		breakers: make([]breaker, len(decode)), seeding: make([]int, len(decode)), autoEps: auto}
 	for i := range x.breakers {
 		x.breakers[i].cfg = cfg.Breaker
 	}
@@ -241,6 +243,10 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 		if w < 0 {
 			w = x.d.Pick(r.Session, r.Blocks).Worker
 		}
+		if w < 0 {
+			t.noWorker("colocated")
+			break
+		}
 		t.decide(ActColo, -1, w, "dp-colo-router")
 	case MechPD:
 		t.plainPD("pd-disaggregation-router")
@@ -274,14 +280,14 @@ func (t *Dispatch) route() {
 	// Breakers do not keep a decoder from direct appends, which move no KV
 	// over the failing transport; they hold back seeds and plain PD.
 	allowed := func(d int) bool {
-		return !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
+		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
 	d := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
 	if d < 0 {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
-		for i := range x.d.names {
-			if !t.tried[i] && !x.d.Down(i) && (best < 0 || x.rejects[rejKey{t.r.Session, i}] < x.rejects[rejKey{t.r.Session, best}]) {
+		for i := range t.tried {
+			if !t.tried[i] && !x.d.Out(i) && (best < 0 || x.rejects[rejKey{t.r.Session, i}] < x.rejects[rejKey{t.r.Session, best}]) {
 				best = i
 			}
 		}
@@ -354,6 +360,10 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	}
 	s := x.session(t.r.Session)
 	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	if p < 0 {
+		t.noWorker("prefill")
+		return
+	}
 	after := ""
 	if rep.Reason == "session-was-evicted" {
 		after = "-after-eviction"
@@ -442,13 +452,18 @@ func (t *Dispatch) plainPD(mode string) {
 	if d < 0 {
 		// Every breaker is open: send it anyway to the one that opened
 		// first, whose cooldown ends soonest; its outcome is the probe.
-		d = 0
 		for i := range x.breakers {
-			if x.breakers[i].openedAt < x.breakers[d].openedAt {
+			if !x.d.Out(i) && (d < 0 || x.breakers[i].openedAt < x.breakers[d].openedAt) {
 				d = i
 			}
 		}
-		t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
+		if d >= 0 {
+			t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
+		}
+	}
+	if p < 0 || d < 0 {
+		t.noWorker(map[bool]string{true: "prefill", false: "decode"}[p < 0])
+		return
 	}
 	t.decide(ActPD, p, d, mode)
 	t.act.Delay = t.pause
@@ -503,8 +518,8 @@ func (t *Dispatch) Accepted() {
 			x.onD[t.chosenD]++
 		}
 		s.pin, s.last, s.resident = t.chosenD, t.chosenD, t.r.Input+t.r.Output
-		if s.handles == nil {
-			s.handles = make([]radix.Handle, len(x.d.names))
+		if len(s.handles) < len(x.d.names) {
+			s.handles = append(s.handles, make([]radix.Handle, len(x.d.names)-len(s.handles))...)
 		}
 		s.handles[t.chosenD] = h
 	}
@@ -577,7 +592,7 @@ func (x *Dispatcher) SessionEvicted(d int, session string) {
 	}
 	// Forget what d held of it even if the session has moved on: a decoder
 	// it left keeps its copy until it evicts it, and says so then.
-	if s.handles != nil {
+	if d < len(s.handles) {
 		x.d.ForgetBlocks(d, s.handles[d])
 		s.handles[d] = radix.Handle{}
 	}

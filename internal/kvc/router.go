@@ -61,8 +61,9 @@ type Router struct {
 	assigned []int
 	index    []*blockIndex
 	pins     map[string]int // session → worker of its last turn
-	down     []bool         // out of service (failed health checks); nil = none
-	nDown    int
+	excluded []bool         // drained or removed: no pick may choose them (pool.go)
+	down     []bool         // failed health checks: no pick chooses them either
+	nOut     int            // workers excluded or down
 }
 
 // NewRouter makes a router over the named workers.
@@ -104,7 +105,7 @@ type Decision struct {
 // Pick chooses a worker for a request of session with the given prompt
 // blocks. It does not change state; Dispatched does.
 func (r *Router) Pick(session string, blocks []uint64) Decision {
-	if r.nDown > 0 && r.nDown < len(r.names) {
+	if r.nOut > 0 {
 		return r.PickAmong(session, blocks, func(int) bool { return true })
 	}
 	n := len(r.names)
@@ -140,12 +141,12 @@ func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
 // (nil allows all); it returns Worker −1 when none is allowed. Algorithm 1
 // uses it to skip decoders blacklisted for the session.
 func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
+	if r.nOut > 0 {
+		inner := allowed
+		allowed = func(i int) bool { return !r.Out(i) && (inner == nil || inner(i)) }
+	}
 	if allowed == nil {
 		return r.Pick(session, blocks)
-	}
-	if r.nDown > 0 {
-		inner := allowed
-		allowed = func(w int) bool { return !r.down[w] && inner(w) }
 	}
 	switch r.policy {
 	case PolicyKVAware:
@@ -267,23 +268,28 @@ func (r *Router) Forget(session string) { delete(r.pins, session) }
 func (r *Router) Inflight(w int) int { return r.inflight[w] }
 func (r *Router) Assigned(w int) int { return r.assigned[w] }
 
-// SetDown takes worker w out of service (down) or puts it back: a worker
-// out of service is passed over by Pick and PickAmong while another will
-// do. When every worker is down, Pick still answers (the request fails on
-// the worker with its cause rather than in the router).
+// SetDown takes worker w out of service (its health checks fail) or puts
+// it back. Like an excluded worker it is passed over by every pick; the two
+// are kept apart so a drained worker that recovers stays drained.
 func (r *Router) SetDown(w int, down bool) {
 	if r.down == nil {
 		r.down = make([]bool, len(r.names))
 	}
-	if r.down[w] != down {
-		r.down[w] = down
-		if down {
-			r.nDown++
-		} else {
-			r.nDown--
-		}
-	}
+	r.down[w] = down
+	r.recount()
 }
 
 // Down reports whether worker w is out of service.
 func (r *Router) Down(w int) bool { return r.down != nil && r.down[w] }
+
+// Out reports whether no pick may choose worker w: excluded or down.
+func (r *Router) Out(w int) bool { return r.Excluded(w) || r.Down(w) }
+
+func (r *Router) recount() {
+	r.nOut = 0
+	for i := range r.names {
+		if r.Out(i) {
+			r.nOut++
+		}
+	}
+}

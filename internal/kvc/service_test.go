@@ -1,6 +1,9 @@
 package kvc
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A worker out of service is passed over while another will do, for every
 // mechanism and both pools, and taken again once back; with every worker
@@ -34,9 +37,17 @@ func TestDownWorkersArePassedOver(t *testing.T) {
 		}
 		x.SetDown(RoleDecode, 1, true)
 		x.SetDown(RoleDecode, 2, true)
-		if a := first(); a.D < 0 || a.D > 2 {
-			t.Fatalf("%s: every decoder down, chose %+v", mech, a)
+		if a := first(); a.Kind != ActFail || !strings.Contains(a.Cause, "failing its health checks") {
+			t.Fatalf("%s: every decoder down, got %+v, want a failure saying so", mech, a)
 		}
+		// A drained worker that recovers stays drained.
+		x.DRouter().SetExcluded(1, true)
+		x.SetDown(RoleDecode, 1, false)
+		if !x.DRouter().Out(1) {
+			t.Fatalf("%s: a drained worker back from down is choosable", mech)
+		}
+		x.DRouter().SetExcluded(1, false)
+		x.SetDown(RoleDecode, 1, true)
 		x.SetDown(RoleDecode, 0, false)
 		x.SetDown(RoleDecode, 0, false) // idempotent
 		if a := first(); a.D != 0 {

@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// The poller reads an older worker's /get_load when /v1/loads is missing,
+// marks a worker that stops answering down while keeping its last
+// figures, and stops polling when Close returns.
+func TestLoadPollerFallbackAndClose(t *testing.T) {
+	var polls atomic.Int64
+	var broken atomic.Bool
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/health":
+		case broken.Load():
+			w.WriteHeader(http.StatusInternalServerError)
+		case r.URL.Path == "/get_load":
+			polls.Add(1)
+			w.Write([]byte(`[{"dp_rank":0,"num_reqs":5,"num_waiting_reqs":2,"num_tokens":700},{"dp_rank":1,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":300}]`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer old.Close()
+	cfg := Config{Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}, Colo: []string{old.URL}}
+	cfg.LoadPoll = 10 * time.Millisecond
+	gw, g := start(t, cfg)
+	waitFor(t, func() bool { return polls.Load() >= 2 }, "two polls")
+	fams := scrape(t, gw.URL)
+	lv := map[string]string{"role": "colo", "worker": old.URL}
+	for name, want := range map[string]float64{"pdhybrid_worker_up": 1, "pdhybrid_worker_running_requests": 4,
+		"pdhybrid_worker_waiting_requests": 2, "pdhybrid_worker_kv_used_tokens": 1000} {
+		if got := value(fams, name, lv); got != want {
+			t.Errorf("%s = %v, want %v (the two ranks of /get_load summed)", name, got, want)
+		}
+	}
+	broken.Store(true)
+	waitFor(t, func() bool { return value(scrape(t, gw.URL), "pdhybrid_worker_up", lv) == 0 }, "the worker marked down")
+	fams = scrape(t, gw.URL)
+	if got := value(fams, "pdhybrid_worker_kv_used_tokens", lv); got != 1000 {
+		t.Errorf("after a failed poll kv_used_tokens = %v, want the last report's 1000", got)
+	}
+	if value(fams, "pdhybrid_worker_load_poll_errors_total", lv) < 1 {
+		t.Error("no poll error counted")
+	}
+	broken.Store(false)
+	waitFor(t, func() bool { return value(scrape(t, gw.URL), "pdhybrid_worker_up", lv) == 1 }, "the worker up again")
+	g.Close()
+	n := polls.Load()
+	time.Sleep(50 * time.Millisecond) // five poll intervals
+	if polls.Load() != n {
+		t.Errorf("%d polls after Close returned", polls.Load()-n)
+	}
+}

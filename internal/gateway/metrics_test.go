@@ -1,0 +1,348 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// testConfig is the gateway() helper's configuration, for tests that set
+// more of it.
+func testConfig(mech kvc.Mechanism, prefill, decode []*emulator.Server) Config {
+	cfg := Config{Dispatch: kvc.DispatchConfig{Mechanism: mech, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
+		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
+	for _, p := range prefill {
+		cfg.Prefill = append(cfg.Prefill, Prefill{URL: p.URL(), BootstrapPort: p.BootstrapPort()})
+	}
+	for _, d := range decode {
+		if mech == kvc.MechColo {
+			cfg.Colo = append(cfg.Colo, d.URL())
+		} else {
+			cfg.Decode = append(cfg.Decode, d.URL())
+		}
+	}
+	return cfg
+}
+
+// start runs a gateway of cfg on loopback (its HTTPServer, so the header
+// cap applies), stopped at the end of the test.
+func start(t *testing.T, cfg Config) (*httptest.Server, *Server) {
+	t.Helper()
+	var urls []string
+	for _, p := range cfg.Prefill {
+		urls = append(urls, p.URL)
+	}
+	urls = append(append(urls, cfg.Decode...), cfg.Colo...)
+	emulatortest.WaitHealthy(t, urls...)
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	ts := httptest.NewUnstartedServer(g.Handler())
+	ts.Config = g.HTTPServer()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts, g
+}
+
+// scrape reads /metrics with Prometheus' own parser.
+func scrape(t *testing.T, gw string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(gw + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return fams
+}
+
+// sample finds the family's series whose labels include want; ok false
+// when there is none.
+func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (*dto.Metric, bool) {
+	f := fams[name]
+	if f == nil {
+		return nil, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return m, true
+	}
+	return nil, false
+}
+
+// value is a counter's or gauge's value (0 when absent); sum adds every
+// series matching want.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	m, ok := sample(fams, name, want)
+	if !ok {
+		return 0
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func sum(fams map[string]*dto.MetricFamily, name string) float64 {
+	total := 0.0
+	for _, m := range fams[name].GetMetric() {
+		if m.Counter != nil {
+			total += m.Counter.GetValue()
+		} else if m.Gauge != nil {
+			total += m.Gauge.GetValue()
+		}
+	}
+	return total
+}
+
+func histCount(fams map[string]*dto.MetricFamily, name, mode string) uint64 {
+	m, ok := sample(fams, name, map[string]string{"mode": mode})
+	if !ok {
+		return 0
+	}
+	return m.Histogram.GetSampleCount()
+}
+
+// A bounded live run through the KVC mechanism (1 P, 2 session-keeping
+// D; 3 sessions of 3 turns, the third streamed): every count /metrics
+// reports agrees with the run's own answers — requests per mode, e2e per
+// completed request, TTFT and TPOT per completed stream, admission
+// replies per direct append and seed — and the worker gauges show the
+// workers' polled loads and the sessions they hold.
+func TestMetricsAgreeWithTheRun(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
+	cfg := testConfig(kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d0, d1})
+	cfg.LoadPoll = 50 * time.Millisecond
+	gw, g := start(t, cfg)
+
+	modes, streamed := map[string]int{}, map[string]int{}
+	for s := range 3 {
+		sess := string(rune('a' + s))
+		prompt := ids(1000*(s+1)*7, 600)
+		for turn := 1; turn <= 3; turn++ {
+			body := map[string]any{"input_ids": prompt, "session_id": sess, "sampling_params": map[string]any{"max_new_tokens": 8}}
+			if turn == 3 {
+				body["stream"] = true
+			}
+			a := generate(t, gw.URL, body)
+			if a.status != http.StatusOK || len(a.outputIDs) != 8 {
+				t.Fatalf("session %s turn %d: %+v", sess, turn, a)
+			}
+			modes[a.mode]++
+			if turn == 3 {
+				streamed[a.mode]++
+			}
+			prompt = append(append(prompt, a.outputIDs...), ids(90000+100*turn, 100)...)
+		}
+	}
+	if modes["pd-router-turn1-seed"] != 3 || modes["kvcache-direct-to-d-session"] != 6 {
+		t.Fatalf("modes %v: want 3 seeds and 6 direct appends", modes)
+	}
+
+	fams := scrape(t, gw.URL)
+	total := 0
+	for mode, n := range modes {
+		got := value(fams, "pdhybrid_requests_total", map[string]string{"mechanism": "kvcache-centric", "mode": mode, "outcome": "ok"})
+		if got != float64(n) {
+			t.Errorf("pdhybrid_requests_total{mode=%q,outcome=ok} = %v, the run answered %d", mode, got, n)
+		}
+		if c := histCount(fams, "pdhybrid_e2e_request_latency_seconds", mode); c != uint64(n) {
+			t.Errorf("e2e histogram count for %s = %d, want %d completed", mode, c, n)
+		}
+		if c := histCount(fams, "pdhybrid_time_to_first_token_seconds", mode); c != uint64(streamed[mode]) {
+			t.Errorf("TTFT histogram count for %s = %d, want %d streamed", mode, c, streamed[mode])
+		}
+		if c := histCount(fams, "pdhybrid_time_per_output_token_seconds", mode); c != uint64(streamed[mode]) {
+			t.Errorf("TPOT histogram count for %s = %d, want %d streamed", mode, c, streamed[mode])
+		}
+		total += n
+	}
+	if got := sum(fams, "pdhybrid_requests_total"); got != float64(total) {
+		t.Errorf("pdhybrid_requests_total sums to %v, the run sent %d", got, total)
+	}
+	if got := sum(fams, "pdhybrid_admissions_total"); got != 9 {
+		t.Errorf("%v admission replies counted, want 9 (one per request)", got)
+	}
+	if got := value(fams, "pdhybrid_admissions_total", map[string]string{"result": "direct"}); got != 6 {
+		t.Errorf("%v direct admissions, want 6", got)
+	}
+	if got := value(fams, "pdhybrid_dp_syncs_total", map[string]string{"outcome": "ok"}); got != 0 {
+		t.Errorf("D→P syncs %v, want 0 (no such path)", got)
+	}
+	if _, ok := sample(fams, "pdhybrid_dp_syncs_total", nil); !ok {
+		t.Error("pdhybrid_dp_syncs_total not exposed")
+	}
+	if got := sum(fams, "pdhybrid_worker_sessions"); got != 3 {
+		t.Errorf("%v sessions bound to decoders, want 3", got)
+	}
+	if got := sum(fams, "pdhybrid_worker_inflight_requests"); got != 0 {
+		t.Errorf("%v requests in flight after the run", got)
+	}
+	// The poller reports every worker up, and the decoders' KV holds the
+	// sessions (used tokens > 0 on at least one).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fams = scrape(t, gw.URL)
+		if sum(fams, "pdhybrid_worker_up") == 3 && sum(fams, "pdhybrid_worker_kv_used_tokens") > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker load gauges after 5 s: up %v, kv used %v", sum(fams, "pdhybrid_worker_up"), sum(fams, "pdhybrid_worker_kv_used_tokens"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Names, units and help follow Prometheus' conventions (promlint).
+	if problems, err := promlint.NewWithMetricFamilies(gathered(t, g)).Lint(); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", err, problems)
+	}
+	for _, name := range []string{"pdhybrid_worker_running_requests", "pdhybrid_worker_waiting_requests", "pdhybrid_worker_kv_usage_ratio", "pdhybrid_worker_breaker_open", "pdhybrid_worker_draining"} {
+		if _, ok := sample(fams, name, map[string]string{"worker": d0.URL()}); !ok {
+			t.Errorf("%s has no series for %s", name, d0.URL())
+		}
+	}
+}
+
+// Failures are counted by what happened: a dead decoder's request is
+// unavailable (no mode) and its prefill leg aborted as the other leg; a
+// failing colocated worker's requests are retried and still ok.
+func TestMetricsFailures(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d := worker(t, engine.RoleDecode, false)
+	cfg := testConfig(kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{d})
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	d.Kill()
+	if a := generate(t, gw.URL, map[string]any{"input_ids": ids(1, 100), "sampling_params": map[string]any{"max_new_tokens": 4}}); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("dead decoder: %+v", a)
+	}
+	fams := scrape(t, gw.URL)
+	if got := value(fams, "pdhybrid_requests_total", map[string]string{"mode": "none", "outcome": "unavailable"}); got != 1 {
+		t.Errorf("unavailable requests %v, want 1", got)
+	}
+	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": "other_leg"}); got != 1 {
+		t.Errorf("other-leg aborts %v, want 1", got)
+	}
+
+	bad := workerWith(t, engine.RoleColocated, emulator.Faults{ErrorRate: 1, Seed: 1})
+	good := worker(t, engine.RoleColocated, false)
+	cfg = testConfig(kvc.MechColo, nil, []*emulator.Server{bad, good})
+	cfg.LoadPoll = -1
+	gwc, _ := start(t, cfg)
+	for i := range 4 {
+		if a := generate(t, gwc.URL, map[string]any{"input_ids": ids(100*i, 200), "sampling_params": map[string]any{"max_new_tokens": 4}}); a.status != http.StatusOK {
+			t.Fatalf("request %d: %+v", i, a)
+		}
+	}
+	fams = scrape(t, gwc.URL)
+	if got := value(fams, "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "ok"}); got != 4 {
+		t.Errorf("ok colocated requests %v, want 4", got)
+	}
+	if got := value(fams, "pdhybrid_retries_total", nil); got < 1 || got > 4 {
+		t.Errorf("retries %v, want 1 to 4 (each request at most once on the failing worker, at least one there)", got)
+	}
+}
+
+// A client that leaves mid-stream is counted as a disconnect, not ok.
+func TestMetricsClientDisconnect(t *testing.T) {
+	c := worker(t, engine.RoleColocated, false)
+	cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	resp := post(t, gw.URL+"/generate", map[string]any{"input_ids": ids(5, 100), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 4000}}, nil)
+	firstLine(t, resp)
+	resp.Body.Close()
+	waitFor(t, func() bool {
+		return value(scrape(t, gw.URL), "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "client_disconnect"}) == 1
+	}, "a client_disconnect outcome")
+}
+
+// post sends a JSON body with extra headers; the caller closes the answer.
+func post(t *testing.T, u string, body any, hdr map[string]string) *http.Response {
+	t.Helper()
+	j, _ := json.Marshal(body)
+	req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// firstLine reads an SSE answer up to its first data event.
+func firstLine(t *testing.T, resp *http.Response) {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("stream answered %d: %s", resp.StatusCode, b)
+	}
+	buf := make([]byte, 1)
+	var line []byte
+	for !strings.HasPrefix(string(line), "data: ") || !strings.HasSuffix(string(line), "\n") {
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatalf("stream ended before its first event: %v (%q)", err, line)
+		}
+		line = append(line, buf[0])
+		if buf[0] == '\n' && !strings.HasPrefix(string(line), "data: ") {
+			line = line[:0]
+		}
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 5 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func gathered(t *testing.T, g *Server) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.met.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
