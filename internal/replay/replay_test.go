@@ -83,6 +83,7 @@ func TestReplayAgainstLiveKVC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer g.Close()
 	ts := httptest.NewServer(g.Handler())
 	defer ts.Close()
 	emulatortest.WaitHealthy(t, p.URL(), d.URL())
