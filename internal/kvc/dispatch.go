@@ -72,6 +72,11 @@ type DispatchConfig struct {
 	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
 	// is passed over for seeds, not for direct appends.
 	SeedMaxInflight int
+	// Peer holds the peer baselines' knobs (peers.go); BlockSize is the
+	// tokens per block id, DecodeKVBlocks a decoder's pool in blocks.
+	Peer           PeerConfig
+	BlockSize      int
+	DecodeKVBlocks int
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -130,6 +135,7 @@ const (
 	ActSeed                     // P prefills, the KV goes to D, D keeps the session
 	ActPD                       // plain PD on P and D; D keeps nothing
 	ActColo                     // colocated worker W serves it whole
+	ActLocal                    // decoder D prefills it itself and decodes it (a peer's local prefill)
 	ActFail                     // give up with Cause
 	ActDone                     // nothing more: the request is running or over
 )
@@ -178,6 +184,8 @@ type Dispatcher struct {
 	onD      []int // sessions believed pinned per decoder (router gate cap)
 	breakers []breaker
 	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
+	pActive  []int // the peers: prefill tokens in flight per prefill worker
+	dActive  []int // the peers: blocks of requests in flight per decoder
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -194,6 +202,7 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 	if len(prefill) > 0 {
 		x.p = NewRouter(prefill, cfg.Policy, pOpts)
 	}
+	x.pActive, x.dActive = make([]int, len(prefill)), make([]int, len(decode))
 	x.d = NewRouter(decode, cfg.Policy, dOpts)
 	return x
 }
@@ -222,6 +231,8 @@ type Dispatch struct {
 	probe    bool    // the half-open breaker's probe
 	now      float64 // when Begin was called: breakers judge by it
 	lastD    int     // the session's decoder before this request
+	pTok     int     // the peers: prefill tokens counted in pActive
+	dBlk     int     // the peers: blocks counted in dActive
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -239,6 +250,8 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 		t.decide(ActColo, -1, w, "dp-colo-router")
 	case MechPD:
 		t.plainPD("pd-disaggregation-router")
+	case MechConditional, MechPrefixDecider, MechDecodeRadix:
+		t.beginPeer()
 	default:
 		t.beginKVC()
 	}
@@ -471,8 +484,14 @@ func (t *Dispatch) Accepted() {
 		// Only what crosses the transport can probe its breaker.
 		t.probe = x.breakers[t.chosenD].sent(t.now)
 	}
+	if x.cfg.Mechanism.IsPeer() {
+		x.dActive[t.chosenD] += t.dBlk
+		if t.kind == ActPD {
+			x.pActive[t.chosenP] += t.pTok
+		}
+	}
 	switch t.kind {
-	case ActColo:
+	case ActColo, ActLocal:
 		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 	case ActPD:
 		x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
@@ -520,6 +539,9 @@ func (t *Dispatch) PrefillDone() {
 	}
 	if t.accepted && t.chosenP >= 0 {
 		t.x.p.Done(t.chosenP)
+		if t.x.cfg.Mechanism.IsPeer() {
+			t.x.pActive[t.chosenP] -= t.pTok
+		}
 		t.chosenP = -1
 	}
 }
@@ -539,6 +561,10 @@ func (t *Dispatch) Finished(ok bool) {
 		return
 	}
 	x.d.Done(t.chosenD)
+	if x.cfg.Mechanism.IsPeer() {
+		x.dActive[t.chosenD] -= t.dBlk
+		t.dBlk = 0
+	}
 	if !ok || x.cfg.Mechanism != MechKVC {
 		return
 	}
