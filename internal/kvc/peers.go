@@ -176,3 +176,16 @@ func (t *Dispatch) setPrefillLoad() {
 	ov := t.x.p.PickAmong(t.r.Session, t.r.Blocks, func(p int) bool { return p == t.chosenP }).Overlap
 	t.pTok = max(t.r.Input-ov*max(t.x.cfg.BlockSize, 1), 1)
 }
+
+// ActiveLoad is the peers' load bookkeeping summed over the pools: prefill
+// tokens and decode blocks of requests in flight (both 0 once every request
+// has ended; tests hold it to that).
+func (x *Dispatcher) ActiveLoad() (prefillTokens, decodeBlocks int) {
+	for _, v := range x.pActive {
+		prefillTokens += v
+	}
+	for _, v := range x.dActive {
+		decodeBlocks += v
+	}
+	return prefillTokens, decodeBlocks
+}
