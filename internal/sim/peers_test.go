@@ -1,11 +1,15 @@
 package sim
 
 import (
+	"context"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
+	"github.com/pdhybrid/pdhybrid/internal/trace/convert"
+	"github.com/pdhybrid/pdhybrid/internal/trace/tracetest"
+	"github.com/pdhybrid/pdhybrid/internal/trace/weka"
 )
 
 // Hand-computed scenarios of the peer baselines (kvc/peers.go). Block size
@@ -223,5 +227,63 @@ func TestDecodeRadixSendsOnlyTheDelta(t *testing.T) {
 	if rs.recs[1].Breakdown.TransferS >= ns.recs[1].Breakdown.TransferS {
 		t.Errorf("turn 2 transfer %.6f s with the delta, %.6f s without: the delta must be faster",
 			rs.recs[1].Breakdown.TransferS, ns.recs[1].Breakdown.TransferS)
+	}
+}
+
+// TestPeersOnWEKA replays the WEKA Claude Code sessions (Poisson session
+// arrivals at 0.005/s, docs/peer-baselines.md) through naive PD
+// and the three peers on 1P3D: every request is accounted for (the only
+// failures are prompts over the context), the two deciders keep a share of
+// the turns on the decoder and beat naive PD's TTFT p50, and the decode
+// radix cache moves less than a fifth of naive PD's KV.
+func TestPeersOnWEKA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four replays of 5,049 requests; skipped with -short")
+	}
+	p := profile(t)
+	// pdhybrid trace convert --from weka --arrival poisson --rate 0.005 (seed 1)
+	st, err := convert.Open(tracetest.SharedTraces(t, "weka"), convert.Options{From: "weka",
+		Weka: weka.Options{Arrival: "poisson", Rate: 0.005, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &SliceSource{H: st.Header}
+	if err := st.Run(func(r *trace.Request) error {
+		c := *r
+		c.HashIDs = append([]uint64(nil), r.HashIDs...)
+		src.Reqs = append(src.Reqs, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[Mechanism]*Result{}
+	for _, m := range []Mechanism{PDDisaggregation, PDConditional, PDPrefixDecider, PDDecodeRadix} {
+		s := *src
+		res, err := Run(context.Background(), Config{Mechanism: m, Prefill: 1, Decode: 3, Profile: p}, &s, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := res.Summary
+		if sum.Requests != 5049 {
+			t.Fatalf("%s: %d requests recorded, want 5049", m, sum.Requests)
+		}
+		for cause := range sum.FailureCauses {
+			if cause != "failed: input-too-long" {
+				t.Fatalf("%s: unexpected failure cause %q", m, cause)
+			}
+		}
+		sums[m] = res
+	}
+	naive := sums[PDDisaggregation]
+	for m, mode := range map[Mechanism]string{PDConditional: kvc.ModeCondLocal, PDPrefixDecider: kvc.ModeDeciderLocal} {
+		s := sums[m].Summary
+		share := float64(s.ExecutionModes[mode]) / float64(s.Completed)
+		t.Logf("%s: local share %.3f, TTFT p50 %.3f s (naive PD %.3f s)", m, share, s.P50TTFTMs/1e3, naive.Summary.P50TTFTMs/1e3)
+		if share < 0.2 || s.P50TTFTMs >= naive.Summary.P50TTFTMs {
+			t.Errorf("%s: local share %.3f, TTFT p50 %.1f ms against naive PD's %.1f ms", m, share, s.P50TTFTMs, naive.Summary.P50TTFTMs)
+		}
+	}
+	if r, n := sums[PDDecodeRadix].Replay.KVTransferTokens, naive.Replay.KVTransferTokens; 5*r >= n {
+		t.Errorf("decode radix moved %d KV tokens, naive PD %d: want less than a fifth", r, n)
 	}
 }
