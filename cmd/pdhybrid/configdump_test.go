@@ -84,6 +84,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"conditional-eff-isl-ratio":     with(cond, "--conditional-eff-isl-ratio", "0.6"),
 		"conditional-prefill-busy":      with(cond, "--conditional-strategy", "prefill_load", "--conditional-prefill-busy", "2"),
 		"conditional-decode-busy":       with(cond, "--conditional-decode-busy", "0.9"),
+		"conditional-no-kv-events":      with(cond, "--conditional-no-kv-events"),
 		"decider-non-cached-tokens":     with(decider, "--decider-non-cached-tokens", "16"),
 		"decider-prompt-tokens":         with(decider, "--decider-prompt-tokens", "1000"),
 		"transfer-timeout":              {"--transfer-timeout", "30"},

@@ -56,3 +56,25 @@ func (w *Worker) adoptDelta(now float64, r *Request) {
 	w.own -= delta
 	r.node = node
 }
+
+// CachedFor is the prompt tokens this worker's cache holds for a request of
+// session, as a router fed by the worker's KV events sees them (Dynamo's
+// default): the radix match, plus the blocks the session's last output
+// fills, which SGLang inserts into its tree when the turn ends (here they
+// wait, unnamed, as the session's tail: output.go). It touches nothing.
+func (w *Worker) CachedFor(session string, blocks []uint64, input int) int {
+	if w.tree == nil || len(blocks) == 0 {
+		return 0
+	}
+	m := w.tree.Match(blocks, w.lastBlockTokens(input, len(blocks)))
+	tokens := int(m.Tokens)
+	if t := w.tails[session]; t != nil {
+		bs := w.cfg.BlockSize
+		full := t.input / bs
+		end := min((t.input+int(t.tokens))/bs, len(blocks))
+		if full > 0 && m.Blocks >= full && end > m.Blocks && blocks[full-1] == t.lastWhole {
+			tokens = max(tokens, end*bs)
+		}
+	}
+	return min(tokens, input)
+}

@@ -106,3 +106,23 @@ func TestDecodeRadixWaitUnlocks(t *testing.T) {
 		t.Fatalf("used %d reserved %d after both aborts", w.Used(), w.Reserved())
 	}
 }
+
+// CachedFor counts the session's last output as cached (the KV events of
+// a real decoder would have): after a 6,400-token prompt with 130 output
+// tokens, the next prompt of 6,400 + 300 tokens has 6,528 tokens cached
+// (two whole output blocks), where the radix match alone sees 6,400.
+func TestCachedForCountsTheOutputTail(t *testing.T) {
+	w := radixDecoder(t, false, 50000)
+	b := chain(5, 105)
+	_, now := receive(t, w, 0, 1, b[:100], 6400, 131)
+	_ = now
+	if got := w.PrefixMatch(b, 6700); got != 6400 {
+		t.Fatalf("radix match %d, want 6,400", got)
+	}
+	if got := w.CachedFor("s", b, 6700); got != 6528 {
+		t.Fatalf("CachedFor %d, want 6,528", got)
+	}
+	if got := w.CachedFor("other", b, 6700); got != 6400 {
+		t.Fatalf("another session's view %d, want 6,400 (the tail is s's)", got)
+	}
+}

@@ -186,6 +186,7 @@ type Dispatcher struct {
 	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
 	pActive  []int // the peers: prefill tokens in flight per prefill worker
 	dActive  []int // the peers: blocks of requests in flight per decoder
+	dPrefill []int // pd-conditional: blocks of local prefills in flight per decoder
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -202,7 +203,7 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 	if len(prefill) > 0 {
 		x.p = NewRouter(prefill, cfg.Policy, pOpts)
 	}
-	x.pActive, x.dActive = make([]int, len(prefill)), make([]int, len(decode))
+	x.pActive, x.dActive, x.dPrefill = make([]int, len(prefill)), make([]int, len(decode)), make([]int, len(decode))
 	x.d = NewRouter(decode, cfg.Policy, dOpts)
 	return x
 }
@@ -233,6 +234,7 @@ type Dispatch struct {
 	lastD    int     // the session's decoder before this request
 	pTok     int     // the peers: prefill tokens counted in pActive
 	dBlk     int     // the peers: blocks counted in dActive
+	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -486,6 +488,7 @@ func (t *Dispatch) Accepted() {
 	}
 	if x.cfg.Mechanism.IsPeer() {
 		x.dActive[t.chosenD] += t.dBlk
+		x.dPrefill[t.chosenD] += t.dPre
 		if t.kind == ActPD {
 			x.pActive[t.chosenP] += t.pTok
 		}
@@ -531,8 +534,13 @@ func (t *Dispatch) Refused(cause string) {
 	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
 }
 
-// PrefillDone tells the dispatcher the request left its prefill worker.
+// PrefillDone tells the dispatcher the request left its prefill worker (or,
+// prefilled on its decoder, produced its first token there).
 func (t *Dispatch) PrefillDone() {
+	if t.accepted && t.dPre > 0 {
+		t.x.dPrefill[t.chosenD] -= t.dPre
+		t.dPre = 0
+	}
 	if t.seeding {
 		t.x.seeding[t.chosenD]--
 		t.seeding = false

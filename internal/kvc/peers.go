@@ -12,7 +12,8 @@ import "fmt"
 //
 //   - pd-conditional, Dynamo's conditional disaggregation
 //     (ai-dynamo/dynamo lib/kv-router/src/conditional_disagg.rs): the
-//     decoder is chosen by KV overlap and session stickiness; the request is
+//     decoder is chosen by Dynamo's KV-router cost (pickDynamo: overlap
+//     from the decoders' KV events, or the router's belief); the request is
 //     prefilled locally on it when the strategy says so (isl_bounding: the
 //     effective input — prompt less the decoder's overlap — is < 2,048 tokens
 //     and < 0.7 of the prompt; prefill_load: the chosen prefill worker is
@@ -29,9 +30,10 @@ import "fmt"
 //     (--disaggregation-decode-enable-radix-cache, PR #19746): every request
 //     goes through P; only the delta crosses the link.
 //
-// What the routers know is what they sent (their bounded block indexes, the
-// approximate mode of both Dynamo and llm-d): overlap is counted in whole
-// blocks of BlockSize tokens, as both compute it.
+// llm-d's router knows what it sent (its bounded block index: the
+// approx-prefix-cache-producer its decider reads); Dynamo's, by default,
+// what the decoders report (PeerConfig.DecodeCached). Overlap is counted in
+// whole blocks of BlockSize tokens, as both compute it.
 
 const (
 	MechConditional   Mechanism = "pd-conditional"
@@ -91,6 +93,11 @@ type PeerConfig struct {
 	// parameters (tokens; 0 disables disaggregation, 0 disables the gate).
 	NonCachedTokens int
 	PromptTokens    int
+	// DecodeCached, when set, is a decoder's own answer to how many prompt
+	// tokens it holds for a request: what its KV events tell Dynamo's
+	// router (--router-kv-events, Dynamo's default). nil: pd-conditional
+	// uses the router's belief of what it sent (--no-router-kv-events).
+	DecodeCached func(d int, session string, blocks []uint64, input int) int
 }
 
 // beginPeer decides a peer baseline's request: pick the decoder the way the
@@ -98,15 +105,20 @@ type PeerConfig struct {
 func (t *Dispatch) beginPeer() {
 	x := t.x
 	r := &t.r
-	dd := x.d.PickAmong(r.Session, r.Blocks, func(d int) bool { return !r.avoids(d) })
-	if dd.Worker < 0 {
-		dd = x.d.Pick(r.Session, r.Blocks)
+	bs := max(x.cfg.BlockSize, 1)
+	pc := &x.cfg.Peer
+	var dd Decision
+	if x.cfg.Mechanism == MechConditional {
+		dd = t.pickDynamo()
+	} else {
+		dd = x.d.PickAmong(r.Session, r.Blocks, func(d int) bool { return !r.avoids(d) })
+		if dd.Worker < 0 {
+			dd = x.d.Pick(r.Session, r.Blocks)
+		}
 	}
 	d := dd.Worker
-	bs := max(x.cfg.BlockSize, 1)
 	uncached := max(r.Input-dd.Overlap*bs, 0) // Dynamo's eff_isl, llm-d's nonCachedTokens
 	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
-	pc := &x.cfg.Peer
 	switch x.cfg.Mechanism {
 	case MechDecodeRadix:
 		t.note("decode radix: %s holds %d of %d prompt tokens; P sends the rest", x.d.names[d], r.Input-uncached, r.Input)
@@ -146,6 +158,7 @@ func (t *Dispatch) beginPeer() {
 		}
 		if bypass {
 			t.decide(ActLocal, -1, d, ModeCondLocal)
+			t.dPre = (uncached + bs - 1) / bs
 			return
 		}
 		t.peerPD(d, ModeCondPD)
@@ -184,8 +197,44 @@ func (x *Dispatcher) ActiveLoad() (prefillTokens, decodeBlocks int) {
 	for _, v := range x.pActive {
 		prefillTokens += v
 	}
-	for _, v := range x.dActive {
-		decodeBlocks += v
+	for i, v := range x.dActive {
+		decodeBlocks += v + x.dPrefill[i]
 	}
 	return prefillTokens, decodeBlocks
+}
+
+// pickDynamo is the decode-route preview of Dynamo's KV router with its
+// default cost (router-concepts.md): for each decoder,
+//
+//	cost = max(active prefill blocks + incoming blocks − overlap blocks, 0) + active decode blocks + incoming blocks
+//
+// (prefill load scale and overlap credit 1), lowest cost first, ties to the
+// lowest index; session affinity is off, as by default. The overlap is the
+// decoder's own (KV events) unless DecodeCached is nil.
+func (t *Dispatch) pickDynamo() Decision {
+	x := t.x
+	r := &t.r
+	bs := max(x.cfg.BlockSize, 1)
+	in := (r.Input + bs - 1) / bs
+	best := Decision{Worker: -1}
+	bestCost := 0
+	for pass := 0; pass < 2 && best.Worker < 0; pass++ {
+		for d := range x.d.names {
+			if pass == 0 && r.avoids(d) {
+				continue
+			}
+			ov := 0
+			switch {
+			case x.cfg.Peer.DecodeCached != nil:
+				ov = x.cfg.Peer.DecodeCached(d, r.Session, r.Blocks, r.Input) / bs
+			case x.d.index != nil:
+				ov = x.d.index[d].prefix(r.Blocks)
+			}
+			cost := max(x.dPrefill[d]+in-ov, 0) + x.dActive[d] + in
+			if best.Worker < 0 || cost < bestCost {
+				best, bestCost = Decision{Worker: d, Overlap: ov}, cost
+			}
+		}
+	}
+	return best
 }

@@ -194,6 +194,9 @@ func (s *Sim) handle(ev engine.Event) {
 		r.pDone = true
 		s.sendKV(r, ev.Tokens)
 	case engine.EvFirstToken:
+		if r.p < 0 {
+			r.x.PrefillDone() // prefilled on its own worker: its prefill load is over
+		}
 		s.doneReading(r)
 		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true

@@ -49,6 +49,10 @@ type Peer struct {
 	// disabled" (0 takes the default, 512).
 	NonCachedTokens int `json:"non_cached_tokens,omitempty"`
 	PromptTokens    int `json:"prompt_tokens,omitempty"`
+	// ApproxOverlap: pd-conditional's router estimates each decoder's cache
+	// from what it sent (Dynamo's --no-router-kv-events) instead of the
+	// decoders' own KV events (its default).
+	ApproxOverlap bool `json:"approx_overlap,omitempty"`
 }
 
 // DefaultNonCachedTokens is the threshold llm-d's decider README configures
@@ -107,4 +111,10 @@ func (p *Peer) config(chunk int) kvc.PeerConfig {
 	return kvc.PeerConfig{Strategy: st, EffISLThreshold: p.EffISLThreshold, EffISLRatio: p.EffISLRatio,
 		PrefillBusy: p.PrefillBusy, PrefillBatchTokens: chunk, DecodeBusy: p.DecodeBusy,
 		NonCachedTokens: max(p.NonCachedTokens, 0), PromptTokens: p.PromptTokens}
+}
+
+// kvEvents is a decoder's own answer to what it caches for a request (its
+// KV events as Dynamo's router sees them), for pd-conditional.
+func (s *Sim) kvEvents(d int, session string, blocks []uint64, input int) int {
+	return s.workers[s.decodes[d]].CachedFor(session, blocks, input)
 }

@@ -287,3 +287,29 @@ func TestPeersOnWEKA(t *testing.T) {
 		t.Errorf("decode radix moved %d KV tokens, naive PD %d: want less than a fifth", r, n)
 	}
 }
+
+// Dynamo's router sees a decoder's cache through its KV events by default,
+// the previous turn's output included; without them (--no-router-kv-events)
+// it knows only the prompts it sent. After a 6,400-token turn with 2,001
+// output tokens (2,000 with KV: 31 whole blocks), a turn of 8,500 tokens
+// has an effective input of 8,500 − 6,400 − 1,984 = 116 tokens by the
+// events (local) and 2,100 by the router's belief (through P).
+func TestConditionalKVEvents(t *testing.T) {
+	b := blocks(1, trace.BlocksFor(8500, peerBS))
+	think := 600.0
+	reqs := []trace.Request{
+		{SessionID: "s", ChatID: 1, ParentChatID: -1, Turn: 1, InputLength: 6400, OutputLength: 2001, HashIDs: b[:100]},
+		{SessionID: "s", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 1, InputLength: 8500, OutputLength: 1, HashIDs: b, ThinkTimeS: &think},
+	}
+	for _, c := range []struct {
+		approx bool
+		want   string
+	}{{false, kvc.ModeCondLocal}, {true, kvc.ModeCondPD}} {
+		cfg := peerCfg(t, PDConditional)
+		cfg.Peer.ApproxOverlap = c.approx
+		_, sink := run(t, cfg, reqs, peerBS)
+		if r := sink.recs[1]; r.ExecutionMode != c.want {
+			t.Errorf("approximate %v: turn 2 %s, want %s (path %v)", c.approx, r.ExecutionMode, c.want, r.Path)
+		}
+	}
+}

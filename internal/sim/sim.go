@@ -341,6 +341,9 @@ func (s *Sim) build() error {
 	}
 	dc := c.dispatchConfig()
 	dc.BlockSize = bs
+	if c.Mechanism == PDConditional && !c.Peer.ApproxOverlap {
+		dc.Peer.DecodeCached = s.kvEvents
+	}
 	if len(s.decodes) > 0 {
 		dc.DecodeKVBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
 	}
