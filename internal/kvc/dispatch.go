@@ -173,6 +173,11 @@ type sessState struct {
 	last     int            // decoder that last held it, evicted or not; −1 none
 	resident int            // tokens believed resident on pin (router gate)
 	handles  []radix.Handle // per decoder: the path the router believes it holds
+	// pd-conditional's session affinity (peers.go): the decoder the session
+	// is bound to and when the binding was last used.
+	bound   bool
+	boundD  int
+	boundAt float64
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -487,6 +492,7 @@ func (t *Dispatch) Accepted() {
 		t.probe = x.breakers[t.chosenD].sent(t.now)
 	}
 	if x.cfg.Mechanism.IsPeer() {
+		x.bindSession(t)
 		x.dActive[t.chosenD] += t.dBlk
 		x.dPrefill[t.chosenD] += t.dPre
 		if t.kind == ActPD {
@@ -572,6 +578,9 @@ func (t *Dispatch) Finished(ok bool) {
 	if x.cfg.Mechanism.IsPeer() {
 		x.dActive[t.chosenD] -= t.dBlk
 		t.dBlk = 0
+		if s := x.sessions[t.r.Session]; !ok && s != nil && s.bound && s.boundD == t.chosenD {
+			s.bound = false // Dynamo: a failure invalidates the binding
+		}
 	}
 	if !ok || x.cfg.Mechanism != MechKVC {
 		return

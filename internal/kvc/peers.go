@@ -93,6 +93,10 @@ type PeerConfig struct {
 	// parameters (tokens; 0 disables disaggregation, 0 disables the gate).
 	NonCachedTokens int
 	PromptTokens    int
+	// AffinityTTLS binds a session to the decoder of its first successful
+	// dispatch for this many seconds since the binding's last use (Dynamo's
+	// --router-session-affinity-ttl-secs; 0 = off, its default).
+	AffinityTTLS float64
 	// DecodeCached, when set, is a decoder's own answer to how many prompt
 	// tokens it holds for a request: what its KV events tell Dynamo's
 	// router (--router-kv-events, Dynamo's default). nil: pd-conditional
@@ -209,13 +213,30 @@ func (x *Dispatcher) ActiveLoad() (prefillTokens, decodeBlocks int) {
 //	cost = max(active prefill blocks + incoming blocks − overlap blocks, 0) + active decode blocks + incoming blocks
 //
 // (prefill load scale and overlap credit 1), lowest cost first, ties to the
-// lowest index; session affinity is off, as by default. The overlap is the
+// lowest index. With session affinity (AffinityTTLS, off by default) a
+// session bound to a decoder within the TTL goes there. The overlap is the
 // decoder's own (KV events) unless DecodeCached is nil.
 func (t *Dispatch) pickDynamo() Decision {
 	x := t.x
 	r := &t.r
 	bs := max(x.cfg.BlockSize, 1)
 	in := (r.Input + bs - 1) / bs
+	overlap := func(d int) int {
+		switch {
+		case x.cfg.Peer.DecodeCached != nil:
+			return x.cfg.Peer.DecodeCached(d, r.Session, r.Blocks, r.Input) / bs
+		case x.d.index != nil:
+			return x.d.index[d].prefix(r.Blocks)
+		}
+		return 0
+	}
+	if s := x.sessions[r.Session]; x.cfg.Peer.AffinityTTLS > 0 && s != nil && s.bound && !r.avoids(s.boundD) {
+		if age := t.now - s.boundAt; age <= x.cfg.Peer.AffinityTTLS {
+			t.note("session affinity: bound to %s %.1f s ago", x.d.names[s.boundD], age)
+			return Decision{Worker: s.boundD, Overlap: overlap(s.boundD), Sticky: true}
+		}
+		s.bound = false
+	}
 	best := Decision{Worker: -1}
 	bestCost := 0
 	for pass := 0; pass < 2 && best.Worker < 0; pass++ {
@@ -223,13 +244,7 @@ func (t *Dispatch) pickDynamo() Decision {
 			if pass == 0 && r.avoids(d) {
 				continue
 			}
-			ov := 0
-			switch {
-			case x.cfg.Peer.DecodeCached != nil:
-				ov = x.cfg.Peer.DecodeCached(d, r.Session, r.Blocks, r.Input) / bs
-			case x.d.index != nil:
-				ov = x.d.index[d].prefix(r.Blocks)
-			}
+			ov := overlap(d)
 			cost := max(x.dPrefill[d]+in-ov, 0) + x.dActive[d] + in
 			if best.Worker < 0 || cost < bestCost {
 				best, bestCost = Decision{Worker: d, Overlap: ov}, cost
@@ -237,4 +252,14 @@ func (t *Dispatch) pickDynamo() Decision {
 		}
 	}
 	return best
+}
+
+// bindSession records pd-conditional's session binding when a request is
+// accepted: the first successful dispatch binds, later ones refresh it.
+func (x *Dispatcher) bindSession(t *Dispatch) {
+	if x.cfg.Mechanism != MechConditional || x.cfg.Peer.AffinityTTLS <= 0 {
+		return
+	}
+	s := x.session(t.r.Session)
+	s.bound, s.boundD, s.boundAt = true, t.chosenD, t.now
 }

@@ -55,3 +55,39 @@ func TestParseStrategy(t *testing.T) {
 		t.Error("round_robin accepted")
 	}
 }
+
+// Session affinity (off by default): a session bound to d1 stays there
+// within the TTL although the cost prefers d0, the binding lapses after
+// the TTL, and a failure drops it at once.
+func TestConditionalSessionAffinity(t *testing.T) {
+	blocks := make([]uint64, 10)
+	x := conditional(map[int]int{})
+	x.cfg.Peer.AffinityTTLS = 60
+	x.dActive[0] = 500 // d0 busy: the first request goes to d1
+	first := x.Begin(0, Request{Session: "s", Turn: 1, Blocks: blocks, Input: 640, Output: 1})
+	if first.Action().D != 1 {
+		t.Fatalf("first request on %d, want the idle d1", first.Action().D)
+	}
+	first.Accepted()
+	first.Finished(true)
+	x.dActive[0], x.dActive[1] = 0, 500 // now d1 is the busy one
+	for _, c := range []struct {
+		now  float64
+		want int
+	}{{30, 1}, {30 + 61, 0}} {
+		d := x.Begin(c.now, Request{Session: "s", Turn: 2, Blocks: blocks, Input: 640, Output: 1})
+		if d.Action().D != c.want {
+			t.Fatalf("at %v s: decoder %d, want %d (path %v)", c.now, d.Action().D, c.want, d.Path())
+		}
+		d.Accepted()
+		if c.want == 0 {
+			d.Finished(false) // a failure on d0 drops the new binding
+		} else {
+			d.Finished(true)
+		}
+	}
+	x.dActive[0], x.dActive[1] = 500, 0
+	if d := x.Begin(100, Request{Session: "s", Turn: 3, Blocks: blocks, Input: 640, Output: 1}); d.Action().D != 1 {
+		t.Fatalf("after a failure on d0 the session went to %d, want the cheaper d1", d.Action().D)
+	}
+}

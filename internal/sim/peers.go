@@ -53,6 +53,10 @@ type Peer struct {
 	// from what it sent (Dynamo's --no-router-kv-events) instead of the
 	// decoders' own KV events (its default).
 	ApproxOverlap bool `json:"approx_overlap,omitempty"`
+	// AffinityTTLS: pd-conditional's session affinity, seconds a binding
+	// lasts since its last use (Dynamo's --router-session-affinity-ttl-secs;
+	// 0 = off, its default).
+	AffinityTTLS float64 `json:"session_affinity_ttl_s,omitempty"`
 }
 
 // DefaultNonCachedTokens is the threshold llm-d's decider README configures
@@ -90,7 +94,7 @@ func (p *Peer) validate() error {
 		}
 	}
 	for name, v := range map[string]float64{"eff_isl_ratio_threshold": p.EffISLRatio, "prefill_busy_threshold": p.PrefillBusy,
-		"decode_busy_threshold": p.DecodeBusy} {
+		"decode_busy_threshold": p.DecodeBusy, "session_affinity_ttl_s": p.AffinityTTLS} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("sim: peer %s %v, expected a finite number ≥ 0", name, v)
 		}
@@ -110,7 +114,7 @@ func (p *Peer) config(chunk int) kvc.PeerConfig {
 	st, _ := kvc.ParseStrategy(p.Strategy)
 	return kvc.PeerConfig{Strategy: st, EffISLThreshold: p.EffISLThreshold, EffISLRatio: p.EffISLRatio,
 		PrefillBusy: p.PrefillBusy, PrefillBatchTokens: chunk, DecodeBusy: p.DecodeBusy,
-		NonCachedTokens: max(p.NonCachedTokens, 0), PromptTokens: p.PromptTokens}
+		NonCachedTokens: max(p.NonCachedTokens, 0), PromptTokens: p.PromptTokens, AffinityTTLS: p.AffinityTTLS}
 }
 
 // kvEvents is a decoder's own answer to what it caches for a request (its

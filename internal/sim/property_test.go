@@ -113,7 +113,7 @@ func TestSimProperty(t *testing.T) {
 			cfg.Peer = Peer{Strategy: []string{"isl_bounding", "prefill_load", "isl_or_load"}[rng.IntN(3)],
 				EffISLThreshold: rng.IntN(6000), EffISLRatio: rng.Float64(), PrefillBusy: rng.Float64() * 8,
 				DecodeBusy: rng.Float64() * rng.Float64(), NonCachedTokens: rng.IntN(3000) - 1, PromptTokens: rng.IntN(2) * rng.IntN(8000),
-				ApproxOverlap: rng.IntN(2) == 0}
+				ApproxOverlap: rng.IntN(2) == 0, AffinityTTLS: float64(rng.IntN(2)) * rng.Float64() * 20}
 		default:
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
 			cfg.ColoMemFraction = frac
