@@ -18,7 +18,7 @@ import (
 func benchCmd(e *env) *cobra.Command {
 	var f simFlags
 	var gpus int
-	var pdPolicy, dpPolicy, kvcPolicy, out, format string
+	var pdPolicy, dpPolicy, kvcPolicy, peers, out, format string
 	c := &cobra.Command{
 		Use:   "bench [flags]",
 		Short: "replay an agentic workload through naive PD, data-parallel and KVC serving, side by side",
@@ -47,6 +47,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 	fs.StringVar(&pdPolicy, "pd-policy", "default", "routing `policies` for naive PD's decode workers, comma-separated (one run each): default, sticky, kv-aware")
 	fs.StringVar(&dpPolicy, "dp-policy", "sticky", "routing `policies` for data-parallel workers, comma-separated (one run each): default, sticky, kv-aware (kv-aware without --floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
 	fs.StringVar(&kvcPolicy, "kvc-policy", "kv-aware", "routing `policies` for KVC's decode workers, comma-separated (one run each): default, sticky, kv-aware; none = no KVC run")
+	fs.StringVar(&peers, "peers", "none", "peer baselines to run too on the naive-PD cluster (1 prefill + gpus-1 decode workers, kv-aware routing, decoders with SGLang's decode radix cache), a comma-separated `list`: pd-conditional (Dynamo), pd-prefix-decider (llm-d), pd-decode-radix (SGLang), or all; none = no peer run (docs/peer-baselines.md)")
 	fs.StringVar(&out, "out", "", "write one run folder per mechanism, comparison.json and report/index.html to `dir` (default: none, only the table on stdout)")
 	fs.StringVar(&format, "format", "text", "table `format` on stdout: text, csv, json")
 	f.register(fs)
@@ -70,7 +71,30 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 			{sim.KVCacheCentric, nil, fmt.Sprintf("kvc-1p%dd", gpus-1), "kvc-policy"},
 		}
 		modes := runModes{pd: true, colo: true, kvc: kvcPolicy != "none"}
-		for i, lst := range []string{pdPolicy, dpPolicy, kvcPolicy} {
+		peerList := splitList(peers)
+		switch peers {
+		case "none":
+			peerList = nil
+		case "all":
+			peerList = []string{string(sim.PDConditional), string(sim.PDPrefixDecider), string(sim.PDDecodeRadix)}
+		}
+		if peers != "none" && len(peerList) == 0 {
+			ck.fail("--peers %q: give pd-conditional, pd-prefix-decider, pd-decode-radix, all or none", peers)
+		}
+		for _, pm := range peerList {
+			m := sim.Mechanism(pm)
+			switch m {
+			case sim.PDConditional, sim.PDPrefixDecider, sim.PDDecodeRadix:
+			default:
+				ck.fail("--peers %s: unknown peer %q; want pd-conditional, pd-prefix-decider, pd-decode-radix, all or none", peers, pm)
+				continue
+			}
+			plans = append(plans, plan{m, []kvc.Policy{kvc.PolicyKVAware}, fmt.Sprintf("%s-1p%dd", pm, gpus-1), "peers"})
+			modes.peer, modes.kvAware = true, true
+			modes.conditional = modes.conditional || m == sim.PDConditional
+			modes.decider = modes.decider || m == sim.PDPrefixDecider
+		}
+		for i, lst := range []string{pdPolicy, dpPolicy, kvcPolicy} { // the peers' plans are complete
 			if lst == "none" && plans[i].mech == sim.KVCacheCentric {
 				continue
 			}

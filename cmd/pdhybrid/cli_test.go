@@ -181,6 +181,16 @@ func TestBadValueClasses(t *testing.T) {
 		{"--session-cache", []string{"worker", "--role", "prefill", "--session-cache"}},
 		{"--session-cap", []string{"worker", "--role", "decode", "--session-cap", "4"}},
 		{"--fault-seed", []string{"worker", "--fault-seed", "3"}},
+		{"--conditional-strategy", []string{"sim", "--conditional-strategy", "isl_or_load"}},
+		{"--conditional-strategy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-strategy", "round_robin"}},
+		{"--conditional-prefill-busy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-prefill-busy", "2"}},
+		{"--conditional-eff-isl-ratio", []string{"sim", "--mechanism", "pd-conditional", "--conditional-eff-isl-ratio", "0"}},
+		{"--decider-non-cached-tokens", []string{"sim", "--mechanism", "pd-conditional", "--decider-non-cached-tokens", "16"}},
+		{"--direct-max-uncached-tokens", []string{"sim", "--mechanism", "pd-decode-radix", "--direct-max-uncached-tokens", "16"}},
+		{"--colo", []string{"sim", "--mechanism", "pd-decode-radix", "--colo", "2"}},
+		{"--peers", []string{"bench", "--peers", "pd-magic"}},
+		{"--peers", []string{"bench", "--peers", ","}},
+		{"--decider-prompt-tokens", []string{"bench", "--peers", "pd-conditional", "--decider-prompt-tokens", "5"}},
 	} {
 		_, stderr, err := runCLI(c.args...)
 		first, _, _ := strings.Cut(stderr, "\n")

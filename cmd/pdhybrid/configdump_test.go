@@ -19,71 +19,83 @@ import (
 // entry here fails the test.
 func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 	kvcFlags := []string{"--mechanism", "kvcache-centric"}
+	cond := []string{"--mechanism", "pd-conditional"}
+	decider := []string{"--mechanism", "pd-prefix-decider"}
+	with := func(base []string, more ...string) []string { return append(append([]string(nil), base...), more...) }
 	values := map[string][]string{
-		"mechanism":                  kvcFlags,
-		"help":                       nil,
-		"policy":                     {"--policy", "sticky"},
-		"prefill":                    {"--prefill", "2"},
-		"decode":                     {"--decode", "2"},
-		"colo":                       {"--mechanism", "pd-colo", "--colo", "2"},
-		"name":                       {"--name", "named"},
-		"block-size":                 nil, // with --trace only: TestSimFlagsAfterPositionals covers it
-		"trace":                      nil, // the workload: covered by the trace tests
-		"workload":                   nil, // presets take no --synth-* flags: checked at the end
-		"synth-requests":             {"--synth-requests", "30"},
-		"synth-sessions":             {"--synth-sessions", "3"},
-		"synth-rate":                 {"--synth-rate", "0.5"},
-		"seed":                       {"--seed", "5"},
-		"model":                      nil, // one built-in model
-		"hardware":                   {"--hardware", "h100-80g"},
-		"profile":                    nil, // a file: covered by TestSimProfileFile
-		"link":                       {"--link", "nvlink"},
-		"mem-fraction-prefill":       {"--mem-fraction-prefill", "0.8"},
-		"mem-fraction-decode":        {"--mem-fraction-decode", "0.8"},
-		"mem-fraction-colo":          {"--mechanism", "pd-colo", "--mem-fraction-colo", "0.8"},
-		"chunk-tokens":               {"--chunk-tokens", "4096"},
-		"max-backlog":                {"--max-backlog", "5000"},
-		"max-running":                {"--max-running", "64"},
-		"mixed-chunk":                {"--mixed-chunk"},
-		"time-scale":                 {"--time-scale", "2"},
-		"concurrency":                {"--concurrency", "3"},
-		"timeout":                    {"--timeout", "50"},
-		"max-input-len":              {"--max-input-len", "100000"},
-		"ignore-think-time":          {"--ignore-think-time"},
-		"alpha":                      {"--policy", "kv-aware", "--alpha", "3"},
-		"floor-k":                    {"--policy", "kv-aware", "--floor-k", "100"},
-		"goodput":                    {"--goodput", "ttft:500"},
-		"slo-ttft":                   nil, // deprecated aliases of --goodput
-		"slo-tpot":                   nil,
-		"slo-e2el":                   nil,
-		"sample-interval":            {"--sample-interval", "5"},
-		"direct-max-uncached-tokens": append(kvcFlags, "--direct-max-uncached-tokens", "2048"),
-		"migration-reject-threshold": append(kvcFlags, "--migration-reject-threshold", "5"),
-		"kvc-max-attempts":           append(kvcFlags, "--kvc-max-attempts", "1"),
-		"seed-min-turn":              append(kvcFlags, "--seed-min-turn", "2"),
-		"session-cap":                append(kvcFlags, "--session-cap", "4"),
-		"admission-gate":             append(kvcFlags, "--admission-gate", "router"),
-		"reject-reset":               append(kvcFlags, "--reject-reset", "off"),
-		"residency-belief":           append(kvcFlags, "--residency-belief", "never-shrink"),
-		"trim":                       append(kvcFlags, "--trim", "any"),
-		"eviction":                   append(kvcFlags, "--eviction", "block"),
-		"low-watermark":              append(kvcFlags, "--low-watermark", "0.1"),
-		"trim-stall":                 append(kvcFlags, "--trim-stall", "0.5"),
-		"trim-stall-per-token":       append(kvcFlags, "--trim-stall-per-token", "0.000001"),
-		"admission-rtt":              append(kvcFlags, "--admission-rtt", "2"),
-		"seed-max-inflight-decode":   append(kvcFlags, "--seed-max-inflight-decode", "1"),
-		"prefill-backup":             append(kvcFlags, "--prefill-backup", "capacity-backup"),
-		"d-to-p-sync":                append(kvcFlags, "--d-to-p-sync", "on-evict"),
-		"d-to-p-delta-tokens":        append(kvcFlags, "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "4096"),
-		"snapshot-buf":               append(kvcFlags, "--d-to-p-sync", "on-evict", "--snapshot-buf", "2"),
-		"transfer-timeout":           {"--transfer-timeout", "30"},
-		"peer-failure":               {"--peer-failure", "hair-trigger"},
-		"breaker-failures":           {"--breaker-failures", "5"},
-		"breaker-window":             {"--breaker-window", "20"},
-		"breaker-cooldown":           {"--breaker-cooldown", "10"},
-		"out":                        nil, // where the files go
-		"force":                      nil,
-		"dump-profile":               nil, // writes a profile and exits
+		"mechanism":                        kvcFlags,
+		"help":                             nil,
+		"policy":                           {"--policy", "sticky"},
+		"prefill":                          {"--prefill", "2"},
+		"decode":                           {"--decode", "2"},
+		"colo":                             {"--mechanism", "pd-colo", "--colo", "2"},
+		"name":                             {"--name", "named"},
+		"block-size":                       nil, // with --trace only: TestSimFlagsAfterPositionals covers it
+		"trace":                            nil, // the workload: covered by the trace tests
+		"workload":                         nil, // presets take no --synth-* flags: checked at the end
+		"synth-requests":                   {"--synth-requests", "30"},
+		"synth-sessions":                   {"--synth-sessions", "3"},
+		"synth-rate":                       {"--synth-rate", "0.5"},
+		"seed":                             {"--seed", "5"},
+		"model":                            nil, // one built-in model
+		"hardware":                         {"--hardware", "h100-80g"},
+		"profile":                          nil, // a file: covered by TestSimProfileFile
+		"link":                             {"--link", "nvlink"},
+		"mem-fraction-prefill":             {"--mem-fraction-prefill", "0.8"},
+		"mem-fraction-decode":              {"--mem-fraction-decode", "0.8"},
+		"mem-fraction-colo":                {"--mechanism", "pd-colo", "--mem-fraction-colo", "0.8"},
+		"chunk-tokens":                     {"--chunk-tokens", "4096"},
+		"max-backlog":                      {"--max-backlog", "5000"},
+		"max-running":                      {"--max-running", "64"},
+		"mixed-chunk":                      {"--mixed-chunk"},
+		"time-scale":                       {"--time-scale", "2"},
+		"concurrency":                      {"--concurrency", "3"},
+		"timeout":                          {"--timeout", "50"},
+		"max-input-len":                    {"--max-input-len", "100000"},
+		"ignore-think-time":                {"--ignore-think-time"},
+		"alpha":                            {"--policy", "kv-aware", "--alpha", "3"},
+		"floor-k":                          {"--policy", "kv-aware", "--floor-k", "100"},
+		"goodput":                          {"--goodput", "ttft:500"},
+		"slo-ttft":                         nil, // deprecated aliases of --goodput
+		"slo-tpot":                         nil,
+		"slo-e2el":                         nil,
+		"sample-interval":                  {"--sample-interval", "5"},
+		"direct-max-uncached-tokens":       append(kvcFlags, "--direct-max-uncached-tokens", "2048"),
+		"migration-reject-threshold":       append(kvcFlags, "--migration-reject-threshold", "5"),
+		"kvc-max-attempts":                 append(kvcFlags, "--kvc-max-attempts", "1"),
+		"seed-min-turn":                    append(kvcFlags, "--seed-min-turn", "2"),
+		"session-cap":                      append(kvcFlags, "--session-cap", "4"),
+		"admission-gate":                   append(kvcFlags, "--admission-gate", "router"),
+		"reject-reset":                     append(kvcFlags, "--reject-reset", "off"),
+		"residency-belief":                 append(kvcFlags, "--residency-belief", "never-shrink"),
+		"trim":                             append(kvcFlags, "--trim", "any"),
+		"eviction":                         append(kvcFlags, "--eviction", "block"),
+		"low-watermark":                    append(kvcFlags, "--low-watermark", "0.1"),
+		"trim-stall":                       append(kvcFlags, "--trim-stall", "0.5"),
+		"trim-stall-per-token":             append(kvcFlags, "--trim-stall-per-token", "0.000001"),
+		"admission-rtt":                    append(kvcFlags, "--admission-rtt", "2"),
+		"seed-max-inflight-decode":         append(kvcFlags, "--seed-max-inflight-decode", "1"),
+		"prefill-backup":                   append(kvcFlags, "--prefill-backup", "capacity-backup"),
+		"d-to-p-sync":                      append(kvcFlags, "--d-to-p-sync", "on-evict"),
+		"d-to-p-delta-tokens":              append(kvcFlags, "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "4096"),
+		"snapshot-buf":                     append(kvcFlags, "--d-to-p-sync", "on-evict", "--snapshot-buf", "2"),
+		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
+		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),
+		"conditional-eff-isl-ratio":        with(cond, "--conditional-eff-isl-ratio", "0.6"),
+		"conditional-prefill-busy":         with(cond, "--conditional-strategy", "prefill_load", "--conditional-prefill-busy", "2"),
+		"conditional-decode-busy":          with(cond, "--conditional-decode-busy", "0.9"),
+		"conditional-no-kv-events":         with(cond, "--conditional-no-kv-events"),
+		"conditional-session-affinity-ttl": with(cond, "--conditional-session-affinity-ttl", "300"),
+		"decider-non-cached-tokens":        with(decider, "--decider-non-cached-tokens", "16"),
+		"decider-prompt-tokens":            with(decider, "--decider-prompt-tokens", "1000"),
+		"transfer-timeout":                 {"--transfer-timeout", "30"},
+		"peer-failure":                     {"--peer-failure", "hair-trigger"},
+		"breaker-failures":                 {"--breaker-failures", "5"},
+		"breaker-window":                   {"--breaker-window", "20"},
+		"breaker-cooldown":                 {"--breaker-cooldown", "10"},
+		"out":                              nil, // where the files go
+		"force":                            nil,
+		"dump-profile":                     nil, // writes a profile and exits
 	}
 	base := []string{"sim", "--synth-sessions", "2", "--synth-requests", "12"}
 	record := func(args []string) map[string]any {
@@ -108,7 +120,24 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 	var names []string
 	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
-	plain, kvcBase := record(nil), record(kvcFlags)
+	plain := record(nil)
+	// A flag of one mechanism is compared with that mechanism's defaults
+	// (its first --mechanism and the value of a strategy flag it needs).
+	bases := map[string]map[string]any{}
+	baseOf := func(args []string) map[string]any {
+		if args[0] != "--mechanism" || len(args) <= 2 {
+			return plain
+		}
+		key := args[:2]
+		if args[2] == "--conditional-strategy" && len(args) > 4 {
+			key = args[:4]
+		}
+		k := strings.Join(key, " ")
+		if bases[k] == nil {
+			bases[k] = record(key)
+		}
+		return bases[k]
+	}
 	for _, n := range names {
 		args, ok := values[n]
 		if !ok {
@@ -118,10 +147,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		if args == nil {
 			continue
 		}
-		ref := plain
-		if len(args) > 2 && args[0] == "--mechanism" && args[1] == "kvcache-centric" {
-			ref = kvcBase
-		}
+		ref := baseOf(args)
 		if got := record(args); reflect.DeepEqual(got, ref) {
 			t.Errorf("--%s (%v) changed nothing in config.json or summary.json", n, args)
 		}

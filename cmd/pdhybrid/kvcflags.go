@@ -109,7 +109,7 @@ func (x *transportFlags) check(ck *checks, transfers bool) {
 	ck.num("breaker-window", above(0).upTo(1e9).is("a number of seconds"))
 	ck.num("breaker-cooldown", between(0, 1e9).is("a number of seconds"))
 	for _, n := range transportFlagNames {
-		ck.only(n, transfers, "to mechanisms that transfer KV from P to D (pd-disaggregation, kvcache-centric)")
+		ck.only(n, transfers, "to mechanisms that transfer KV from P to D (pd-disaggregation, kvcache-centric, the peers)")
 	}
 	ck.only("breaker-failures", x.peerFailure == "windowed", "with --peer-failure windowed")
 	ck.only("breaker-window", x.peerFailure == "windowed", "with --peer-failure windowed")

@@ -44,10 +44,10 @@ the stop reason, and the exit status is 130.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel) or kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback)")
-	fs.StringVar(&policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1); kvcache-centric defaults to kv-aware")
-	fs.IntVar(&prefill, "prefill", 1, "pd-disaggregation, kvcache-centric: number of prefill `workers` (GPUs)")
-	fs.IntVar(&decode, "decode", 3, "pd-disaggregation, kvcache-centric: number of decode `workers` (GPUs)")
+	fs.StringVar(&mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel), kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback), or a peer as a baseline on decoders with SGLang's decode radix cache (docs/peer-baselines.md): pd-conditional (Dynamo's conditional disaggregation: local prefill on the decoder when --conditional-strategy says so), pd-prefix-decider (llm-d's prefix-based-pd-decider: P only when the uncached suffix ≥ --decider-non-cached-tokens), pd-decode-radix (SGLang's --disaggregation-decode-enable-radix-cache, PR #19746: every request through P, only the delta KV sent)")
+	fs.StringVar(&policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1); kvcache-centric and the peers default to kv-aware")
+	fs.IntVar(&prefill, "prefill", 1, "pd-disaggregation, kvcache-centric, the peers: number of prefill `workers` (GPUs)")
+	fs.IntVar(&decode, "decode", 3, "pd-disaggregation, kvcache-centric, the peers: number of decode `workers` (GPUs)")
 	fs.IntVar(&colo, "colo", 4, "pd-colo: number of colocated `workers` (GPUs)")
 	fs.StringVar(&out, "out", "", "write the run folder to `dir` (default: none, only the table on stdout)")
 	fs.StringVar(&name, "name", "", "run `name` recorded in config.json (default: mechanism/policy)")
@@ -59,19 +59,21 @@ the stop reason, and the exit status is 130.`,
 		if err != nil {
 			return usagef("--mechanism %s: %v", mech, err)
 		}
-		if m == sim.KVCacheCentric && !c.Flags().Changed("policy") {
+		peer := m == sim.PDConditional || m == sim.PDPrefixDecider || m == sim.PDDecodeRadix
+		if (m == sim.KVCacheCentric || peer) && !c.Flags().Changed("policy") {
 			policy = string(kvc.PolicyKVAware) // Algorithm 1
 		}
 		pol, err := kvc.ParsePolicy(policy)
 		if err != nil {
 			return usagef("--policy %s: %v", policy, err)
 		}
-		modes := runModes{pd: m == sim.PDDisaggregation, colo: m == sim.PDColo, kvc: m == sim.KVCacheCentric, kvAware: pol == kvc.PolicyKVAware}
+		modes := runModes{pd: m == sim.PDDisaggregation, colo: m == sim.PDColo, kvc: m == sim.KVCacheCentric, kvAware: pol == kvc.PolicyKVAware,
+			peer: peer, conditional: m == sim.PDConditional, decider: m == sim.PDPrefixDecider}
 		ck.num("prefill", between(1, 1024).is("a number of workers"))
 		ck.num("decode", between(1, 1024).is("a number of workers"))
 		ck.num("colo", between(1, 1024).is("a number of workers"))
-		ck.only("prefill", modes.pd || modes.kvc, "to --mechanism pd-disaggregation or kvcache-centric")
-		ck.only("decode", modes.pd || modes.kvc, "to --mechanism pd-disaggregation or kvcache-centric")
+		ck.only("prefill", modes.pdWorkers(), "to --mechanism pd-disaggregation, kvcache-centric or a peer")
+		ck.only("decode", modes.pdWorkers(), "to --mechanism pd-disaggregation, kvcache-centric or a peer")
 		ck.only("colo", modes.colo, "to --mechanism pd-colo")
 		ck.only("force", out != "", "with --out")
 		f.check(ck, modes)

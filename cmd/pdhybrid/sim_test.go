@@ -43,6 +43,30 @@ func TestBenchDefault(t *testing.T) {
 	}
 }
 
+// TestBenchPeers: --peers adds a run per peer baseline on the naive-PD
+// cluster, each with its own execution modes, and takes a subset.
+func TestBenchPeers(t *testing.T) {
+	out, stderr, err := runCLI("bench", "--synth-sessions", "3", "--peers", "all")
+	if err != nil {
+		t.Fatalf("bench --peers all: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"pd-conditional-1p3d", "pd-prefix-decider-1p3d", "pd-decode-radix-1p3d",
+		"pd-conditional-local-prefill-on-d", "pd-decode-radix-delta-router", "6 runs"} {
+		if !strings.Contains(out+stderr, want) {
+			t.Fatalf("bench --peers all lacks %q:\n%s\n%s", want, out, stderr)
+		}
+	}
+	out, stderr, err = runCLI("bench", "--synth-sessions", "3", "--kvc-policy", "none", "--peers", "pd-decode-radix",
+		"--decider-non-cached-tokens", "16")
+	if exitCode(err) != exitUsage || !strings.Contains(stderr, "--decider-non-cached-tokens") {
+		t.Fatalf("a decider flag without the decider: exit %d\n%s", exitCode(err), stderr)
+	}
+	out, stderr, err = runCLI("bench", "--synth-sessions", "3", "--kvc-policy", "none", "--peers", "pd-decode-radix")
+	if err != nil || !strings.Contains(out, "pd-decode-radix-1p3d") || strings.Contains(out, "pd-conditional-1p3d") || !strings.Contains(stderr, "3 runs") {
+		t.Fatalf("bench --peers pd-decode-radix: %v\n%s\n%s", err, out, stderr)
+	}
+}
+
 // TestBenchOutFolders: -out writes a run folder per mechanism that report
 // can read, and comparison.json.
 func TestBenchOutFolders(t *testing.T) {

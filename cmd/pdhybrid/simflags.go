@@ -53,6 +53,7 @@ type simFlags struct {
 	force       bool
 	kvc         kvcFlags
 	transport   transportFlags
+	peer        peerFlags
 }
 
 // defaultGoodput is the SLO goodput counts against unless --goodput says
@@ -102,6 +103,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.sample, "sample-interval", 1, fmt.Sprintf("worker KV occupancy sample period in simulated `seconds`; structural/workers.jsonl keeps at most %d samples (about 40 MB), so a longer run keeps every 2nd, 4th, ... sample (the period doubles; stderr says so)", maxWorkerSample))
 	fs.Uint64Var(&f.seed, "seed", synth.DefaultAgentic().Seed, "random `seed` of the built-in workload; only without --trace (the simulator itself is deterministic)")
 	f.kvc.register(fs)
+	f.peer.register(fs)
 	f.transport.register(fs)
 	fs.BoolVar(&f.force, "force", false, "with --out: replace the run already in that folder (only files pdhybrid writes are removed)")
 }
@@ -112,7 +114,13 @@ type runModes struct {
 	pd, colo bool // naive PD runs; data-parallel runs
 	kvc      bool // kvcache-centric runs (P and D workers too)
 	kvAware  bool // some run uses the kv-aware policy
+	// peer: a peer baseline runs (P and D workers); conditional and
+	// decider: pd-conditional, pd-prefix-decider runs.
+	peer, conditional, decider bool
 }
+
+// pdWorkers says whether some run has prefill and decode workers.
+func (m runModes) pdWorkers() bool { return m.pd || m.kvc || m.peer }
 
 // check validates the shared flags before any work: ranges, the flags that
 // apply only to some modes, and the profile-dependent limits (memory
@@ -149,11 +157,12 @@ func (f *simFlags) check(ck *checks, m runModes) {
 		ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
 	}
 	f.changedSeed = ck.set("seed")
-	ck.only("link", m.pd || m.kvc, "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric), which transfer KV from P to D")
-	ck.only("mem-fraction-prefill", m.pd || m.kvc, "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric)")
-	ck.only("mem-fraction-decode", m.pd || m.kvc, "to mechanisms with decode workers (pd-disaggregation, kvcache-centric)")
+	ck.only("link", m.pdWorkers(), "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric, the peers), which transfer KV from P to D")
+	ck.only("mem-fraction-prefill", m.pdWorkers(), "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric, the peers)")
+	ck.only("mem-fraction-decode", m.pdWorkers(), "to mechanisms with decode workers (pd-disaggregation, kvcache-centric, the peers)")
 	f.kvc.check(ck, m.kvc)
-	f.transport.check(ck, m.pd || m.kvc)
+	f.peer.check(ck, m.conditional, m.decider)
+	f.transport.check(ck, m.pdWorkers())
 	ck.only("mem-fraction-colo", m.colo, "to data-parallel (pd-colo) workers")
 	ck.only("alpha", m.kvAware, "with the kv-aware policy")
 	ck.only("floor-k", m.kvAware, "with the kv-aware policy")
@@ -269,7 +278,7 @@ func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
 		flag string
 		v    float64
 		on   bool
-	}{{"mem-fraction-prefill", f.memPrefill, m.pd || m.kvc}, {"mem-fraction-decode", f.memDecode, m.pd || m.kvc}, {"mem-fraction-colo", f.memColo, m.colo}} {
+	}{{"mem-fraction-prefill", f.memPrefill, m.pdWorkers()}, {"mem-fraction-decode", f.memDecode, m.pdWorkers()}, {"mem-fraction-colo", f.memColo, m.colo}} {
 		if !r.on || r.v == 0 || !memRange.contains(r.v) {
 			continue
 		}
@@ -282,7 +291,7 @@ func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
 	if f.maxInput > p.Model.MaxContext {
 		ck.fail("--max-input-len %d: longer than %s's context of %d tokens; want 0 (the context) or a number of tokens in [1, %d]", f.maxInput, p.Model.Name, p.Model.MaxContext, p.Model.MaxContext)
 	}
-	if m.pd {
+	if m.pd || m.peer {
 		if _, ok := p.Links[f.link]; !ok {
 			var names []string
 			for n := range p.Links {
@@ -305,7 +314,8 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		Alpha: f.alpha, FloorK: f.floorK,
 		SLO:             slo,
 		SampleIntervalS: f.sample, Seed: f.seed,
-		KVC: f.kvc.config(),
+		KVC:  f.kvc.config(),
+		Peer: f.peer.config(),
 	}
 	f.transport.apply(&cfg)
 	return cfg

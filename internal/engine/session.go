@@ -431,6 +431,10 @@ func (w *Worker) Sessions() []string {
 // cache when its session is to be kept, so the next turn appends on it. The
 // request holds the path locked until it ends.
 func (w *Worker) adoptPrompt(now float64, r *Request) {
+	if w.cfg.DecodeRadix {
+		w.adoptDelta(now, r)
+		return
+	}
 	if w.tree == nil || !r.KeepSession || !w.cfg.Session.Enabled || len(r.Blocks) == 0 {
 		return
 	}

@@ -61,6 +61,13 @@ type Config struct {
 	// Session makes a decode worker session-aware (session.go): it keeps
 	// sessions' KV between turns and takes direct appends.
 	Session SessionConfig
+	// DecodeRadix gives a decode worker SGLang's decode radix cache
+	// (radixdecode.go): it keeps what it received and generated in a prefix
+	// cache, LRU-evicted, and reserves and receives only what the cache
+	// lacks. LocalPrefill also lets it prefill requests itself, interleaved
+	// with its decode batch (the peers' "local prefill on D").
+	DecodeRadix  bool
+	LocalPrefill bool
 	// Gaps, when set, receives every inter-token gap of the requests this
 	// worker decodes (itl.go); several workers may share one.
 	Gaps *metrics.GapHistogram
@@ -158,7 +165,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.PoolTokens = cfg.Profile.KVPoolTokens(0)
 	}
 	w := &Worker{cfg: cfg, tm: cfg.Profile.Timing, mdl: cfg.Profile.Model, capacity: cfg.PoolTokens}
-	if cfg.PrefixCache || cfg.Session.Enabled {
+	if cfg.PrefixCache || cfg.Session.Enabled || cfg.DecodeRadix {
 		w.tree = radix.New(cfg.BlockSize)
 	}
 	return w, nil
@@ -267,7 +274,7 @@ func (w *Worker) Admissible(r *Request) error {
 	if r.Kind == DecodeOnly {
 		return errors.New("engine: Submit of a DecodeOnly request; use Reserve")
 	}
-	if w.cfg.Role == RoleDecode && !w.cfg.Session.Enabled {
+	if w.cfg.Role == RoleDecode && !w.cfg.Session.Enabled && !w.cfg.LocalPrefill {
 		return fmt.Errorf("engine %s: decode worker cannot prefill", w.cfg.Name)
 	}
 	if r.Input < 1 {
@@ -296,6 +303,9 @@ func (w *Worker) Reserve(now float64, r *Request) error {
 		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
 	}
 	w.sessionStart(now, r)
+	if w.cfg.DecodeRadix && r.Session != "" {
+		w.nameOutput(now, r) // the session's last output is part of this prompt
+	}
 	r.Stage, r.SubmittedAt = StageWaiting, now
 	w.prealloc.push(r)
 	w.grantReservations(now)
@@ -487,16 +497,19 @@ func (w *Worker) grantReservations(now float64) {
 		}
 		out := int64(max(r.Output, 1))
 		w.unpinFor(now, r)
-		if !w.makeRoomFor(now, int64(r.Input)+out, r.Session) {
+		w.lockDecodePrefix(now, r)
+		if !w.makeRoomFor(now, int64(r.Input-r.CachedTokens)+out, r.Session) {
+			w.unlockDecodePrefix(now, r)
 			w.countKVWait(r)
 			return
 		}
 		w.prealloc.pop()
 		w.admitted++
-		r.own = int64(r.Input)
+		r.own = int64(r.Input - r.CachedTokens)
 		w.own += r.own
 		r.reservedOut = out
 		w.reserved += out
+		w.stats.CachedTokens += int64(r.CachedTokens)
 		r.Stage, r.AdmittedAt = StageReserved, now
 		w.events = append(w.events, Event{Kind: EvReserved, Req: r, Time: now})
 	}

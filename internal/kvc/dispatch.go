@@ -72,6 +72,11 @@ type DispatchConfig struct {
 	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
 	// is passed over for seeds, not for direct appends.
 	SeedMaxInflight int
+	// Peer holds the peer baselines' knobs (peers.go); BlockSize is the
+	// tokens per block id, DecodeKVBlocks a decoder's pool in blocks.
+	Peer           PeerConfig
+	BlockSize      int
+	DecodeKVBlocks int
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -130,6 +135,7 @@ const (
 	ActSeed                     // P prefills, the KV goes to D, D keeps the session
 	ActPD                       // plain PD on P and D; D keeps nothing
 	ActColo                     // colocated worker W serves it whole
+	ActLocal                    // decoder D prefills it itself and decodes it (a peer's local prefill)
 	ActFail                     // give up with Cause
 	ActDone                     // nothing more: the request is running or over
 )
@@ -172,6 +178,11 @@ type sessState struct {
 	last     int            // decoder that last held it, evicted or not; −1 none
 	resident int            // tokens believed resident on pin (router gate)
 	handles  []radix.Handle // per decoder: the path the router believes it holds
+	// pd-conditional's session affinity (peers.go): the decoder the session
+	// is bound to and when the binding was last used.
+	bound   bool
+	boundD  int
+	boundAt float64
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -184,6 +195,9 @@ type Dispatcher struct {
 	breakers []breaker
 	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
 	autoEps  bool  // MaxRetries follows |D|−1 as decoders are added
+	pActive  []int // the peers: prefill tokens in flight per prefill worker
+	dActive  []int // the peers: blocks of requests in flight per decoder
+	dPrefill []int // pd-conditional: blocks of local prefills in flight per decoder
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -201,6 +215,7 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 	if len(prefill) > 0 {
 		x.p = NewRouter(prefill, cfg.Policy, pOpts)
 	}
+	x.pActive, x.dActive, x.dPrefill = make([]int, len(prefill)), make([]int, len(decode)), make([]int, len(decode))
 	x.d = NewRouter(decode, cfg.Policy, dOpts)
 	return x
 }
@@ -229,6 +244,9 @@ type Dispatch struct {
 	probe    bool    // the half-open breaker's probe
 	now      float64 // when Begin was called: breakers judge by it
 	lastD    int     // the session's decoder before this request
+	pTok     int     // the peers: prefill tokens counted in pActive
+	dBlk     int     // the peers: blocks counted in dActive
+	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -250,6 +268,8 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 		t.decide(ActColo, -1, w, "dp-colo-router")
 	case MechPD:
 		t.plainPD("pd-disaggregation-router")
+	case MechConditional, MechPrefixDecider, MechDecodeRadix:
+		t.beginPeer()
 	default:
 		t.beginKVC()
 	}
@@ -493,8 +513,16 @@ func (t *Dispatch) Accepted() {
 		// Only what crosses the transport can probe its breaker.
 		t.probe = x.breakers[t.chosenD].sent(t.now)
 	}
+	if x.cfg.Mechanism.IsPeer() {
+		x.bindSession(t)
+		x.dActive[t.chosenD] += t.dBlk
+		x.dPrefill[t.chosenD] += t.dPre
+		if t.kind == ActPD {
+			x.pActive[t.chosenP] += t.pTok
+		}
+	}
 	switch t.kind {
-	case ActColo:
+	case ActColo, ActLocal:
 		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 	case ActPD:
 		x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
@@ -534,14 +562,22 @@ func (t *Dispatch) Refused(cause string) {
 	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
 }
 
-// PrefillDone tells the dispatcher the request left its prefill worker.
+// PrefillDone tells the dispatcher the request left its prefill worker (or,
+// prefilled on its decoder, produced its first token there).
 func (t *Dispatch) PrefillDone() {
+	if t.accepted && t.dPre > 0 {
+		t.x.dPrefill[t.chosenD] -= t.dPre
+		t.dPre = 0
+	}
 	if t.seeding {
 		t.x.seeding[t.chosenD]--
 		t.seeding = false
 	}
 	if t.accepted && t.chosenP >= 0 {
 		t.x.p.Done(t.chosenP)
+		if t.x.cfg.Mechanism.IsPeer() {
+			t.x.pActive[t.chosenP] -= t.pTok
+		}
 		t.chosenP = -1
 	}
 }
@@ -561,6 +597,13 @@ func (t *Dispatch) Finished(ok bool) {
 		return
 	}
 	x.d.Done(t.chosenD)
+	if x.cfg.Mechanism.IsPeer() {
+		x.dActive[t.chosenD] -= t.dBlk
+		t.dBlk = 0
+		if s := x.sessions[t.r.Session]; !ok && s != nil && s.bound && s.boundD == t.chosenD {
+			s.bound = false // Dynamo: a failure invalidates the binding
+		}
+	}
 	if !ok || x.cfg.Mechanism != MechKVC {
 		return
 	}

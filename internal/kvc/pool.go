@@ -58,13 +58,18 @@ func (r *Router) Reset(w int) {
 // AddPrefill and AddDecoder grow the pools by one worker and return its
 // index; a decoder (or colocated worker) gets a closed breaker. With
 // MaxRetries −1 (one admission attempt per decoder) ε follows the pool.
-func (x *Dispatcher) AddPrefill(name string) int { return x.p.Add(name) }
+func (x *Dispatcher) AddPrefill(name string) int {
+	x.pActive = append(x.pActive, 0)
+	return x.p.Add(name)
+}
 
 func (x *Dispatcher) AddDecoder(name string) int {
 	d := x.d.Add(name)
 	x.onD = append(x.onD, 0)
 	x.breakers = append(x.breakers, breaker{cfg: x.cfg.Breaker})
 	x.seeding = append(x.seeding, 0)
+	x.dActive = append(x.dActive, 0)
+	x.dPrefill = append(x.dPrefill, 0)
 	if x.autoEps {
 		x.cfg.MaxRetries = len(x.d.names) - 1
 	}

@@ -39,10 +39,10 @@ const (
 // ParseMechanism checks a mechanism name.
 func ParseMechanism(s string) (Mechanism, error) {
 	switch m := Mechanism(s); m {
-	case PDDisaggregation, PDColo, KVCacheCentric:
+	case PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation, pd-colo or kvcache-centric)", s)
+	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation, pd-colo, kvcache-centric, pd-conditional, pd-prefix-decider or pd-decode-radix)", s)
 }
 
 // Config is everything a run needs besides the trace.
@@ -90,6 +90,8 @@ type Config struct {
 
 	// KVC holds the kvcache-centric mechanism's knobs.
 	KVC KVC `json:"kvc"`
+	// Peer holds the peer baselines' knobs (peers.go).
+	Peer Peer `json:"peer"`
 
 	// Transport faults (transport.go): a transfer unfinished this long after
 	// it started fails its request (0 = never); PeerFailure is windowed (a
@@ -116,11 +118,12 @@ const DefaultMaxBacklog = 100_000
 func (c *Config) Defaults() {
 	if c.Policy == "" {
 		c.Policy = kvc.PolicyDefault
-		if c.Mechanism == KVCacheCentric {
-			c.Policy = kvc.PolicyKVAware // Algorithm 1
+		if c.Mechanism == KVCacheCentric || c.Mechanism.isPeer() {
+			c.Policy = kvc.PolicyKVAware // Algorithm 1; the peers route by KV overlap
 		}
 	}
 	c.KVC.defaults()
+	c.Peer.defaults(c.Mechanism)
 	if c.PeerFailure == "" {
 		c.PeerFailure = PeerWindowed
 	}
@@ -187,6 +190,16 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("sim: profile %s has no link %q", c.Profile.Name, c.Link)
 		}
 		if err := c.KVC.validate(); err != nil {
+			return err
+		}
+	case PDConditional, PDPrefixDecider, PDDecodeRadix:
+		if c.Prefill < 1 || c.Decode < 1 {
+			return fmt.Errorf("sim: %s needs ≥ 1 prefill and ≥ 1 decode worker (got %d P, %d D)", c.Mechanism, c.Prefill, c.Decode)
+		}
+		if _, ok := c.Profile.Links[c.Link]; !ok {
+			return fmt.Errorf("sim: profile %s has no link %q", c.Profile.Name, c.Link)
+		}
+		if err := c.Peer.validate(); err != nil {
 			return err
 		}
 	case PDColo:

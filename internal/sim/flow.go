@@ -35,7 +35,7 @@ func (s *Sim) execute(r *req) {
 		case kvc.ActAdmit:
 			s.push(event{t: s.now + s.cfg.KVC.AdmissionRTTS, kind: evAdmit, req: r})
 			return
-		case kvc.ActColo, kvc.ActDirect:
+		case kvc.ActColo, kvc.ActDirect, kvc.ActLocal:
 			if s.startWhole(r, a) {
 				return
 			}
@@ -76,10 +76,11 @@ func (s *Sim) admit(r *req) {
 // startWhole serves r prefill and decode on one worker: a colocated worker
 // (DP), or its decoder as a direct append (KVC: D prefills the new tokens on
 // its own scheduler, interleaved with its decode batch, and keeps the
-// session).
+// session) or a peer's local prefill (the same, into D's decode radix
+// cache).
 func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 	pool, keep := s.colos, false
-	if a.Kind == kvc.ActDirect {
+	if a.Kind == kvc.ActDirect || a.Kind == kvc.ActLocal {
 		pool, keep = s.decodes, true
 	}
 	r.p, r.d = -1, pool[a.D]
@@ -116,6 +117,11 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
 		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
+	}
+	if s.cfg.Mechanism.isPeer() {
+		// D's decode radix cache matches the prompt at its reservation and
+		// keeps what it receives and generates.
+		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
 	}
 	// SGLang's order: D pre-allocates the KV, and P holds the request in
 	// its bootstrap queue until then (P is submitted on EvReserved). A P
@@ -173,6 +179,9 @@ func (s *Sim) handle(ev engine.Event) {
 		// D holds the KV: P's bootstrap queue lets the request through
 		// (once a passive D→P snapshot it waits for has landed).
 		r.dReady = true
+		// P sends only what D's decode radix cache lacks (0 elsewhere):
+		// SGLang's decode_prefix_len.
+		r.sentKV = r.de.CachedTokens
 		if !r.syncWait {
 			s.submitPrefill(r)
 		}
@@ -185,6 +194,9 @@ func (s *Sim) handle(ev engine.Event) {
 		r.pDone = true
 		s.sendKV(r, ev.Tokens)
 	case engine.EvFirstToken:
+		if r.p < 0 {
+			r.x.PrefillDone() // prefilled on its own worker: its prefill load is over
+		}
 		s.doneReading(r)
 		r.firstAt = ev.Time
 		r.ttft, r.hasTTFT = ev.Time-r.sent, true
@@ -212,6 +224,7 @@ func (s *Sim) sendKV(r *req, tokens int) {
 		return
 	}
 	r.sentKV = tokens
+	s.kvSentTokens += int64(max(n, 0))
 	li := r.p - s.prefills[0]
 	r.xferLive++
 	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &kvXfer{r: r}}

@@ -164,6 +164,8 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 		mech = kvc.MechColo
 	case KVCacheCentric:
 		mech = kvc.MechKVC
+	case PDConditional, PDPrefixDecider, PDDecodeRadix:
+		mech = kvc.Mechanism(c.Mechanism)
 	}
 	k := c.KVC
 	gate, _ := kvc.ParseGate(k.Gate)
@@ -176,7 +178,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	tau := max(k.TauReject, 0) // kvc: 0 = never
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight}
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens)}
 }
 
 // breaker is the control plane's breaker: windowed mode only (with

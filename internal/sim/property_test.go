@@ -62,7 +62,7 @@ func randTrace(rng *rand.Rand, n int) []trace.Request {
 	return out
 }
 
-// TestSimProperty runs random clusters (both mechanisms, every policy and
+// TestSimProperty runs random clusters (every mechanism, the peers too, every policy and
 // link, small pools, gates, timeouts, mixed chunks) over random traces and
 // checks the invariants: every request is recorded exactly once, completed
 // ones have a sane TTFT, and at the end every worker, router counter and
@@ -70,6 +70,7 @@ func randTrace(rng *rand.Rand, n int) []trace.Request {
 func TestSimProperty(t *testing.T) {
 	p := profile(t)
 	statuses := map[metrics.Status]int{}
+	byMech := map[Mechanism]int{}
 	for seed := uint64(1); seed <= 1000; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
 		reqs := randTrace(rng, 150)
@@ -88,7 +89,7 @@ func TestSimProperty(t *testing.T) {
 		// Pools of 20K–60K tokens, so that KV waits and refusals happen.
 		want := 20000 + rng.Float64()*40000
 		frac := (want*float64(p.Model.KVBytesPerToken()) + float64(p.Model.WeightBytes) + float64(p.Hardware.WorkspaceBytes)) / float64(p.Hardware.HBMBytes)
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			cfg.Mechanism, cfg.Prefill, cfg.Decode = PDDisaggregation, 1+rng.IntN(2), 1+rng.IntN(3)
 			cfg.PrefillMemFraction, cfg.DecodeMemFraction = frac, frac
@@ -104,6 +105,15 @@ func TestSimProperty(t *testing.T) {
 				PrefillBackup:    []string{"release-after-transfer", "capacity-backup"}[rng.IntN(2)],
 				SnapshotBufBytes: int64(1+rng.IntN(20000)) * p.Model.KVBytesPerToken()}
 			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
+		case 3:
+			// The peers, with their knobs spread around their defaults.
+			cfg.Mechanism = []Mechanism{PDConditional, PDPrefixDecider, PDDecodeRadix}[rng.IntN(3)]
+			cfg.Prefill, cfg.Decode = 1+rng.IntN(2), 1+rng.IntN(3)
+			cfg.PrefillMemFraction, cfg.DecodeMemFraction = frac, frac
+			cfg.Peer = Peer{Strategy: []string{"isl_bounding", "prefill_load", "isl_or_load"}[rng.IntN(3)],
+				EffISLThreshold: rng.IntN(6000), EffISLRatio: rng.Float64(), PrefillBusy: rng.Float64() * 8,
+				DecodeBusy: rng.Float64() * rng.Float64(), NonCachedTokens: rng.IntN(3000) - 1, PromptTokens: rng.IntN(2) * rng.IntN(8000),
+				ApproxOverlap: rng.IntN(2) == 0, AffinityTTLS: float64(rng.IntN(2)) * rng.Float64() * 20}
 		default:
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
 			cfg.ColoMemFraction = frac
@@ -115,6 +125,12 @@ func TestSimProperty(t *testing.T) {
 		}
 		if err := s.loop(context.Background()); err != nil {
 			t.Fatalf("seed %d (%s, %s): %v; recorded %d of %d", seed, cfg.Mechanism, cfg.Link, err, len(sink.recs), len(reqs))
+		}
+		byMech[cfg.Mechanism]++
+		for _, w := range sink.samples {
+			if w.KVUsedTokens < 0 || w.KVReservedTokens < 0 || w.KVCachedTokens < 0 || w.KVUsedTokens+w.KVReservedTokens > w.KVCapacityTokens {
+				t.Fatalf("seed %d (%s): worker sample out of bounds: %+v", seed, cfg.Mechanism, w)
+			}
 		}
 		seen := map[int64]int{}
 		for _, r := range sink.recs {
@@ -147,11 +163,19 @@ func TestSimProperty(t *testing.T) {
 				}
 			}
 		}
+		if pt, db := s.disp.ActiveLoad(); pt != 0 || db != 0 {
+			t.Fatalf("seed %d (%s): %d prefill tokens and %d decode blocks still counted active at the end", seed, cfg.Mechanism, pt, db)
+		}
 		if s.active != 0 || s.live != 0 || len(s.inflight) != 0 {
 			t.Fatalf("seed %d: active %d live %d in flight %d at the end", seed, s.active, s.live, len(s.inflight))
 		}
 	}
-	t.Logf("statuses over all runs: %v", statuses)
+	t.Logf("statuses over all runs: %v; runs per mechanism: %v", statuses, byMech)
+	for _, m := range []Mechanism{PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix} {
+		if byMech[m] == 0 {
+			t.Fatalf("no run of %s: the property test no longer covers it", m)
+		}
+	}
 	for _, st := range []metrics.Status{metrics.StatusCompleted, metrics.StatusFailed, metrics.StatusTimeout} {
 		if statuses[st] == 0 {
 			t.Fatalf("no %s request in any run: the property test no longer exercises that path (%v)", st, statuses)

@@ -62,6 +62,9 @@ type ReplayStats struct {
 	SimDurationS   float64 `json:"-"`           // the clock at the end; summary.json has one duration, the summary's
 	Events         int64   `json:"events"`
 	TraceBlockSize int     `json:"trace_block_size"`
+	// KVTransferTokens is the prompt KV, in tokens, that crossed P→D links
+	// (× the model's KV bytes per token for bytes).
+	KVTransferTokens int64 `json:"kv_transfer_tokens"`
 }
 
 // event kinds on the simulator's queue.
@@ -164,6 +167,7 @@ type Sim struct {
 	lastSync     map[string]int64 // active mode: session tokens at its last push
 	syncOutcomes map[string]int   // "<event>: <stage>" → count
 	kvBytes      int64
+	kvSentTokens int64 // prompt tokens whose KV crossed a P→D link
 
 	pending []engine.Event // worker events not yet handled
 
@@ -271,12 +275,15 @@ func (s *Sim) build() error {
 	}
 	s.kvBytes = c.Profile.Model.KVBytesPerToken()
 	backup := c.Mechanism == KVCacheCentric && c.KVC.PrefillBackup == "capacity-backup"
+	peerD := c.Mechanism.isPeer()
 	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
+		dr := peerD && role == engine.RoleDecode
 		w, err := engine.New(engine.Config{
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
 			PrefillBackup: backup && role == engine.RolePrefill,
+			DecodeRadix:   dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
 		})
 		if err != nil {
 			return 0, err
@@ -291,7 +298,7 @@ func (s *Sim) build() error {
 	var pNames, dNames []string
 	var pOpts, dOpts kvc.Options
 	switch c.Mechanism {
-	case PDDisaggregation, KVCacheCentric:
+	case PDDisaggregation, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix:
 		for i := 0; i < c.Prefill; i++ {
 			idx, err := add(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, c.PrefillMemFraction, true, engine.SessionConfig{})
 			if err != nil {
@@ -332,7 +339,15 @@ func (s *Sim) build() error {
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
 	}
-	s.disp = kvc.NewDispatcher(c.dispatchConfig(), pNames, dNames, pOpts, dOpts)
+	dc := c.dispatchConfig()
+	dc.BlockSize = bs
+	if c.Mechanism == PDConditional && !c.Peer.ApproxOverlap {
+		dc.Peer.DecodeCached = s.kvEvents
+	}
+	if len(s.decodes) > 0 {
+		dc.DecodeKVBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
+	}
+	s.disp = kvc.NewDispatcher(dc, pNames, dNames, pOpts, dOpts)
 	s.wsched = make([]schedule, len(s.workers))
 	s.lsched = make([]schedule, len(s.links))
 	return nil
@@ -493,6 +508,7 @@ func (s *Sim) result() *Result {
 	res := &Result{Workers: map[string]WorkerStats{}, Replay: s.replay.stats}
 	res.Replay.SimDurationS = s.now
 	res.Replay.Events = s.nEv
+	res.Replay.KVTransferTokens = s.kvSentTokens
 	res.Summary = s.collector.Summary(0)
 	res.Summary.Warnings = s.warnings
 	if len(s.syncOutcomes) > 0 {
