@@ -127,10 +127,14 @@ func TestFaultSlowTransfer(t *testing.T) {
 		t.Fatalf("%d %s", st, b)
 	}
 	l := prof.Links["tcp-loopback"]
-	want := prof.Timing.PrefillS(in, 0) + l.SetupS + 4*float64(in*prof.Model.KVBytesPerToken())/l.BandwidthBytes
+	xfer := float64(in*prof.Model.KVBytesPerToken()) / l.BandwidthBytes
+	want := prof.Timing.PrefillS(in, 0) + l.SetupS + 4*xfer
 	got := *decodeOut(t, b).MetaInfo.Emulator.TTFT
-	if got < want || got > want*1.1+0.05 {
-		t.Fatalf("TTFT %.4f s with a 4× slower link, model %.4f s", got, want)
+	// At least the 4× slower transfer; less than a 6× one would give. The
+	// wall clock adds whatever the machine's load does, so the upper bound
+	// is the next distinguishable slowdown, not a tight tolerance.
+	if got < want || got > want+2*xfer {
+		t.Fatalf("TTFT %.4f s with a 4× slower link, model %.4f s (a 6× one: %.4f s)", got, want, want+2*xfer)
 	}
 }
 
