@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -23,6 +22,7 @@ func serveCmd(e *env) *cobra.Command {
 		attempts                                int
 		noProbe                                 bool
 		config                                  string
+		drainS                                  float64
 		ops                                     opsFlags
 	)
 	c := &cobra.Command{
@@ -41,7 +41,9 @@ X-Session-Id header. Each answer carries X-PDHybrid-Mode (the execution mode)
 and X-PDHybrid-Worker.
 
 Prints one line when it listens ("listening url=...") and serves until SIGINT
-or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
+or SIGTERM, then drains: /health answers 503, no new connection is taken, and
+requests in flight (streams too) get --drain-timeout to finish before they are
+cut. docs/gateway.md says what is built.`,
 		Args: noArgs,
 	}
 	fs := c.Flags()
@@ -62,6 +64,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
+	fs.Float64Var(&drainS, "drain-timeout", 30, "on SIGINT or SIGTERM, `seconds` requests in flight (streams included) get to finish before they are cut")
 	fs.StringVar(&config, "config", "", "YAML `file` of flag settings: keys are these flags' names, values scalars or lists (prefill, decode, colo); the command line wins over it (docs/gateway.md)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		if config != "" {
@@ -81,6 +84,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		ck.oneOf("reject-reset", "direct", "any", "off")
 		ck.oneOf("residency-belief", "track", "never-shrink")
 		ops.check(ck)
+		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe"} {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
@@ -109,7 +113,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		if err != nil {
 			return usagef("%v", err)
 		}
-		return serveGateway(ctx, e, gw, host, port, mech)
+		return serveGateway(ctx, e, gw, host, port, mech, time.Duration(drainS*float64(time.Second)))
 	})
 	return c
 }
@@ -129,26 +133,15 @@ func parsePrefill(s string) (string, int, error) {
 }
 
 // serveGateway serves the gateway on host:port until ctx ends, printing
-// its "listening" line, then drains for up to 5 s and stops the gateway's
-// load poller.
-func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, port int, mech string) error {
+// its "listening" line, then drains streams for up to drain.
+func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, port int, mech string, drain time.Duration) error {
 	defer gw.Close()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return err
 	}
-	srv := gw.HTTPServer()
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := gw.Serve(ctx, ln, drain); err != nil {
 		return err
 	}
 	return ctx.Err()

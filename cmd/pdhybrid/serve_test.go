@@ -2,10 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
 )
 
 // serve's usage errors name what is wrong before anything listens.
@@ -86,5 +96,58 @@ func TestServeConfigFileTakesEffect(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "listening url=http://127.0.0.1:") || !strings.Contains(line, "mechanism=pd-disaggregation") {
 		t.Fatalf("serve --config printed %q (%v)", line, err)
+	}
+}
+
+// SIGTERM drains: a stream in flight completes (to its [DONE]), /health
+// answers 503 meanwhile, and serve exits once it is done.
+func TestServeDrainsStreamsOnSIGTERM(t *testing.T) {
+	w := emulatortest.Start(t, engine.RoleColocated, false, emulator.Faults{})
+	c := pdhybrid(t, "serve", "--mechanism", "pd-colo", "--colo", w.URL(), "--port", "0", "--drain-timeout", "20")
+	out, _ := c.StdoutPipe()
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	defer c.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	gw, ok := strings.CutPrefix(strings.Fields(line+" x")[1], "url=")
+	if err != nil || !ok {
+		t.Fatalf("serve printed %q (%v)", line, err)
+	}
+	body, _ := json.Marshal(map[string]any{"input_ids": []int{1, 2, 3, 4, 5, 6, 7, 8}, "stream": true, "sampling_params": map[string]any{"max_new_tokens": 3000}})
+	resp, err := http.Post(gw+"/generate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	health := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if h, err := http.Get(gw + "/health"); err == nil {
+			health = h.StatusCode
+			h.Body.Close()
+			if health == http.StatusServiceUnavailable {
+				break
+			}
+		} else {
+			break // the listener is closed already: also draining
+		}
+	}
+	rest, _ := io.ReadAll(r)
+	if !strings.Contains(string(rest), "data: [DONE]") {
+		t.Fatalf("the stream in flight was cut by SIGTERM (health %d):\n%s\n%s", health, lastLine(string(rest)), stderr.String())
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not exit after draining")
 	}
 }

@@ -81,6 +81,7 @@ type Server struct {
 	// probes counts sessions whose decoder this gateway learnt from a
 	// residency probe.
 	probes   atomic.Int64
+	draining atomic.Bool // shutting down: /health answers 503 (drain.go)
 	opsState // metrics, workers' states, limits, the load poller (admin.go)
 }
 
@@ -138,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/generate", s.handleGenerate)
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
-	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.mux.HandleFunc("/health", s.handleHealth)
 	s.startOps()
 	if cfg.Health.Interval >= 0 {
 		s.cfg.Health.defaults()
