@@ -114,7 +114,7 @@ func TestServeDrainsStreamsOnSIGTERM(t *testing.T) {
 	go func() { exited <- c.Wait() }()
 	defer c.Process.Kill()
 	line, err := bufio.NewReader(out).ReadString('\n')
-	gw, ok := strings.CutPrefix(strings.Fields(line+" x")[1], "url=")
+	gw, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
 	if err != nil || !ok {
 		t.Fatalf("serve printed %q (%v)", line, err)
 	}

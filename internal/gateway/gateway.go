@@ -82,7 +82,7 @@ type Server struct {
 	// residency probe.
 	probes   atomic.Int64
 	draining atomic.Bool // shutting down: /health answers 503 (drain.go)
-	opsState // metrics, workers' states, limits, the load poller (admin.go)
+	opsState             // metrics, workers' states, limits, the load poller (admin.go)
 }
 
 // New checks cfg and builds the gateway's handler.
