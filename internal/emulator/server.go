@@ -354,6 +354,9 @@ func (s *Server) routes() {
 	m.HandleFunc("/close_session", s.handleCloseSession)
 	m.HandleFunc("/session_cache/admit_direct_append", s.handleAdmit)
 	m.HandleFunc("/session_cache/lookup", s.handleLookup)
+	m.HandleFunc("/_snapshot/prepare_receive", s.handlePrepareReceive)
+	m.HandleFunc("/_snapshot/dump", s.handleDump)
+	m.HandleFunc("/_snapshot/finalize_ingest", s.handleFinalizeIngest)
 	m.HandleFunc("/v1/models", s.handleModels)
 	m.HandleFunc("/_pd/kv", s.handleKVDelivery)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
