@@ -246,3 +246,50 @@ func TestGatewayStalledAdmissionFallsBack(t *testing.T) {
 		t.Fatalf("the stall counted %d rejects of the decoder for the session (τ_reject 1 would blacklist it)", rej)
 	}
 }
+
+// A transfer that fails opens the decoder's breaker — the retry and the
+// requests during its cooldown go to the other decoder — but does not
+// blacklist it for good: after the cooldown a probe goes to it, succeeds
+// and closes the breaker.
+func TestGatewayTransferFailureDoesNotBlacklistForGood(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, false), worker(t, engine.RoleDecode, false)
+	target, _ := url.Parse(p.URL())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	failed := false
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/generate" && !failed {
+			failed = true // the first KV transfer fails
+			http.Error(w, `{"error":"KV transfer failed: timed out after 300 s"}`, http.StatusInternalServerError)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer flaky.Close()
+	g, err := New(Config{Prefill: []Prefill{{URL: flaky.URL, BootstrapPort: p.BootstrapPort()}}, Decode: []string{d0.URL(), d1.URL()},
+		Health: HealthConfig{Interval: -1},
+		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechPD, Policy: kvc.PolicyKVAware,
+			Breaker: kvc.BreakerConfig{Failures: 1, WindowS: 60, CooldownS: 0.3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	gw := httptest.NewServer(g.Handler())
+	defer gw.Close()
+	ask := func(i int) answer {
+		return generate(t, gw.URL, map[string]any{"input_ids": ids(100*i, 200), "sampling_params": map[string]any{"max_new_tokens": 2}})
+	}
+	if a := ask(1); a.status != http.StatusOK || a.worker != d1.URL() {
+		t.Fatalf("the request whose transfer to d0 failed: %+v, want it retried on d1", a)
+	}
+	if a := ask(2); a.worker != d1.URL() {
+		t.Fatalf("during d0's cooldown: %+v, want d1", a)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if a := ask(3); a.status != http.StatusOK || a.worker != d0.URL() {
+		t.Fatalf("after the cooldown: %+v, want the probe on d0", a)
+	}
+	if a := ask(4); a.worker != d0.URL() {
+		t.Fatalf("after a good probe: %+v, want d0 (its breaker closed, the tie break)", a)
+	}
+}

@@ -95,6 +95,10 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		pl := <-pDone
 		if pl.err != nil && ctx.Err() == nil {
 			// The prefill leg failed first; nothing reached the client.
+			if strings.Contains(pl.err.Error(), "transfer") {
+				s.locked(func() { s.disp.PeerFailed(s.now(), a.D) })
+				q.avoid = append(q.avoid, a.D)
+			}
 			if s.retryable(q, pl.status) || pl.status == 0 && q.attempt < s.cfg.Retries {
 				q.retry = pl.err.Error()
 				s.locked(func() { d.Finished(false) })
