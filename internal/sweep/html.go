@@ -163,7 +163,14 @@ func frontFigures(rows []Row, colors map[string]string) []figure {
 			legend = append(legend, report.LegendItem{Label: "Pareto front", Color: "#000000", Dash: "4 3"})
 		}
 		title := fmt.Sprintf("TTFT p50 vs p99: %s on %d GPUs", rs[0].Workload, rs[0].GPUs)
-		ch := report.LineChart{Title: title, X: report.Axis{Label: "TTFT p50 (ms)"}, Y: report.Axis{Label: "TTFT p99 (ms)"}, Lines: lines, Legend: legend}
+		var p50s, p99s []float64
+		for _, r := range rs {
+			if r.Completed > 0 {
+				p50s, p99s = append(p50s, r.TTFTP50Ms), append(p99s, r.TTFTP99Ms)
+			}
+		}
+		ch := report.LineChart{Title: title, X: report.Axis{Label: "TTFT p50 (ms)", Log: spansDecade(p50s)},
+			Y: report.Axis{Label: "TTFT p99 (ms)", Log: spansDecade(p99s)}, Lines: lines, Legend: legend}
 		cap := "One dot per cell. The front (dashed) joins the cells no other cell beats on both p50 and p99, among those that finished their workload with the fewest failures: "
 		if len(names) == 0 {
 			cap += "none."
@@ -173,6 +180,19 @@ func frontFigures(rows []Row, colors map[string]string) []figure {
 		out = append(out, figure{ID: fmt.Sprintf("front-%d", gi), Caption: cap, SVG: ch.SVG()})
 	}
 	return out
+}
+
+// spansDecade: positive values spanning a factor of 10 or more read
+// better on a logarithmic axis.
+func spansDecade(vs []float64) bool {
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range vs {
+		if v <= 0 {
+			return false
+		}
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	return len(vs) > 1 && hi >= 10*lo
 }
 
 // knobFigures draws each metric against knob k: one line per combination
@@ -198,7 +218,7 @@ func knobFigures(k Knob, rows []Row, colors map[string]string) knobSection {
 			pos[v], _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	xa := report.Axis{Label: "--" + k.Name, Log: numeric && lo > 0 && hi/lo >= 10}
+	xa := report.Axis{Label: "--" + k.Name, Log: numeric && lo > 0 && hi >= 10*lo}
 	if !numeric {
 		var parts []string
 		for i, v := range k.Values {

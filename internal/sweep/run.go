@@ -71,6 +71,12 @@ func Run(ctx context.Context, n, jobs int, run func(ctx context.Context, i int) 
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if ctx.Err() != nil { // ended while i was handed over
+					mu.Lock()
+					res[i] = Result{Err: context.Cause(ctx)}
+					mu.Unlock()
+					continue
+				}
 				r := run(ctx, i)
 				mu.Lock()
 				res[i] = r
