@@ -222,7 +222,7 @@ func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out
 	switch {
 	case interrupted != nil:
 		fmt.Fprintf(e.stderr, "sweep: stopped: %d of %d cells finished; run the same command again to do the rest\n", len(t.Rows), len(cells))
-		return interrupted
+		return context.Cause(ctx)
 	case failed > 0:
 		return fmt.Errorf("%d of %d cells failed (see above and %s)", failed, len(cells), filepath.Join(out, sweep.LogFile))
 	}
