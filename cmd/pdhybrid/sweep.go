@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -67,12 +68,12 @@ them, and exits with status 130.`,
 	defWorkload := simc.Flags().Lookup("workload").DefValue
 	defTopo := fmt.Sprintf("%sP%sD", simc.Flags().Lookup("prefill").DefValue, simc.Flags().Lookup("decode").DefValue)
 	fs.StringVar(&mechs, "mechanism", "", "serving `mechanisms`, comma-separated: any that 'pdhybrid sim --mechanism' takes (default: sim's, "+defMech+")")
-	fs.StringArrayVar(&sets, "set", nil, "a knob and its values, `name=v1,v2,...`: any 'pdhybrid sim' flag, by its name without dashes; repeat for more knobs (the grid is their product)")
-	fs.StringVar(&workloads, "workload", "", "built-in `workloads`, comma-separated (agentic, groups, seed-swe, seed-inferact; default: sim's, "+defWorkload+", unless --trace is given)")
-	fs.StringVar(&traces, "trace", "", "canonical trace `files`, comma-separated, each a workload of its own (named by its base name)")
+	fs.StringArrayVar(&sets, "set", nil, "a knob and its values, `name=v1,v2,...`: any 'pdhybrid sim' flag, by its name without dashes; repeat for more knobs, the grid is their product (default: none)")
+	fs.StringVar(&workloads, "workload", "", "built-in `workloads`, comma-separated: agentic, groups, seed-swe, seed-inferact (default: sim's, "+defWorkload+", unless --trace is given)")
+	fs.StringVar(&traces, "trace", "", "canonical trace `files`, comma-separated, each a workload of its own, named by its base name (default: none)")
 	fs.StringVar(&topos, "topology", "", "cluster `shapes`, comma-separated: NPMD = N prefill + M decode workers; colocated mechanisms get N+M colocated workers (default: sim's, "+defTopo+")")
-	fs.StringVar(&gridFile, "grid", "", "read mechanisms, knobs, workloads, traces, topologies and base sim flags from a YAML or JSON `file` instead of the flags above")
-	fs.IntVar(&jobs, "jobs", runtime.NumCPU(), "cells run at once, in `cells`, in [1, 1024]; default: the number of CPUs")
+	fs.StringVar(&gridFile, "grid", "", "read mechanisms, knobs, workloads, traces, topologies and base sim flags from a YAML or JSON `file` instead of the flags above (default: none)")
+	fs.IntVar(&jobs, "jobs", runtime.NumCPU(), "`cells` run at once, in [1, 1024] (default: the number of CPUs, here "+strconv.Itoa(runtime.NumCPU())+")")
 	fs.StringVar(&out, "out", "", "the sweep's folder, `dir` (required)")
 	fs.BoolVar(&force, "force", false, "replace a different sweep already in --out (cells the two grids share are kept when the base sim flags are the same)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, args []string) error {
@@ -212,6 +213,15 @@ func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out
 			t.Rows = append(t.Rows, sweep.NewRow(c, s))
 		}
 	}
+	warned := 0
+	for _, r := range t.Rows {
+		if len(r.Warnings) > 0 {
+			warned++
+		}
+	}
+	if warned > 0 {
+		fmt.Fprintf(e.stderr, "sweep: %d cells warned while they ran (an overload building up, say): see their summary.json \"warnings\" and %s\n", warned, filepath.Join(out, sweep.LogFile))
+	}
 	sweep.MarkFront(t.Rows)
 	if err := writeTables(out, t); err != nil {
 		return err
@@ -257,13 +267,18 @@ func writeTables(out string, t sweep.Table) error {
 // writeSweepTable prints the headline of each cell on stdout.
 func writeSweepTable(e *env, rows []sweep.Row) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "cell\tTTFT p50 ms\tTTFT p99 ms\tE2E p50 ms\tTPOT p99 ms\tfailures\tdirect share\tPareto\t")
+	fmt.Fprintln(tw, "cell\tTTFT p50 ms\tTTFT p99 ms\tE2E p50 ms\tTPOT p99 ms\tfailures\tdirect share\tPareto\trun\t")
 	for _, r := range rows {
 		front := ""
 		if r.Pareto {
 			front = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%.3f\t%s\t\n", r.Cell, r.TTFTP50Ms, r.TTFTP99Ms, r.E2EP50Ms, r.TPOTP99Ms, r.Failures, r.DirectShare, front)
+		run := "complete"
+		if !r.Complete {
+			why, _, _ := strings.Cut(r.StopReason, ":")
+			run = "stopped (" + why + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%.3f\t%s\t%s\t\n", r.Cell, r.TTFTP50Ms, r.TTFTP99Ms, r.E2EP50Ms, r.TPOTP99Ms, r.Failures, r.DirectShare, front, run)
 	}
 	tw.Flush()
 }

@@ -25,7 +25,8 @@ type Row struct {
 	StopReason string            `json:"stop_reason,omitempty"`
 	Requests   int               `json:"requests"`
 	Completed  int               `json:"completed"`
-	Failures   int               `json:"failures"` // failed, timed out or aborted
+	Failures   int               `json:"failures"`           // failed, timed out or aborted
+	Warnings   []string          `json:"warnings,omitempty"` // what the run warned of (an overload building up)
 
 	TTFTMeanMs float64 `json:"ttft_mean_ms"`
 	TTFTP50Ms  float64 `json:"ttft_p50_ms"`
@@ -53,7 +54,7 @@ type Row struct {
 func NewRow(c Cell, s *metrics.Summary) Row {
 	r := Row{Cell: c.Name(), Mechanism: c.Mechanism, Policy: s.Policy, Workload: c.Workload.Name,
 		Topology: c.Topology.String(), GPUs: c.Topology.GPUs(), Knobs: map[string]string{},
-		Complete: s.Complete, StopReason: s.StopReason, Requests: s.Requests, Completed: s.Completed, Failures: s.Errors,
+		Complete: s.Complete, StopReason: s.StopReason, Requests: s.Requests, Completed: s.Completed, Failures: s.Errors, Warnings: s.Warnings,
 		TTFTMeanMs: s.MeanTTFTMs, TTFTP50Ms: s.P50TTFTMs, TTFTP90Ms: s.P90TTFTMs, TTFTP99Ms: s.P99TTFTMs,
 		E2EMeanMs: s.MeanE2ELMs, E2EP50Ms: s.P50E2ELMs, E2EP90Ms: s.P90E2ELMs, E2EP99Ms: s.P99E2ELMs,
 		TPOTP50Ms: s.P50TPOTMs, TPOTP99Ms: s.P99TPOTMs,
