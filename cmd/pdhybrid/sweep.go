@@ -122,6 +122,9 @@ them, and exits with status 130.`,
 			if t == "-" {
 				return usagef("--trace -: every cell reads the trace and standard input can be read only once; save it to a file")
 			}
+			if st, err := os.Stat(t); err != nil || st.IsDir() {
+				return usagef("--trace %s: not a readable trace file", t)
+			}
 		}
 		dt, _ := sweep.ParseTopology(defTopo)
 		g, err := spec.Grid(defMech, dt)
@@ -134,10 +137,10 @@ them, and exits with status 130.`,
 		if err := g.Check(); err != nil {
 			return usagef("%v", err)
 		}
-		if err := checkKnobs(e, g); err != nil {
+		if err := checkKnobs(e, &g); err != nil {
 			return err
 		}
-		m := &moot{by: map[string]map[string]bool{}, when: map[string]string{}, used: map[string]bool{}}
+		m := newMoot()
 		cells, err := sweep.Expand(g, fitter(e, g, m))
 		if err != nil {
 			return err
@@ -145,6 +148,11 @@ them, and exits with status 130.`,
 		for _, k := range g.Knobs {
 			if !m.used[k.Name] {
 				return usagef("--set %s: applies to none of the grid's cells (it applies only %s)", k.Name, m.when[k.Name])
+			}
+		}
+		for _, b := range g.Base {
+			if name, _, _ := strings.Cut(strings.TrimPrefix(b, "--"), "="); !m.used[name] {
+				return usagef("sim flags after --: --%s applies to none of the grid's cells (it applies only %s)", name, m.when[name])
 			}
 		}
 		for _, n := range m.notes() {

@@ -55,6 +55,10 @@ func TestSweepBadInput(t *testing.T) {
 		{"a flag for every cell the sweep owns", []string{"--", "--prefill", "2"}, []string{"--prefill is the sweep's", "--topology"}},
 		{"a bad flag for every cell", []string{"--", "--time-scale", "0"}, []string{"--time-scale 0"}},
 		{"stdin trace", []string{"--trace", "-"}, []string{"--trace -"}},
+		{"missing trace", []string{"--trace", "/nonexistent/t.jsonl"}, []string{"--trace /nonexistent/t.jsonl: not a readable"}},
+		{"a flag after -- that applies to no cell", []string{"--workload", "seed-swe", "--", "--synth-sessions", "3"},
+			[]string{"--synth-sessions applies to none", "--workload agentic"}},
+		{"a flag both a knob and after --", []string{"--set", "time-scale=1,2", "--", "--time-scale", "3"}, []string{"--time-scale: given both"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "sw")
@@ -322,5 +326,38 @@ func TestSweepGridFile(t *testing.T) {
 	}
 	if _, stderr, err := runCLI("sweep", "--grid", gf, "--set", "trim=any", "--out", out); exitCode(err) != exitUsage || !strings.Contains(stderr, "--set") {
 		t.Errorf("--grid with --set: exit %d\n%s", exitCode(err), stderr)
+	}
+}
+
+// TestSweepMixedWorkloadsAndFailedCell: a flag after -- goes to the cells
+// it applies to (--synth-sessions to the built-in workload, not the
+// trace); a cell whose run fails is reported, exit 1, and the others are
+// tabulated.
+func TestSweepMixedWorkloadsAndFailedCell(t *testing.T) {
+	tr := smallTrace(t)
+	bad := filepath.Join(t.TempDir(), "broken.jsonl")
+	os.WriteFile(bad, append(mustRead(t, tr), []byte("{not json\n")...), 0o644)
+	dir := filepath.Join(t.TempDir(), "sw")
+	_, stderr, err := runCLI("sweep", "--mechanism", "pd-colo", "--workload", "agentic", "--trace", bad, "--out", dir, "--", "--synth-sessions", "3")
+	if exitCode(err) != exitError || !strings.Contains(stderr, "cell pd-colo_4C_broken failed") || !strings.Contains(stderr, "1 of 2 cells failed") {
+		t.Fatalf("exit %d\n%s", exitCode(err), stderr)
+	}
+	if !strings.Contains(stderr, "--synth-sessions (after --) is left out of the cells of broken") {
+		t.Errorf("stderr does not say where --synth-sessions was left out:\n%s", stderr)
+	}
+	rows := readRows(t, dir)
+	if len(rows) != 1 || rows[0].Cell != "pd-colo_4C_agentic" || rows[0].Requests == 0 {
+		t.Fatalf("rows %+v", rows)
+	}
+	var tb sweep.Table
+	json.Unmarshal(mustRead(t, filepath.Join(dir, sweep.JSONFile)), &tb)
+	if tb.Failed["pd-colo_4C_broken"] == "" {
+		t.Errorf("sweep.json does not list the failed cell: %v", tb.Failed)
+	}
+	var cfg struct {
+		Mechanism string `json:"mechanism"`
+	}
+	if json.Unmarshal(mustRead(t, filepath.Join(dir, "pd-colo_4C_agentic", "config.json")), &cfg); cfg.Mechanism != "pd-colo" {
+		t.Errorf("config.json mechanism %q", cfg.Mechanism)
 	}
 }

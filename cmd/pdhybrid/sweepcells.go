@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -33,7 +34,12 @@ var sweepOwned = map[string]string{
 
 // cellArgs are the sim flags of cell c.
 func cellArgs(g sweep.Grid, c sweep.Cell) []string {
-	args := append([]string{}, g.Base...)
+	var args []string
+	for _, b := range g.Base {
+		if name, _, _ := strings.Cut(strings.TrimPrefix(b, "--"), "="); !slices.Contains(c.SkipBase, name) {
+			args = append(args, b)
+		}
+	}
 	args = append(args, "--mechanism="+c.Mechanism)
 	if c.Topology.Colo > 0 {
 		args = append(args, fmt.Sprintf("--colo=%d", c.Topology.Colo))
@@ -66,13 +72,17 @@ func resolveCell(e *env, g sweep.Grid, c sweep.Cell, tolerant bool) (resolved, e
 	fs := sc.Flags()
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(cellArgs(g, c)); err != nil {
-		return resolved{}, err
+		return resolved{}, usagef("%v", err)
 	}
 	ck := newChecks(sc)
 	if tolerant {
 		ck.tolerate = map[string]bool{"prefill": true, "decode": true}
 		for _, k := range c.Knobs {
 			ck.tolerate[k.Name] = true
+		}
+		for _, b := range g.Base {
+			name, _, _ := strings.Cut(strings.TrimPrefix(b, "--"), "=")
+			ck.tolerate[name] = true
 		}
 	}
 	cfg, _, err := o.resolve(e, ck)
@@ -85,6 +95,11 @@ type moot struct {
 	by   map[string]map[string]bool // knob → mechanisms it does not apply to
 	when map[string]string
 	used map[string]bool // knobs that applied to some cell
+	base map[string]bool // of by, the base flags (after --)
+}
+
+func newMoot() *moot {
+	return &moot{by: map[string]map[string]bool{}, when: map[string]string{}, used: map[string]bool{}, base: map[string]bool{}}
 }
 
 // fitter trims raw cells to what applies to them (sweep.Fit): a knob sim
@@ -106,20 +121,31 @@ func fitter(e *env, g sweep.Grid, m *moot) sweep.Fit {
 			}
 			drop := map[string]bool{}
 			for n, when := range r.moot {
-				if n == "prefill" || n == "decode" {
+				switch _, knob := c.Value(n); {
+				case n == "prefill" || n == "decode":
 					c.Topology = c.Topology.Colocated()
-					continue
+				case knob:
+					drop[n] = true
+					m.note(n, c.Mechanism, when)
+				default: // a base flag
+					c.SkipBase = append(c.SkipBase, n)
+					m.note(n, c.Workload.Name, when)
+					m.base[n] = true
 				}
-				drop[n] = true
-				m.note(n, c.Mechanism, when)
 			}
 			c = c.Without(drop)
+			sort.Strings(c.SkipBase)
 		}
 		if _, err := resolveCell(e, g, c, false); err != nil {
 			return c, cellError(raw, err)
 		}
 		for _, k := range c.Knobs {
 			m.used[k.Name] = true
+		}
+		for _, b := range g.Base {
+			if name, _, _ := strings.Cut(strings.TrimPrefix(b, "--"), "="); !slices.Contains(c.SkipBase, name) {
+				m.used[name] = true
+			}
 		}
 		return c, nil
 	}
@@ -132,21 +158,25 @@ func (m *moot) note(knob, mech, when string) {
 		m.by[knob] = map[string]bool{}
 	}
 	m.by[knob][mech] = true
-	m.when[knob] = when
+	if m.when[knob] == "" {
+		m.when[knob] = when
+	}
 }
 
 // cellError is a cell's problem as a usage error naming the cell.
 func cellError(cell string, err error) error {
 	var u usageError
-	if errors.As(err, &u) || strings.Contains(err.Error(), "flag") {
+	if errors.As(err, &u) {
 		return usagef("cell %s: %s", cell, err.Error())
 	}
 	return fmt.Errorf("cell %s: %w", cell, err)
 }
 
 // checkKnobs refuses knobs sim does not have, and flags the sweep sets
-// itself, before any cell is resolved.
-func checkKnobs(e *env, g sweep.Grid) error {
+// itself, before any cell is resolved. It rewrites the base flags as
+// --name=value in name order, so the same flags in another order are the
+// same sweep.
+func checkKnobs(e *env, g *sweep.Grid) error {
 	sc, _ := simCommand(e)
 	fs := sc.Flags()
 	for _, k := range g.Knobs {
@@ -182,6 +212,19 @@ func checkKnobs(e *env, g sweep.Grid) error {
 	})
 	if len(owned) > 0 {
 		return usagef("sim flags after --: --%s is the sweep's to set; use sweep's %s", owned[0], sweepOwned[owned[0]])
+	}
+	var dup string
+	g.Base = nil
+	fs.Visit(func(f *pflag.Flag) {
+		g.Base = append(g.Base, "--"+f.Name+"="+f.Value.String())
+		for _, k := range g.Knobs {
+			if k.Name == f.Name {
+				dup = f.Name
+			}
+		}
+	})
+	if dup != "" {
+		return usagef("--%s: given both as a knob (--set) and after --; give it once", dup)
 	}
 	return nil
 }
@@ -279,6 +322,10 @@ func (m *moot) notes() []string {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if m.base[k] {
+			out = append(out, fmt.Sprintf("sweep: --%s (after --) is left out of the cells of %s: it applies only %s", k, strings.Join(names, ", "), m.when[k]))
+			continue
+		}
 		out = append(out, fmt.Sprintf("sweep: --%s does not apply to %s (it applies only %s): those cells run once per other value", k, strings.Join(names, ", "), m.when[k]))
 	}
 	sort.Strings(out)

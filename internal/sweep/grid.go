@@ -77,7 +77,8 @@ func TraceWorkload(path string) Workload {
 	return Workload{Name: base, Trace: path}
 }
 
-// Grid is what a sweep covers. Base are sim flags every cell gets.
+// Grid is what a sweep covers. Base are sim flags every cell gets where
+// they apply, as --name=value.
 type Grid struct {
 	Mechanisms []string   `json:"mechanisms"`
 	Knobs      []Knob     `json:"knobs,omitempty"`
@@ -146,6 +147,9 @@ type Cell struct {
 	Topology  Topology
 	Workload  Workload
 	Knobs     []Setting // the knobs that apply to this cell, in the grid's (name) order
+	// SkipBase names the grid's base flags that do not apply to this cell
+	// (--synth-sessions to a trace): left out of its run, not of its name.
+	SkipBase []string
 }
 
 // Value is the cell's value of knob name, and whether the knob applies.
