@@ -39,7 +39,9 @@ sim checks them: a bad value is refused before anything runs, naming the
 cell and the flag. A knob that does not apply to a mechanism (the KVC knobs
 to pd-colo) does not multiply that mechanism's cells. A topology NPMD is N
 prefill and M decode workers; a mechanism without the split (pd-colo) gets
-the same N+M GPUs as colocated workers. Flags after -- go to every cell.
+the same N+M GPUs as colocated workers. --set MECH:NAME=... sweeps a knob
+in that mechanism's cells only (--set pd-colo:policy=sticky,kv-aware).
+Flags after -- go to every cell they apply to.
 --grid FILE reads the axes from a YAML or JSON file instead (see
 docs/sweep.md).
 
@@ -68,7 +70,7 @@ them, and exits with status 130.`,
 	defWorkload := simc.Flags().Lookup("workload").DefValue
 	defTopo := fmt.Sprintf("%sP%sD", simc.Flags().Lookup("prefill").DefValue, simc.Flags().Lookup("decode").DefValue)
 	fs.StringVar(&mechs, "mechanism", "", "serving `mechanisms`, comma-separated: any that 'pdhybrid sim --mechanism' takes (default: sim's, "+defMech+")")
-	fs.StringArrayVar(&sets, "set", nil, "a knob and its values, `name=v1,v2,...`: any 'pdhybrid sim' flag, by its name without dashes; repeat for more knobs, the grid is their product (default: none)")
+	fs.StringArrayVar(&sets, "set", nil, "a knob and its values, `name=v1,v2,...`: any 'pdhybrid sim' flag, by its name without dashes (mech:name for one mechanism's cells only); repeat for more knobs, the grid is their product (default: none)")
 	fs.StringVar(&workloads, "workload", "", "built-in `workloads`, comma-separated: agentic, groups, seed-swe, seed-inferact (default: sim's, "+defWorkload+", unless --trace is given)")
 	fs.StringVar(&traces, "trace", "", "canonical trace `files`, comma-separated, each a workload of its own, named by its base name (default: none)")
 	fs.StringVar(&topos, "topology", "", "cluster `shapes`, comma-separated: NPMD = N prefill + M decode workers; colocated mechanisms get N+M colocated workers (default: sim's, "+defTopo+")")

@@ -361,3 +361,29 @@ func TestSweepMixedWorkloadsAndFailedCell(t *testing.T) {
 		t.Errorf("config.json mechanism %q", cfg.Mechanism)
 	}
 }
+
+// TestSweepScopedKnob: mechanism:knob sweeps a knob in that mechanism's
+// cells only (DP's routing policy, say), through a grid file too.
+func TestSweepScopedKnob(t *testing.T) {
+	dir := t.TempDir()
+	gf := filepath.Join(dir, "grid.yaml")
+	os.WriteFile(gf, []byte("mechanisms: [pd-disaggregation, pd-colo]\nset:\n  pd-colo:policy: [sticky, kv-aware]\nbase: {synth-sessions: 2}\n"), 0o644)
+	for i, args := range [][]string{
+		{"sweep", "--mechanism", "pd-disaggregation,pd-colo", "--set", "pd-colo:policy=sticky,kv-aware", "--", "--synth-sessions", "2"},
+		{"sweep", "--grid", gf},
+	} {
+		out := filepath.Join(dir, strconv.Itoa(i))
+		args = append([]string{"sweep", "--out", out}, args[1:]...)
+		if _, stderr, err := runCLI(args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		var got []string
+		for _, r := range readRows(t, out) {
+			got = append(got, r.Cell+"/"+r.Policy)
+		}
+		want := "pd-disaggregation_1P3D_agentic/default pd-colo_4C_agentic_policy=sticky/sticky pd-colo_4C_agentic_policy=kv-aware/kv-aware"
+		if strings.Join(got, " ") != want {
+			t.Errorf("%v: cells %v, want %s", args, got, want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 //	set:
 //	  direct-max-uncached-tokens: [2048, 8192, 16384]
 //	  migration-reject-threshold: [1, 3]
+//	  pd-colo:policy: [sticky]   # only in pd-colo's cells
 //	workloads: [seed-swe, groups]
 //	traces: [/tmp/weka-p005.jsonl]
 //	topologies: [1P3D, 2P6D]
@@ -108,7 +109,9 @@ func (s Spec) Grid(defaultMech string, defaultTopo Topology) (Grid, error) {
 		if err != nil {
 			return g, fmt.Errorf("set %s: %v", n, err)
 		}
-		g.Knobs = append(g.Knobs, Knob{Name: strings.TrimLeft(n, "-"), Values: vs})
+		k := ParseKnobName(n)
+		k.Values = vs
+		g.Knobs = append(g.Knobs, k)
 	}
 	for _, w := range s.Workloads {
 		g.Workloads = append(g.Workloads, Workload{Name: w})

@@ -12,16 +12,47 @@ import (
 	"hash/fnv"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Knob is one swept sim flag and the values it takes.
+// Knob is one swept sim flag and the values it takes, in the cells of
+// every mechanism or, scoped, only of the mechanisms named.
 type Knob struct {
-	Name   string   `json:"name"` // sim's flag name, without dashes
-	Values []string `json:"values"`
+	Name       string   `json:"name"` // sim's flag name, without dashes
+	Values     []string `json:"values"`
+	Mechanisms []string `json:"mechanisms,omitempty"` // the scope; empty: all
 }
+
+// ParseKnobName reads a knob's name as --set and grid files write it:
+// "policy" (every mechanism) or "pd-colo:policy", "pd-colo+pd-disaggregation:policy"
+// (only those mechanisms' cells).
+func ParseKnobName(s string) Knob {
+	scope, name, ok := strings.Cut(s, ":")
+	if !ok {
+		return Knob{Name: strings.TrimLeft(strings.TrimSpace(s), "-")}
+	}
+	k := Knob{Name: strings.TrimLeft(strings.TrimSpace(name), "-")}
+	for _, m := range strings.Split(scope, "+") {
+		if m = strings.TrimSpace(m); m != "" {
+			k.Mechanisms = append(k.Mechanisms, m)
+		}
+	}
+	return k
+}
+
+// Label is the knob as the user wrote it: [mechanisms:]name.
+func (k Knob) Label() string {
+	if len(k.Mechanisms) == 0 {
+		return k.Name
+	}
+	return strings.Join(k.Mechanisms, "+") + ":" + k.Name
+}
+
+// For says whether the knob is swept in mechanism m's cells.
+func (k Knob) For(m string) bool { return len(k.Mechanisms) == 0 || slices.Contains(k.Mechanisms, m) }
 
 // Topology is a cluster shape: Prefill × Decode workers for the
 // mechanisms that split them; a colocated mechanism gets Colo = Prefill +
@@ -96,7 +127,7 @@ func (g *Grid) Check() error {
 	if d := dup(g.Mechanisms); d != "" {
 		return fmt.Errorf("mechanism %s given twice", d)
 	}
-	var wn, tn, kn []string
+	var wn, tn []string
 	for _, w := range g.Workloads {
 		wn = append(wn, w.Name)
 	}
@@ -109,17 +140,28 @@ func (g *Grid) Check() error {
 	if d := dup(tn); d != "" {
 		return fmt.Errorf("topology %s given twice", d)
 	}
-	for _, k := range g.Knobs {
-		kn = append(kn, k.Name)
+	for i, k := range g.Knobs {
 		if len(k.Values) == 0 {
-			return fmt.Errorf("knob %s: no values", k.Name)
+			return fmt.Errorf("knob %s: no values", k.Label())
 		}
 		if d := dup(k.Values); d != "" {
-			return fmt.Errorf("knob %s: value %s given twice", k.Name, d)
+			return fmt.Errorf("knob %s: value %s given twice", k.Label(), d)
 		}
-	}
-	if d := dup(kn); d != "" {
-		return fmt.Errorf("knob %s given twice: give its values once, comma-separated", d)
+		for _, m := range k.Mechanisms {
+			if !slices.Contains(g.Mechanisms, m) {
+				return fmt.Errorf("knob %s: %s is not one of the grid's mechanisms (%s)", k.Label(), m, strings.Join(g.Mechanisms, ", "))
+			}
+		}
+		for _, o := range g.Knobs[:i] {
+			if o.Name != k.Name {
+				continue
+			}
+			for _, m := range g.Mechanisms {
+				if k.For(m) && o.For(m) {
+					return fmt.Errorf("knob %s given twice for %s: give its values once, comma-separated", k.Name, m)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -215,17 +257,24 @@ type Fit func(Cell) (Cell, error)
 // that come out the same (a knob that does not apply, two topologies of one
 // GPU count for a colocated mechanism) are run once, where they first
 // appear. Knobs are taken in name order, so the cells and their names do
-// not depend on the order the knobs were given in.
+// not depend on the order the knobs were given in; a scoped knob is swept
+// only in its mechanisms' cells.
 func Expand(g Grid, fit Fit) ([]Cell, error) {
 	if err := g.Check(); err != nil {
 		return nil, err
 	}
-	knobs := append([]Knob(nil), g.Knobs...)
-	sort.Slice(knobs, func(i, j int) bool { return knobs[i].Name < knobs[j].Name })
+	all := append([]Knob(nil), g.Knobs...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	var out []Cell
 	seen := map[string]bool{}
-	idx := make([]int, len(knobs))
 	for _, m := range g.Mechanisms {
+		var knobs []Knob
+		for _, k := range all {
+			if k.For(m) {
+				knobs = append(knobs, k)
+			}
+		}
+		idx := make([]int, len(knobs))
 		for _, t := range g.Topologies {
 			for _, w := range g.Workloads {
 				for i := range idx {

@@ -35,14 +35,18 @@ func TestExpand(t *testing.T) {
 		{"one cell", Grid{Mechanisms: []string{"kvc"}, Workloads: []Workload{swe}, Topologies: []Topology{t13}},
 			[]string{"kvc_1P3D_seed-swe"}},
 		{"knobs in name order, first slowest", Grid{Mechanisms: []string{"kvc"}, Workloads: []Workload{swe}, Topologies: []Topology{t13},
-			Knobs: []Knob{{"tau", []string{"2048", "8192"}}, {"reject", []string{"1", "3"}}}},
+			Knobs: []Knob{{Name: "tau", Values: []string{"2048", "8192"}}, {Name: "reject", Values: []string{"1", "3"}}}},
 			[]string{"kvc_1P3D_seed-swe_reject=1_tau=2048", "kvc_1P3D_seed-swe_reject=1_tau=8192",
 				"kvc_1P3D_seed-swe_reject=3_tau=2048", "kvc_1P3D_seed-swe_reject=3_tau=8192"}},
 		{"a knob that does not apply does not multiply", Grid{Mechanisms: []string{"kvc", "pd"}, Workloads: []Workload{swe}, Topologies: []Topology{t13},
-			Knobs: []Knob{{"tau", []string{"2048", "8192", "16384"}}}},
+			Knobs: []Knob{{Name: "tau", Values: []string{"2048", "8192", "16384"}}}},
 			[]string{"kvc_1P3D_seed-swe_tau=2048", "kvc_1P3D_seed-swe_tau=8192", "kvc_1P3D_seed-swe_tau=16384", "pd_1P3D_seed-swe"}},
 		{"colocated gets the GPUs; one GPU count runs once", Grid{Mechanisms: []string{"pd", "colo"}, Workloads: []Workload{swe}, Topologies: []Topology{t13, t22, t26}},
 			[]string{"pd_1P3D_seed-swe", "pd_2P2D_seed-swe", "pd_2P6D_seed-swe", "colo_4C_seed-swe", "colo_8C_seed-swe"}},
+		{"a scoped knob is swept in its mechanisms' cells only", Grid{Mechanisms: []string{"kvc", "pd"}, Workloads: []Workload{swe}, Topologies: []Topology{t13},
+			Knobs: []Knob{{Name: "policy", Values: []string{"sticky", "kv-aware"}, Mechanisms: []string{"pd"}}, {Name: "policy", Values: []string{"default"}, Mechanisms: []string{"kvc"}},
+				{Name: "tau", Values: []string{"1", "2"}}}},
+			[]string{"kvc_1P3D_seed-swe_policy=default_tau=1", "kvc_1P3D_seed-swe_policy=default_tau=2", "pd_1P3D_seed-swe_policy=sticky", "pd_1P3D_seed-swe_policy=kv-aware"}},
 		{"workloads and traces", Grid{Mechanisms: []string{"pd"}, Workloads: []Workload{swe, TraceWorkload("/tmp/x/weka-p005.jsonl")}, Topologies: []Topology{t13}},
 			[]string{"pd_1P3D_seed-swe", "pd_1P3D_weka-p005"}},
 	} {
@@ -79,10 +83,14 @@ func TestExpandErrors(t *testing.T) {
 		edit func(*Grid)
 		want string
 	}{
-		{"bad value from fit", func(g *Grid) { g.Knobs = []Knob{{"tau", []string{"1", "bad"}}} }, "--tau bad"},
-		{"knob twice", func(g *Grid) { g.Knobs = []Knob{{"tau", []string{"1"}}, {"tau", []string{"2"}}} }, "given twice"},
-		{"value twice", func(g *Grid) { g.Knobs = []Knob{{"tau", []string{"1", "1"}}} }, "value 1 given twice"},
+		{"bad value from fit", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1", "bad"}}} }, "--tau bad"},
+		{"knob twice", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1"}}, {Name: "tau", Values: []string{"2"}}} }, "given twice"},
+		{"value twice", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1", "1"}}} }, "value 1 given twice"},
 		{"no mechanism", func(g *Grid) { g.Mechanisms = nil }, "at least one"},
+		{"scopes overlap", func(g *Grid) {
+			g.Knobs = []Knob{{Name: "tau", Values: []string{"1"}}, {Name: "tau", Values: []string{"2"}, Mechanisms: []string{"kvc"}}}
+		}, "tau given twice for kvc"},
+		{"scope outside the grid", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1"}, Mechanisms: []string{"pd"}}} }, "pd is not one of the grid's mechanisms"},
 		{"two traces of one name", func(g *Grid) { g.Workloads = []Workload{TraceWorkload("a/t.jsonl"), TraceWorkload("b/t.jsonl")} }, "two workloads named t"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,7 +170,7 @@ base: {time-scale: 2}
 	os.WriteFile(js, []byte(`{"mechanisms": ["kvcache-centric", "pd-colo"], "set": {"direct-max-uncached-tokens": [2048, 8192], "low-watermark": 0.1},
  "workloads": ["seed-swe"], "traces": "/x/weka.jsonl", "topologies": ["1P3D"], "base": {"time-scale": 2}}`), 0o644)
 	want := Grid{Mechanisms: []string{"kvcache-centric", "pd-colo"},
-		Knobs:      []Knob{{"direct-max-uncached-tokens", []string{"2048", "8192"}}, {"low-watermark", []string{"0.1"}}},
+		Knobs:      []Knob{{Name: "direct-max-uncached-tokens", Values: []string{"2048", "8192"}}, {Name: "low-watermark", Values: []string{"0.1"}}},
 		Workloads:  []Workload{{Name: "seed-swe"}, {Name: "weka", Trace: "/x/weka.jsonl"}},
 		Topologies: []Topology{{Prefill: 1, Decode: 3}}, Base: []string{"--time-scale=2"}}
 	for _, p := range []string{yml, js} {
@@ -181,5 +189,18 @@ base: {time-scale: 2}
 	os.WriteFile(yml, []byte("mechanism: [pd-colo]\n"), 0o644)
 	if _, err := LoadSpec(yml); err == nil || !strings.Contains(err.Error(), "mechanism") {
 		t.Errorf("an unknown key: %v, want an error naming it", err)
+	}
+}
+
+func TestParseKnobName(t *testing.T) {
+	for in, want := range map[string]Knob{
+		"policy":                           {Name: "policy"},
+		"--policy":                         {Name: "policy"},
+		"pd-colo:policy":                   {Name: "policy", Mechanisms: []string{"pd-colo"}},
+		"pd-colo+pd-disaggregation:policy": {Name: "policy", Mechanisms: []string{"pd-colo", "pd-disaggregation"}},
+	} {
+		if got := ParseKnobName(in); !reflect.DeepEqual(got, want) || got.Label() != strings.TrimLeft(in, "-") {
+			t.Errorf("ParseKnobName(%q) = %+v (label %q), want %+v", in, got, got.Label(), want)
+		}
 	}
 }

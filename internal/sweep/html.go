@@ -79,8 +79,8 @@ func WriteHTML(w io.Writer, title string, t Table) error {
 	}
 	colors := mechColors(t.Rows)
 	p.Fronts = frontFigures(t.Rows, colors)
-	for _, k := range g.Knobs {
-		p.Knobs = append(p.Knobs, knobFigures(k, t.Rows, colors))
+	for i, k := range g.Knobs {
+		p.Knobs = append(p.Knobs, knobFigures(k, i, t.Rows, colors))
 	}
 	p.Charts = len(p.Fronts)
 	for _, k := range p.Knobs {
@@ -200,8 +200,8 @@ func spansDecade(vs []float64) bool {
 // A numeric knob is a numeric axis (logarithmic when its values span a
 // factor of 10 or more); any other is drawn at positions 1, 2, … in the
 // order its values were given.
-func knobFigures(k Knob, rows []Row, colors map[string]string) knobSection {
-	sec := knobSection{Name: k.Name}
+func knobFigures(k Knob, ki int, rows []Row, colors map[string]string) knobSection {
+	sec := knobSection{Name: k.Label()}
 	pos := map[string]float64{}
 	numeric := true
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -235,7 +235,7 @@ func knobFigures(k Knob, rows []Row, colors map[string]string) knobSection {
 	var ss []*series
 	byKey := map[string]*series{}
 	for _, r := range rows {
-		if _, ok := r.Knobs[k.Name]; !ok {
+		if _, ok := r.Knobs[k.Name]; !ok || !k.For(r.Mechanism) {
 			continue
 		}
 		key := seriesKey(r, k.Name)
@@ -272,7 +272,7 @@ func knobFigures(k Knob, rows []Row, colors map[string]string) knobSection {
 			lines = append(lines, l)
 		}
 		ch := report.LineChart{Title: m.label + " against --" + k.Name, X: xa, Y: report.Axis{Label: m.label, Percent: m.share}, Lines: lines, Legend: style}
-		sec.Figures = append(sec.Figures, figure{ID: fmt.Sprintf("knob-%s-%d", k.Name, mi), SVG: ch.SVG()})
+		sec.Figures = append(sec.Figures, figure{ID: fmt.Sprintf("knob-%d-%d", ki, mi), SVG: ch.SVG()})
 	}
 	return sec
 }

@@ -19,7 +19,7 @@ import (
 // PD once, on two GPU counts.
 func sampleTable() Table {
 	g := Grid{Mechanisms: []string{"kvcache-centric", "pd-disaggregation"},
-		Knobs:      []Knob{{"direct-max-uncached-tokens", []string{"2048", "8192", "16384"}}, {"trim", []string{"idle", "any"}}},
+		Knobs:      []Knob{{Name: "direct-max-uncached-tokens", Values: []string{"2048", "8192", "16384"}}, {Name: "trim", Values: []string{"idle", "any"}}},
 		Workloads:  []Workload{{Name: "seed-swe"}},
 		Topologies: []Topology{{Prefill: 1, Decode: 3}, {Prefill: 2, Decode: 6}}}
 	var rows []Row

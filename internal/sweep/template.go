@@ -38,8 +38,8 @@ figcaption { font-size: 12px; max-width: 600px; color: #444; margin-top: 4px; wo
 {{if .Failed}}<p class="muted">Cells that did not finish (not in the table): {{range $k, $v := .Failed}}{{$k}} ({{$v}}); {{end}}</p>{{end}}
 <h2>Pareto front of TTFT p50 against p99</h2>
 <div class="grid">{{range .Fronts}}{{template "figure" .}}{{end}}</div>
-{{range .Knobs}}<h2>Against --{{.Name}}</h2>
-{{if .Note}}<p class="muted">--{{.Name}} {{.Note}}.</p>{{end}}
+{{range .Knobs}}<h2>Against {{.Name}}</h2>
+{{if .Note}}<p class="muted">{{.Name}} {{.Note}}.</p>{{end}}
 <div class="grid">{{range .Figures}}{{template "figure" .}}{{end}}</div>
 {{end}}
 <h2>Cells</h2>
