@@ -84,7 +84,9 @@ func TestExpandErrors(t *testing.T) {
 		want string
 	}{
 		{"bad value from fit", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1", "bad"}}} }, "--tau bad"},
-		{"knob twice", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1"}}, {Name: "tau", Values: []string{"2"}}} }, "given twice"},
+		{"knob twice", func(g *Grid) {
+			g.Knobs = []Knob{{Name: "tau", Values: []string{"1"}}, {Name: "tau", Values: []string{"2"}}}
+		}, "given twice"},
 		{"value twice", func(g *Grid) { g.Knobs = []Knob{{Name: "tau", Values: []string{"1", "1"}}} }, "value 1 given twice"},
 		{"no mechanism", func(g *Grid) { g.Mechanisms = nil }, "at least one"},
 		{"scopes overlap", func(g *Grid) {
