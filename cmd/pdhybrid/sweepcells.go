@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -91,7 +90,6 @@ func resolveCell(e *env, g sweep.Grid, c sweep.Cell, tolerant bool) (resolved, e
 
 // moot records which knobs did not apply to which mechanisms.
 type moot struct {
-	mu   sync.Mutex
 	by   map[string]map[string]bool // knob → mechanisms it does not apply to
 	when map[string]string
 	used map[string]bool // knobs that applied to some cell
@@ -152,8 +150,6 @@ func fitter(e *env, g sweep.Grid, m *moot) sweep.Fit {
 }
 
 func (m *moot) note(knob, mech, when string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.by[knob] == nil {
 		m.by[knob] = map[string]bool{}
 	}
