@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -385,5 +386,51 @@ func TestSweepScopedKnob(t *testing.T) {
 		if strings.Join(got, " ") != want {
 			t.Errorf("%v: cells %v, want %s", args, got, want)
 		}
+	}
+}
+
+// TestSweepSIGINT: pdhybrid sweep as a process stops cleanly at SIGINT
+// (it is marked graceful): exit 130, no half-run cell folder left.
+func TestSweepSIGINT(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sw")
+	c := pdhybrid(t, "sweep", "--mechanism", "kvcache-centric", "--set", "direct-max-uncached-tokens=1024,2048,4096,8192,16384",
+		"--jobs", "1", "--out", dir, "--", "--synth-sessions", "200")
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ents, _ := os.ReadDir(dir)
+		if len(ents) > 2 { // sweep-grid.json, sweep.log and a cell
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatal("the sweep never started a cell")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		c.Process.Kill()
+		t.Fatal("no exit within 20 s of SIGINT")
+	}
+	if code := c.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d, want 130\n%s", code, stderr.String())
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, en := range ents {
+		if st, _ := sweep.CellState(filepath.Join(dir, en.Name())); en.IsDir() && st != sweep.Done {
+			t.Errorf("%s left unfinished after SIGINT (state %v)", en.Name(), st)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, sweep.CSVFile)); err != nil {
+		t.Errorf("no %s after SIGINT: %v", sweep.CSVFile, err)
 	}
 }
