@@ -127,7 +127,7 @@ func TestSweepSameWhateverJobs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("jobs %s: %v\n%s", jobs, err, stderr)
 		}
-		if !strings.Contains(stderr, "--direct-max-uncached-tokens does not apply to pd-colo, pd-disaggregation") {
+		if !strings.Contains(stderr, "--direct-max-uncached-tokens is left out of the cells of pd-colo, pd-disaggregation") {
 			t.Errorf("stderr does not say the knob did not multiply the baselines:\n%s", stderr)
 		}
 		if !strings.Contains(stdout, tinyCells[0]) {

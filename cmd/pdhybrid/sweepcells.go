@@ -322,7 +322,7 @@ func (m *moot) notes() []string {
 			out = append(out, fmt.Sprintf("sweep: --%s (after --) is left out of the cells of %s: it applies only %s", k, strings.Join(names, ", "), m.when[k]))
 			continue
 		}
-		out = append(out, fmt.Sprintf("sweep: --%s does not apply to %s (it applies only %s): those cells run once per other value", k, strings.Join(names, ", "), m.when[k]))
+		out = append(out, fmt.Sprintf("sweep: --%s is left out of the cells of %s where it does not apply (it applies only %s): they run once, not once per value", k, strings.Join(names, ", "), m.when[k]))
 	}
 	sort.Strings(out)
 	return out
