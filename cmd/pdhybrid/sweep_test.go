@@ -255,11 +255,14 @@ func TestSweepResumes(t *testing.T) {
 		t.Errorf("other base flags: exit %d\n%s", exitCode(err), stderr)
 	}
 
-	// A folder that holds something else.
+	// A folder that holds something else, and a file.
 	junk := t.TempDir()
 	os.WriteFile(filepath.Join(junk, "notes.txt"), nil, 0o644)
 	if _, stderr, err := runCLI(tinySweep(junk)...); exitCode(err) != exitUsage || !strings.Contains(stderr, "holds no sweep") {
 		t.Errorf("a foreign folder: exit %d\n%s", exitCode(err), stderr)
+	}
+	if _, stderr, err := runCLI(tinySweep(filepath.Join(junk, "notes.txt"))...); exitCode(err) != exitUsage || !strings.Contains(stderr, "not a folder") {
+		t.Errorf("a file as --out: exit %d\n%s", exitCode(err), stderr)
 	}
 }
 

@@ -266,6 +266,9 @@ func runCell(ctx context.Context, e *env, g sweep.Grid, c sweep.Cell, dir string
 // removes the cells not in this grid (all of them when the base flags
 // differ) and keeps the rest; a folder holding anything else is refused.
 func openSweepOut(out string, m sweep.Manifest, force bool) (resumed bool, err error) {
+	if st, err := os.Stat(out); err == nil && !st.IsDir() {
+		return false, usagef("--out %s: exists and is not a folder", out)
+	}
 	old, ok, err := sweep.ReadManifest(out)
 	if err != nil {
 		return false, err
