@@ -160,7 +160,11 @@ them, and exits with status 130.`,
 		for _, n := range m.notes() {
 			fmt.Fprintln(e.stderr, n)
 		}
-		if _, err := openSweepOut(out, sweep.NewManifest(g, cells), force); err != nil {
+		man := sweep.NewManifest(g, cells)
+		if err := man.HashTraces(); err != nil {
+			return err
+		}
+		if _, err := openSweepOut(out, man, force); err != nil {
 			return err
 		}
 		return runSweep(ctx, e, g, cells, out, jobs)

@@ -437,3 +437,24 @@ func TestSweepSIGINT(t *testing.T) {
 		t.Errorf("no %s after SIGINT: %v", sweep.CSVFile, err)
 	}
 }
+
+// TestSweepTraceChanged: a trace rewritten under the same name is another
+// sweep, not a resume.
+func TestSweepTraceChanged(t *testing.T) {
+	tr := smallTrace(t)
+	dir := filepath.Join(t.TempDir(), "sw")
+	args := []string{"sweep", "--mechanism", "pd-colo", "--trace", tr, "--out", dir}
+	if _, stderr, err := runCLI(args...); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, stderr, err := runCLI(args...); err != nil || !strings.Contains(stderr, "1 cells already finished") {
+		t.Fatalf("the same trace again: %v\n%s", err, stderr)
+	}
+	if _, se, err := runCLI("trace", "synth", "small-append", "--sessions", "3", "--turns", "2", "--out", tr); err != nil {
+		t.Fatalf("%v\n%s", err, se)
+	}
+	_, stderr, err := runCLI(args...)
+	if exitCode(err) != exitUsage || !strings.Contains(stderr, "the trace of workload t is not the one") {
+		t.Fatalf("a changed trace: exit %d\n%s", exitCode(err), stderr)
+	}
+}

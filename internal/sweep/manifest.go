@@ -1,9 +1,12 @@
 package sweep
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,6 +32,33 @@ type Manifest struct {
 	Base  []string `json:"base"`  // sim flags every cell got
 	Cells []string `json:"cells"` // folder names, sorted
 	Grid  Grid     `json:"grid"`  // as given, for the reader
+	// Traces are the trace files' contents by workload name (sha256), so a
+	// trace regenerated under the same name is not taken for the old one.
+	Traces map[string]string `json:"traces,omitempty"`
+}
+
+// HashTraces fills Traces from the grid's trace files.
+func (m *Manifest) HashTraces() error {
+	for _, w := range m.Grid.Workloads {
+		if w.Trace == "" {
+			continue
+		}
+		f, err := os.Open(w.Trace)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if m.Traces == nil {
+			m.Traces = map[string]string{}
+		}
+		m.Traces[w.Name] = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	}
+	return nil
 }
 
 // NewManifest describes cells of grid g.
@@ -66,12 +96,19 @@ func (m Manifest) Write(dir string) error {
 }
 
 // Diff says how old differs from m; "" when they describe the same sweep.
-// SameBase tells whether cells of one name are the same runs in both.
+// sameBase tells whether cells of one name are the same runs in both: the
+// same base flags, and no trace of one name with other contents.
 func (m Manifest) Diff(old Manifest) (diff string, sameBase bool) {
 	sameBase = slices.Equal(m.Base, old.Base)
 	var parts []string
 	if !sameBase {
 		parts = append(parts, fmt.Sprintf("its cells got the sim flags [%s], these get [%s]", strings.Join(old.Base, " "), strings.Join(m.Base, " ")))
+	}
+	for name, h := range m.Traces {
+		if o, ok := old.Traces[name]; ok && o != h {
+			parts = append(parts, fmt.Sprintf("the trace of workload %s is not the one its cells replayed (its content differs)", name))
+			sameBase = false
+		}
 	}
 	in := func(xs []string, x string) bool { _, ok := slices.BinarySearch(xs, x); return ok }
 	var added, gone []string
