@@ -3,6 +3,7 @@ module github.com/pdhybrid/pdhybrid
 go 1.26.0
 
 require (
+	github.com/goccy/go-yaml v1.19.2
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

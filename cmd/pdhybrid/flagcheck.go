@@ -94,6 +94,11 @@ func (s span) String() string {
 type checks struct {
 	fs    *pflag.FlagSet
 	first error
+	// tolerate names flags whose not applying is noted in moot (flag →
+	// when it would apply) instead of failing: sweep's knobs, so a knob
+	// that does not apply to a cell's mechanism is dropped from that cell.
+	tolerate map[string]bool
+	moot     map[string]string
 }
 
 func newChecks(c *cobra.Command) *checks { return &checks{fs: c.Flags()} }
@@ -149,9 +154,17 @@ func (k *checks) num(name string, s span) {
 // only rejects a flag the user gave when it does not apply: ok says whether
 // it applies, when says in which mode it would ("with --arrival poisson").
 func (k *checks) only(name string, ok bool, when string) {
-	if !ok && k.set(name) {
-		k.fail("--%s %s: applies only %s", name, k.value(name), when)
+	if ok || !k.set(name) {
+		return
 	}
+	if k.tolerate[name] {
+		if k.moot == nil {
+			k.moot = map[string]string{}
+		}
+		k.moot[name] = when
+		return
+	}
+	k.fail("--%s %s: applies only %s", name, k.value(name), when)
 }
 
 // oneOf checks a string flag against its choices.

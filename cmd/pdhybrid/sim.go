@@ -18,9 +18,21 @@ import (
 )
 
 func simCmd(e *env) *cobra.Command {
-	var f simFlags
-	var mech, policy, out, name, dump string
-	var prefill, decode, colo int
+	c, _ := simCommand(e)
+	return c
+}
+
+// simOpts are sim's flags: the knobs it shares with bench and its own.
+type simOpts struct {
+	f                             simFlags
+	mech, policy, out, name, dump string
+	prefill, decode, colo         int
+}
+
+// simCommand builds the sim command and the flags it parses into, so sweep
+// can resolve each of its cells through exactly sim's parsing and checks.
+func simCommand(e *env) (*cobra.Command, *simOpts) {
+	var o simOpts
 	c := &cobra.Command{
 		Use:   "sim [flags]",
 		Short: "one simulation run with every knob exposed",
@@ -44,76 +56,31 @@ the stop reason, and the exit status is 130.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel), kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback), or a peer as a baseline on decoders with SGLang's decode radix cache (docs/peer-baselines.md): pd-conditional (Dynamo's conditional disaggregation: local prefill on the decoder when --conditional-strategy says so), pd-prefix-decider (llm-d's prefix-based-pd-decider: P only when the uncached suffix ≥ --decider-non-cached-tokens), pd-decode-radix (SGLang's --disaggregation-decode-enable-radix-cache, PR #19746: every request through P, only the delta KV sent)")
-	fs.StringVar(&policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1); kvcache-centric and the peers default to kv-aware")
-	fs.IntVar(&prefill, "prefill", 1, "pd-disaggregation, kvcache-centric, the peers: number of prefill `workers` (GPUs)")
-	fs.IntVar(&decode, "decode", 3, "pd-disaggregation, kvcache-centric, the peers: number of decode `workers` (GPUs)")
-	fs.IntVar(&colo, "colo", 4, "pd-colo: number of colocated `workers` (GPUs)")
-	fs.StringVar(&out, "out", "", "write the run folder to `dir` (default: none, only the table on stdout)")
-	fs.StringVar(&name, "name", "", "run `name` recorded in config.json (default: mechanism/policy)")
-	fs.StringVar(&dump, "dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with --profile")
-	f.register(fs)
+	fs.StringVar(&o.mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel), kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback), or a peer as a baseline on decoders with SGLang's decode radix cache (docs/peer-baselines.md): pd-conditional (Dynamo's conditional disaggregation: local prefill on the decoder when --conditional-strategy says so), pd-prefix-decider (llm-d's prefix-based-pd-decider: P only when the uncached suffix ≥ --decider-non-cached-tokens), pd-decode-radix (SGLang's --disaggregation-decode-enable-radix-cache, PR #19746: every request through P, only the delta KV sent)")
+	fs.StringVar(&o.policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1); kvcache-centric and the peers default to kv-aware")
+	fs.IntVar(&o.prefill, "prefill", 1, "pd-disaggregation, kvcache-centric, the peers: number of prefill `workers` (GPUs)")
+	fs.IntVar(&o.decode, "decode", 3, "pd-disaggregation, kvcache-centric, the peers: number of decode `workers` (GPUs)")
+	fs.IntVar(&o.colo, "colo", 4, "pd-colo: number of colocated `workers` (GPUs)")
+	fs.StringVar(&o.out, "out", "", "write the run folder to `dir` (default: none, only the table on stdout)")
+	fs.StringVar(&o.name, "name", "", "run `name` recorded in config.json (default: mechanism/policy)")
+	fs.StringVar(&o.dump, "dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with --profile")
+	o.f.register(fs)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
-		ck := newChecks(c)
-		m, err := sim.ParseMechanism(mech)
-		if err != nil {
-			return usagef("--mechanism %s: %v", mech, err)
-		}
-		peer := m == sim.PDConditional || m == sim.PDPrefixDecider || m == sim.PDDecodeRadix
-		if (m == sim.KVCacheCentric || peer) && !c.Flags().Changed("policy") {
-			policy = string(kvc.PolicyKVAware) // Algorithm 1
-		}
-		pol, err := kvc.ParsePolicy(policy)
-		if err != nil {
-			return usagef("--policy %s: %v", policy, err)
-		}
-		modes := runModes{pd: m == sim.PDDisaggregation, colo: m == sim.PDColo, kvc: m == sim.KVCacheCentric, kvAware: pol == kvc.PolicyKVAware,
-			peer: peer, conditional: m == sim.PDConditional, decider: m == sim.PDPrefixDecider}
-		ck.num("prefill", between(1, 1024).is("a number of workers"))
-		ck.num("decode", between(1, 1024).is("a number of workers"))
-		ck.num("colo", between(1, 1024).is("a number of workers"))
-		ck.only("prefill", modes.pdWorkers(), "to --mechanism pd-disaggregation, kvcache-centric or a peer")
-		ck.only("decode", modes.pdWorkers(), "to --mechanism pd-disaggregation, kvcache-centric or a peer")
-		ck.only("colo", modes.colo, "to --mechanism pd-colo")
-		ck.only("force", out != "", "with --out")
-		f.check(ck, modes)
-		if err := ck.err(); err != nil {
+		cfg, dumped, err := o.resolve(e, newChecks(c))
+		if err != nil || dumped {
 			return err
 		}
-		prof, err := f.loadProfile()
-		if err != nil {
-			return err
-		}
-		if dump != "" {
-			return dumpProfile(e, prof, dump)
-		}
-		f.checkWithProfile(ck, prof, modes)
-		if err := ck.err(); err != nil {
-			return err
-		}
-		slo, _ := f.slo(ck)
-		cfg := f.config(prof, slo, m, pol)
-		cfg.Prefill, cfg.Decode, cfg.Colo = prefill, decode, colo
-		if m == sim.PDColo {
-			cfg.Prefill, cfg.Decode = 0, 0
-		} else {
-			cfg.Colo = 0
-		}
-		cfg.Name = name
-		if cfg.Name == "" {
-			cfg.Name = string(m) + "/" + string(pol)
-		}
-		w, err := openWorkload(e, &f)
+		w, err := openWorkload(e, &o.f)
 		if err != nil {
 			return err
 		}
 		defer w.close()
-		if out != "" {
-			if _, err := prepareOut(out, f.force, outRun); err != nil {
+		if o.out != "" {
+			if _, err := prepareOut(o.out, o.f.force, outRun); err != nil {
 				return err
 			}
 		}
-		res, err := simulate(ctx, e, cfg, w, out, cfg.Name)
+		res, err := simulate(ctx, e, cfg, w, o.out, cfg.Name)
 		if res == nil {
 			return err
 		}
@@ -122,7 +89,63 @@ the stop reason, and the exit status is 130.`,
 		}
 		return err
 	})
-	return c
+	return c, &o
+}
+
+// resolve checks the parsed flags (ck reads them) and builds the run's
+// config. With --dump-profile it writes the profile instead and says so.
+func (o *simOpts) resolve(e *env, ck *checks) (cfg sim.Config, dumped bool, err error) {
+	f := &o.f
+	m, err := sim.ParseMechanism(o.mech)
+	if err != nil {
+		return cfg, false, usagef("--mechanism %s: %v", o.mech, err)
+	}
+	policy := o.policy
+	peer := m == sim.PDConditional || m == sim.PDPrefixDecider || m == sim.PDDecodeRadix
+	if (m == sim.KVCacheCentric || peer) && !ck.set("policy") {
+		policy = string(kvc.PolicyKVAware) // Algorithm 1
+	}
+	pol, err := kvc.ParsePolicy(policy)
+	if err != nil {
+		return cfg, false, usagef("--policy %s: %v", policy, err)
+	}
+	modes := runModes{pd: m == sim.PDDisaggregation, colo: m == sim.PDColo, kvc: m == sim.KVCacheCentric, kvAware: pol == kvc.PolicyKVAware,
+		peer: peer, conditional: m == sim.PDConditional, decider: m == sim.PDPrefixDecider}
+	ck.num("prefill", between(1, 1024).is("a number of workers"))
+	ck.num("decode", between(1, 1024).is("a number of workers"))
+	ck.num("colo", between(1, 1024).is("a number of workers"))
+	ck.only("prefill", modes.pdWorkers(), "to --mechanism pd-disaggregation, kvcache-centric or a peer")
+	ck.only("decode", modes.pdWorkers(), "to --mechanism pd-disaggregation, kvcache-centric or a peer")
+	ck.only("colo", modes.colo, "to --mechanism pd-colo")
+	ck.only("force", o.out != "", "with --out")
+	f.check(ck, modes)
+	if err := ck.err(); err != nil {
+		return cfg, false, err
+	}
+	prof, err := f.loadProfile()
+	if err != nil {
+		return cfg, false, err
+	}
+	if o.dump != "" {
+		return cfg, true, dumpProfile(e, prof, o.dump)
+	}
+	f.checkWithProfile(ck, prof, modes)
+	if err := ck.err(); err != nil {
+		return cfg, false, err
+	}
+	slo, _ := f.slo(ck)
+	cfg = f.config(prof, slo, m, pol)
+	cfg.Prefill, cfg.Decode, cfg.Colo = o.prefill, o.decode, o.colo
+	if m == sim.PDColo {
+		cfg.Prefill, cfg.Decode = 0, 0
+	} else {
+		cfg.Colo = 0
+	}
+	cfg.Name = o.name
+	if cfg.Name == "" {
+		cfg.Name = string(m) + "/" + string(pol)
+	}
+	return cfg, false, nil
 }
 
 // simulate runs cfg over an opened workload, writing the run folder when dir

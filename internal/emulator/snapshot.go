@@ -135,4 +135,3 @@ func (s *Server) handleFinalizeIngest(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
