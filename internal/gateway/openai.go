@@ -208,6 +208,20 @@ func (o *openaiWriter) drainEvents() {
 		if json.Unmarshal([]byte(data), &ev) != nil {
 			continue
 		}
+		if e, ok := ev["error"]; ok {
+			// The worker's (or the gateway's) error frame: pass it on in
+			// OpenAI's streaming error shape and end the stream without
+			// [DONE], so no client takes a cut answer for a whole one.
+			msg := fmt.Sprint(e)
+			if m, ok := e.(map[string]any); ok {
+				msg = fmt.Sprint(m["message"])
+			}
+			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "server_error"}})
+			fmt.Fprintf(o.w, "data: %s\n\n", b)
+			o.Flush()
+			o.done = true
+			continue
+		}
 		o.last = ev
 		text, _ := ev["text"].(string)
 		delta := strings.TrimPrefix(text, o.prevText)

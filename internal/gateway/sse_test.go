@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// fakeWorker streams SGLang events whose text is the cumulative output:
+// texts in order, then (unless failAt ≥ 0 cuts it with an error frame
+// there) data: [DONE].
+func fakeWorker(t *testing.T, texts []string, failAt int) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/generate" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, text := range texts {
+			if i == failAt {
+				fmt.Fprint(w, `data: {"error": {"message": "worker exploded", "code": 500}}`+"\n\n")
+				return
+			}
+			fin := "null"
+			if i == len(texts)-1 {
+				fin = `{"type": "length", "length": 2}`
+			}
+			b := fmt.Sprintf(`{"text": %q, "output_ids": [1], "meta_info": {"id": "x", "prompt_tokens": 3, "completion_tokens": %d, "cached_tokens": 0, "finish_reason": %s}}`, text, i+1, fin)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func coloGateway(t *testing.T, worker string) string {
+	t.Helper()
+	g, err := New(Config{Colo: []string{worker}, Health: HealthConfig{Interval: -1}, Retries: -1,
+		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	ts := httptest.NewServer(g.Handler())
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// The text "data: [DONE]" inside the generated content is content: the
+// stream goes on past it, on /generate and through the OpenAI SDK.
+func TestSSEDoneInsideContent(t *testing.T) {
+	tricky := "a data: [DONE]\n\nb"
+	gw := coloGateway(t, fakeWorker(t, []string{"a ", tricky}, -1))
+	a := generate(t, gw, map[string]any{"text": "hi", "stream": true})
+	if a.status != http.StatusOK || a.events != 2 || !a.done {
+		t.Fatalf("/generate: %+v, want both events and the real [DONE]", a)
+	}
+	client := openai.NewClient(option.WithBaseURL(gw+"/v1/"), option.WithAPIKey("unused"))
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil || text.String() != tricky {
+		t.Fatalf("SDK stream: %q, %v; want %q", text.String(), err, tricky)
+	}
+}
+
+// A worker's error frame mid-stream reaches the client as an error: on
+// /generate the frame itself and no [DONE]; through the OpenAI SDK a
+// stream error naming it, not a normal end.
+func TestSSEErrorFrame(t *testing.T) {
+	gw := coloGateway(t, fakeWorker(t, []string{"a", "ab", "abc"}, 2))
+	a := generate(t, gw, map[string]any{"text": "hi", "stream": true})
+	if a.done {
+		t.Fatalf("/generate: a stream cut by an error frame ended with [DONE] (%+v)", a)
+	}
+	client := openai.NewClient(option.WithBaseURL(gw+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "worker exploded") || text.String() != "ab" {
+		t.Fatalf("SDK stream: %q, err %v; want the two deltas and then the worker's error", text.String(), err)
+	}
+}
