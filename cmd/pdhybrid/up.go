@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,7 @@ type upFlags struct {
 	timeScale                   float64
 	tauAppend, blockSize        int
 	noProbe                     bool
+	workerArgs, gatewayArgs     []string
 }
 
 // upCmd starts a whole live stack as child processes on loopback —
@@ -68,6 +70,8 @@ each line prefixed with its name.`,
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
+	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
+	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
 	fs.BoolVar(&f.noProbe, "no-residency-probe", false, "kvcache-centric: gateways do not ask the decoders where a session they have not routed lives")
 	fs.StringVar(&r.trace, "trace", "", "canonical trace `file` to replay through the stack, then stop (default: serve until interrupted)")
 	fs.StringVar(&r.out, "out", "", "with --trace: run `folder` for metrics.jsonl and summary.json")
@@ -102,6 +106,11 @@ each line prefixed with its name.`,
 		}
 		if err := ck.err(); err != nil {
 			return err
+		}
+		for _, a := range f.workerArgs {
+			if r, _, ok := strings.Cut(a, ":"); ok && !strings.HasPrefix(a, "-") && r != "prefill" && r != "decode" && r != "colo" {
+				return usagef("--worker-arg %s: want FLAG or ROLE:FLAG with ROLE prefill, decode or colo", a)
+			}
 		}
 		return runUp(ctx, e, &f, &r)
 	})
@@ -166,7 +175,8 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		}
 		return strconv.Itoa(f.workerBase + i)
 	}
-	common := []string{"--hardware", f.hardware, "--time-scale", fmtFloat(f.timeScale), "--block-size", strconv.Itoa(f.blockSize)}
+	base := []string{"--hardware", f.hardware, "--time-scale", fmtFloat(f.timeScale), "--block-size", strconv.Itoa(f.blockSize)}
+	common := roleArgs(base, f.workerArgs, "colo")
 	var pool []string // the gateway's worker flags
 	n := 0
 	if f.mech == "pd-colo" {
@@ -185,7 +195,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			if f.workerBase != 0 {
 				boot = strconv.Itoa(f.workerBase + f.prefill + f.decode + i)
 			}
-			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, common...)...)
+			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, roleArgs(base, f.workerArgs, "prefill")...)...)
 			if err != nil {
 				return "", nothing, err
 			}
@@ -194,7 +204,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			pool = append(pool, "--prefill", fmt.Sprintf("%s@%d", w.url, w.bootPort))
 		}
 		for i := range f.decode {
-			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, common...)
+			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, roleArgs(base, f.workerArgs, "decode")...)
 			if f.mech == "kvcache-centric" {
 				args = append(args, "--session-cache")
 			}
@@ -208,6 +218,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		}
 	}
 	gwArgs := append([]string{"serve", "--mechanism", f.mech, "--block-size", strconv.Itoa(f.blockSize)}, pool...)
+	gwArgs = append(gwArgs, f.gatewayArgs...)
 	if f.mech == "kvcache-centric" {
 		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend))
 		if f.noProbe {
@@ -280,6 +291,22 @@ func portsFree(f *upFlags) error {
 
 func portError(flag string, p int, err error) error {
 	return usagef("%s: port %d is not free on 127.0.0.1 (%v); choose another, or 0 for a free one", flag, p, err)
+}
+
+// roleArgs is base plus the --worker-arg flags for role: those without a
+// ROLE: prefix and those with this role's.
+func roleArgs(base, extra []string, role string) []string {
+	out := append([]string(nil), base...)
+	for _, a := range extra {
+		if r, flag, ok := strings.Cut(a, ":"); ok && !strings.HasPrefix(a, "-") {
+			if r == role {
+				out = append(out, flag)
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

@@ -219,3 +219,28 @@ func replayInto(t *testing.T, gw string) {
 		t.Errorf("report of the live run: %v\n%s", err, se)
 	}
 }
+
+// --worker-arg and --gateway-arg reach the children: a bad value given to
+// the decoders stops up with that child's own error; a bad role prefix is
+// a usage error before anything starts.
+func TestUpPassesChildFlags(t *testing.T) {
+	c := pdhybrid(t, "up", "--port", "0", "--decode", "1", "--worker-arg=decode:--eviction=nope", "--worker-arg=prefill:--max-running=8")
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Run(); err == nil || !strings.Contains(stderr.String(), "decode-0 exited before it listened") || !strings.Contains(stderr.String(), "--eviction") {
+		t.Fatalf("a bad decoder flag: %v\n%s", err, stderr.String())
+	}
+	c = pdhybrid(t, "up", "--port", "0", "--decode", "1", "--gateway-arg=--policy=nope")
+	stderr.Reset()
+	c.Stderr = &stderr
+	if err := c.Run(); err == nil || !strings.Contains(stderr.String(), "gateway exited before it listened") || !strings.Contains(stderr.String(), "--policy") {
+		t.Fatalf("a bad gateway flag: %v\n%s", err, stderr.String())
+	}
+	c = pdhybrid(t, "up", "--worker-arg=gpu:--x")
+	stderr.Reset()
+	c.Stderr = &stderr
+	var ee *exec.ExitError
+	if err := c.Run(); !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "ROLE prefill, decode or colo") {
+		t.Fatalf("a bad role: %v\n%s", err, stderr.String())
+	}
+}
