@@ -54,6 +54,9 @@ func (s span) contains(v float64) bool {
 }
 
 func fmtBound(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', -1, 64) // 4194304, not 4.194304e+06
+	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
