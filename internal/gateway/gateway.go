@@ -64,6 +64,10 @@ type Config struct {
 	// measured 5–10 ms round trips): a decoder that does not answer in time
 	// is passed over for this request, not counted as the session's reject.
 	AdmissionTimeout time.Duration
+	// SessionIdle is how long a session may go unseen before the gateway
+	// forgets it (default 1 h; its next turn is routed by the residency
+	// probe and the decoders' answers, as on a fresh replica).
+	SessionIdle time.Duration
 	// Health sets up active health checks of every worker (health.go).
 	Health HealthConfig
 	// Ops: request limits, the admin API, load polling (limits.go, admin.go).
@@ -82,6 +86,9 @@ type Server struct {
 	// residency probe.
 	probes   atomic.Int64
 	draining atomic.Bool // shutting down: /health answers 503 (drain.go)
+	// dispatched counts dispatches (under mu): every 1024th sweeps out
+	// sessions idle longer than SessionIdle.
+	dispatched int
 	opsState             // metrics, workers' states, limits, the load poller (admin.go)
 }
 
@@ -98,6 +105,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = time.Hour
 	}
 	if cfg.AdmissionTimeout <= 0 {
 		cfg.AdmissionTimeout = time.Second
@@ -154,6 +164,18 @@ func New(cfg Config) (*Server, error) {
 
 // Handler serves the gateway's API, behind the request limits.
 func (s *Server) Handler() http.Handler { return s.limited(s.mux) }
+
+// expireSessions forgets the sessions not seen since SessionIdle before
+// now (held lock): the gateway's memory follows its live sessions.
+func (s *Server) expireSessions(now time.Time) {
+	for id, t := range s.seen {
+		if now.Sub(t) > s.cfg.SessionIdle {
+			delete(s.seen, id)
+			delete(s.turns, id)
+			s.disp.ForgetSession(id)
+		}
+	}
+}
 
 // now is the gateway's clock for the dispatcher: seconds since it started.
 func (s *Server) now() float64 { return time.Since(s.start).Seconds() }

@@ -182,6 +182,9 @@ func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *req
 			turn = s.turns[q.session]
 			s.seen[q.session] = time.Now()
 		}
+		if s.dispatched++; s.dispatched%1024 == 0 {
+			s.expireSessions(time.Now())
+		}
 		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
 			Avoid: q.avoid})
 	})

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
@@ -50,5 +51,33 @@ func TestReplicaWithoutStateRoutesBySession(t *testing.T) {
 	prompt = next(prompt, r2.outputIDs, 3)
 	if r3 := generate(t, blind.URL, body("s", prompt)); r3.mode == "kvcache-direct-to-d-session" {
 		t.Fatalf("turn 3 through a replica without the probe went direct (%+v): the probe test shows nothing", r3)
+	}
+}
+
+// Sessions idle beyond SessionIdle are forgotten (the gateway's memory
+// follows its live sessions); a live one is kept.
+func TestIdleSessionsExpire(t *testing.T) {
+	g, err := New(Config{Colo: []string{"http://127.0.0.1:1"}, Health: HealthConfig{Interval: -1}, SessionIdle: time.Minute,
+		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	now := time.Now()
+	g.locked(func() {
+		for _, id := range []string{"old", "live"} {
+			g.turns[id] = 3
+			d := g.disp.Begin(0, kvc.Request{Session: id, Turn: 1, Blocks: []uint64{1}, Input: 64, Output: 1})
+			d.Accepted()
+			d.Finished(true)
+		}
+		g.seen["old"], g.seen["live"] = now.Add(-2*time.Minute), now
+		g.expireSessions(now)
+	})
+	if _, ok := g.turns["old"]; ok || g.disp.Sessions() != 1 {
+		t.Fatalf("after expiry: turns %v, %d dispatcher sessions; want only the live one", g.turns, g.disp.Sessions())
+	}
+	if _, ok := g.turns["live"]; !ok {
+		t.Fatal("the live session was forgotten")
 	}
 }

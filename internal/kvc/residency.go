@@ -36,3 +36,28 @@ func (x *Dispatcher) Resident(session string, d int, blocks []uint64, tokens int
 	}
 	s.handles[d] = x.d.PinTo(d, session, blocks)
 }
+
+// ForgetSession drops everything the dispatcher holds about a session —
+// its residency belief, pins and reject counts — when the gateway has not
+// seen it for a long time, so a long-running gateway's memory follows its
+// live sessions. If the session comes back, it is routed as one this
+// dispatcher never saw: the residency probe and the decoders' admission
+// answers find it again.
+func (x *Dispatcher) ForgetSession(session string) {
+	s := x.sessions[session]
+	if s == nil {
+		return
+	}
+	x.unpin(session)
+	delete(x.sessions, session)
+	x.d.Forget(session)
+	if x.p != nil {
+		x.p.Forget(session)
+	}
+	for d := range x.d.names {
+		delete(x.rejects, rejKey{session, d})
+	}
+}
+
+// Sessions is the number of sessions the dispatcher holds state for.
+func (x *Dispatcher) Sessions() int { return len(x.sessions) }

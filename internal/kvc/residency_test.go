@@ -43,3 +43,26 @@ func TestResidentPointsAFreshReplicaAtTheHolder(t *testing.T) {
 		t.Fatalf("sessions per decoder %v, want one on d1 and one on d2", x.onD)
 	}
 }
+
+// A forgotten session leaves nothing behind and is routed afresh.
+func TestForgetSession(t *testing.T) {
+	x := kvcDispatcher(ResetOff, 3)
+	serve(t, x, 1, nil)
+	serve(t, x, 2, map[int]bool{0: true})
+	if x.Sessions() != 1 || x.Rejects("s", 0) != 1 || !x.Pinned("s") {
+		t.Fatalf("before: %d sessions, %d rejects, pinned %v", x.Sessions(), x.Rejects("s", 0), x.Pinned("s"))
+	}
+	x.ForgetSession("s")
+	x.ForgetSession("never-seen")
+	if x.Sessions() != 0 || x.Rejects("s", 0) != 0 || x.Pinned("s") {
+		t.Fatalf("after: %d sessions, %d rejects, pinned %v", x.Sessions(), x.Rejects("s", 0), x.Pinned("s"))
+	}
+	if _, ok := x.DRouter().Pin("s"); ok {
+		t.Fatal("the decode router still pins the forgotten session")
+	}
+	for i, n := range x.onD {
+		if n != 0 {
+			t.Fatalf("decoder %d still counts %d sessions", i, n)
+		}
+	}
+}
