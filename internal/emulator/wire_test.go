@@ -156,12 +156,15 @@ func TestTokens(t *testing.T) {
 // (it has every endpoint): no body makes a handler panic or answer 5xx,
 // and the worker stays healthy.
 func FuzzHandlers(f *testing.F) {
+	paths := []string{"/open_session", "/close_session", "/abort_request", "/session_cache/admit_direct_append", "/_pd/kv",
+		"/session_cache/lookup", "/_snapshot/dump", "/_snapshot/prepare_receive", "/_snapshot/finalize_ingest"}
 	for _, s := range []string{
 		`{"capacity_of_str_len":10,"session_id":"a"}`, `{"session_id":"a"}`, `{"rid":"x","abort_all":true}`,
 		`{"session_id":"s","input_ids":[1,2,3],"max_new_tokens":4,"max_append_tokens":2,"force_seed":true}`,
 		`{"bootstrap_room":1,"rid":"r","tokens":3,"done":true,"first_token":5}`, `[]`, `{"session_id":5}`, ``,
+		`{"session_id":"s","num_tokens":10,"blocks":[1,2,18446744073709551615]}`, `{"session_id":"s","blocks":[-1]}`,
 	} {
-		for p := range 5 {
+		for p := range paths {
 			f.Add(uint8(p), []byte(s))
 		}
 	}
@@ -173,7 +176,6 @@ func FuzzHandlers(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer s.Kill()
-	paths := []string{"/open_session", "/close_session", "/abort_request", "/session_cache/admit_direct_append", "/_pd/kv"}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		path := paths[int(which)%len(paths)]
 		rec := httptest.NewRecorder()
