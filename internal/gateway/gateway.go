@@ -55,6 +55,10 @@ type Config struct {
 	// exponential backoff from 50 ms and a fresh pair and bootstrap room
 	// each time; 0 takes 2, a negative value none.
 	Retries int
+	// SessionHeader and SessionField (a dotted path into the JSON body)
+	// name a request's session before every built-in source (identity.go).
+	SessionHeader string
+	SessionField  string
 }
 
 // Server is a running gateway.

@@ -66,13 +66,12 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 	stream, _ := in["stream"].(bool)
 	body["sampling_params"] = map[string]any{"max_new_tokens": maxTokens}
 	body["stream"] = stream
-	session := r.Header.Get("X-Session-Id")
-	if v, ok := in["session_id"].(string); ok && v != "" {
-		session = v
-	} else if v, ok := in["user"].(string); ok && session == "" {
-		session = v
+	id, err := s.identify(r, in)
+	if err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	q, err := s.newRequest(body, session)
+	q, err := s.newRequest(body, id)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
