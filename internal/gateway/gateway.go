@@ -116,6 +116,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/generate", s.handleGenerate)
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("/v1/messages", s.handleMessages)
+	s.mux.HandleFunc("/v1/messages/count_tokens", s.handleCountTokens)
 	s.mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return s, nil
 }
