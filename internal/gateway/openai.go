@@ -104,6 +104,10 @@ func renderChat(v any) (string, error) {
 		if role == "" {
 			return "", fmt.Errorf("messages[%d] has no role", i)
 		}
+		if role == "tool" || role == "assistant" {
+			b.WriteString(renderToolTurn(msgs, i, role, mm)) // openai_tools.go
+			continue
+		}
 		b.WriteString("<|im_start|>" + role + "\n" + contentText(mm["content"]) + "<|im_end|>\n")
 	}
 	b.WriteString("<|im_start|>assistant\n")
