@@ -19,6 +19,7 @@ import (
 func serveCmd(e *env) *cobra.Command {
 	var (
 		host, mech, policy, gate, reset, belief string
+		sessionHeader, sessionField             string
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
@@ -34,9 +35,11 @@ without it gets the router's own estimate), sends follow-up turns of a
 resident session straight to its decoder, and seeds or falls back to plain PD
 through the prefill workers over SGLang's PD protocol (the same body to both
 legs with a fresh bootstrap room and one rid; the other leg aborted when one
-fails). The session is the body's session_id or session_params.id, else the
-X-Session-Id header. Each answer carries X-PDHybrid-Mode (the execution mode)
-and X-PDHybrid-Worker.
+fails). Each answer carries X-PDHybrid-Mode (the execution mode) and
+X-PDHybrid-Worker. Besides /generate it serves OpenAI's /v1/completions and
+/v1/chat/completions and Anthropic's /v1/messages (and count_tokens).
+
+` + sessionOrderHelp + `
 
 Prints one line when it listens ("listening url=...") and serves until SIGINT
 or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
@@ -58,6 +61,7 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	addSessionFlags(fs, &sessionHeader, &sessionField)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
@@ -77,10 +81,11 @@ or SIGTERM, then drains for up to 5 s. docs/gateway.md says what is built.`,
 		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
 		ck.only("decode", mech != "pd-colo", "to mechanisms with decode workers")
 		ck.only("colo", mech == "pd-colo", "to --mechanism pd-colo")
+		checkSessionFlags(ck, sessionHeader, sessionField)
 		if err := ck.err(); err != nil {
 			return err
 		}
-		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo}
+		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, SessionHeader: sessionHeader, SessionField: sessionField}
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)
 			if err != nil {

@@ -23,6 +23,7 @@ func upCmd(e *env) *cobra.Command {
 		colo, port        int
 		timeScale         float64
 		tauAppend, blockS int
+		sHeader, sField   string
 	)
 	c := &cobra.Command{
 		Use:   "up [flags]",
@@ -33,7 +34,8 @@ serve') in front of them, in this one process, on loopback: --prefill P and
 pd-disaggregation, --colo N for pd-colo. The gateway listens on --port; the
 workers on free ports. Prints the gateway's URL and each worker's, then serves
 until SIGINT or SIGTERM. Point a client (SGLang /generate, or an OpenAI SDK at
-URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
+URL/v1, an Anthropic SDK at URL) at the gateway; --time-scale runs the model
+faster than real time. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		Args: noArgs,
 	}
 	fs := c.Flags()
@@ -47,6 +49,7 @@ URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
 	fs.Float64Var(&timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]")
 	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
 	fs.IntVar(&blockS, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateway")
+	addSessionFlags(fs, &sHeader, &sField)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
@@ -62,6 +65,7 @@ URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
 		ck.only("decode", pd, "to mechanisms with decode workers")
 		ck.only("colo", !pd, "to --mechanism pd-colo")
 		ck.only("direct-max-uncached-tokens", mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		checkSessionFlags(ck, sHeader, sField)
 		if err := ck.err(); err != nil {
 			return err
 		}
@@ -96,7 +100,7 @@ URL/v1) at the gateway; --time-scale runs the model faster than real time.`,
 		}
 		gcfg := gateway.Config{BlockSize: blockS, Dispatch: kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.PolicyKVAware,
 			Options: kvc.Options{Alpha: 1}, TauReject: 3, TauAppend: tauAppend, MaxRetries: -1, SeedMinTurn: 1,
-			Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
+			Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}, SessionHeader: sHeader, SessionField: sField}
 		if !pd {
 			for range colo {
 				s, err := start(engine.RoleColocated, false)

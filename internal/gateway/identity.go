@@ -152,3 +152,15 @@ func fieldString(body map[string]any, path string) string {
 	s, _ := cur.(string)
 	return s
 }
+
+// SessionOrder names the sources a session id is taken from, in the order
+// they are tried, for a gateway configured with header and field (either
+// may be ""): what `serve --help` and docs/gateway.md list.
+func SessionOrder(header, field string) []string {
+	s := &Server{cfg: Config{SessionHeader: header, SessionField: field}}
+	var out []string
+	for _, src := range s.sessionSources() {
+		out = append(out, src.name)
+	}
+	return out
+}
