@@ -151,3 +151,53 @@ func TestOpenAISDKToolLoop(t *testing.T) {
 			openai.ToolMessage(strings.Repeat("func parse() {}\n", 20), id))
 	}
 }
+
+// A Claude Code sub-agent (its parent's session header plus an agent id)
+// is a session of its own, placed on its parent's decoder though its
+// prompt shares nothing with the parent's and that decoder is the busiest
+// (a session with no parent goes to a less loaded one), and then appended
+// there directly.
+func TestAnthropicSubAgentRouting(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	ds := []*emulator.Server{worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)}
+	gw := gateway(t, kvc.MechKVC, []*emulator.Server{p}, ds).URL
+	client := anthropic.NewClient(aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(gw), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
+	ctx := context.Background()
+	ask := func(system, user string, headers ...string) (mode, worker string) {
+		t.Helper()
+		opts := []aoption.RequestOption{}
+		for i := 0; i < len(headers); i += 2 {
+			opts = append(opts, aoption.WithHeader(headers[i], headers[i+1]))
+		}
+		var resp *http.Response
+		opts = append(opts, aoption.WithResponseInto(&resp))
+		_, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: "qwen3-30b-a3b", MaxTokens: 4,
+			System:   []anthropic.TextBlockParam{{Text: strings.Repeat(system, 30)}},
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(user))}}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Get("X-PDHybrid-Mode"), resp.Header.Get("X-PDHybrid-Worker")
+	}
+	_, parent := ask("You are the main agent. ", "Plan the refactor.", "X-Claude-Code-Session-Id", "root-1")
+	// A second turn: the parent's decoder is now the busiest.
+	if mode, w := ask("You are the main agent. ", "Plan the refactor.", "X-Claude-Code-Session-Id", "root-1"); w != parent {
+		t.Fatalf("parent's second turn went %s on %s", mode, w)
+	}
+	_, other := ask("You answer questions. ", "What is 2+2?", "X-Claude-Code-Session-Id", "other-1")
+	if other == parent {
+		t.Fatalf("two fresh sessions landed on one decoder %s", parent)
+	}
+	_, lone := ask("You explore code. ", "Find the parser.", "X-Claude-Code-Session-Id", "lone-1")
+	if lone == parent || lone == other {
+		t.Fatalf("a third fresh session went to %s, want the idle decoder", lone)
+	}
+	sub := []string{"X-Claude-Code-Session-Id", "root-1", "X-Claude-Code-Agent-Id", "agent-7"}
+	mode, w := ask("You review diffs. ", "Review the lexer.", sub...)
+	if mode != "pd-router-turn1-seed" || w != parent {
+		t.Fatalf("sub-agent's first turn went %s on %s, want a seed of its own session on its parent's decoder %s", mode, w, parent)
+	}
+	if mode, w = ask("You review diffs. ", "Review the lexer.", sub...); mode != "kvcache-direct-to-d-session" || w != parent {
+		t.Fatalf("sub-agent's second turn went %s on %s, want direct on %s", mode, w, parent)
+	}
+}
