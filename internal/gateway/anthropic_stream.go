@@ -85,7 +85,7 @@ func (o *outSplitter) next(final bool) []segment {
 			if before != "" {
 				out = append(out, segment{text: before})
 			}
-			o.done += k // wait for the call to close
+			o.done += len(before) // wait for the call to close (or the end)
 			return out
 		}
 		body := rest[k+len(toolOpen) : k+end]

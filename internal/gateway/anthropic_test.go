@@ -424,3 +424,52 @@ func FuzzParseMessages(f *testing.F) {
 		}
 	})
 }
+
+// However the worker's text is cut into events, the splitter gives the
+// same answer: the text up to the first stop sequence, tool calls taken
+// out whole, nothing emitted twice or lost.
+func FuzzOutSplitter(f *testing.F) {
+	f.Add("Let me look.\n<tool_call>\n{\"name\": \"read\", \"arguments\": {}}\n</tool_call>\nDone END more", "END", uint64(12345))
+	f.Add("abc<tool_call>oops</tool_call> <tool_c", "", uint64(7))
+	f.Add("x\n\nHuman: y", "\n\nHuman:", uint64(99))
+	f.Fuzz(func(t *testing.T, full, stop string, cuts uint64) {
+		whole := outSplitter{}
+		if stop != "" {
+			whole.stops = []string{stop}
+		}
+		piecewise := whole
+		whole.update(full)
+		want := whole.next(true)
+		var got []segment
+		for i := 0; i < len(full); {
+			i += 1 + int(cuts%7)
+			cuts = cuts/7 + uint64(i)
+			piecewise.update(full[:min(i, len(full))])
+			got = append(got, piecewise.next(false)...)
+		}
+		got = append(got, piecewise.next(true)...)
+		render := func(segs []segment) string {
+			var b strings.Builder
+			for _, s := range segs {
+				if s.tool {
+					b.WriteString("\x00" + s.text + string(s.input) + "\x00")
+				} else {
+					b.WriteString(s.text)
+				}
+			}
+			return b.String()
+		}
+		if render(got) != render(want) {
+			t.Fatalf("piecewise %q, whole %q", render(got), render(want))
+		}
+		if !strings.Contains(full, toolOpen) {
+			cut := full
+			if i := strings.Index(full, stop); stop != "" && i >= 0 {
+				cut = full[:i]
+			}
+			if render(want) != cut {
+				t.Fatalf("text %q, want %q", render(want), cut)
+			}
+		}
+	})
+}
