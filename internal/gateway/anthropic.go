@@ -452,6 +452,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	aw := newAnthropicWriter(w, q)
+	aw.estimate = req.tokens
 	s.serveRequest(r.Context(), aw, req)
 	aw.finish()
 }

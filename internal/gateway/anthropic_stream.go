@@ -164,16 +164,17 @@ type anthropicWriter struct {
 	id     string
 	split  outSplitter
 
-	status  int
-	header  http.Header
-	buf     bytes.Buffer
-	last    map[string]any // the last answer or event seen
-	started bool           // message_start sent
-	open    int            // index of the open content block, −1 none
-	openKnd string         // "text" or "tool_use"
-	blocks  int            // content blocks started
-	content []any          // the blocks, for a non-streamed answer
-	ended   bool
+	status   int
+	header   http.Header
+	buf      bytes.Buffer
+	last     map[string]any // the last answer or event seen
+	started  bool           // message_start sent
+	open     int            // index of the open content block, −1 none
+	openKnd  string         // "text" or "tool_use"
+	blocks   int            // content blocks started
+	content  []any          // the blocks, for a non-streamed answer
+	ended    bool
+	estimate int // the prompt's tokens as the router counts them
 }
 
 func newAnthropicWriter(w http.ResponseWriter, q *messagesReq) *anthropicWriter {
@@ -211,6 +212,7 @@ func (a *anthropicWriter) WriteHeader(status int) {
 		a.w.Header().Set("Content-Type", "text/event-stream")
 		a.w.Header().Set("Cache-Control", "no-cache")
 		a.w.WriteHeader(status)
+		a.start() // the client hears at once, not after the prefill
 	}
 }
 
@@ -273,11 +275,17 @@ func (a *anthropicWriter) event(name string, v any) {
 	a.Flush()
 }
 
+// start sends message_start. The prompt's tokens are the router's count
+// until the worker's (message_delta carries the worker's at the end).
 func (a *anthropicWriter) start() {
 	a.started = true
+	usage := anthropicUsage(a.last)
+	if a.last == nil {
+		usage["input_tokens"] = a.estimate
+	}
 	a.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": a.id, "type": "message", "role": "assistant", "model": a.model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(a.last)}})
+		"stop_reason": nil, "stop_sequence": nil, "usage": usage}})
 	a.event("ping", map[string]any{"type": "ping"})
 }
 

@@ -252,6 +252,7 @@ func streamAs(t *testing.T, q *messagesReq, texts []string) []map[string]any {
 	streamed := *q
 	streamed.stream = true
 	aw := newAnthropicWriter(rec, &streamed)
+	aw.estimate = 49
 	aw.Header().Set("Content-Type", "text/event-stream")
 	aw.WriteHeader(http.StatusOK)
 	for i, text := range texts {
@@ -328,6 +329,14 @@ func TestStopSequences(t *testing.T) {
 	}
 	if names[0] != "message_start" || names[1] != "ping" || names[len(names)-1] != "message_stop" {
 		t.Fatalf("events %v", names)
+	}
+	// message_start goes out before the worker's first event, with the
+	// router's count of the prompt; message_delta has the worker's.
+	if u := evs[0]["message"].(map[string]any)["usage"].(map[string]any); u["input_tokens"] != 49.0 {
+		t.Fatalf("message_start usage %v, want the router's 49 input tokens", u)
+	}
+	if u := last["usage"].(map[string]any); u["input_tokens"] != 18.0 || u["cache_read_input_tokens"] != 32.0 {
+		t.Fatalf("message_delta usage %v, want the worker's 50 = 18 + 32 cached", u)
 	}
 	// Without a match the answer ends by length: max_tokens.
 	msg = answerAs(t, q, "all of it", "length")
