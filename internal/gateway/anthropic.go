@@ -311,17 +311,15 @@ func renderMessages(q *messagesReq) string {
 			if q.system != "" {
 				b.WriteString("\n\n")
 			}
-			b.WriteString("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
-				"You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+			var defs []any
 			for _, t := range q.tools {
 				fn := map[string]any{"name": t.name, "description": t.description}
 				if t.schema != nil {
 					fn["parameters"] = t.schema
 				}
-				b.WriteString("\n" + pyJSON(map[string]any{"type": "function", "function": fn}))
+				defs = append(defs, map[string]any{"type": "function", "function": fn})
 			}
-			b.WriteString("\n</tools>\n\nFor each function call, return a json object with function name and arguments " +
-				"within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>")
+			b.WriteString(toolsSection(defs))
 		}
 		b.WriteString("<|im_end|>\n")
 	}
@@ -346,6 +344,20 @@ func renderMessages(q *messagesReq) string {
 		b.WriteString("<|im_end|>\n")
 	}
 	b.WriteString("<|im_start|>assistant\n")
+	return b.String()
+}
+
+// toolsSection is the system prompt's tools part in Qwen3's template, each
+// definition ({"type": "function", "function": {...}}) as JSON on a line.
+func toolsSection(defs []any) string {
+	var b strings.Builder
+	b.WriteString("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
+		"You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+	for _, d := range defs {
+		b.WriteString("\n" + pyJSON(d))
+	}
+	b.WriteString("\n</tools>\n\nFor each function call, return a json object with function name and arguments " +
+		"within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>")
 	return b.String()
 }
 

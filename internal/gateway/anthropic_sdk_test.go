@@ -10,6 +10,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
@@ -128,6 +129,7 @@ func TestOpenAISDKToolLoop(t *testing.T) {
 	for turn := 1; turn <= 4; turn++ {
 		var resp *http.Response
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "qwen3-30b-a3b", Messages: msgs,
+			Tools:     []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "read_file"})},
 			MaxTokens: openai.Int(12), StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}},
 			option.WithResponseInto(&resp))
 		var acc openai.ChatCompletionAccumulator

@@ -36,6 +36,7 @@ type outSplitter struct {
 	done    int    // bytes of text already turned into segments
 	stopped string // the stop sequence that ended it
 	tools   int    // tool calls parsed
+	plain   bool   // no tool calls to look for (a text completion)
 }
 
 // update takes the worker's text so far (SGLang streams it cumulative).
@@ -63,6 +64,9 @@ func (o *outSplitter) next(final bool) []segment {
 	for {
 		rest := o.text[o.done:]
 		k := strings.Index(rest, toolOpen)
+		if o.plain {
+			k = -1
+		}
 		if k < 0 {
 			emit := rest
 			if !final {
@@ -109,19 +113,16 @@ func (o *outSplitter) next(final bool) []segment {
 // tag (with the line break before it) or a stop sequence.
 func (o *outSplitter) holdBack(s string) int {
 	n := 0
-	for _, p := range append([]string{"\n" + toolOpen}, o.stops...) {
+	tags := []string{"\n" + toolOpen, toolOpen}
+	if o.plain {
+		tags = nil
+	}
+	for _, p := range append(tags, o.stops...) {
 		for l := min(len(p)-1, len(s)); l > n; l-- {
 			if strings.HasSuffix(s, p[:l]) {
 				n = l
 				break
 			}
-		}
-	}
-	// A bare "<tool_call>" prefix at the end, without the line break.
-	for l := min(len(toolOpen)-1, len(s)); l > n; l-- {
-		if strings.HasSuffix(s, toolOpen[:l]) {
-			n = l
-			break
 		}
 	}
 	return n

@@ -36,7 +36,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 	}
 	body := map[string]any{}
 	if chat {
-		text, err := renderChat(in["messages"])
+		text, err := renderChatTools(in["messages"], in["tools"]) // openai_tools.go
 		if err != nil {
 			writeOpenAIError(w, http.StatusBadRequest, err.Error())
 			return
@@ -64,7 +64,16 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 		}
 	}
 	stream, _ := in["stream"].(bool)
-	body["sampling_params"] = map[string]any{"max_new_tokens": maxTokens}
+	stops, err := openaiStops(in["stop"])
+	if err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sp := map[string]any{"max_new_tokens": maxTokens}
+	if len(stops) > 0 {
+		sp["stop"] = stops
+	}
+	body["sampling_params"] = sp
 	body["stream"] = stream
 	id, err := s.identify(r, in)
 	if err != nil {
@@ -82,7 +91,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 		includeUsage, _ = so["include_usage"].(bool)
 	}
 	ow := &openaiWriter{w: w, chat: chat, stream: stream, model: model, includeUsage: includeUsage,
-		id: "pdh-" + newRID(), created: time.Now().Unix()}
+		id: "pdh-" + newRID(), created: time.Now().Unix(), split: outSplitter{stops: stops, plain: !chat}}
 	s.serveRequest(r.Context(), ow, q)
 	ow.finish()
 }
@@ -146,10 +155,11 @@ type openaiWriter struct {
 	status   int
 	header   http.Header
 	buf      bytes.Buffer
-	prevText string
 	sentRole bool
 	last     map[string]any // the last answer or event seen
 	done     bool
+	split    outSplitter // stop sequences and tool calls (openai_tools.go)
+	calls    int         // tool calls sent
 }
 
 func (o *openaiWriter) Header() http.Header {
@@ -213,9 +223,7 @@ func (o *openaiWriter) drainEvents() {
 		}
 		o.last = ev
 		text, _ := ev["text"].(string)
-		delta := strings.TrimPrefix(text, o.prevText)
-		o.prevText = text
-		o.chunk(delta, finishOf(ev), nil)
+		o.segments(text, finishOf(ev))
 	}
 }
 
@@ -275,15 +283,7 @@ func (o *openaiWriter) finish() {
 		writeOpenAIError(o.w, o.status, msg)
 		return
 	}
-	text, _ := ans["text"].(string)
-	choice := map[string]any{"index": 0, "finish_reason": finishOf(ans)}
-	obj := "text_completion"
-	if o.chat {
-		obj = "chat.completion"
-		choice["message"] = map[string]any{"role": "assistant", "content": text}
-	} else {
-		choice["text"] = text
-	}
+	choice, obj := o.finalChoice(ans)
 	out := map[string]any{"id": o.id, "object": obj, "created": o.created, "model": o.model,
 		"choices": []any{choice}, "usage": usageOf(ans)}
 	o.w.Header().Set("Content-Type", "application/json")
