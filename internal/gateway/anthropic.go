@@ -133,14 +133,36 @@ func parseMessages(in map[string]any, count bool) (*messagesReq, error) {
 	return q, nil
 }
 
+// billingHeader starts the line Claude Code puts first in its system
+// prompt ("x-anthropic-billing-header: cc_version=…; cch=…;"): a nonce
+// that changes on every request and means nothing to the model. Left in,
+// it would make every turn's prompt differ from its first bytes and no
+// turn would share a prefix with the last; it is dropped.
+const billingHeader = "x-anthropic-billing-header:"
+
+// dropBillingHeader removes billingHeader lines from system text.
+func dropBillingHeader(s string) string {
+	if !strings.Contains(s, billingHeader) {
+		return s
+	}
+	lines := strings.SplitAfter(s, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(l, billingHeader) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}
+
 // systemText flattens system: a string, or a list of text blocks joined
-// with blank lines.
+// with blank lines (Claude Code's billing header left out).
 func systemText(v any) (string, error) {
 	switch s := v.(type) {
 	case nil:
 		return "", nil
 	case string:
-		return s, nil
+		return dropBillingHeader(s), nil
 	case []any:
 		var parts []string
 		for i, b := range s {
@@ -152,7 +174,9 @@ func systemText(v any) (string, error) {
 			if !ok {
 				return "", badRequest("system.%d.text: Field required", i)
 			}
-			parts = append(parts, t)
+			if t = dropBillingHeader(t); t != "" {
+				parts = append(parts, t)
+			}
 		}
 		return strings.Join(parts, "\n\n"), nil
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,7 +61,8 @@ func (c *turnCheck) turn(n int, resp *http.Response, cached int64) {
 
 // The official Anthropic Go SDK drives a streamed coding-agent loop —
 // assistant tool_use, user tool_result, and again — through the KVC
-// gateway; the session is Claude Code's header.
+// gateway; the session is Claude Code's header, and the system prompt
+// starts with Claude Code's per-request billing nonce.
 func TestAnthropicSDKToolLoop(t *testing.T) {
 	gw := kvcStack(t)
 	client := anthropic.NewClient(aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(gw), aoption.WithAPIKey("unused"),
@@ -68,10 +70,13 @@ func TestAnthropicSDKToolLoop(t *testing.T) {
 	ctx := context.Background()
 	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "read_file", Description: anthropic.String("Read a file"),
 		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"path": map[string]any{"type": "string"}}}}}}
-	system := []anthropic.TextBlockParam{{Text: strings.Repeat("You are a careful coding agent. ", 40)}}
 	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Fix the failing test in parser.go."))}
 	check := &turnCheck{t: t}
 	for turn := 1; turn <= 4; turn++ {
+		// As Claude Code sends it: a billing line with a fresh nonce first.
+		system := []anthropic.TextBlockParam{
+			{Text: fmt.Sprintf("x-anthropic-billing-header: cc_version=2.1.117.48f; cc_entrypoint=cli; cch=%05x;", 7919*turn)},
+			{Text: strings.Repeat("You are a careful coding agent. ", 40)}}
 		var resp *http.Response
 		stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "qwen3-30b-a3b", MaxTokens: 12,
 			System: system, Tools: tools, Messages: msgs}, aoption.WithResponseInto(&resp))

@@ -64,6 +64,23 @@ func TestRenderMessages(t *testing.T) {
 	}
 }
 
+// Claude Code's per-request billing nonce is not part of the prompt: two
+// requests differing only in it render the same.
+func TestRenderDropsBillingHeader(t *testing.T) {
+	body := func(cch string) string {
+		return `{"model":"m","max_tokens":8,"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.117.48f; cc_entrypoint=cli; cch=` +
+			cch + `;"},{"type":"text","text":"You are Claude Code."}],"messages":[{"role":"user","content":"hi"}]}`
+	}
+	a, b := renderMessages(mustParse(t, body("71fea"))), renderMessages(mustParse(t, body("0aaa9")))
+	if a != b || strings.Contains(a, "cch=") || !strings.HasPrefix(a, "<|im_start|>system\nYou are Claude Code.<|im_end|>") {
+		t.Fatalf("rendered %q and %q", a, b)
+	}
+	q := mustParse(t, `{"model":"m","max_tokens":8,"system":"x-anthropic-billing-header: cch=1;\nBe brief.","messages":[{"role":"user","content":"hi"}]}`)
+	if got := renderMessages(q); !strings.HasPrefix(got, "<|im_start|>system\nBe brief.<|im_end|>") {
+		t.Fatalf("string system rendered %q", got)
+	}
+}
+
 // answerAs runs a fake worker answer with text through the Anthropic writer
 // (non-streamed) and returns the message the client gets.
 func answerAs(t *testing.T, q *messagesReq, text string, finish string) map[string]any {
