@@ -17,8 +17,9 @@ const sessionOrderHelp = `The session a request continues is the first non-empty
 X-Dynamo-Session-Id, X-Claude-Code-Session-Id; the session part of the body's
 metadata.user_id (Claude Code: user_<hash>_account_<id>_session_<uuid>, or
 its JSON form); the headers Session-Id (Codex), Session_id, X-Session-Id
-(OpenCode), X-Session-Affinity; the body's user (OpenAI). None: routed by
-prefix only. A Claude Code sub-agent (X-Claude-Code-Agent-Id) is session
+(OpenCode), X-Session-Affinity; the body's user (OpenAI). None, or a Claude
+Code request of X-Claude-Code-Request-Class auxiliary: routed by prefix
+only. A Claude Code sub-agent (X-Claude-Code-Agent-Id) is session
 <session>/agent/<id>, its parent the session (or
 <session>/agent/<X-Claude-Code-Parent-Agent-Id>); elsewhere the parent is
 the body's parent_session_id, X-Dynamo-Parent-Session-Id or

@@ -87,6 +87,12 @@ func (s *Server) identify(r *http.Request, body map[string]any) (identity, error
 	// header and an agent id of its own (and the spawning agent's id when
 	// that is itself a sub-agent).
 	claude := id.Source == "X-Claude-Code-Session-Id" || id.Source == "body.metadata.user_id"
+	if claude && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Claude-Code-Request-Class")), "auxiliary") {
+		// A side request (a title, a classifier, a summary) under the
+		// session's id but with a prompt of its own: as a turn it would
+		// replace the conversation's KV on its decoder. Prefix only.
+		return identity{Source: id.Source + " (auxiliary)"}, nil
+	}
 	if agent := strings.TrimSpace(r.Header.Get("X-Claude-Code-Agent-Id")); claude && agent != "" {
 		root := id.Session
 		id.Session = root + "/agent/" + agent
