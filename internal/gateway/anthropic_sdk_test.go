@@ -208,3 +208,36 @@ func TestAnthropicSubAgentRouting(t *testing.T) {
 		t.Fatalf("sub-agent's second turn went %s on %s, want direct on %s", mode, w, parent)
 	}
 }
+
+// Through naive PD the cached tokens are the prefill worker's: a second
+// request with the same long prefix reports P's prefix hit, streamed (the
+// final event waits for P's leg) and not.
+func TestAnthropicSDKPDCacheRead(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d := worker(t, engine.RoleDecode, false)
+	gw := gateway(t, kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{d}).URL
+	client := anthropic.NewClient(aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(gw), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
+	ctx := context.Background()
+	params := func(q string) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: "qwen3-30b-a3b", MaxTokens: 4,
+			System:   []anthropic.TextBlockParam{{Text: strings.Repeat("Shared project context. ", 100)}},
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(q))}}
+	}
+	first, err := client.Messages.New(ctx, params("First question?"))
+	if err != nil || first.Usage.CacheReadInputTokens != 0 {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	stream := client.Messages.NewStreaming(ctx, params("Second question?"))
+	var msg anthropic.Message
+	for stream.Next() {
+		msg.Accumulate(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	total := msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens
+	if msg.Usage.CacheReadInputTokens < 512 || msg.Usage.InputTokens < 1 || total < first.Usage.InputTokens {
+		t.Fatalf("second: %d cached of %d input tokens (first %d), want P's hit on the shared system prompt",
+			msg.Usage.CacheReadInputTokens, total, first.Usage.InputTokens)
+	}
+}
