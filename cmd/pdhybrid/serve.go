@@ -17,6 +17,7 @@ import (
 func serveCmd(e *env) *cobra.Command {
 	var (
 		host, mech, policy, gate, reset, belief string
+		sessionHeader, sessionField             string
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
@@ -36,9 +37,11 @@ without it gets the router's own estimate), sends follow-up turns of a
 resident session straight to its decoder, and seeds or falls back to plain PD
 through the prefill workers over SGLang's PD protocol (the same body to both
 legs with a fresh bootstrap room and one rid; the other leg aborted when one
-fails). The session is the body's session_id or session_params.id, else the
-X-Session-Id header. Each answer carries X-PDHybrid-Mode (the execution mode)
-and X-PDHybrid-Worker.
+fails). Each answer carries X-PDHybrid-Mode (the execution mode) and
+X-PDHybrid-Worker. Besides /generate it serves OpenAI's /v1/completions and
+/v1/chat/completions and Anthropic's /v1/messages (and count_tokens).
+
+` + sessionOrderHelp + `
 
 Prints one line when it listens ("listening url=...") and serves until SIGINT
 or SIGTERM, then drains: /health answers 503, no new connection is taken, and
@@ -65,6 +68,7 @@ cut. docs/gateway.md says what is built.`,
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
 	fs.Float64Var(&drainS, "drain-timeout", 30, "on SIGINT or SIGTERM, `seconds` requests in flight (streams included) get to finish before they are cut")
+	addSessionFlags(fs, &sessionHeader, &sessionField)
 	fs.StringVar(&config, "config", "", "YAML `file` of flag settings: keys are these flags' names, values scalars or lists (prefill, decode, colo); the command line wins over it (docs/gateway.md)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		if config != "" {
@@ -92,10 +96,12 @@ cut. docs/gateway.md says what is built.`,
 		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
 		ck.only("decode", mech != "pd-colo", "to mechanisms with decode workers")
 		ck.only("colo", mech == "pd-colo", "to --mechanism pd-colo")
+		checkSessionFlags(ck, sessionHeader, sessionField)
 		if err := ck.err(); err != nil {
 			return err
 		}
-		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe}
+		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe,
+			SessionHeader: sessionHeader, SessionField: sessionField}
 		ops.apply(&cfg, e)
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)

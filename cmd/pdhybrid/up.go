@@ -25,6 +25,7 @@ type upFlags struct {
 	tauAppend, blockSize        int
 	noProbe                     bool
 	workerArgs, gatewayArgs     []string
+	sessionHeader, sessionField string
 }
 
 // upCmd starts a whole live stack as child processes on loopback —
@@ -53,7 +54,10 @@ as 'pdhybrid replay' does (--out, --max-concurrency, --request-timeout,
 --goodput as there; the workers' --time-scale is the replay's), writes the run
 files, then stops. Every child is stopped on exit, Ctrl-C included; on Linux
 the kernel kills them if up itself is killed. Children's logs go to stderr,
-each line prefixed with its name.`,
+each line prefixed with its name.
+
+Point a client at the entry URL: SGLang /generate, an OpenAI SDK at URL/v1, an
+Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		Args: noArgs,
 	}
 	fs := c.Flags()
@@ -72,6 +76,7 @@ each line prefixed with its name.`,
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
+	addSessionFlags(fs, &f.sessionHeader, &f.sessionField)
 	fs.BoolVar(&f.noProbe, "no-residency-probe", false, "kvcache-centric: gateways do not ask the decoders where a session they have not routed lives")
 	fs.StringVar(&r.trace, "trace", "", "canonical trace `file` to replay through the stack, then stop (default: serve until interrupted)")
 	fs.StringVar(&r.out, "out", "", "with --trace: run `folder` for metrics.jsonl and summary.json")
@@ -104,6 +109,7 @@ each line prefixed with its name.`,
 		for _, n := range []string{"out", "force", "max-concurrency", "request-timeout", "goodput"} {
 			ck.only(n, r.trace != "", "with --trace")
 		}
+		checkSessionFlags(ck, f.sessionHeader, f.sessionField)
 		if err := ck.err(); err != nil {
 			return err
 		}
@@ -218,6 +224,12 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		}
 	}
 	gwArgs := append([]string{"serve", "--mechanism", f.mech, "--block-size", strconv.Itoa(f.blockSize)}, pool...)
+	if f.sessionHeader != "" {
+		gwArgs = append(gwArgs, "--session-header", f.sessionHeader)
+	}
+	if f.sessionField != "" {
+		gwArgs = append(gwArgs, "--session-field", f.sessionField)
+	}
 	gwArgs = append(gwArgs, f.gatewayArgs...)
 	if f.mech == "kvcache-centric" {
 		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend))

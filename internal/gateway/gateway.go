@@ -72,6 +72,10 @@ type Config struct {
 	Health HealthConfig
 	// Ops: request limits, the admin API, load polling (limits.go, admin.go).
 	Ops
+	// SessionHeader and SessionField (a dotted path into the JSON body)
+	// name a request's session before every built-in source (identity.go).
+	SessionHeader string
+	SessionField  string
 }
 
 // Server is a running gateway.
@@ -149,6 +153,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/generate", s.handleGenerate)
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("/v1/messages", s.handleMessages)
+	s.mux.HandleFunc("/v1/messages/count_tokens", s.handleCountTokens)
 	s.mux.HandleFunc("/health", s.handleHealth)
 	s.startOps()
 	if cfg.Health.Interval >= 0 {

@@ -20,6 +20,7 @@ import (
 type request struct {
 	body    map[string]any
 	session string
+	parent  string // a sub-agent's parent session (identity.go)
 	tokens  int
 	blocks  []uint64
 	output  int
@@ -31,21 +32,25 @@ type request struct {
 	avoid   []int  // workers that failed an earlier attempt
 }
 
-// parseGenerate reads an SGLang /generate body. The session is the body's
-// session_id or session_params.id, else the X-Session-Id header; a request
-// without one still works (prefix-only routing).
+// parseGenerate reads an SGLang /generate body. The session is resolved
+// from the body and headers (identity.go); a request without one still
+// works (prefix-only routing).
 func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 	body, err := s.readJSON(r)
 	if err != nil {
 		return nil, err
 	}
-	return s.newRequest(body, r.Header.Get("X-Session-Id"))
+	id, err := s.identify(r, body)
+	if err != nil {
+		return nil, err
+	}
+	return s.newRequest(body, id)
 }
 
-// newRequest reads what routing needs of an SGLang /generate body; header
-// is the X-Session-Id header's value.
-func (s *Server) newRequest(body map[string]any, header string) (*request, error) {
-	q := &request{body: body, output: 128}
+// newRequest reads what routing needs of an SGLang /generate body; id is
+// the request's resolved identity.
+func (s *Server) newRequest(body map[string]any, id identity) (*request, error) {
+	q := &request{body: body, output: 128, session: id.Session, parent: id.Parent}
 	var toks []int
 	switch v := q.body["input_ids"].(type) {
 	case json.RawMessage:
@@ -84,14 +89,6 @@ func (s *Server) newRequest(body map[string]any, header string) (*request, error
 		}
 	}
 	q.stream, _ = q.body["stream"].(bool)
-	if id, ok := q.body["session_id"].(string); ok {
-		q.session = id
-	} else if sp, ok := q.body["session_params"].(map[string]any); ok {
-		q.session, _ = sp["id"].(string)
-	}
-	if q.session == "" {
-		q.session = header
-	}
 	return q, nil
 }
 
@@ -186,7 +183,7 @@ func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *req
 			s.expireSessions(time.Now())
 		}
 		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
-			Avoid: q.avoid})
+			Avoid: q.avoid, Parent: q.parent})
 	})
 	s.execute(ctx, w, q, d)
 }

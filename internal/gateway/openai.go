@@ -36,7 +36,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 	}
 	body := map[string]any{}
 	if chat {
-		text, err := renderChat(in["messages"])
+		text, err := renderChatTools(in["messages"], in["tools"]) // openai_tools.go
 		if err != nil {
 			writeOpenAIError(w, http.StatusBadRequest, err.Error())
 			return
@@ -64,15 +64,23 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 		}
 	}
 	stream, _ := in["stream"].(bool)
-	body["sampling_params"] = map[string]any{"max_new_tokens": maxTokens}
-	body["stream"] = stream
-	session := r.Header.Get("X-Session-Id")
-	if v, ok := in["session_id"].(string); ok && v != "" {
-		session = v
-	} else if v, ok := in["user"].(string); ok && session == "" {
-		session = v
+	stops, err := openaiStops(in["stop"])
+	if err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	q, err := s.newRequest(body, session)
+	sp := map[string]any{"max_new_tokens": maxTokens}
+	if len(stops) > 0 {
+		sp["stop"] = stops
+	}
+	body["sampling_params"] = sp
+	body["stream"] = stream
+	id, err := s.identify(r, in)
+	if err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	q, err := s.newRequest(body, id)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
@@ -83,7 +91,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 		includeUsage, _ = so["include_usage"].(bool)
 	}
 	ow := &openaiWriter{w: w, chat: chat, stream: stream, model: model, includeUsage: includeUsage,
-		id: "pdh-" + newRID(), created: time.Now().Unix()}
+		id: "pdh-" + newRID(), created: time.Now().Unix(), split: outSplitter{stops: stops, plain: !chat}}
 	s.serveRequest(r.Context(), ow, q)
 	ow.finish()
 }
@@ -104,6 +112,10 @@ func renderChat(v any) (string, error) {
 		role, _ := mm["role"].(string)
 		if role == "" {
 			return "", fmt.Errorf("messages[%d] has no role", i)
+		}
+		if role == "tool" || role == "assistant" {
+			b.WriteString(renderToolTurn(msgs, i, role, mm)) // openai_tools.go
+			continue
 		}
 		b.WriteString("<|im_start|>" + role + "\n" + contentText(mm["content"]) + "<|im_end|>\n")
 	}
@@ -143,10 +155,11 @@ type openaiWriter struct {
 	status   int
 	header   http.Header
 	buf      bytes.Buffer
-	prevText string
 	sentRole bool
 	last     map[string]any // the last answer or event seen
 	done     bool
+	split    outSplitter // stop sequences and tool calls (openai_tools.go)
+	calls    int         // tool calls sent
 }
 
 func (o *openaiWriter) Header() http.Header {
@@ -224,9 +237,7 @@ func (o *openaiWriter) drainEvents() {
 		}
 		o.last = ev
 		text, _ := ev["text"].(string)
-		delta := strings.TrimPrefix(text, o.prevText)
-		o.prevText = text
-		o.chunk(delta, finishOf(ev), nil)
+		o.segments(text, finishOf(ev))
 	}
 }
 
@@ -286,15 +297,7 @@ func (o *openaiWriter) finish() {
 		writeOpenAIError(o.w, o.status, msg)
 		return
 	}
-	text, _ := ans["text"].(string)
-	choice := map[string]any{"index": 0, "finish_reason": finishOf(ans)}
-	obj := "text_completion"
-	if o.chat {
-		obj = "chat.completion"
-		choice["message"] = map[string]any{"role": "assistant", "content": text}
-	} else {
-		choice["text"] = text
-	}
+	choice, obj := o.finalChoice(ans)
 	out := map[string]any{"id": o.id, "object": obj, "created": o.created, "model": o.model,
 		"choices": []any{choice}, "usage": usageOf(ans)}
 	o.w.Header().Set("Content-Type", "application/json")

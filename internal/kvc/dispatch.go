@@ -115,6 +115,9 @@ type Request struct {
 	// request when another will do: the ones whose failures it is being
 	// retried after.
 	Avoid []int
+	// Parent is the session a sub-agent's session was spawned from
+	// (parent.go): its decoder is preferred while Session has none.
+	Parent string
 }
 
 func (r *Request) avoids(w int) bool {
@@ -257,7 +260,7 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	}
 	switch x.cfg.Mechanism {
 	case MechColo:
-		w := x.d.PickAmong(r.Session, r.Blocks, func(i int) bool { return !r.avoids(i) }).Worker
+		w := x.d.PickAmong(t.routeKey(), r.Blocks, func(i int) bool { return !r.avoids(i) }).Worker
 		if w < 0 {
 			w = x.d.Pick(r.Session, r.Blocks).Worker
 		}
@@ -302,7 +305,7 @@ func (t *Dispatch) route() {
 	allowed := func(d int) bool {
 		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
-	d := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	d := x.d.PickAmong(t.routeKey(), t.r.Blocks, allowed).Worker
 	if d < 0 {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
@@ -468,7 +471,7 @@ func (t *Dispatch) fallback() {
 func (t *Dispatch) plainPD(mode string) {
 	x := t.x
 	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
-	d := x.d.PickAmong(t.r.Session, t.r.Blocks, func(d int) bool { return !t.r.avoids(d) && x.breakers[d].allows(t.now) }).Worker
+	d := x.d.PickAmong(t.routeKey(), t.r.Blocks, func(d int) bool { return !t.r.avoids(d) && x.breakers[d].allows(t.now) }).Worker
 	if d < 0 {
 		// Every breaker is open: send it anyway to the one that opened
 		// first, whose cooldown ends soonest; its outcome is the probe.
