@@ -69,6 +69,20 @@ func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.cfg.MaxHeaderBytes}
 }
 
+// limitError answers a refused request in the error shape of the API it
+// came to: Anthropic's for /v1/messages, OpenAI's for the other /v1/
+// routes, SGLang's otherwise.
+func limitError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	switch p := r.URL.Path; {
+	case strings.HasPrefix(p, "/v1/messages"):
+		writeAnthropicError(w, &anthError{status: status, msg: msg})
+	case strings.HasPrefix(p, "/v1/"):
+		writeOpenAIError(w, status, msg)
+	default:
+		writeError(w, status, msg)
+	}
+}
+
 // limited wraps the serving endpoints in the client cap and the body cap.
 func (s *Server) limited(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +96,7 @@ func (s *Server) limited(next http.Handler) http.Handler {
 			if !s.clients.acquire(key, n) {
 				s.met.rejected.WithLabelValues(rejectClient).Inc()
 				w.Header().Set("Retry-After", retryAfterS)
-				writeError(w, http.StatusTooManyRequests, "too many requests in flight for this client (at most "+itoa(n)+"); retry after "+retryAfterS+" s")
+				limitError(w, r, http.StatusTooManyRequests, "too many requests in flight for this client (at most "+itoa(n)+"); retry after "+retryAfterS+" s")
 				return
 			}
 			defer s.clients.release(key)
@@ -91,7 +105,7 @@ func (s *Server) limited(next http.Handler) http.Handler {
 			limit := s.cfg.MaxBodyBytes
 			tooLarge := func() {
 				s.met.rejected.WithLabelValues(rejectBody).Inc()
-				writeError(w, http.StatusRequestEntityTooLarge, "request body larger than the gateway's limit of "+itoa(int(limit))+" bytes")
+				limitError(w, r, http.StatusRequestEntityTooLarge, "request body larger than the gateway's limit: at most "+itoa(int(limit))+" bytes")
 			}
 			if r.ContentLength > limit {
 				tooLarge()

@@ -58,7 +58,9 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		resp, err := s.send(pctx, p.URL+"/generate", body)
 		if err != nil {
 			l := leg{err: fmt.Errorf("prefill %s unreachable: %w", p.URL, err)}
-			pFailed(l)
+			if pctx.Err() == nil { // not ended by the gateway itself
+				pFailed(l)
+			}
 			pDone <- l
 			return
 		}
@@ -91,9 +93,17 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 
 	resp, err := s.send(dctx, dec+"/generate", body)
 	if err != nil {
-		s.abort(p.URL, rid, abortOtherLeg)
+		pFirst := ctx.Err() == nil && dctx.Err() != nil // the prefill leg failed and cut this one
+		if !pFirst {
+			s.abort(p.URL, rid, abortOtherLeg)
+			// The abort can reach P before the request does and be lost:
+			// closing P's leg ends it either way (a worker aborts a request
+			// whose client left), so the wait below is not P's bootstrap
+			// timeout.
+			cancelP()
+		}
 		pl := <-pDone
-		if pl.err != nil && ctx.Err() == nil {
+		if pFirst && pl.err != nil {
 			// The prefill leg failed first; nothing reached the client.
 			if strings.Contains(pl.err.Error(), "transfer") {
 				s.locked(func() { s.disp.PeerFailed(s.now(), a.D) })
@@ -121,6 +131,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
 		s.abort(p.URL, rid, abortRetry) // the next attempt gets a fresh pair and room
+		cancelP()
 		<-pDone
 		q.retry = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode)
 		s.locked(func() {

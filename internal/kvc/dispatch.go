@@ -281,6 +281,12 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 
 func (t *Dispatch) beginKVC() {
 	x := t.x
+	if t.r.Session == "" {
+		// Nothing to keep on a decoder: no admission RPCs, plain PD.
+		t.note("no session: plain PD")
+		t.plainPD("pd-router-no-session")
+		return
+	}
 	s := x.session(t.r.Session)
 	if t.r.Turn < x.cfg.SeedMinTurn {
 		t.why, t.suffix = "session-not-resident", "-seed-filter-early-turn"
