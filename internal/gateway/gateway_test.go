@@ -183,7 +183,9 @@ func TestGatewayPDAndColo(t *testing.T) {
 	c0, c1 := worker(t, engine.RoleColocated, false), worker(t, engine.RoleColocated, false)
 	gwc := gateway(t, kvc.MechColo, nil, []*emulator.Server{c0, c1})
 	a := generate(t, gwc.URL, map[string]any{"text": strings.Repeat("hello world ", 200), "stream": true})
-	if a.status != http.StatusOK || a.mode != "dp-colo-router" || a.events < 2 {
+	// A loaded machine may deliver the whole answer as one event: the
+	// stream must carry every token (128 by default) and end with [DONE].
+	if a.status != http.StatusOK || a.mode != "dp-colo-router" || a.events < 1 || !a.done || len(a.outputIDs) != 128 {
 		t.Fatalf("colocated: %+v", a)
 	}
 }

@@ -32,7 +32,7 @@ func (s *Server) pollLoads(every time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		s.pollOnce(min(every, 2*time.Second))
+		s.pollOnce(min(max(every, time.Second), 2*time.Second)) // a short period must not make a loaded worker look dead
 		select {
 		case <-stop:
 			return

@@ -32,9 +32,10 @@ func TestLoadPollerFallbackAndClose(t *testing.T) {
 	cfg := Config{Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}, Colo: []string{old.URL}}
 	cfg.LoadPoll = 10 * time.Millisecond
 	gw, g := start(t, cfg)
-	waitFor(t, func() bool { return polls.Load() >= 2 }, "two polls")
-	fams := scrape(t, gw.URL)
 	lv := map[string]string{"role": "colo", "worker": old.URL}
+	// A poll may time out on a loaded machine (10 ms): wait for a good one.
+	waitFor(t, func() bool { return polls.Load() >= 2 && value(scrape(t, gw.URL), "pdhybrid_worker_up", lv) == 1 }, "two polls, the last good")
+	fams := scrape(t, gw.URL)
 	for name, want := range map[string]float64{"pdhybrid_worker_up": 1, "pdhybrid_worker_running_requests": 4,
 		"pdhybrid_worker_waiting_requests": 2, "pdhybrid_worker_kv_used_tokens": 1000} {
 		if got := value(fams, name, lv); got != want {
