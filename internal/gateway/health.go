@@ -17,8 +17,8 @@ import (
 // is the other half).
 type HealthConfig struct {
 	Interval time.Duration // 0 takes 2 s; negative: no health checks
-	Timeout  time.Duration // 0 takes 1 s
-	Failures int           // 0 takes 2
+	Timeout  time.Duration // 0 takes 2 s (a dead worker refuses at once; a slow one is not dead)
+	Failures int           // 0 takes 3
 }
 
 func (h *HealthConfig) defaults() {
@@ -26,10 +26,10 @@ func (h *HealthConfig) defaults() {
 		h.Interval = 2 * time.Second
 	}
 	if h.Timeout <= 0 {
-		h.Timeout = time.Second
+		h.Timeout = 2 * time.Second
 	}
 	if h.Failures <= 0 {
-		h.Failures = 2
+		h.Failures = 3
 	}
 }
 

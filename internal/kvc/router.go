@@ -64,6 +64,7 @@ type Router struct {
 	excluded []bool         // drained or removed: no pick may choose them (pool.go)
 	down     []bool         // failed health checks: no pick chooses them either
 	nOut     int            // workers excluded or down
+	allDown  bool           // every worker not excluded is down: down is ignored
 }
 
 // NewRouter makes a router over the named workers.
@@ -282,10 +283,21 @@ func (r *Router) SetDown(w int, down bool) {
 // Down reports whether worker w is out of service.
 func (r *Router) Down(w int) bool { return r.down != nil && r.down[w] }
 
-// Out reports whether no pick may choose worker w: excluded or down.
-func (r *Router) Out(w int) bool { return r.Excluded(w) || r.Down(w) }
+// Out reports whether no pick may choose worker w: excluded, or down while
+// some other worker that is not excluded is up. When every worker left in
+// service fails its health checks, the checks are what is wrong (a loaded
+// machine answering slowly) or nothing can serve anyway: picks ignore them
+// rather than fail every request.
+func (r *Router) Out(w int) bool { return r.Excluded(w) || (r.Down(w) && !r.allDown) }
 
 func (r *Router) recount() {
+	up := 0
+	for i := range r.names {
+		if !r.Excluded(i) && !r.Down(i) {
+			up++
+		}
+	}
+	r.allDown = up == 0
 	r.nOut = 0
 	for i := range r.names {
 		if r.Out(i) {

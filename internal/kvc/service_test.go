@@ -37,8 +37,18 @@ func TestDownWorkersArePassedOver(t *testing.T) {
 		}
 		x.SetDown(RoleDecode, 1, true)
 		x.SetDown(RoleDecode, 2, true)
-		if a := first(); a.Kind != ActFail || !strings.Contains(a.Cause, "failing its health checks") {
-			t.Fatalf("%s: every decoder down, got %+v, want a failure saying so", mech, a)
+		if a := first(); a.Kind == ActFail || a.D < 0 {
+			t.Fatalf("%s: every decoder down, got %+v, want the health checks ignored", mech, a)
+		}
+		// Drained workers stay out even then; all drained fails.
+		for w := range 3 {
+			x.DRouter().SetExcluded(w, true)
+		}
+		if a := first(); a.Kind != ActFail || !strings.Contains(a.Cause, "drained") {
+			t.Fatalf("%s: every decoder drained and down, got %+v, want a failure", mech, a)
+		}
+		for w := range 3 {
+			x.DRouter().SetExcluded(w, false)
 		}
 		// A drained worker that recovers stays drained.
 		x.DRouter().SetExcluded(1, true)
