@@ -77,6 +77,8 @@ type DispatchConfig struct {
 	Peer           PeerConfig
 	BlockSize      int
 	DecodeKVBlocks int
+	// V3 holds KVC v3's options (v3.go); the zero value is v2.
+	V3 V3Config
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -151,7 +153,10 @@ type Action struct {
 	// the seed's router did for a session it believed resident there; a
 	// decoder that does not hold it refuses (session-not-resident).
 	DirectOnly bool
-	Cause      string // ActFail
+	// Inline (ActAdmit, v3): the admission check rides on the request
+	// itself, so the executor sends it without a separate round trip.
+	Inline bool
+	Cause  string // ActFail
 }
 
 // AdmitReply is a decoder's structured answer to an admission RPC.
@@ -165,6 +170,9 @@ type AdmitReply struct {
 	// decoder, but it is not the session's reject: a decoder that was slow
 	// once is not blacklisted for the session.
 	Unreachable bool
+	// CachedTokens is the prompt tokens the decoder holds for the request
+	// (v3 weighs the rest against the prefill worker's queue).
+	CachedTokens int
 }
 
 type rejKey struct {
@@ -198,6 +206,7 @@ type Dispatcher struct {
 	pActive  []int // the peers: prefill tokens in flight per prefill worker
 	dActive  []int // the peers: blocks of requests in flight per decoder
 	dPrefill []int // pd-conditional: blocks of local prefills in flight per decoder
+	load     v3Load
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -247,6 +256,9 @@ type Dispatch struct {
 	pTok     int     // the peers: prefill tokens counted in pActive
 	dBlk     int     // the peers: blocks counted in dActive
 	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
+	// v3 (v3.go): what this request adds to its queues of prefill work.
+	cached, dTok, dQ, pQ, pQAt int
+	inline                     bool // the admission in flight rode on the request
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -302,7 +314,12 @@ func (t *Dispatch) route() {
 	allowed := func(d int) bool {
 		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
-	d := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	var d int
+	if x.cfg.Mechanism == MechKVC && x.cfg.V3.ColdRoute && x.session(t.r.Session).pin < 0 {
+		d = t.v3ColdPick(allowed)
+	} else {
+		d = x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	}
 	if d < 0 {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
@@ -324,6 +341,9 @@ func (t *Dispatch) route() {
 	s := x.session(t.r.Session)
 	a := Action{Kind: ActAdmit, P: -1, D: d, Delay: t.pause}
 	t.pause = 0
+	if x.cfg.Mechanism == MechKVC && x.cfg.V3.Inline && t.attempts == 1 {
+		a.Inline, t.inline = true, true
+	}
 	if x.cfg.Gate == GateRouter {
 		// The seed's router-side gate: the router estimates the append from
 		// what it believes d holds, and checks its session cap, before the RPC.
@@ -356,6 +376,19 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	}
 	d := t.act.D
 	x := t.x
+	t.cached = rep.CachedTokens
+	if t.inline {
+		// The inline check came back without starting the request on d:
+		// the answer's round trip is paid before the next step.
+		t.inline = false
+		if !rep.Direct && !t.v3Placed(d, rep) {
+			t.pause += x.cfg.V3.RTTS
+		} else if !rep.Direct {
+			return
+		}
+	} else if t.v3Placed(d, rep) {
+		return
+	}
 	if !rep.CanAdmit {
 		t.reject(d, rep, "")
 		return
@@ -491,7 +524,7 @@ func (t *Dispatch) plainPD(mode string) {
 
 func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
 	t.kind, t.chosenP, t.chosenD, t.mode = k, p, d, mode
-	t.act = Action{Kind: k, P: p, D: d}
+	t.act = Action{Kind: k, P: p, D: d, Delay: t.pause} // a pause still owed (v3's inline round trip)
 }
 
 func (t *Dispatch) note(format string, args ...any) {
@@ -509,6 +542,7 @@ func (t *Dispatch) Path() []string { return t.path }
 func (t *Dispatch) Accepted() {
 	x := t.x
 	t.accepted = true
+	t.v3Accepted()
 	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
 		// Only what crosses the transport can probe its breaker.
 		t.probe = x.breakers[t.chosenD].sent(t.now)
@@ -565,6 +599,7 @@ func (t *Dispatch) Refused(cause string) {
 // PrefillDone tells the dispatcher the request left its prefill worker (or,
 // prefilled on its decoder, produced its first token there).
 func (t *Dispatch) PrefillDone() {
+	t.v3PrefillDone()
 	if t.accepted && t.dPre > 0 {
 		t.x.dPrefill[t.chosenD] -= t.dPre
 		t.dPre = 0

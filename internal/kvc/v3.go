@@ -1,0 +1,227 @@
+package kvc
+
+// KVC v3 (issue 13): where a request's prefill runs is a choice, not a
+// consequence of the session's residency. KVC v2 sends every prompt its
+// decoder cannot append directly — a session's first turn, a reseed after
+// an eviction, an append over τ_append — through the prefill pool, so with
+// one P in 1P3D the tail is the P queue (docs/kvc-v3.md attributes it by
+// execution mode). v3 keeps v2's direct appends and adds, each off unless
+// configured (the zero V3Config is v2):
+//
+//   - a bounded stall budget for prefill on a decoder (the seed's P5,
+//     extended to cold prompts): a decoder takes the prefill of a seed,
+//     reseed or large append itself, keeping the session, when the local
+//     prefill tokens queued on it, this request's included, stay within
+//     DBudgetTokens and the estimated wait there is below P's by Margin
+//     tokens. The wait is counted in prompt tokens queued for prefill — P
+//     and D are the same GPU — from dispatch until the first token;
+//   - capacity-aware routing for a session no decoder holds (P7): the
+//     decoder with the least prefill work queued, less what the router
+//     believes it caches of the prompt, instead of Algorithm 1's score;
+//   - inline admission: the admission check rides on the request to the
+//     decoder, so the first attempt pays no separate round trip; a refusal
+//     or a seed answer costs the round trip before the next step.
+
+// V3Config holds KVC v3's options (DispatchConfig.V3).
+type V3Config struct {
+	// DBudgetTokens is the most local prefill tokens (direct appends and
+	// local seeds) queued on one decoder for a local seed or large append
+	// to be placed there (0 = never: v2).
+	DBudgetTokens int
+	// Margin: a decoder takes the prefill only when its queued prefill
+	// tokens plus this request's uncached ones, plus Margin, are at most
+	// what the prefill worker would have queued with it (tokens; may be
+	// negative to favour the decoder).
+	Margin int
+	// ColdRoute picks the least-loaded decoder for a session with no
+	// decoder pinned (P7).
+	ColdRoute bool
+	// Inline: the first admission attempt rides on the request (no round
+	// trip first); RTTS is the round trip a refusal or seed answer costs.
+	Inline bool
+	RTTS   float64
+}
+
+// On reports whether any v3 option is set.
+func (c V3Config) On() bool { return c.DBudgetTokens > 0 || c.ColdRoute || c.Inline }
+
+// Execution-mode labels of v3's placements.
+const (
+	ModeLocalSeed   = "kvcache-local-seed-on-d"          // a turn-1 seed prefilled on its decoder
+	ModeLocalReseed = "kvcache-local-reseed-on-d"        // a reseed prefilled on its decoder
+	ModeLargeDirect = "kvcache-direct-to-d-large-append" // an append over τ_append, on its decoder
+)
+
+// v3Load is v3's bookkeeping of queued prefill work: prompt tokens
+// dispatched to each prefill worker and decoder and not yet past their
+// prefill (a request counts from Accepted to PrefillDone).
+type v3Load struct {
+	p, d []int
+}
+
+func (x *Dispatcher) v3() *V3Config { return &x.cfg.V3 }
+
+// v3Counts reports whether the dispatcher keeps v3's load bookkeeping.
+func (x *Dispatcher) v3Counts() bool { return x.cfg.Mechanism == MechKVC && x.cfg.V3.On() }
+
+func (x *Dispatcher) ensureLoad() {
+	if x.p != nil && len(x.load.p) < len(x.p.names) {
+		x.load.p = append(x.load.p, make([]int, len(x.p.names)-len(x.load.p))...)
+	}
+	if len(x.load.d) < len(x.d.names) {
+		x.load.d = append(x.load.d, make([]int, len(x.d.names)-len(x.load.d))...)
+	}
+}
+
+// PrefillQueued is v3's queued prefill tokens on prefill worker p and
+// decoder d (tests, logs).
+func (x *Dispatcher) PrefillQueued() (p, d []int) {
+	x.ensureLoad()
+	return append([]int(nil), x.load.p...), append([]int(nil), x.load.d...)
+}
+
+// pUncached is what prefill worker p would compute of the prompt: the
+// prompt less what P's router believes p caches.
+func (t *Dispatch) pUncached(p int) int {
+	bs := max(t.x.cfg.BlockSize, 1)
+	ov := t.x.p.PickAmong(t.r.Session, t.r.Blocks, func(i int) bool { return i == p }).Overlap
+	return max(t.r.Input-ov*bs, 1)
+}
+
+// v3Local decides, on decoder d's admission answer, whether d prefills the
+// request itself: uncached is what d would compute (the prompt less what d
+// holds), p the prefill worker the request would use otherwise. It notes
+// the comparison in the path.
+func (t *Dispatch) v3Local(d, p, uncached int) bool {
+	x := t.x
+	c := x.v3()
+	if c.DBudgetTokens <= 0 || p < 0 {
+		return false
+	}
+	x.ensureLoad()
+	dq := x.load.d[d] + uncached
+	pq := x.load.p[p] + t.pUncached(p)
+	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
+	t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
+		x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, map[bool]string{true: "local", false: "through P"}[ok])
+	if ok {
+		t.dTok = uncached
+	}
+	return ok
+}
+
+// v3ColdPick is P7: for a session no decoder holds, the allowed decoder
+// with the least queued prefill work less its believed overlap with the
+// prompt (ties to Algorithm 1's order); −1 when none is allowed.
+func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
+	x := t.x
+	x.ensureLoad()
+	bs := max(x.cfg.BlockSize, 1)
+	first := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	best, bestCost := first, 0
+	if first >= 0 {
+		bestCost = x.load.d[first] + max(t.r.Input-t.overlapOn(first)*bs, 0)
+	}
+	for d := range x.d.names {
+		if !allowed(d) || x.d.Out(d) || d == first {
+			continue
+		}
+		cost := x.load.d[d] + max(t.r.Input-t.overlapOn(d)*bs, 0)
+		if best < 0 || cost < bestCost {
+			best, bestCost = d, cost
+		}
+	}
+	return best
+}
+
+func (t *Dispatch) overlapOn(d int) int {
+	if t.x.d.index == nil {
+		return 0
+	}
+	return t.x.d.index[d].prefix(t.r.Blocks)
+}
+
+// v3Accepted counts an accepted request's prefill in the queue it joins.
+func (t *Dispatch) v3Accepted() {
+	x := t.x
+	if !x.v3Counts() {
+		return
+	}
+	x.ensureLoad()
+	switch t.kind {
+	case ActSeed, ActPD:
+		if t.chosenP >= 0 {
+			t.pQ = t.pUncached(t.chosenP)
+			x.load.p[t.chosenP] += t.pQ
+			t.pQAt = t.chosenP
+		}
+	case ActDirect:
+		if t.dTok == 0 {
+			t.dTok = max(t.r.Input-t.cached, 1)
+		}
+		x.load.d[t.chosenD] += t.dTok
+		t.dQ = t.dTok
+	}
+}
+
+// v3PrefillDone takes the request's prefill out of its queue.
+func (t *Dispatch) v3PrefillDone() {
+	x := t.x
+	if t.pQ > 0 {
+		x.load.p[t.pQAt] -= t.pQ
+		t.pQ = 0
+	}
+	if t.dQ > 0 {
+		x.load.d[t.chosenD] -= t.dQ
+		t.dQ = 0
+	}
+}
+
+// v3LocalSeed places a seed or reseed d answered for on d itself when the
+// stall budget and the queues allow (v3Local); it reports whether it did.
+func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
+	x := t.x
+	if x.cfg.Mechanism != MechKVC || x.p == nil {
+		return false
+	}
+	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+		return false
+	}
+	mode := ModeLocalReseed
+	if !x.session(t.r.Session).seen {
+		mode = ModeLocalSeed
+	}
+	t.decide(ActDirect, -1, d, mode)
+	return true
+}
+
+// v3LargeAppend keeps an append over τ_append on the decoder that holds the
+// session (P5) when the stall budget and the queues allow; it reports
+// whether it did. The decoder's refusal carried what it holds.
+func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
+	x := t.x
+	if x.cfg.Mechanism != MechKVC || x.p == nil || x.cfg.V3.DBudgetTokens <= 0 {
+		return false
+	}
+	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+		return false
+	}
+	t.setWhy("real-large-append")
+	t.decide(ActDirect, -1, d, ModeLargeDirect)
+	return true
+}
+
+// v3Placed places the request on d itself when d's answer was a seed or a
+// large-append refusal and v3's budget and queues allow; it reports whether
+// it did.
+func (t *Dispatch) v3Placed(d int, rep AdmitReply) bool {
+	switch {
+	case rep.CanAdmit && !rep.Direct:
+		return t.v3LocalSeed(d, rep)
+	case !rep.CanAdmit && rep.Reason == "real-large-append":
+		return t.v3LargeAppend(d, rep)
+	}
+	return false
+}
