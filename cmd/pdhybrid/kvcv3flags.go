@@ -14,6 +14,8 @@ type kvcV3Flags struct {
 	preset            string
 	budget, margin    int
 	coldRoute, inline bool
+	fallback, typed   bool
+	wholeP            bool
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -22,16 +24,26 @@ const (
 	v3Margin    = 0
 	v3ColdRoute = true
 	v3Inline    = true
+	v3Fallback  = true
+	v3Typed     = true
+	v3WholeP    = true
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p"}
 
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 65536 --local-prefill-margin 0 --cold-route --inline-admission); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 65536 --local-prefill-margin 0 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 65536)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
+	v.registerMore(fs)
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
+}
+
+func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
+	fs.BoolVar(&v.wholeP, "whole-on-p", false, "kvcache-centric (v3), with --local-fallback: such a request is served whole (prefill and decode) on the prefill worker instead when its queued prefill tokens are fewer than the least-loaded decoder's (an idle P takes decode work; off in v2, on in the v3 preset)")
+	fs.BoolVar(&v.fallback, "local-fallback", false, "kvcache-centric (v3), with --d-prefill-budget: a request every decoder refused for space queues on the decoder with the least queued prefill tokens (budget and margin aside: it waits for a decoder's KV either way) instead of going through P as plain PD (off in v2, on in the v3 preset)")
+	fs.BoolVar(&v.typed, "typed-rejects", false, "kvcache-centric (v3): a no-space refusal does not count toward --migration-reject-threshold, only refusals about the session itself (P8; off in v2, on in the v3 preset)")
 }
 
 func (v *kvcV3Flags) check(ck *checks) {
@@ -49,12 +61,24 @@ func (v *kvcV3Flags) check(ck *checks) {
 		if !ck.set("inline-admission") {
 			v.inline = v3Inline
 		}
+		if !ck.set("local-fallback") {
+			v.fallback = v3Fallback
+		}
+		if !ck.set("typed-rejects") {
+			v.typed = v3Typed
+		}
+		if !ck.set("whole-on-p") {
+			v.wholeP = v3WholeP
+		}
 	}
 	ck.num("d-prefill-budget", between(0, 1<<24).is("a number of tokens").orZero("never"))
 	ck.num("local-prefill-margin", between(-(1<<24), 1<<24).is("a number of tokens"))
 	ck.only("local-prefill-margin", v.budget > 0, "with --d-prefill-budget above 0")
+	ck.only("local-fallback", v.budget > 0, "with --d-prefill-budget above 0")
+	ck.only("whole-on-p", v.fallback, "with --local-fallback")
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
-	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, Inline: v.inline}
+	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, Inline: v.inline,
+		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP}
 }

@@ -140,6 +140,7 @@ const (
 	ActLocal                    // decoder D prefills it itself and decodes it (a peer's local prefill)
 	ActFail                     // give up with Cause
 	ActDone                     // nothing more: the request is running or over
+	ActWholeP                   // prefill worker P serves it whole, prefill and decode (v3)
 )
 
 // Action is one step of a request's dispatch.
@@ -439,7 +440,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 // label) and moves on to the next decoder.
 func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	x := t.x
-	if !rep.Unreachable {
+	if !rep.Unreachable && !(x.cfg.Mechanism == MechKVC && x.cfg.V3.TypedRejects && rep.Reason == "no-space") {
 		x.rejects[rejKey{t.r.Session, d}]++
 	}
 	if detail == "" {
@@ -490,6 +491,9 @@ func (t *Dispatch) suffixOnce(s string) {
 func (t *Dispatch) fallback() {
 	if t.why == "" {
 		t.why = "session-not-resident"
+	}
+	if t.v3Fallback() {
+		return
 	}
 	if !t.x.session(t.r.Session).seen && t.suffix == "-d-backpressure" {
 		t.plainPD("pd-router-turn1-d-backpressure")
@@ -556,6 +560,8 @@ func (t *Dispatch) Accepted() {
 		}
 	}
 	switch t.kind {
+	case ActWholeP:
+		t.v3AcceptedWholeP()
 	case ActColo, ActLocal:
 		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 	case ActPD:
@@ -628,8 +634,8 @@ func (t *Dispatch) Finished(ok bool) {
 		x.breakers[t.chosenD].probing = false
 		t.probe = false
 	}
-	if !t.accepted {
-		return
+	if !t.accepted || t.chosenD < 0 {
+		return // not started, or served whole on a prefill worker (v3)
 	}
 	x.d.Done(t.chosenD)
 	if x.cfg.Mechanism.IsPeer() {

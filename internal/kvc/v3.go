@@ -40,16 +40,32 @@ type V3Config struct {
 	// trip first); RTTS is the round trip a refusal or seed answer costs.
 	Inline bool
 	RTTS   float64
+	// LocalFallback: a request every decoder refused for space queues on
+	// the decoder with the least queued prefill instead of going through P
+	// as plain PD; its scheduler admits it when KV frees, as a colocated
+	// worker's would.
+	LocalFallback bool
+	// TypedRejects (P8): a no-space refusal, a decoder's transient state,
+	// does not count toward the session's τ_reject blacklist.
+	TypedRejects bool
+	// WholeOnP: with LocalFallback, such a request is served whole on the
+	// prefill worker instead when P's queue is the shorter (an idle P
+	// takes decode work).
+	WholeOnP bool
 }
 
 // On reports whether any v3 option is set.
-func (c V3Config) On() bool { return c.DBudgetTokens > 0 || c.ColdRoute || c.Inline }
+func (c V3Config) On() bool {
+	return c.DBudgetTokens > 0 || c.ColdRoute || c.Inline || c.LocalFallback || c.TypedRejects
+}
 
 // Execution-mode labels of v3's placements.
 const (
 	ModeLocalSeed   = "kvcache-local-seed-on-d"          // a turn-1 seed prefilled on its decoder
 	ModeLocalReseed = "kvcache-local-reseed-on-d"        // a reseed prefilled on its decoder
 	ModeLargeDirect = "kvcache-direct-to-d-large-append" // an append over τ_append, on its decoder
+	ModeLocalFall   = "kvcache-local-fallback-on-d"      // refused for space everywhere: queued on a decoder
+	ModeWholeOnP    = "kvcache-whole-on-p"               // refused for space everywhere: served whole on P
 )
 
 // v3Load is v3's bookkeeping of queued prefill work: prompt tokens
@@ -149,7 +165,7 @@ func (t *Dispatch) v3Accepted() {
 	}
 	x.ensureLoad()
 	switch t.kind {
-	case ActSeed, ActPD:
+	case ActSeed, ActPD, ActWholeP:
 		if t.chosenP >= 0 {
 			t.pQ = t.pUncached(t.chosenP)
 			x.load.p[t.chosenP] += t.pQ
@@ -224,4 +240,58 @@ func (t *Dispatch) v3Placed(d int, rep AdmitReply) bool {
 		return t.v3LargeAppend(d, rep)
 	}
 	return false
+}
+
+// v3Fallback queues a request every decoder refused for space on the
+// session's home decoder, or else the one with the least queued prefill,
+// when LocalFallback is on; it reports whether it did.
+func (t *Dispatch) v3Fallback() bool {
+	x := t.x
+	c := x.v3()
+	if x.cfg.Mechanism != MechKVC || x.p == nil || !c.LocalFallback || t.suffix != "-no-d-capacity" {
+		return false
+	}
+	x.ensureLoad()
+	d := -1
+	if s := x.session(t.r.Session); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
+		d = s.pin // the session's home: only the append is new there
+	}
+	for i := range x.d.names {
+		if d >= 0 && d == x.session(t.r.Session).pin {
+			break
+		}
+		if !x.d.Out(i) && !t.r.avoids(i) && (d < 0 || x.load.d[i] < x.load.d[d]) {
+			d = i
+		}
+	}
+	if d < 0 {
+		return false
+	}
+	if p := x.p.Pick(t.r.Session, t.r.Blocks).Worker; c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
+		// An idle P takes decode work: its KV pool is free for it, and
+		// its queue is the shorter.
+		t.note("v3 fallback: every decoder refused for space; %s serves it whole (%d prefill tokens queued, %s %d)",
+			x.p.names[p], x.load.p[p], x.d.names[d], x.load.d[d])
+		t.decide(ActWholeP, p, -1, ModeWholeOnP)
+		return true
+	}
+	// No budget or margin here: the request has to wait for a decoder's
+	// KV either way, and through P it would hold that KV reserved while
+	// it waits in P's queue too (SGLang's order), which starves the
+	// decoders further.
+	t.note("v3 fallback: every decoder refused for space; queued on %s (%d prefill tokens queued)", x.d.names[d], x.load.d[d])
+	t.dTok = max(t.r.Input-t.overlapOn(d)*max(x.cfg.BlockSize, 1), 1)
+	t.decide(ActDirect, -1, d, ModeLocalFall)
+	return true
+}
+
+// v3AcceptedWholeP moves the routers' state for a request served whole on
+// a prefill worker: P's cache holds it now, no decoder holds the session.
+func (t *Dispatch) v3AcceptedWholeP() {
+	x := t.x
+	x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+	if s := x.session(t.r.Session); s.pin >= 0 {
+		x.d.Unpin(t.r.Session, s.pin)
+		x.unpin(t.r.Session)
+	}
 }

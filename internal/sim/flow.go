@@ -43,6 +43,10 @@ func (s *Sim) execute(r *req) {
 			if s.startWhole(r, a) {
 				return
 			}
+		case kvc.ActWholeP:
+			if s.startWholeP(r, a) {
+				return
+			}
 		case kvc.ActPD, kvc.ActSeed:
 			if s.startPD(r, a) {
 				return

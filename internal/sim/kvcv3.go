@@ -23,6 +23,14 @@ type KVCv3 struct {
 	// Inline: the first admission check rides on the request (no round
 	// trip before it; a refusal or seed answer pays one).
 	Inline bool `json:"inline_admission"`
+	// LocalFallback: a request every decoder refused for space queues on
+	// the least-loaded decoder (within the budget) instead of plain PD.
+	LocalFallback bool `json:"local_fallback"`
+	// TypedRejects: no-space refusals do not count toward τ_reject (P8).
+	TypedRejects bool `json:"typed_rejects"`
+	// WholeOnP: with LocalFallback, such a request is served whole on the
+	// prefill worker when its queue is the shorter.
+	WholeOnP bool `json:"whole_on_p"`
 }
 
 func (v *KVCv3) validate() error {
@@ -41,5 +49,6 @@ func (v *KVCv3) validate() error {
 // config is the control plane's view; rtt is the admission round trip an
 // inline check's refusal pays.
 func (v *KVCv3) config(rtt float64) kvc.V3Config {
-	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, Inline: v.Inline, RTTS: rtt}
+	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, Inline: v.Inline, RTTS: rtt,
+		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP}
 }
