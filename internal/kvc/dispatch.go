@@ -259,6 +259,7 @@ type Dispatch struct {
 	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
 	// v3 (v3.go): what this request adds to its queues of prefill work.
 	cached, dTok, dQ, pQ, pQAt int
+	pend, pendD                int  // cold routing's tokens on a decoder until it answers
 	inline                     bool // the admission in flight rode on the request
 }
 
@@ -378,6 +379,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	d := t.act.D
 	x := t.x
 	t.cached = rep.CachedTokens
+	t.v3Answered()
 	if t.inline {
 		// The inline check came back without starting the request on d:
 		// the answer's round trip is paid before the next step.
@@ -627,6 +629,7 @@ func (t *Dispatch) PrefillDone() {
 // counts reset per the configured rule.
 func (t *Dispatch) Finished(ok bool) {
 	x := t.x
+	t.v3Answered()
 	t.PrefillDone()
 	if t.probe {
 		// A probe that ended with no transport outcome (cut short before

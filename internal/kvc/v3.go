@@ -73,6 +73,10 @@ const (
 // prefill (a request counts from Accepted to PrefillDone).
 type v3Load struct {
 	p, d []int
+	// pend is what cold routing sent each decoder's way and the decoder
+	// has not answered yet, so that a burst of cold sessions routed before
+	// any is admitted spreads over the decoders.
+	pend []int
 }
 
 func (x *Dispatcher) v3() *V3Config { return &x.cfg.V3 }
@@ -86,6 +90,7 @@ func (x *Dispatcher) ensureLoad() {
 	}
 	if len(x.load.d) < len(x.d.names) {
 		x.load.d = append(x.load.d, make([]int, len(x.d.names)-len(x.load.d))...)
+		x.load.pend = append(x.load.pend, make([]int, len(x.d.names)-len(x.load.pend))...)
 	}
 }
 
@@ -132,22 +137,37 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	x := t.x
 	x.ensureLoad()
+	t.v3Answered() // a refusal the router made itself (its session cap) asked no decoder
 	bs := max(x.cfg.BlockSize, 1)
 	first := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
 	best, bestCost := first, 0
+	cost := func(d int) int { return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) }
 	if first >= 0 {
-		bestCost = x.load.d[first] + max(t.r.Input-t.overlapOn(first)*bs, 0)
+		bestCost = cost(first)
 	}
 	for d := range x.d.names {
 		if !allowed(d) || x.d.Out(d) || d == first {
 			continue
 		}
-		cost := x.load.d[d] + max(t.r.Input-t.overlapOn(d)*bs, 0)
-		if best < 0 || cost < bestCost {
-			best, bestCost = d, cost
+		if c := cost(d); best < 0 || c < bestCost {
+			best, bestCost = d, c
 		}
 	}
+	if best >= 0 {
+		t.pend = max(t.r.Input-t.overlapOn(best)*bs, 1)
+		t.pendD = best
+		x.load.pend[best] += t.pend
+	}
 	return best
+}
+
+// v3Answered takes a cold-routed request's pending tokens off its decoder
+// once the decoder has answered (or the request ended unanswered).
+func (t *Dispatch) v3Answered() {
+	if t.pend > 0 {
+		t.x.load.pend[t.pendD] -= t.pend
+		t.pend = 0
+	}
 }
 
 func (t *Dispatch) overlapOn(d int) int {
@@ -294,4 +314,18 @@ func (t *Dispatch) v3AcceptedWholeP() {
 		x.d.Unpin(t.r.Session, s.pin)
 		x.unpin(t.r.Session)
 	}
+}
+
+// V3Idle reports whether v3's bookkeeping is back to empty: no prefill
+// queued or pending anywhere (once every request has ended; the property
+// test holds it to that).
+func (x *Dispatcher) V3Idle() bool {
+	for _, q := range [][]int{x.load.p, x.load.d, x.load.pend} {
+		for _, v := range q {
+			if v != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
