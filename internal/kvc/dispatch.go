@@ -192,6 +192,9 @@ type sessState struct {
 	bound   bool
 	boundD  int
 	boundAt float64
+	// onP is 1 + the prefill worker that last served the session whole
+	// (KVC v3's whole-on-p), 0 when none.
+	onP int
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -300,6 +303,9 @@ func (t *Dispatch) beginKVC() {
 		return
 	}
 	_ = s
+	if t.v3StayOnP() {
+		return
+	}
 	t.route()
 }
 

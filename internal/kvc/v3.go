@@ -184,6 +184,9 @@ func (t *Dispatch) v3Accepted() {
 		return
 	}
 	x.ensureLoad()
+	if t.kind != ActWholeP {
+		x.session(t.r.Session).onP = 0
+	}
 	switch t.kind {
 	case ActSeed, ActPD, ActWholeP:
 		if t.chosenP >= 0 {
@@ -310,10 +313,41 @@ func (t *Dispatch) v3Fallback() bool {
 func (t *Dispatch) v3AcceptedWholeP() {
 	x := t.x
 	x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
-	if s := x.session(t.r.Session); s.pin >= 0 {
+	s := x.session(t.r.Session)
+	if s.pin >= 0 {
 		x.d.Unpin(t.r.Session, s.pin)
 		x.unpin(t.r.Session)
 	}
+	s.onP = 1 + t.chosenP
+}
+
+// v3StayOnP serves a session's turn whole on the prefill worker that
+// served its last turn whole, with no admission round trip, when that
+// worker's queue with what it lacks of the prompt is no longer than the
+// least-loaded decoder's would be with the whole prompt; it reports
+// whether it did. P's prefix cache holds the session then, as a
+// colocated worker's would.
+func (t *Dispatch) v3StayOnP() bool {
+	x := t.x
+	s := x.session(t.r.Session)
+	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || s.onP == 0 || x.p.Out(s.onP-1) {
+		return false
+	}
+	x.ensureLoad()
+	p := s.onP - 1
+	pq := x.load.p[p] + t.pUncached(p)
+	dq := -1
+	for d := range x.d.names {
+		if q := x.load.d[d] + x.load.pend[d] + t.r.Input; !x.d.Out(d) && (dq < 0 || q < dq) {
+			dq = q
+		}
+	}
+	if dq >= 0 && pq > dq {
+		return false
+	}
+	t.note("v3: %s served the session's last turn whole; again (%d prefill tokens queued with this, a decoder %d)", x.p.names[p], pq, dq)
+	t.decide(ActWholeP, p, -1, ModeWholeOnP)
+	return true
 }
 
 // V3Idle reports whether v3's bookkeeping is back to empty: no prefill
