@@ -87,6 +87,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"local-fallback":                   append(kvcFlags, "--kvc-preset", "v3", "--local-fallback=false"),
 		"typed-rejects":                    append(kvcFlags, "--typed-rejects"),
 		"whole-on-p":                       append(kvcFlags, "--kvc-preset", "v3", "--whole-on-p=false"),
+		"cold-on-p":                        append(kvcFlags, "--kvc-preset", "v3", "--cold-on-p"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),
 		"conditional-eff-isl-ratio":        with(cond, "--conditional-eff-isl-ratio", "0.6"),

@@ -15,7 +15,7 @@ type kvcV3Flags struct {
 	budget, margin    int
 	coldRoute, inline bool
 	fallback, typed   bool
-	wholeP            bool
+	wholeP, coldP     bool
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -29,7 +29,7 @@ const (
 	v3WholeP    = true
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p"}
 
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --local-prefill-margin 16384 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p); a flag given overrides its preset value")
@@ -41,6 +41,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 }
 
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
+	fs.BoolVar(&v.coldP, "cold-on-p", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker when its queued prefill tokens are no more than every decoder's, and the session stays there as --whole-on-p says (P as one more colocated worker; off by default)")
 	fs.BoolVar(&v.wholeP, "whole-on-p", false, "kvcache-centric (v3), with --local-fallback: such a request is served whole (prefill and decode) on the prefill worker instead when its queued prefill tokens are fewer than the least-loaded decoder's (an idle P takes decode work; off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.fallback, "local-fallback", false, "kvcache-centric (v3), with --d-prefill-budget: a request every decoder refused for space queues on the decoder with the least queued prefill tokens (budget and margin aside: it waits for a decoder's KV either way) instead of going through P as plain PD (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.typed, "typed-rejects", false, "kvcache-centric (v3): a no-space refusal does not count toward --migration-reject-threshold, only refusals about the session itself (P8; off in v2, on in the v3 preset)")
@@ -76,9 +77,10 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.only("local-prefill-margin", v.budget > 0, "with --d-prefill-budget above 0")
 	ck.only("local-fallback", v.budget > 0, "with --d-prefill-budget above 0")
 	ck.only("whole-on-p", v.fallback, "with --local-fallback")
+	ck.only("cold-on-p", v.wholeP, "with --whole-on-p")
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
 	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, Inline: v.inline,
-		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP}
+		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP}
 }

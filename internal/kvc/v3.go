@@ -50,8 +50,12 @@ type V3Config struct {
 	TypedRejects bool
 	// WholeOnP: with LocalFallback, such a request is served whole on the
 	// prefill worker instead when P's queue is the shorter (an idle P
-	// takes decode work).
+	// takes decode work); a session served whole on P stays there while
+	// P's queue is the shorter.
 	WholeOnP bool
+	// ColdOnP: with WholeOnP, a new session also starts whole on P when
+	// P's queue is no longer than every decoder's.
+	ColdOnP bool
 }
 
 // On reports whether any v3 option is set.
@@ -330,11 +334,22 @@ func (t *Dispatch) v3AcceptedWholeP() {
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
 	s := x.session(t.r.Session)
-	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || s.onP == 0 || x.p.Out(s.onP-1) {
+	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil {
 		return false
 	}
 	x.ensureLoad()
 	p := s.onP - 1
+	if s.onP == 0 {
+		// A new session may start on an idle P (ColdOnP) as on a fifth
+		// decoder; an old one stays where it is.
+		if !x.cfg.V3.ColdOnP || s.seen {
+			return false
+		}
+		p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	}
+	if p < 0 || x.p.Out(p) {
+		return false
+	}
 	pq := x.load.p[p] + t.pUncached(p)
 	dq := -1
 	for d := range x.d.names {

@@ -31,6 +31,8 @@ type KVCv3 struct {
 	// WholeOnP: with LocalFallback, such a request is served whole on the
 	// prefill worker when its queue is the shorter.
 	WholeOnP bool `json:"whole_on_p"`
+	// ColdOnP: with WholeOnP, a new session may start whole on P too.
+	ColdOnP bool `json:"cold_on_p"`
 }
 
 func (v *KVCv3) validate() error {
@@ -50,5 +52,5 @@ func (v *KVCv3) validate() error {
 // inline check's refusal pays.
 func (v *KVCv3) config(rtt float64) kvc.V3Config {
 	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, Inline: v.Inline, RTTS: rtt,
-		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP}
+		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP}
 }
