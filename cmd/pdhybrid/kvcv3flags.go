@@ -43,7 +43,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
 	fs.BoolVar(&v.coldP, "cold-on-p", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker when its queued prefill tokens are no more than every decoder's, and the session stays there as --whole-on-p says (P as one more colocated worker; off by default)")
 	fs.BoolVar(&v.wholeP, "whole-on-p", false, "kvcache-centric (v3), with --local-fallback: such a request is served whole (prefill and decode) on the prefill worker instead when its queued prefill tokens are fewer than the least-loaded decoder's (an idle P takes decode work; off in v2, on in the v3 preset)")
-	fs.BoolVar(&v.fallback, "local-fallback", false, "kvcache-centric (v3), with --d-prefill-budget: a request every decoder refused for space queues on the decoder with the least queued prefill tokens (budget and margin aside: it waits for a decoder's KV either way) instead of going through P as plain PD (off in v2, on in the v3 preset)")
+	fs.BoolVar(&v.fallback, "local-fallback", false, "kvcache-centric (v3): a request every decoder refused for space queues on the session's decoder, or else the one with the least queued prefill tokens (budget and margin aside: it waits for a decoder's KV either way) instead of going through P as plain PD (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.typed, "typed-rejects", false, "kvcache-centric (v3): a no-space refusal does not count toward --migration-reject-threshold, only refusals about the session itself (P8; off in v2, on in the v3 preset)")
 }
 
@@ -75,7 +75,6 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.num("d-prefill-budget", between(0, 1<<24).is("a number of tokens").orZero("never"))
 	ck.num("local-prefill-margin", between(-(1<<24), 1<<24).is("a number of tokens"))
 	ck.only("local-prefill-margin", v.budget > 0, "with --d-prefill-budget above 0")
-	ck.only("local-fallback", v.budget > 0, "with --d-prefill-budget above 0")
 	ck.only("whole-on-p", v.fallback, "with --local-fallback")
 	ck.only("cold-on-p", v.wholeP, "with --whole-on-p")
 }
