@@ -322,12 +322,7 @@ func (t *Dispatch) route() {
 	allowed := func(d int) bool {
 		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
 	}
-	var d int
-	if x.cfg.Mechanism == MechKVC && x.cfg.V3.ColdRoute && x.session(t.r.Session).pin < 0 {
-		d = t.v3ColdPick(allowed)
-	} else {
-		d = x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
-	}
+	d := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
 	if d < 0 {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
@@ -342,6 +337,11 @@ func (t *Dispatch) route() {
 		}
 		d = best
 		t.note("every decoder blacklisted: least-rejected %s", x.d.names[d])
+	}
+	if x.cfg.Mechanism == MechKVC && x.cfg.V3.ColdRoute && x.session(t.r.Session).pin < 0 {
+		if c := t.v3ColdPick(allowed); c >= 0 {
+			d = c // v3: capacity-aware routing of a session no decoder holds (v3.go)
+		}
 	}
 	t.attempts++
 	t.tried[d] = true
