@@ -79,6 +79,15 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"d-to-p-sync":                      append(kvcFlags, "--d-to-p-sync", "on-evict"),
 		"d-to-p-delta-tokens":              append(kvcFlags, "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "4096"),
 		"snapshot-buf":                     append(kvcFlags, "--d-to-p-sync", "on-evict", "--snapshot-buf", "2"),
+		"kvc-preset":                       append(kvcFlags, "--kvc-preset", "v3"),
+		"d-prefill-budget":                 append(kvcFlags, "--d-prefill-budget", "4096"),
+		"local-prefill-margin":             append(kvcFlags, "--kvc-preset", "v3", "--local-prefill-margin", "77"),
+		"cold-route":                       append(kvcFlags, "--cold-route"),
+		"inline-admission":                 append(kvcFlags, "--inline-admission"),
+		"local-fallback":                   append(kvcFlags, "--kvc-preset", "v3", "--local-fallback=false"),
+		"typed-rejects":                    append(kvcFlags, "--typed-rejects"),
+		"whole-on-p":                       append(kvcFlags, "--kvc-preset", "v3", "--whole-on-p=false"),
+		"cold-on-p":                        append(kvcFlags, "--kvc-preset", "v3", "--cold-on-p"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),
 		"conditional-eff-isl-ratio":        with(cond, "--conditional-eff-isl-ratio", "0.6"),
@@ -129,7 +138,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 			return plain
 		}
 		key := args[:2]
-		if args[2] == "--conditional-strategy" && len(args) > 4 {
+		if (args[2] == "--conditional-strategy" || args[2] == "--kvc-preset") && len(args) > 4 {
 			key = args[:4]
 		}
 		k := strings.Join(key, " ")

@@ -15,6 +15,7 @@ type kvcFlags struct {
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
+	v3                                                     kvcV3Flags
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
@@ -23,6 +24,7 @@ var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-thre
 	"snapshot-buf", "prefill-backup"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
+	k.v3.register(fs)
 	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
 	fs.IntVar(&k.tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` of a session by a decoder before the router skips that decoder for it; 0 = never")
 	fs.IntVar(&k.retries, "kvc-max-attempts", 0, "kvcache-centric: admission `attempts` (1 + ε retries) before falling back to plain PD; 0 = one per decoder (ε = decoders − 1, the spec)")
@@ -66,7 +68,8 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.oneOf("residency-belief", "track", "never-shrink")
 	ck.oneOf("trim", "idle", "any")
 	ck.oneOf("eviction", "session", "block")
-	for _, n := range kvcFlagNames {
+	k.v3.check(ck)
+	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
 		ck.only(n, on, "to --mechanism kvcache-centric")
 	}
 }
@@ -80,7 +83,7 @@ func (k *kvcFlags) config() sim.KVC {
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
-		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30))}
+		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config()}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

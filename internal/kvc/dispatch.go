@@ -77,6 +77,8 @@ type DispatchConfig struct {
 	Peer           PeerConfig
 	BlockSize      int
 	DecodeKVBlocks int
+	// V3 holds KVC v3's options (v3.go); the zero value is v2.
+	V3 V3Config
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.
@@ -141,6 +143,7 @@ const (
 	ActLocal                    // decoder D prefills it itself and decodes it (a peer's local prefill)
 	ActFail                     // give up with Cause
 	ActDone                     // nothing more: the request is running or over
+	ActWholeP                   // prefill worker P serves it whole, prefill and decode (v3)
 )
 
 // Action is one step of a request's dispatch.
@@ -154,7 +157,10 @@ type Action struct {
 	// the seed's router did for a session it believed resident there; a
 	// decoder that does not hold it refuses (session-not-resident).
 	DirectOnly bool
-	Cause      string // ActFail
+	// Inline (ActAdmit, v3): the admission check rides on the request
+	// itself, so the executor sends it without a separate round trip.
+	Inline bool
+	Cause  string // ActFail
 }
 
 // AdmitReply is a decoder's structured answer to an admission RPC.
@@ -168,6 +174,9 @@ type AdmitReply struct {
 	// decoder, but it is not the session's reject: a decoder that was slow
 	// once is not blacklisted for the session.
 	Unreachable bool
+	// CachedTokens is the prompt tokens the decoder holds for the request
+	// (v3 weighs the rest against the prefill worker's queue).
+	CachedTokens int
 }
 
 type rejKey struct {
@@ -186,6 +195,9 @@ type sessState struct {
 	bound   bool
 	boundD  int
 	boundAt float64
+	// onP is 1 + the prefill worker that last served the session whole
+	// (KVC v3's whole-on-p), 0 when none.
+	onP int
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -201,6 +213,7 @@ type Dispatcher struct {
 	pActive  []int // the peers: prefill tokens in flight per prefill worker
 	dActive  []int // the peers: blocks of requests in flight per decoder
 	dPrefill []int // pd-conditional: blocks of local prefills in flight per decoder
+	load     v3Load
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -250,6 +263,10 @@ type Dispatch struct {
 	pTok     int     // the peers: prefill tokens counted in pActive
 	dBlk     int     // the peers: blocks counted in dActive
 	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
+	// v3 (v3.go): what this request adds to its queues of prefill work.
+	cached, dTok, dQ, pQ, pQAt int
+	pend, pendD                int  // cold routing's tokens on a decoder until it answers
+	inline                     bool // the admission in flight rode on the request
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -295,6 +312,9 @@ func (t *Dispatch) beginKVC() {
 		return
 	}
 	_ = s
+	if t.v3StayOnP() {
+		return
+	}
 	t.route()
 }
 
@@ -327,12 +347,20 @@ func (t *Dispatch) route() {
 		d = best
 		t.note("every decoder blacklisted: least-rejected %s", x.d.names[d])
 	}
+	if x.cfg.Mechanism == MechKVC && x.cfg.V3.ColdRoute && x.session(t.r.Session).pin < 0 {
+		if c := t.v3ColdPick(allowed); c >= 0 {
+			d = c // v3: capacity-aware routing of a session no decoder holds (v3.go)
+		}
+	}
 	t.attempts++
 	t.tried[d] = true
 	t.chosenD = d
 	s := x.session(t.r.Session)
 	a := Action{Kind: ActAdmit, P: -1, D: d, Delay: t.pause}
 	t.pause = 0
+	if x.cfg.Mechanism == MechKVC && x.cfg.V3.Inline && t.attempts == 1 {
+		a.Inline, t.inline = true, true
+	}
 	if x.cfg.Gate == GateRouter {
 		// The seed's router-side gate: the router estimates the append from
 		// what it believes d holds, and checks its session cap, before the RPC.
@@ -365,6 +393,20 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	}
 	d := t.act.D
 	x := t.x
+	t.cached = rep.CachedTokens
+	t.v3Answered()
+	if t.inline {
+		// The inline check came back without starting the request on d:
+		// the answer's round trip is paid before the next step.
+		t.inline = false
+		if !rep.Direct && !t.v3Placed(d, rep) {
+			t.pause += x.cfg.V3.RTTS
+		} else if !rep.Direct {
+			return
+		}
+	} else if t.v3Placed(d, rep) {
+		return
+	}
 	if !rep.CanAdmit {
 		t.reject(d, rep, "")
 		return
@@ -415,7 +457,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 // label) and moves on to the next decoder.
 func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	x := t.x
-	if !rep.Unreachable {
+	if !rep.Unreachable && !(x.cfg.Mechanism == MechKVC && x.cfg.V3.TypedRejects && rep.Reason == "no-space") {
 		x.rejects[rejKey{t.r.Session, d}]++
 	}
 	if detail == "" {
@@ -467,6 +509,9 @@ func (t *Dispatch) fallback() {
 	if t.why == "" {
 		t.why = "session-not-resident"
 	}
+	if t.v3Fallback() {
+		return
+	}
 	if !t.x.session(t.r.Session).seen && t.suffix == "-d-backpressure" {
 		t.plainPD("pd-router-turn1-d-backpressure")
 		return
@@ -500,7 +545,7 @@ func (t *Dispatch) plainPD(mode string) {
 
 func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
 	t.kind, t.chosenP, t.chosenD, t.mode = k, p, d, mode
-	t.act = Action{Kind: k, P: p, D: d}
+	t.act = Action{Kind: k, P: p, D: d, Delay: t.pause} // a pause still owed (v3's inline round trip)
 }
 
 func (t *Dispatch) note(format string, args ...any) {
@@ -518,6 +563,7 @@ func (t *Dispatch) Path() []string { return t.path }
 func (t *Dispatch) Accepted() {
 	x := t.x
 	t.accepted = true
+	t.v3Accepted()
 	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
 		// Only what crosses the transport can probe its breaker.
 		t.probe = x.breakers[t.chosenD].sent(t.now)
@@ -531,6 +577,8 @@ func (t *Dispatch) Accepted() {
 		}
 	}
 	switch t.kind {
+	case ActWholeP:
+		t.v3AcceptedWholeP()
 	case ActColo, ActLocal:
 		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 	case ActPD:
@@ -574,6 +622,7 @@ func (t *Dispatch) Refused(cause string) {
 // PrefillDone tells the dispatcher the request left its prefill worker (or,
 // prefilled on its decoder, produced its first token there).
 func (t *Dispatch) PrefillDone() {
+	t.v3PrefillDone()
 	if t.accepted && t.dPre > 0 {
 		t.x.dPrefill[t.chosenD] -= t.dPre
 		t.dPre = 0
@@ -595,6 +644,7 @@ func (t *Dispatch) PrefillDone() {
 // counts reset per the configured rule.
 func (t *Dispatch) Finished(ok bool) {
 	x := t.x
+	t.v3Answered()
 	t.PrefillDone()
 	if t.probe {
 		// A probe that ended with no transport outcome (cut short before
@@ -602,8 +652,8 @@ func (t *Dispatch) Finished(ok bool) {
 		x.breakers[t.chosenD].probing = false
 		t.probe = false
 	}
-	if !t.accepted {
-		return
+	if !t.accepted || t.chosenD < 0 {
+		return // not started, or served whole on a prefill worker (v3)
 	}
 	x.d.Done(t.chosenD)
 	if x.cfg.Mechanism.IsPeer() {

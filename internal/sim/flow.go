@@ -33,10 +33,18 @@ func (s *Sim) execute(r *req) {
 		r.delayed = false
 		switch a.Kind {
 		case kvc.ActAdmit:
-			s.push(event{t: s.now + s.cfg.KVC.AdmissionRTTS, kind: evAdmit, req: r})
+			rtt := s.cfg.KVC.AdmissionRTTS
+			if a.Inline {
+				rtt = 0 // v3: the check rides on the request; a refusal pays it after
+			}
+			s.push(event{t: s.now + rtt, kind: evAdmit, req: r})
 			return
 		case kvc.ActColo, kvc.ActDirect, kvc.ActLocal:
 			if s.startWhole(r, a) {
+				return
+			}
+		case kvc.ActWholeP:
+			if s.startWholeP(r, a) {
 				return
 			}
 		case kvc.ActPD, kvc.ActSeed:
@@ -69,7 +77,7 @@ func (s *Sim) admit(r *req) {
 	if rep.PauseMs > 0 {
 		s.logEvent("backpressure", w.Name(), r, fmt.Sprintf("recommended_pause_ms=%g can_admit=%t queued=%d", rep.PauseMs, rep.CanAdmit, w.Queued()), 0)
 	}
-	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs})
+	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs, CachedTokens: rep.CachedTokens})
 	s.execute(r)
 }
 

@@ -53,6 +53,9 @@ type KVC struct {
 	DToP             string `json:"d_to_p_sync"`
 	DToPDeltaTokens  int    `json:"d_to_p_delta_tokens"`
 	SnapshotBufBytes int64  `json:"snapshot_buf_bytes"`
+
+	// V3 is KVC v3's options (kvcv3.go); the zero value is v2.
+	V3 KVCv3 `json:"v3"`
 }
 
 func (k *KVC) defaults() {
@@ -98,6 +101,9 @@ func (k *KVC) defaults() {
 }
 
 func (k *KVC) validate() error {
+	if err := k.V3.validate(); err != nil {
+		return err
+	}
 	if _, err := kvc.ParseGate(k.Gate); err != nil {
 		return err
 	}
@@ -178,7 +184,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	tau := max(k.TauReject, 0) // kvc: 0 = never
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens)}
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS)}
 }
 
 // breaker is the control plane's breaker: windowed mode only (with

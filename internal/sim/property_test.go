@@ -71,6 +71,7 @@ func TestSimProperty(t *testing.T) {
 	p := profile(t)
 	statuses := map[metrics.Status]int{}
 	byMech := map[Mechanism]int{}
+	v3Runs := 0
 	for seed := uint64(1); seed <= 1000; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
 		reqs := randTrace(rng, 150)
@@ -105,6 +106,14 @@ func TestSimProperty(t *testing.T) {
 				PrefillBackup:    []string{"release-after-transfer", "capacity-backup"}[rng.IntN(2)],
 				SnapshotBufBytes: int64(1+rng.IntN(20000)) * p.Model.KVBytesPerToken()}
 			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
+			if r3 := rand.New(rand.NewPCG(seed, 3)); r3.IntN(2) == 0 {
+				// KVC v3's options (their own stream: the other draws stay as they were).
+				cfg.KVC.V3 = KVCv3{DBudgetTokens: r3.IntN(3) * r3.IntN(80000), MarginTokens: r3.IntN(20000) - 10000,
+					ColdRoute: r3.IntN(2) == 0, Inline: r3.IntN(2) == 0, TypedRejects: r3.IntN(2) == 0}
+				cfg.KVC.V3.LocalFallback = cfg.KVC.V3.DBudgetTokens > 0 && r3.IntN(2) == 0
+				cfg.KVC.V3.WholeOnP = cfg.KVC.V3.LocalFallback && r3.IntN(2) == 0
+				v3Runs++
+			}
 		case 3:
 			// The peers, with their knobs spread around their defaults.
 			cfg.Mechanism = []Mechanism{PDConditional, PDPrefixDecider, PDDecodeRadix}[rng.IntN(3)]
@@ -163,6 +172,10 @@ func TestSimProperty(t *testing.T) {
 				}
 			}
 		}
+		if !s.disp.V3Idle() {
+			p, d := s.disp.PrefillQueued()
+			t.Fatalf("seed %d (%+v): KVC v3 still counts prefill queued at the end: P %v D %v", seed, cfg.KVC.V3, p, d)
+		}
 		if pt, db := s.disp.ActiveLoad(); pt != 0 || db != 0 {
 			t.Fatalf("seed %d (%s): %d prefill tokens and %d decode blocks still counted active at the end", seed, cfg.Mechanism, pt, db)
 		}
@@ -170,7 +183,10 @@ func TestSimProperty(t *testing.T) {
 			t.Fatalf("seed %d: active %d live %d in flight %d at the end", seed, s.active, s.live, len(s.inflight))
 		}
 	}
-	t.Logf("statuses over all runs: %v; runs per mechanism: %v", statuses, byMech)
+	t.Logf("statuses over all runs: %v; runs per mechanism: %v; KVC v3 runs %d", statuses, byMech, v3Runs)
+	if v3Runs == 0 {
+		t.Fatal("no KVC v3 run: the property test no longer covers its options")
+	}
 	for _, m := range []Mechanism{PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix} {
 		if byMech[m] == 0 {
 			t.Fatalf("no run of %s: the property test no longer covers it", m)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestKVCPreset: --kvc-preset v3 sets v3's defaults in config.json, a flag
+// given overrides its preset value, v2 leaves every option off, and a bad
+// value names the flag and the valid ones.
+func TestKVCPreset(t *testing.T) {
+	v3 := func(args ...string) map[string]any {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "run")
+		full := append([]string{"sim", "--synth-sessions", "2", "--synth-requests", "8", "--mechanism", "kvcache-centric", "--out", dir}, args...)
+		if _, se, err := runCLI(full...); err != nil {
+			t.Fatalf("%v: %v\n%s", full, err, se)
+		}
+		var cfg struct {
+			KVC struct {
+				V3 map[string]any `json:"v3"`
+			} `json:"kvc"`
+		}
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.KVC.V3 == nil {
+			t.Fatalf("%v: config.json has no kvc.v3", args)
+		}
+		return cfg.KVC.V3
+	}
+	for _, tc := range []struct {
+		args []string
+		key  string
+		want any
+	}{
+		{nil, "d_prefill_budget_tokens", 0.0},
+		{nil, "whole_on_p", false},
+		{[]string{"--kvc-preset", "v3"}, "d_prefill_budget_tokens", float64(v3Budget)},
+		{[]string{"--kvc-preset", "v3"}, "local_prefill_margin_tokens", float64(v3Margin)},
+		{[]string{"--kvc-preset", "v3"}, "inline_admission", true},
+		{[]string{"--kvc-preset", "v3"}, "whole_on_p", true},
+		{[]string{"--kvc-preset", "v3", "--d-prefill-budget", "1000"}, "d_prefill_budget_tokens", 1000.0},
+		{[]string{"--kvc-preset", "v3", "--inline-admission=false"}, "inline_admission", false},
+	} {
+		if got := v3(tc.args...)[tc.key]; got != tc.want {
+			t.Errorf("%v: kvc.v3.%s = %v, want %v", tc.args, tc.key, got, tc.want)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--kvc-preset", "v4"},
+		{"--d-prefill-budget", "-1"},
+		{"--local-prefill-margin", "5"}, // without a budget
+		{"--whole-on-p"},                // without --local-fallback
+	} {
+		args := append([]string{"sim", "--synth-sessions", "2", "--mechanism", "kvcache-centric"}, bad...)
+		_, se, err := runCLI(args...)
+		if err == nil || !strings.Contains(se+err.Error(), bad[0]) {
+			t.Errorf("%v: err %v, stderr %q; want an error naming %s", bad, err, se, bad[0])
+		}
+	}
+	if _, _, err := runCLI("sim", "--synth-sessions", "2", "--mechanism", "pd-colo", "--kvc-preset", "v3"); err == nil {
+		t.Error("--kvc-preset accepted for pd-colo")
+	}
+}

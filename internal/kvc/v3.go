@@ -1,0 +1,380 @@
+package kvc
+
+// KVC v3 (issue 13): where a request's prefill runs is a choice, not a
+// consequence of the session's residency. KVC v2 sends every prompt its
+// decoder cannot append directly — a session's first turn, a reseed after
+// an eviction, an append over τ_append — through the prefill pool, so with
+// one P in 1P3D the tail is the P queue (docs/kvc-v3.md attributes it by
+// execution mode). v3 keeps v2's direct appends and adds, each off unless
+// configured (the zero V3Config is v2):
+//
+//   - a bounded stall budget for prefill on a decoder (the seed's P5,
+//     extended to cold prompts): a decoder takes the prefill of a seed,
+//     reseed or large append itself, keeping the session, when the local
+//     prefill tokens queued on it, this request's included, stay within
+//     DBudgetTokens and the estimated wait there is below P's by Margin
+//     tokens. The wait is counted in prompt tokens queued for prefill — P
+//     and D are the same GPU — from dispatch until the first token;
+//   - capacity-aware routing for a session no decoder holds (P7): the
+//     decoder with the least prefill work queued, less what the router
+//     believes it caches of the prompt, instead of Algorithm 1's score;
+//   - inline admission: the admission check rides on the request to the
+//     decoder, so the first attempt pays no separate round trip; a refusal
+//     or a seed answer costs the round trip before the next step.
+
+// V3Config holds KVC v3's options (DispatchConfig.V3).
+type V3Config struct {
+	// DBudgetTokens is the most local prefill tokens (direct appends and
+	// local seeds) queued on one decoder for a local seed or large append
+	// to be placed there (0 = never: v2).
+	DBudgetTokens int
+	// Margin: a decoder takes the prefill only when its queued prefill
+	// tokens plus this request's uncached ones, plus Margin, are at most
+	// what the prefill worker would have queued with it (tokens; may be
+	// negative to favour the decoder).
+	Margin int
+	// ColdRoute picks the least-loaded decoder for a session with no
+	// decoder pinned (P7).
+	ColdRoute bool
+	// Inline: the first admission attempt rides on the request (no round
+	// trip first); RTTS is the round trip a refusal or seed answer costs.
+	Inline bool
+	RTTS   float64
+	// LocalFallback: a request every decoder refused for space queues on
+	// the decoder with the least queued prefill instead of going through P
+	// as plain PD; its scheduler admits it when KV frees, as a colocated
+	// worker's would.
+	LocalFallback bool
+	// TypedRejects (P8): a no-space refusal, a decoder's transient state,
+	// does not count toward the session's τ_reject blacklist.
+	TypedRejects bool
+	// WholeOnP: with LocalFallback, such a request is served whole on the
+	// prefill worker instead when P's queue is the shorter (an idle P
+	// takes decode work); a session served whole on P stays there while
+	// P's queue is the shorter.
+	WholeOnP bool
+	// ColdOnP: with WholeOnP, a new session also starts whole on P when
+	// P's queue is no longer than every decoder's.
+	ColdOnP bool
+}
+
+// On reports whether any v3 option is set.
+func (c V3Config) On() bool {
+	return c.DBudgetTokens > 0 || c.ColdRoute || c.Inline || c.LocalFallback || c.TypedRejects
+}
+
+// Execution-mode labels of v3's placements.
+const (
+	ModeLocalSeed   = "kvcache-local-seed-on-d"          // a turn-1 seed prefilled on its decoder
+	ModeLocalReseed = "kvcache-local-reseed-on-d"        // a reseed prefilled on its decoder
+	ModeLargeDirect = "kvcache-direct-to-d-large-append" // an append over τ_append, on its decoder
+	ModeLocalFall   = "kvcache-local-fallback-on-d"      // refused for space everywhere: queued on a decoder
+	ModeWholeOnP    = "kvcache-whole-on-p"               // refused for space everywhere: served whole on P
+)
+
+// v3Load is v3's bookkeeping of queued prefill work: prompt tokens
+// dispatched to each prefill worker and decoder and not yet past their
+// prefill (a request counts from Accepted to PrefillDone).
+type v3Load struct {
+	p, d []int
+	// pend is what cold routing sent each decoder's way and the decoder
+	// has not answered yet, so that a burst of cold sessions routed before
+	// any is admitted spreads over the decoders.
+	pend []int
+}
+
+func (x *Dispatcher) v3() *V3Config { return &x.cfg.V3 }
+
+// v3Counts reports whether the dispatcher keeps v3's load bookkeeping.
+func (x *Dispatcher) v3Counts() bool { return x.cfg.Mechanism == MechKVC && x.cfg.V3.On() }
+
+func (x *Dispatcher) ensureLoad() {
+	if x.p != nil && len(x.load.p) < len(x.p.names) {
+		x.load.p = append(x.load.p, make([]int, len(x.p.names)-len(x.load.p))...)
+	}
+	if len(x.load.d) < len(x.d.names) {
+		x.load.d = append(x.load.d, make([]int, len(x.d.names)-len(x.load.d))...)
+		x.load.pend = append(x.load.pend, make([]int, len(x.d.names)-len(x.load.pend))...)
+	}
+}
+
+// PrefillQueued is v3's queued prefill tokens on prefill worker p and
+// decoder d (tests, logs).
+func (x *Dispatcher) PrefillQueued() (p, d []int) {
+	x.ensureLoad()
+	return append([]int(nil), x.load.p...), append([]int(nil), x.load.d...)
+}
+
+// pUncached is what prefill worker p would compute of the prompt: the
+// prompt less what P's router believes p caches.
+func (t *Dispatch) pUncached(p int) int {
+	bs := max(t.x.cfg.BlockSize, 1)
+	ov := t.x.p.PickAmong(t.r.Session, t.r.Blocks, func(i int) bool { return i == p }).Overlap
+	return max(t.r.Input-ov*bs, 1)
+}
+
+// v3Local decides, on decoder d's admission answer, whether d prefills the
+// request itself: uncached is what d would compute (the prompt less what d
+// holds), p the prefill worker the request would use otherwise. It notes
+// the comparison in the path.
+func (t *Dispatch) v3Local(d, p, uncached int) bool {
+	x := t.x
+	c := x.v3()
+	if c.DBudgetTokens <= 0 || p < 0 {
+		return false
+	}
+	x.ensureLoad()
+	dq := x.load.d[d] + uncached
+	pq := x.load.p[p] + t.pUncached(p)
+	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
+	t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
+		x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, map[bool]string{true: "local", false: "through P"}[ok])
+	if ok {
+		t.dTok = uncached
+	}
+	return ok
+}
+
+// v3ColdPick is P7: for a session no decoder holds, the allowed decoder
+// with the least queued prefill work less its believed overlap with the
+// prompt (ties to Algorithm 1's order); −1 when none is allowed.
+func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
+	x := t.x
+	x.ensureLoad()
+	t.v3Answered() // a refusal the router made itself (its session cap) asked no decoder
+	bs := max(x.cfg.BlockSize, 1)
+	first := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	best, bestCost := first, 0
+	cost := func(d int) int { return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) }
+	if first >= 0 {
+		bestCost = cost(first)
+	}
+	for d := range x.d.names {
+		if !allowed(d) || x.d.Out(d) || d == first {
+			continue
+		}
+		if c := cost(d); best < 0 || c < bestCost {
+			best, bestCost = d, c
+		}
+	}
+	if best >= 0 {
+		t.pend = max(t.r.Input-t.overlapOn(best)*bs, 1)
+		t.pendD = best
+		x.load.pend[best] += t.pend
+	}
+	return best
+}
+
+// v3Answered takes a cold-routed request's pending tokens off its decoder
+// once the decoder has answered (or the request ended unanswered).
+func (t *Dispatch) v3Answered() {
+	if t.pend > 0 {
+		t.x.load.pend[t.pendD] -= t.pend
+		t.pend = 0
+	}
+}
+
+func (t *Dispatch) overlapOn(d int) int {
+	if t.x.d.index == nil {
+		return 0
+	}
+	return t.x.d.index[d].prefix(t.r.Blocks)
+}
+
+// v3Accepted counts an accepted request's prefill in the queue it joins.
+func (t *Dispatch) v3Accepted() {
+	x := t.x
+	if !x.v3Counts() {
+		return
+	}
+	x.ensureLoad()
+	if t.kind != ActWholeP {
+		x.session(t.r.Session).onP = 0
+	}
+	switch t.kind {
+	case ActSeed, ActPD, ActWholeP:
+		if t.chosenP >= 0 {
+			t.pQ = t.pUncached(t.chosenP)
+			x.load.p[t.chosenP] += t.pQ
+			t.pQAt = t.chosenP
+		}
+	case ActDirect:
+		if t.dTok == 0 {
+			t.dTok = max(t.r.Input-t.cached, 1)
+		}
+		x.load.d[t.chosenD] += t.dTok
+		t.dQ = t.dTok
+	}
+}
+
+// v3PrefillDone takes the request's prefill out of its queue.
+func (t *Dispatch) v3PrefillDone() {
+	x := t.x
+	if t.pQ > 0 {
+		x.load.p[t.pQAt] -= t.pQ
+		t.pQ = 0
+	}
+	if t.dQ > 0 {
+		x.load.d[t.chosenD] -= t.dQ
+		t.dQ = 0
+	}
+}
+
+// v3LocalSeed places a seed or reseed d answered for on d itself when the
+// stall budget and the queues allow (v3Local); it reports whether it did.
+func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
+	x := t.x
+	if x.cfg.Mechanism != MechKVC || x.p == nil {
+		return false
+	}
+	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+		return false
+	}
+	mode := ModeLocalReseed
+	if !x.session(t.r.Session).seen {
+		mode = ModeLocalSeed
+	}
+	t.decide(ActDirect, -1, d, mode)
+	return true
+}
+
+// v3LargeAppend keeps an append over τ_append on the decoder that holds the
+// session (P5) when the stall budget and the queues allow; it reports
+// whether it did. The decoder's refusal carried what it holds.
+func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
+	x := t.x
+	if x.cfg.Mechanism != MechKVC || x.p == nil || x.cfg.V3.DBudgetTokens <= 0 {
+		return false
+	}
+	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+		return false
+	}
+	t.setWhy("real-large-append")
+	t.decide(ActDirect, -1, d, ModeLargeDirect)
+	return true
+}
+
+// v3Placed places the request on d itself when d's answer was a seed or a
+// large-append refusal and v3's budget and queues allow; it reports whether
+// it did.
+func (t *Dispatch) v3Placed(d int, rep AdmitReply) bool {
+	switch {
+	case rep.CanAdmit && !rep.Direct:
+		return t.v3LocalSeed(d, rep)
+	case !rep.CanAdmit && rep.Reason == "real-large-append":
+		return t.v3LargeAppend(d, rep)
+	}
+	return false
+}
+
+// v3Fallback queues a request every decoder refused for space on the
+// session's home decoder, or else the one with the least queued prefill,
+// when LocalFallback is on; it reports whether it did.
+func (t *Dispatch) v3Fallback() bool {
+	x := t.x
+	c := x.v3()
+	if x.cfg.Mechanism != MechKVC || x.p == nil || !c.LocalFallback || t.suffix != "-no-d-capacity" {
+		return false
+	}
+	x.ensureLoad()
+	d := -1
+	if s := x.session(t.r.Session); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
+		d = s.pin // the session's home: only the append is new there
+	}
+	for i := range x.d.names {
+		if d >= 0 && d == x.session(t.r.Session).pin {
+			break
+		}
+		if !x.d.Out(i) && !t.r.avoids(i) && (d < 0 || x.load.d[i] < x.load.d[d]) {
+			d = i
+		}
+	}
+	if d < 0 {
+		return false
+	}
+	if p := x.p.Pick(t.r.Session, t.r.Blocks).Worker; c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
+		// An idle P takes decode work: its KV pool is free for it, and
+		// its queue is the shorter.
+		t.note("v3 fallback: every decoder refused for space; %s serves it whole (%d prefill tokens queued, %s %d)",
+			x.p.names[p], x.load.p[p], x.d.names[d], x.load.d[d])
+		t.decide(ActWholeP, p, -1, ModeWholeOnP)
+		return true
+	}
+	// No budget or margin here: the request has to wait for a decoder's
+	// KV either way, and through P it would hold that KV reserved while
+	// it waits in P's queue too (SGLang's order), which starves the
+	// decoders further.
+	t.note("v3 fallback: every decoder refused for space; queued on %s (%d prefill tokens queued)", x.d.names[d], x.load.d[d])
+	t.dTok = max(t.r.Input-t.overlapOn(d)*max(x.cfg.BlockSize, 1), 1)
+	t.decide(ActDirect, -1, d, ModeLocalFall)
+	return true
+}
+
+// v3AcceptedWholeP moves the routers' state for a request served whole on
+// a prefill worker: P's cache holds it now, no decoder holds the session.
+func (t *Dispatch) v3AcceptedWholeP() {
+	x := t.x
+	x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+	s := x.session(t.r.Session)
+	if s.pin >= 0 {
+		x.d.Unpin(t.r.Session, s.pin)
+		x.unpin(t.r.Session)
+	}
+	s.onP = 1 + t.chosenP
+}
+
+// v3StayOnP serves a session's turn whole on the prefill worker that
+// served its last turn whole, with no admission round trip, when that
+// worker's queue with what it lacks of the prompt is no longer than the
+// least-loaded decoder's would be with the whole prompt; it reports
+// whether it did. P's prefix cache holds the session then, as a
+// colocated worker's would.
+func (t *Dispatch) v3StayOnP() bool {
+	x := t.x
+	s := x.session(t.r.Session)
+	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil {
+		return false
+	}
+	x.ensureLoad()
+	p := s.onP - 1
+	if s.onP == 0 {
+		// A new session may start on an idle P (ColdOnP) as on a fifth
+		// decoder; an old one stays where it is.
+		if !x.cfg.V3.ColdOnP || s.seen {
+			return false
+		}
+		p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	}
+	if p < 0 || x.p.Out(p) {
+		return false
+	}
+	pq := x.load.p[p] + t.pUncached(p)
+	dq := -1
+	for d := range x.d.names {
+		if q := x.load.d[d] + x.load.pend[d] + t.r.Input; !x.d.Out(d) && (dq < 0 || q < dq) {
+			dq = q
+		}
+	}
+	if dq >= 0 && pq > dq {
+		return false
+	}
+	t.note("v3: %s served the session's last turn whole; again (%d prefill tokens queued with this, a decoder %d)", x.p.names[p], pq, dq)
+	t.decide(ActWholeP, p, -1, ModeWholeOnP)
+	return true
+}
+
+// V3Idle reports whether v3's bookkeeping is back to empty: no prefill
+// queued or pending anywhere (once every request has ended; the property
+// test holds it to that).
+func (x *Dispatcher) V3Idle() bool {
+	for _, q := range [][]int{x.load.p, x.load.d, x.load.pend} {
+		for _, v := range q {
+			if v != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}

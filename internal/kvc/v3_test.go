@@ -1,0 +1,140 @@
+package kvc
+
+import "testing"
+
+func v3Dispatcher(v3 V3Config) *Dispatcher {
+	return NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+		TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+		BlockSize: 1000, V3: v3},
+		[]string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1})
+}
+
+// coldTurn begins a first turn of session s with input tokens (distinct
+// blocks per session), answers its admission with a seed, and accepts what
+// the dispatcher decides.
+func coldTurn(t *testing.T, x *Dispatcher, s string, blk uint64, input int) *Dispatch {
+	t.Helper()
+	d := x.Begin(0, Request{Session: s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: input, Output: 10})
+	if d.Action().Kind != ActAdmit {
+		t.Fatalf("%s: first action %v, want an admission", s, d.Action().Kind)
+	}
+	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+	d.Accepted()
+	return d
+}
+
+// TestV3PlacementByHand: one P, two decoders, budget 10,000 tokens, margin
+// 0, cold routing. Queues in tokens, computed by hand:
+//
+//	a 8,000: d0 0+8,000 ≤ P 8,000 → local on d0          (d0 8,000)
+//	b 6,000: cold route d1 (6,000 < 14,000); local        (d1 6,000)
+//	c 9,000: cold route d1 (15,000 < 17,000); 15,000 > budget → through P (P 9,000)
+//	e 3,000: cold route d1 (9,000 < 11,000); 9,000 ≤ P 12,000 → local (d1 9,000)
+//	a's prefill ends: d0 back to 0.
+func TestV3PlacementByHand(t *testing.T) {
+	x := v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true})
+	type step struct {
+		s      string
+		input  int
+		kind   ActionKind
+		d      int
+		mode   string
+		pq, dq []int
+	}
+	var ds []*Dispatch
+	for i, st := range []step{
+		{"a", 8000, ActDirect, 0, ModeLocalSeed, []int{0}, []int{8000, 0}},
+		{"b", 6000, ActDirect, 1, ModeLocalSeed, []int{0}, []int{8000, 6000}},
+		{"c", 9000, ActSeed, 1, "pd-router-turn1-seed", []int{9000}, []int{8000, 6000}},
+		{"e", 3000, ActDirect, 1, ModeLocalSeed, []int{9000}, []int{8000, 9000}},
+	} {
+		d := coldTurn(t, x, st.s, uint64(100*(i+1)), st.input)
+		if d.kind != st.kind || d.Decoder() != st.d || d.Mode() != st.mode {
+			t.Fatalf("%s: %v on d%d (%s), want %v on d%d (%s); path %v", st.s, d.kind, d.Decoder(), d.Mode(), st.kind, st.d, st.mode, d.Path())
+		}
+		if p, dq := x.PrefillQueued(); !eq(p, st.pq) || !eq(dq, st.dq) {
+			t.Fatalf("after %s: queues P %v D %v, want %v %v", st.s, p, dq, st.pq, st.dq)
+		}
+		ds = append(ds, d)
+	}
+	ds[0].PrefillDone()
+	if _, dq := x.PrefillQueued(); !eq(dq, []int{0, 9000}) {
+		t.Fatalf("after a's prefill: D queues %v, want [0 9000]", dq)
+	}
+	for _, d := range ds {
+		d.Finished(true)
+	}
+	if p, dq := x.PrefillQueued(); !eq(p, []int{0}) || !eq(dq, []int{0, 0}) {
+		t.Fatalf("all finished: queues P %v D %v, want zeros", p, dq)
+	}
+}
+
+// TestV3LargeAppend: an append over τ_append on the decoder that holds the
+// session stays there within the budget (P5) and goes through P beyond it.
+func TestV3LargeAppend(t *testing.T) {
+	for _, tc := range []struct {
+		budget int
+		want   string
+	}{{20000, ModeLargeDirect}, {5000, "pd-router-real-large-append-reseed"}, {0, "pd-router-real-large-append-reseed"}} {
+		x := v3Dispatcher(V3Config{DBudgetTokens: tc.budget})
+		first := coldTurn(t, x, "s", 1, 4000)
+		first.Finished(true)
+		d := x.Begin(0, Request{Session: "s", Turn: 2, Blocks: []uint64{1, 2, 3}, Input: 14000, Output: 10})
+		home := d.Action().D
+		// The home decoder refuses: the append of 10,000 tokens is over
+		// τ_append 8,192; the other one answers a seed.
+		d.Reply(AdmitReply{Reason: "real-large-append", CachedTokens: 4000})
+		if d.Action().Kind == ActAdmit {
+			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+		}
+		if d.Mode() != tc.want {
+			t.Fatalf("budget %d: %s, want %s (path %v)", tc.budget, d.Mode(), tc.want, d.Path())
+		}
+		if tc.want == ModeLargeDirect && (d.Action().Kind != ActDirect || d.Decoder() != home) {
+			t.Fatalf("budget %d: %v on d%d, want a direct append on its home d%d", tc.budget, d.Action().Kind, d.Decoder(), home)
+		}
+	}
+}
+
+// TestV3InlineAdmission: the first admission rides on the request; a seed
+// answer then owes the round trip, a direct one does not.
+func TestV3InlineAdmission(t *testing.T) {
+	x := v3Dispatcher(V3Config{Inline: true, RTTS: 0.006})
+	d := x.Begin(0, Request{Session: "s", Turn: 1, Blocks: []uint64{1}, Input: 500, Output: 10})
+	if a := d.Action(); a.Kind != ActAdmit || !a.Inline {
+		t.Fatalf("first action %+v, want an inline admission", a)
+	}
+	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+	if a := d.Action(); a.Kind != ActSeed || a.Delay != 0.006 {
+		t.Fatalf("after a seed answer %+v, want a seed after the 6 ms round trip", a)
+	}
+	d.Accepted()
+	d.Finished(true)
+	d = x.Begin(1, Request{Session: "s", Turn: 2, Blocks: []uint64{1, 2}, Input: 600, Output: 10})
+	d.Reply(AdmitReply{CanAdmit: true, Direct: true, CachedTokens: 500})
+	if a := d.Action(); a.Kind != ActDirect || a.Delay != 0 {
+		t.Fatalf("after a direct answer %+v, want a direct append at once", a)
+	}
+	// v2 (the zero V3Config) asks with a round trip and never places locally.
+	x = v3Dispatcher(V3Config{})
+	d = x.Begin(0, Request{Session: "s", Turn: 1, Blocks: []uint64{1}, Input: 500, Output: 10})
+	if d.Action().Inline {
+		t.Fatal("v2 admission marked inline")
+	}
+	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+	if d.Action().Kind != ActSeed || d.Action().Delay != 0 {
+		t.Fatalf("v2 seed answer gave %+v", d.Action())
+	}
+}
+
+func eq(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,56 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// KVCv3 holds KVC v3's options (kvc/v3.go, docs/kvc-v3.md); the zero value
+// is KVC v2. Preset names the preset the command line started from ("v2"
+// or "v3"), for the record.
+type KVCv3 struct {
+	Preset string `json:"preset,omitempty"`
+	// DBudgetTokens: the most prefill tokens queued on one decoder for it
+	// to prefill a seed, reseed or large append itself (0 = never, v2).
+	DBudgetTokens int `json:"d_prefill_budget_tokens"`
+	// MarginTokens: the decoder's queue with the request, plus this, must
+	// not exceed the prefill worker's with it.
+	MarginTokens int `json:"local_prefill_margin_tokens"`
+	// ColdRoute: a session no decoder holds goes to the decoder with the
+	// least queued prefill work less its believed overlap (P7).
+	ColdRoute bool `json:"cold_route_least_loaded"`
+	// Inline: the first admission check rides on the request (no round
+	// trip before it; a refusal or seed answer pays one).
+	Inline bool `json:"inline_admission"`
+	// LocalFallback: a request every decoder refused for space queues on
+	// the least-loaded decoder (within the budget) instead of plain PD.
+	LocalFallback bool `json:"local_fallback"`
+	// TypedRejects: no-space refusals do not count toward τ_reject (P8).
+	TypedRejects bool `json:"typed_rejects"`
+	// WholeOnP: with LocalFallback, such a request is served whole on the
+	// prefill worker when its queue is the shorter.
+	WholeOnP bool `json:"whole_on_p"`
+	// ColdOnP: with WholeOnP, a new session may start whole on P too.
+	ColdOnP bool `json:"cold_on_p"`
+}
+
+func (v *KVCv3) validate() error {
+	if v.Preset != "" && v.Preset != "v2" && v.Preset != "v3" {
+		return fmt.Errorf("sim: unknown KVC preset %q (want v2 or v3)", v.Preset)
+	}
+	if v.DBudgetTokens < 0 || v.DBudgetTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC d_prefill_budget_tokens %d, expected tokens in [0, 16777216] (0 = off)", v.DBudgetTokens)
+	}
+	if v.MarginTokens < -(1<<24) || v.MarginTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC local_prefill_margin_tokens %d, expected tokens in [-16777216, 16777216]", v.MarginTokens)
+	}
+	return nil
+}
+
+// config is the control plane's view; rtt is the admission round trip an
+// inline check's refusal pays.
+func (v *KVCv3) config(rtt float64) kvc.V3Config {
+	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, Inline: v.Inline, RTTS: rtt,
+		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP}
+}
