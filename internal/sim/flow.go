@@ -255,6 +255,10 @@ func (s *Sim) transferDone(r *req) {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return
 	}
+	if r.pe.KeepSession && s.cfg.KVC.PrefillBackup == "capacity-backup" {
+		// What P keeps now, for the reseed labels (-after-prefill-backed-eviction).
+		s.disp.PrefillBackups(r.p-s.prefills[0], s.workers[r.p].Backups())
+	}
 	s.collect(r.p)
 	if err := s.workers[r.d].StartDecode(s.now, &r.de); err != nil {
 		s.failLegs(r, "engine-error: decode start: "+err.Error())
