@@ -104,7 +104,9 @@ func TestEveryLabelReachable(t *testing.T) {
 		mode  func(t *testing.T) *Dispatch
 	}{
 		{"kvcache-direct-to-d-session", func(t *testing.T) *Dispatch { return seeded(t, nil, Options{Alpha: 1}).run("s", 2, home(0), true) }},
-		{"pd-router-turn1-seed", func(t *testing.T) *Dispatch { return newLabelWorld(t, nil, Options{Alpha: 1}).run("s", 1, seedAll, true) }},
+		{"pd-router-turn1-seed", func(t *testing.T) *Dispatch {
+			return newLabelWorld(t, nil, Options{Alpha: 1}).run("s", 1, seedAll, true)
+		}},
 		{"pd-router-turn1-d-backpressure", func(t *testing.T) *Dispatch {
 			// Every decoder has a seed in flight (seed-max-inflight-decode 1).
 			w := newLabelWorld(t, func(c *DispatchConfig) { c.SeedMaxInflight = 1 }, Options{Alpha: 1})
