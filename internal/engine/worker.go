@@ -124,6 +124,8 @@ type Worker struct {
 
 	dsess      map[string]*dSession // session.go
 	backups    []backup             // backup.go, oldest first
+	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
+	dumping    int64                // their tokens
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 
 	events []Event
@@ -458,7 +460,7 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 	}
 	if w.cfg.Session.Enabled {
 		var rep AdmitReply
-		for w.free()+w.evictable() < need && w.trimOne(now, except, &rep) {
+		for w.free()+w.evictable()+w.dumping < need && w.trimOne(now, except, &rep) {
 		}
 	}
 	// Backups are a best effort: a request the pool cannot otherwise take

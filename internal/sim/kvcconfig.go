@@ -146,7 +146,7 @@ func (k *KVC) validate() error {
 // sessionConfig is what a KVC decoder's engine needs.
 func (k *KVC) sessionConfig() engine.SessionConfig {
 	sc := engine.SessionConfig{Enabled: true, Cap: k.SessionCap, LowWatermark: k.LowWatermark,
-		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict}
+		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict, DumpOnEvict: k.DToP == DToPOnEvict}
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}
