@@ -15,12 +15,13 @@ type kvcFlags struct {
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
+	priorityEviction                                       bool
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
-	"snapshot-buf", "prefill-backup"}
+	"snapshot-buf", "prefill-backup", "prefill-priority-eviction"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
@@ -41,6 +42,7 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", 1024, "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes")
 	fs.Float64Var(&k.snapshotBufGiB, "snapshot-buf", 8, "kvcache-centric: each prefill worker's snapshot buffer in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES)")
 	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
+	fs.BoolVar(&k.priorityEviction, "prefill-priority-eviction", false, "kvcache-centric: a prefill worker's cache evicts first the prompts of seeds and reseeds, which a decoder keeps, before plain-PD prompts, whose sessions come back through P (the seed's --kvcache-prefill-priority-eviction, off by default and on in all its KVC runs)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
 }
 
@@ -80,7 +82,7 @@ func (k *kvcFlags) config() sim.KVC {
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
-		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30))}
+		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), PrefillPriorityEviction: k.priorityEviction}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

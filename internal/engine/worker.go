@@ -58,6 +58,9 @@ type Config struct {
 	// PrefillBackup keeps a seed's prompt pinned on a prefill worker for its
 	// session after the transfer (the seed's capacity-backup; backup.go).
 	PrefillBackup bool
+	// PriorityEviction evicts the prefix-cache KV of LowPriority requests
+	// before any other (LRU within each class; priority.go).
+	PriorityEviction bool
 	// Session makes a decode worker session-aware (session.go): it keeps
 	// sessions' KV between turns and takes direct appends.
 	Session SessionConfig
@@ -439,6 +442,7 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 	if r.locked {
 		w.tree.Unlock(r.node, now)
 		r.locked = false
+		w.demote(r)
 	}
 	if w.own < 0 || w.reserved < 0 {
 		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))

@@ -120,6 +120,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
 		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
+		r.pe.LowPriority = true                              // a decoder keeps it (prefill priority eviction)
 	}
 	if s.cfg.Mechanism.isPeer() {
 		// D's decode radix cache matches the prompt at its reservation and

@@ -284,8 +284,9 @@ func (s *Sim) build() error {
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
-			PrefillBackup: backup && role == engine.RolePrefill,
-			DecodeRadix:   dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
+			PrefillBackup:    backup && role == engine.RolePrefill,
+			PriorityEviction: c.Mechanism == KVCacheCentric && c.KVC.PrefillPriorityEviction && role == engine.RolePrefill,
+			DecodeRadix:      dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
 		})
 		if err != nil {
 			return 0, err
