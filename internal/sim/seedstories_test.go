@@ -248,11 +248,13 @@ func TestSeedF28DToPSync(t *testing.T) {
 }
 
 // F31, the fallback chain: with the seed's E4 settings (τ_reject 1, decoder
-// memory fraction 0.55, K = 200, concurrency 32, 300 s timeout) on
-// seed-inferact, KVC beats naive PD (E1: kv-aware) at mean and p50 TTFT but
-// does not win the tail, where the plain-PD fallbacks sit. (The seed's KVC
-// also won p90; here p90 sits at the edge of the tail and flips with small
-// changes to the engine's coefficients, so it is not asserted: docs/kvc.md.)
+// memory fraction 0.55, K = 200, concurrency 32, 300 s timeout, and its
+// seed-min-turn 1 — which counted turns from 0, so each session's first turn
+// went plain PD: our --seed-min-turn 2) on seed-inferact, KVC beats naive PD
+// (E1: kv-aware) at mean, p50 and p90 TTFT and loses p99, and fallbacks make
+// most of the p95+ tail (the seed: −35 %, −65 %, −9 %, +8 %; 88 % of the
+// tail). Measured: −29 %, −64 %, −12 %, +2 %; 97 %. The p99 loss is small
+// and sensitive: docs/kvc.md has the neighbourhood.
 func TestSeedF31FallbackChain(t *testing.T) {
 	run := func(cfg Config) (*Result, []metrics.Record) {
 		g, err := synth.NewSeedWorkload(synth.DefaultSeedInferact())
@@ -269,14 +271,15 @@ func TestSeedF31FallbackChain(t *testing.T) {
 	}
 	e1, _ := run(Config{Mechanism: PDDisaggregation, Policy: kvc.PolicyKVAware})
 	cfg := Config{Mechanism: KVCacheCentric, FloorK: 200, DecodeMemFraction: 0.55}
-	cfg.KVC.TauReject = 1
+	cfg.KVC.TauReject, cfg.KVC.SeedMinTurn = 1, 2
 	e4, recs := run(cfg)
 	a, b := e1.Summary.TTFTStats, e4.Summary.TTFTStats
-	if b.Mean >= a.Mean || b.P50 >= a.P50 {
-		t.Fatalf("E4 TTFT mean/p50 %.1f/%.1f s, E1 %.1f/%.1f s: want KVC ahead", b.Mean, b.P50, a.Mean, a.P50)
+	t.Logf("TTFT mean/p50/p90/p99: E1 %.1f/%.1f/%.1f/%.1f s, E4 %.1f/%.1f/%.1f/%.1f s", a.Mean, a.P50, a.P90, a.P99, b.Mean, b.P50, b.P90, b.P99)
+	if b.Mean >= a.Mean || b.P50 >= a.P50 || b.P90 >= a.P90 {
+		t.Fatalf("E4 TTFT mean/p50/p90 %.1f/%.1f/%.1f s, E1 %.1f/%.1f/%.1f s: want KVC ahead", b.Mean, b.P50, b.P90, a.Mean, a.P50, a.P90)
 	}
-	if b.P99 < 0.85*a.P99 {
-		t.Fatalf("E4 TTFT p99 %.1f s against E1 %.1f s: the seed's KVC did not win the tail", b.P99, a.P99)
+	if b.P99 <= a.P99 {
+		t.Fatalf("E4 TTFT p99 %.1f s against E1 %.1f s: the seed's KVC lost the tail", b.P99, a.P99)
 	}
 	var tail, fallback int
 	for _, r := range recs {
@@ -287,8 +290,8 @@ func TestSeedF31FallbackChain(t *testing.T) {
 			}
 		}
 	}
-	if fallback*2 < tail {
-		t.Fatalf("%d of %d requests at or above TTFT p95 are fallbacks; want them to dominate the tail", fallback, tail)
+	if fallback*4 < tail*3 {
+		t.Fatalf("%d of %d requests at or above TTFT p95 are fallbacks; want them to dominate the tail (≥ 75 %%)", fallback, tail)
 	}
 }
 
