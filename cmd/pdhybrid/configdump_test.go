@@ -53,6 +53,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"timeout":                          {"--timeout", "50"},
 		"max-input-len":                    {"--max-input-len", "100000"},
 		"ignore-think-time":                {"--ignore-think-time"},
+		"output-reuse":                     {"--output-reuse", "sessions"},
 		"alpha":                            {"--policy", "kv-aware", "--alpha", "3"},
 		"floor-k":                          {"--policy", "kv-aware", "--floor-k", "100"},
 		"goodput":                          {"--goodput", "ttft:500"},

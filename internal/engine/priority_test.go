@@ -49,3 +49,30 @@ func TestPrefillPriorityEviction(t *testing.T) {
 		}
 	}
 }
+
+// A colocated worker reuses a turn's output KV for the next turn's prompt;
+// with SessionOutputOnly (the seed's trace replays) it re-prefills it.
+func TestSessionOutputOnly(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		w, err := New(Config{Name: "c", Role: RoleColocated, Profile: testProfile(t), BlockSize: 64, PoolTokens: 50000, PrefixCache: true,
+			SessionOutputOnly: only})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := chain(1, 40)
+		r1 := &Request{ID: 1, Kind: Full, Session: "s", Blocks: b[:20], Input: 1280, Output: 640}
+		if err := w.Submit(0, r1); err != nil {
+			t.Fatal(err)
+		}
+		now, _ := drive(w, 0)
+		r2 := &Request{ID: 2, Kind: Full, Session: "s", Blocks: b, Input: 2560, Output: 4}
+		if err := w.Submit(now, r2); err != nil {
+			t.Fatal(err)
+		}
+		drive(w, now)
+		checkPool(t, w)
+		if want := map[bool]int{false: 1280 + 576, true: 1280}[only]; r2.CachedTokens != want {
+			t.Fatalf("session output only %t: turn 2 cached %d tokens, want %d", only, r2.CachedTokens, want)
+		}
+	}
+}

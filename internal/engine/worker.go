@@ -58,6 +58,13 @@ type Config struct {
 	// PrefillBackup keeps a seed's prompt pinned on a prefill worker for its
 	// session after the transfer (the seed's capacity-backup; backup.go).
 	PrefillBackup bool
+	// SessionOutputOnly keeps a finished turn's output KV only for a
+	// session kept here (KeepSession), as in the seed's trace replays: the
+	// model's generated tokens never matched the trace's next prompt, so a
+	// plain prefix cache (DP, naive PD) re-prefilled every output, while a
+	// streaming session appended on its own output whatever it was
+	// (output.go).
+	SessionOutputOnly bool
 	// PriorityEviction evicts the prefix-cache KV of LowPriority requests
 	// before any other (LRU within each class; priority.go).
 	PriorityEviction bool

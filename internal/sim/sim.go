@@ -284,9 +284,10 @@ func (s *Sim) build() error {
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
-			PrefillBackup:    backup && role == engine.RolePrefill,
-			PriorityEviction: c.Mechanism == KVCacheCentric && c.KVC.PrefillPriorityEviction && role == engine.RolePrefill,
-			DecodeRadix:      dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
+			PrefillBackup:     backup && role == engine.RolePrefill,
+			PriorityEviction:  c.Mechanism == KVCacheCentric && c.KVC.PrefillPriorityEviction && role == engine.RolePrefill,
+			SessionOutputOnly: c.OutputReuse == OutputReuseSessions,
+			DecodeRadix:       dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
 		})
 		if err != nil {
 			return 0, err
