@@ -416,15 +416,15 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	case s.last == d && t.why == "":
 		t.decide(ActSeed, p, d, "pd-router-d-session-reseed"+after)
 	default:
-		t.notResident(d)
+		t.notResident()
 		t.decide(ActSeed, p, d, "pd-router-"+t.why+"-reseed"+after)
 	}
 }
 
-// notResident sets the reason for a request not going direct on d that
+// notResident sets the reason for a request not going direct that
 // has no more specific one: the session was not there, or (the seed's
 // session-was-evicted) its last decoder reported evicting it.
-func (t *Dispatch) notResident(d int) {
+func (t *Dispatch) notResident() {
 	if s := t.x.session(t.r.Session); s.evicted && s.last >= 0 {
 		t.setWhy("session-was-evicted")
 		return
@@ -448,7 +448,7 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	case "real-large-append":
 		t.setWhy("real-large-append")
 	case "session-not-resident":
-		t.notResident(d)
+		t.notResident()
 	case "session-cap":
 		t.suffixOnce("-session-cap")
 	case "no-space":
@@ -465,7 +465,7 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 			// answer): the seed's catch-all other-large-append.
 			t.setWhy("other-large-append")
 		} else {
-			t.notResident(d)
+			t.notResident()
 		}
 	}
 	t.route()
@@ -499,7 +499,7 @@ func (t *Dispatch) fallback() {
 		return
 	}
 	if t.why == "" {
-		t.notResident(-1)
+		t.notResident()
 	}
 	if !t.x.session(t.r.Session).seen && t.suffix == "-d-backpressure" {
 		t.plainPD("pd-router-turn1-d-backpressure")
