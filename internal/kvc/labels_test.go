@@ -156,11 +156,11 @@ func TestEveryLabelReachable(t *testing.T) {
 			return newLabelWorld(t, func(c *DispatchConfig) { c.SeedMinTurn = 2 }, Options{Alpha: 1}).run("s", 1, seedAll, true)
 		}},
 		{"pd-router-fallback-no-d-capacity", func(t *testing.T) *Dispatch {
-			// No decoder to ask (every one down): the request carries the
-			// label and fails with its cause, no-decode-worker.
+			// No decoder to ask (every one drained): the request carries
+			// the label and fails with its cause, no-decode-worker.
 			w := newLabelWorld(t, nil, Options{Alpha: 1})
 			for d := 0; d < 3; d++ {
-				w.x.DRouter().SetDown(d, true)
+				w.x.DRouter().SetExcluded(d, true)
 			}
 			d := w.run("failing", 1, seedAll, true)
 			if a := d.Action(); a.Kind != ActFail || !strings.HasPrefix(a.Cause, "no-decode-worker") {
