@@ -16,12 +16,13 @@ type kvcFlags struct {
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
 	v3                                                     kvcV3Flags
+	priorityEviction                                       bool
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
-	"snapshot-buf", "prefill-backup"}
+	"snapshot-buf", "prefill-backup", "prefill-priority-eviction"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	k.v3.register(fs)
@@ -39,10 +40,11 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&k.trimStall, "trim-stall", 0, "kvcache-centric: scheduler stall per trimmed session in `seconds` (the seed's trim blocked the scheduler loop)")
 	fs.Float64Var(&k.trimStallTok, "trim-stall-per-token", 0, "kvcache-centric: scheduler stall per freed token in `seconds`")
 	fs.IntVar(&k.seedMaxInflight, "seed-max-inflight-decode", 0, "kvcache-centric: most `seeds` in flight to one decoder; a decoder at it is passed over for seeds (not for direct appends); 0 = no cap (the seed's -1)")
-	fs.StringVar(&k.dToP, "d-to-p-sync", "off", "kvcache-centric: D→P snapshot sync `mode`: off, passive (on a reseed, from the decoder that last held the session: the seed's), on-evict (a decoder pushes a session as it evicts it), active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)")
+	fs.StringVar(&k.dToP, "d-to-p-sync", "off", "kvcache-centric: D→P snapshot sync `mode`: off, passive (on a reseed, from the decoder that last held the session: the seed's), on-evict (a decoder pushes a session as it evicts it, and keeps its KV pinned until the dump ended), active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)")
 	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", 1024, "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes")
 	fs.Float64Var(&k.snapshotBufGiB, "snapshot-buf", 8, "kvcache-centric: each prefill worker's snapshot buffer in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES)")
 	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
+	fs.BoolVar(&k.priorityEviction, "prefill-priority-eviction", false, "kvcache-centric: a prefill worker's cache evicts first the prompts of seeds and reseeds, which a decoder keeps, before plain-PD prompts, whose sessions come back through P (the seed's --kvcache-prefill-priority-eviction, off by default and on in all its KVC runs)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
 }
 
@@ -83,7 +85,7 @@ func (k *kvcFlags) config() sim.KVC {
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
-		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config()}
+		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

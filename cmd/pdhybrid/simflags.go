@@ -42,6 +42,7 @@ type simFlags struct {
 	timeout     float64
 	maxInput    int
 	ignoreThink bool
+	outputReuse string
 	alpha       float64
 	floorK      float64
 	goodput     string
@@ -91,6 +92,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.timeout, "timeout", 0, "per-request timeout in `seconds` from sending; 0 = none")
 	fs.IntVar(&f.maxInput, "max-input-len", 0, "context length in `tokens`: a prompt this long or longer, or whose prompt plus output exceeds it, fails as SGLang refuses it; 0 = the model's max context (262144)")
 	fs.BoolVar(&f.ignoreThink, "ignore-think-time", false, "release a turn when its parent ends, ignoring the trace's think time")
+	fs.StringVar(&f.outputReuse, "output-reuse", "all", "whose output KV serves the next turn's prompt: `all` (every worker's prefix cache, as in live serving) or sessions (only a KVC decoder's kept session: the seed's trace replays, where the model's generated tokens never matched the trace's next prompt)")
 	fs.Float64Var(&f.alpha, "alpha", 1, "kv-aware policy only: weight of stickiness, in `blocks` of prefix overlap (> 0)")
 	fs.Float64Var(&f.floorK, "floor-k", 0, "kv-aware policy only: load-floor bonus in `blocks` for under-assigned workers; 0 = off")
 	fs.StringVar(&f.goodput, "goodput", defaultGoodput, "goodput `SLOs` in milliseconds, as vLLM bench serve takes them: --goodput ttft:300 tpot:50 (keys ttft, tpot, e2el; a request is good when it completed within every bound); none = every completed request is good")
@@ -153,6 +155,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 		ck.only(n, !file, "to the built-in workload, not with --trace")
 	}
 	ck.oneOf("workload", "agentic", "groups", "seed-swe", "seed-inferact")
+	ck.oneOf("output-reuse", "all", "sessions")
 	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate"} {
 		ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
 	}
@@ -310,7 +313,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		PrefillMemFraction: f.memPrefill, DecodeMemFraction: f.memDecode, ColoMemFraction: f.memColo,
 		ChunkTokens: f.chunk, MaxRunning: f.maxRunning, MixedChunk: f.mixed, MaxBacklog: cmp.Or(f.maxBacklog, -1),
 		TimeScale: f.timeScale, Concurrency: f.concurrency, TimeoutS: f.timeout,
-		MaxInputLen: f.maxInput, IgnoreThink: f.ignoreThink,
+		MaxInputLen: f.maxInput, IgnoreThink: f.ignoreThink, OutputReuse: f.outputReuse,
 		Alpha: f.alpha, FloorK: f.floorK,
 		SLO:             slo,
 		SampleIntervalS: f.sample, Seed: f.seed,

@@ -32,7 +32,7 @@ type outputTail struct {
 // tail, replacing an older tail of the session.
 func (w *Worker) keepOutput(now float64, r *Request) {
 	if w.tree == nil || r.Session == "" || r.generated < 2 || r.Kind == PrefillOnly ||
-		(r.Kind == DecodeOnly && !r.KeepSession && !w.cfg.DecodeRadix) {
+		(r.Kind == DecodeOnly && !r.KeepSession && !w.cfg.DecodeRadix) || (w.cfg.SessionOutputOnly && !r.KeepSession) {
 		return
 	}
 	if old := w.tails[r.Session]; old != nil {

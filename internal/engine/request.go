@@ -52,6 +52,10 @@ type Request struct {
 	// KV as its session's residency (a KVC seed or direct append; a plain-PD
 	// fallback leaves it false).
 	KeepSession bool
+	// LowPriority marks a prefill whose KV the worker's cache should evict
+	// first once the request is done (Config.PriorityEviction): the seed's
+	// prefill priority for a session a decoder keeps.
+	LowPriority bool
 	Tag         any // the owner's own data
 
 	Stage        Stage

@@ -60,6 +60,9 @@ type SessionConfig struct {
 	// ReportPaths attaches an evicted session's block ids to its
 	// EvSessionEvicted event (for D→P snapshots on eviction).
 	ReportPaths bool
+	// DumpOnEvict keeps an evicted session's prompt path locked until the
+	// executor's ReleaseDump (dump.go): pinned while its D→P dump runs.
+	DumpOnEvict bool
 }
 
 // dSession is a session resident on this worker.
@@ -201,14 +204,15 @@ func (w *Worker) pauseHint() float64 {
 // roomFor reports whether need tokens can be found, trimming sessions other
 // than except in LRU order when the unpinned cache is not enough.
 func (w *Worker) roomFor(now float64, need int64, except string, rep *AdmitReply) bool {
-	for w.free()+w.evictable() < need {
+	// KV held for dumps in flight is coming free (dump.go).
+	for w.free()+w.evictable()+w.dumping < need {
 		if !w.trimOne(now, except, rep) {
 			return false
 		}
 	}
 	// The low-watermark: trim on to leave headroom for the next admissions.
 	if lw := w.cfg.Session.LowWatermark; lw > 0 && rep.Trimmed > 0 {
-		for w.free()+w.evictable() < need+int64(lw*float64(w.capacity)) && w.trimOne(now, except, rep) {
+		for w.free()+w.evictable()+w.dumping < need+int64(lw*float64(w.capacity)) && w.trimOne(now, except, rep) {
 		}
 	}
 	return true
@@ -278,18 +282,26 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		w.dropTail(t)
 	}
 	var path []uint64
+	var held int64
 	if s.pinned {
-		if w.cfg.Session.ReportPaths {
-			path, _ = w.tree.PathBlocks(s.node)
+		if w.cfg.Session.ReportPaths || w.cfg.Session.DumpOnEvict {
+			path, held = w.tree.PathBlocks(s.node)
 		}
 		s.pinned = false
-		w.tree.Unlock(s.node, now)
-		freed += w.tree.EvictPath(s.node)
+		if w.cfg.Session.DumpOnEvict && len(path) > 0 {
+			// Pinned for its dump: freed at ReleaseDump (dump.go).
+			w.holdForDump(s.id, s.node, held)
+		} else {
+			held = 0
+			w.tree.Unlock(s.node, now)
+			freed += w.tree.EvictPath(s.node)
+		}
 	}
 	if w.cfg.Session.Eviction == EvictBlock {
 		delete(w.dsess, s.id) // nothing pinned: forgetting it is the eviction
 	}
 	w.stats.EvictedTokens += freed
+	freed += held // what the eviction will have freed once its dump ends (at most)
 	w.stats.SessionEvictions++
 	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path})
 	return freed

@@ -58,6 +58,16 @@ type Config struct {
 	// PrefillBackup keeps a seed's prompt pinned on a prefill worker for its
 	// session after the transfer (the seed's capacity-backup; backup.go).
 	PrefillBackup bool
+	// SessionOutputOnly keeps a finished turn's output KV only for a
+	// session kept here (KeepSession), as in the seed's trace replays: the
+	// model's generated tokens never matched the trace's next prompt, so a
+	// plain prefix cache (DP, naive PD) re-prefilled every output, while a
+	// streaming session appended on its own output whatever it was
+	// (output.go).
+	SessionOutputOnly bool
+	// PriorityEviction evicts the prefix-cache KV of LowPriority requests
+	// before any other (LRU within each class; priority.go).
+	PriorityEviction bool
 	// Session makes a decode worker session-aware (session.go): it keeps
 	// sessions' KV between turns and takes direct appends.
 	Session SessionConfig
@@ -124,6 +134,8 @@ type Worker struct {
 
 	dsess      map[string]*dSession // session.go
 	backups    []backup             // backup.go, oldest first
+	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
+	dumping    int64                // their tokens
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 
 	events []Event
@@ -437,6 +449,7 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 	if r.locked {
 		w.tree.Unlock(r.node, now)
 		r.locked = false
+		w.demote(r)
 	}
 	if w.own < 0 || w.reserved < 0 {
 		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))
@@ -458,7 +471,7 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 	}
 	if w.cfg.Session.Enabled {
 		var rep AdmitReply
-		for w.free()+w.evictable() < need && w.trimOne(now, except, &rep) {
+		for w.free()+w.evictable()+w.dumping < need && w.trimOne(now, except, &rep) {
 		}
 	}
 	// Backups are a best effort: a request the pool cannot otherwise take

@@ -188,7 +188,11 @@ type sessState struct {
 	seen     bool
 	pin      int            // decoder holding the session (router's belief); −1 none
 	last     int            // decoder that last held it, evicted or not; −1 none
-	resident int            // tokens believed resident on pin (router gate)
+	resident int            // tokens believed resident on pin (router gate); 0 while unknown
+	pending  int            // tokens pin will hold once the request in flight there ends
+	inflight int            // its requests direct or seeded, not yet finished
+	evicted  bool           // last reported evicting it (labels: session-was-evicted)
+	backup   int            // prefill worker keeping a capacity-backup of it; −1 none
 	handles  []radix.Handle // per decoder: the path the router believes it holds
 	// pd-conditional's session affinity (peers.go): the decoder the session
 	// is bound to and when the binding was last used.
@@ -208,11 +212,12 @@ type Dispatcher struct {
 	sessions map[string]*sessState
 	onD      []int // sessions believed pinned per decoder (router gate cap)
 	breakers []breaker
-	seeding  []int // seeds in flight per decoder (SeedMaxInflight)
-	autoEps  bool  // MaxRetries follows |D|−1 as decoders are added
-	pActive  []int // the peers: prefill tokens in flight per prefill worker
-	dActive  []int // the peers: blocks of requests in flight per decoder
-	dPrefill []int // pd-conditional: blocks of local prefills in flight per decoder
+	seeding  []int            // seeds in flight per decoder (SeedMaxInflight)
+	autoEps  bool             // MaxRetries follows |D|−1 as decoders are added
+	pActive  []int            // the peers: prefill tokens in flight per prefill worker
+	dActive  []int            // the peers: blocks of requests in flight per decoder
+	dPrefill []int            // pd-conditional: blocks of local prefills in flight per decoder
+	backups  map[int][]string // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
 }
 
@@ -258,6 +263,7 @@ type Dispatch struct {
 	accepted bool
 	seeding  bool    // counted in its decoder's seeds in flight
 	probe    bool    // the half-open breaker's probe
+	holds    bool    // a direct or seed counted in its session's inflight
 	now      float64 // when Begin was called: breakers judge by it
 	lastD    int     // the session's decoder before this request
 	pTok     int     // the peers: prefill tokens counted in pActive
@@ -306,8 +312,9 @@ func (t *Dispatch) beginKVC() {
 	}
 	s := x.session(t.r.Session)
 	if t.r.Turn < x.cfg.SeedMinTurn {
-		t.why, t.suffix = "session-not-resident", "-seed-filter-early-turn"
 		t.note("seed filter: turn %d < seed-min-turn %d", t.r.Turn, x.cfg.SeedMinTurn)
+		t.setWhy("session-not-resident")
+		t.suffix = "-seed-filter-early-turn"
 		t.fallback()
 		return
 	}
@@ -347,7 +354,13 @@ func (t *Dispatch) route() {
 		d = best
 		t.note("every decoder blacklisted: least-rejected %s", x.d.names[d])
 	}
-	if x.cfg.Mechanism == MechKVC && x.cfg.V3.ColdRoute && x.session(t.r.Session).pin < 0 {
+	s := x.session(t.r.Session)
+	if t.attempts == 0 && s.pin >= 0 && s.pin != d {
+		// The policy (score or blacklist) passed over the decoder believed
+		// to hold the session: no bypass of P there.
+		t.setWhy("policy-no-bypass")
+	}
+	if x.cfg.Mechanism == MechKVC && x.cfg.V3.ColdRoute && s.pin < 0 {
 		if c := t.v3ColdPick(allowed); c >= 0 {
 			d = c // v3: capacity-aware routing of a session no decoder holds (v3.go)
 		}
@@ -355,7 +368,6 @@ func (t *Dispatch) route() {
 	t.attempts++
 	t.tried[d] = true
 	t.chosenD = d
-	s := x.session(t.r.Session)
 	a := Action{Kind: ActAdmit, P: -1, D: d, Delay: t.pause}
 	t.pause = 0
 	if x.cfg.Mechanism == MechKVC && x.cfg.V3.Inline && t.attempts == 1 {
@@ -437,7 +449,14 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	}
 	after := ""
 	if rep.Reason == "session-was-evicted" {
+		// The decoder held the session once and evicted it; with a
+		// capacity-backup of it on a prefill worker, the seed's
+		// -after-prefill-backed-eviction.
 		after = "-after-eviction"
+		if s.backup >= 0 {
+			after = "-after-prefill-backed-eviction"
+			t.note("prefill backup of the session on %s", x.p.names[s.backup])
+		}
 	}
 	if rep.Reason == "real-large-append" {
 		t.setWhy("real-large-append")
@@ -448,9 +467,20 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	case s.last == d && t.why == "":
 		t.decide(ActSeed, p, d, "pd-router-d-session-reseed"+after)
 	default:
-		t.setWhy("session-not-resident")
+		t.notResident()
 		t.decide(ActSeed, p, d, "pd-router-"+t.why+"-reseed"+after)
 	}
+}
+
+// notResident sets the reason for a request not going direct that
+// has no more specific one: the session was not there, or (the seed's
+// session-was-evicted) its last decoder reported evicting it.
+func (t *Dispatch) notResident() {
+	if s := t.x.session(t.r.Session); s.evicted && s.last >= 0 {
+		t.setWhy("session-was-evicted")
+		return
+	}
+	t.setWhy("session-not-resident")
 }
 
 // reject counts a refusal from d (from the structured reply, never from a
@@ -464,11 +494,12 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 		detail = rep.Reason
 	}
 	t.note("reject %s: %s", x.d.names[d], detail)
+	s := x.session(t.r.Session)
 	switch rep.Reason {
 	case "real-large-append":
 		t.setWhy("real-large-append")
 	case "session-not-resident":
-		t.setWhy("session-not-resident")
+		t.notResident()
 	case "session-cap":
 		t.suffixOnce("-session-cap")
 	case "no-space":
@@ -478,22 +509,25 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 		t.pause = min(rep.PauseMs/1000, maxPauseS)
 		t.suffixOnce("-d-backpressure")
 	}
-	s := x.session(t.r.Session)
 	if t.why == "" {
-		if s.pin >= 0 && s.pin != d {
-			t.setWhy("session-not-resident")
-		} else if s.pin == d {
-			t.setWhy("policy-no-bypass")
+		if s.pin == d {
+			// The decoder holding the session refused an append within
+			// τ_append (no space, its session cap, backpressure, no
+			// answer): the seed's catch-all other-large-append.
+			t.setWhy("other-large-append")
 		} else {
-			t.setWhy("session-not-resident")
+			t.notResident()
 		}
 	}
 	t.route()
 }
 
+// setWhy records the first reason the request did not go direct; the path
+// keeps it with the others that followed.
 func (t *Dispatch) setWhy(w string) {
 	if t.why == "" {
 		t.why = w
+		t.note("why: %s", w)
 	}
 }
 
@@ -506,8 +540,17 @@ func (t *Dispatch) suffixOnce(s string) {
 // fallback sends the request through plain PD with the reason it could not
 // go direct or seed.
 func (t *Dispatch) fallback() {
+	if t.why == "" && t.attempts == 0 && t.suffix == "" {
+		// No decoder could be asked at all (every one out of the pool):
+		// the seed's pd-router-fallback-no-d-capacity, decided when its
+		// policy found no decoder.
+		t.note("no decoder to ask")
+		t.mode = "pd-router-fallback-no-d-capacity" // kept if plain PD finds none either
+		t.plainPD(t.mode)
+		return
+	}
 	if t.why == "" {
-		t.why = "session-not-resident"
+		t.notResident()
 	}
 	if t.v3Fallback() {
 		return
@@ -602,7 +645,11 @@ func (t *Dispatch) Accepted() {
 			x.unpin(t.r.Session)
 			x.onD[t.chosenD]++
 		}
-		s.pin, s.last, s.resident = t.chosenD, t.chosenD, t.r.Input+t.r.Output
+		// What d will hold is known once the request ends (router gate:
+		// until then a next turn there is no-direct-info).
+		s.pin, s.last, s.resident, s.pending, s.evicted = t.chosenD, t.chosenD, 0, t.r.Input+t.r.Output, false
+		s.inflight++
+		t.holds = true
 		if len(s.handles) < len(x.d.names) {
 			s.handles = append(s.handles, make([]radix.Handle, len(x.d.names)-len(s.handles))...)
 		}
@@ -655,6 +702,15 @@ func (t *Dispatch) Finished(ok bool) {
 	if !t.accepted || t.chosenD < 0 {
 		return // not started, or served whole on a prefill worker (v3)
 	}
+	if t.holds {
+		t.holds = false
+		if s := x.sessions[t.r.Session]; s != nil {
+			s.inflight--
+			if ok && s.inflight == 0 && s.pin == t.chosenD {
+				s.resident = s.pending
+			}
+		}
+	}
 	x.d.Done(t.chosenD)
 	if x.cfg.Mechanism.IsPeer() {
 		x.dActive[t.chosenD] -= t.dBlk
@@ -702,20 +758,41 @@ func (x *Dispatcher) SessionEvicted(d int, session string) {
 		x.d.Unpin(session, d)
 		x.unpin(session)
 	}
+	if s.last == d {
+		s.evicted = true
+	}
+}
+
+// PrefillBackups is a prefill worker's report of the sessions whose
+// capacity-backup it keeps now (engine/backup.go): labels of reseeds after
+// an eviction say whether P held the session (-after-prefill-backed-eviction).
+func (x *Dispatcher) PrefillBackups(p int, sessions []string) {
+	if x.backups == nil {
+		x.backups = map[int][]string{}
+	}
+	for _, id := range x.backups[p] {
+		if s := x.sessions[id]; s != nil && s.backup == p {
+			s.backup = -1
+		}
+	}
+	x.backups[p] = append(x.backups[p][:0], sessions...)
+	for _, id := range sessions {
+		x.session(id).backup = p
+	}
 }
 
 func (x *Dispatcher) unpin(session string) {
 	s := x.session(session)
 	if s.pin >= 0 {
 		x.onD[s.pin]--
-		s.pin, s.resident = -1, 0
+		s.pin, s.resident, s.pending = -1, 0, 0
 	}
 }
 
 func (x *Dispatcher) session(id string) *sessState {
 	s := x.sessions[id]
 	if s == nil {
-		s = &sessState{pin: -1, last: -1}
+		s = &sessState{pin: -1, last: -1, backup: -1}
 		x.sessions[id] = s
 	}
 	return s

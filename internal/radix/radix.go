@@ -433,6 +433,23 @@ func (r *Tree) EvictHandle(h Handle) int64 {
 	return r.EvictPath(h.node)
 }
 
+// Demote moves node n, and the ancestors only its path uses (unreferenced,
+// no other child), back by age seconds in the least-recently-used order:
+// a two-class priority eviction (SGLang's --radix-eviction-policy priority
+// with two levels) in which demoted KV goes before any other, in LRU order
+// among itself. Nodes others use keep their place.
+func (r *Tree) Demote(n int32, age float64) {
+	for first := true; n > root; n = r.nodes[n].parent {
+		nd := &r.nodes[n]
+		if nd.ref != 0 || len(nd.children) > 1 || (first && len(nd.children) > 0) {
+			return
+		}
+		nd.access -= age
+		r.pushIfLeaf(n)
+		first = false
+	}
+}
+
 // OldestAccess is the last-use time of the leaf Evict would free first; ok
 // is false when nothing is evictable. Owners that keep other evictable KV
 // beside the tree use it to evict in one LRU order.

@@ -216,3 +216,32 @@ func TestNibble(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Demote sends a path's own blocks to the front of the LRU order; a prefix
+// another path shares keeps its place.
+func TestDemote(t *testing.T) {
+	r := New(16)
+	shared := seq(1, 4)
+	a := append(append([]uint64(nil), shared...), 10, 11) // older
+	b := append(append([]uint64(nil), shared...), 20, 21) // newer, demoted
+	var nb int32
+	for i, bl := range [][]uint64{a, b} {
+		m := r.Lock(bl, 16, float64(i))
+		n, _ := r.Insert(m.Node, bl, m.Blocks, 16, float64(i))
+		r.Unlock(n, float64(i))
+		nb = n
+	}
+	r.Demote(nb, 1e9)
+	if freed := r.Evict(1); freed != 32 {
+		t.Fatalf("freed %d tokens first, want b's own 2 blocks", freed)
+	}
+	if got := r.Match(a, 16); got.Blocks != 6 {
+		t.Fatalf("a lost blocks before demoted b: %+v", got)
+	}
+	if got := r.Match(b, 16); got.Blocks != 4 {
+		t.Fatalf("b kept %d blocks, want the shared 4", got.Blocks)
+	}
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

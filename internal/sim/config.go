@@ -73,6 +73,10 @@ type Config struct {
 	TimeoutS    float64 `json:"timeout_s"`     // per request, from send; 0 = none
 	MaxInputLen int     `json:"max_input_len"` // longer prompts fail with cause; 0 = the model's max context
 	IgnoreThink bool    `json:"ignore_think_time"`
+	// OutputReuse is "all" (a turn's output KV serves the next turn's
+	// prompt, as in live serving) or "sessions" (only where a KVC decoder
+	// keeps the session: the seed's trace replays, engine SessionOutputOnly).
+	OutputReuse string `json:"output_reuse"`
 
 	// Routing score (kv-aware).
 	Alpha  float64 `json:"alpha"`
@@ -155,6 +159,9 @@ func (c *Config) Defaults() {
 	if c.TimeScale == 0 {
 		c.TimeScale = 1
 	}
+	if c.OutputReuse == "" {
+		c.OutputReuse = OutputReuseAll
+	}
 	if c.Alpha == 0 {
 		c.Alpha = 1
 	}
@@ -170,7 +177,16 @@ func (c *Config) Defaults() {
 }
 
 // Validate reports the first thing that makes the config unusable.
+// Output reuse (Config.OutputReuse).
+const (
+	OutputReuseAll      = "all"
+	OutputReuseSessions = "sessions"
+)
+
 func (c *Config) Validate() error {
+	if c.OutputReuse != OutputReuseAll && c.OutputReuse != OutputReuseSessions {
+		return fmt.Errorf("sim: output reuse %q, want all or sessions", c.OutputReuse)
+	}
 	if c.Profile == nil {
 		return fmt.Errorf("sim: no model profile")
 	}

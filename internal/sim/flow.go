@@ -12,6 +12,9 @@ import (
 
 // dispatch hands r to the control plane and executes what it decides.
 func (s *Sim) dispatch(r *req) {
+	if s.syncing != nil {
+		s.syncSeeTurn(r)
+	}
 	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
 		Input: r.t.InputLength, Output: r.t.OutputLength})
 	s.execute(r)
@@ -125,6 +128,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
 		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
+		r.pe.LowPriority = true                              // a decoder keeps it (prefill priority eviction)
 	}
 	if s.cfg.Mechanism.isPeer() {
 		// D's decode radix cache matches the prompt at its reservation and
@@ -262,6 +266,10 @@ func (s *Sim) transferDone(r *req) {
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return
+	}
+	if r.pe.KeepSession && s.cfg.KVC.PrefillBackup == "capacity-backup" {
+		// What P keeps now, for the reseed labels (-after-prefill-backed-eviction).
+		s.disp.PrefillBackups(r.p-s.prefills[0], s.workers[r.p].Backups())
 	}
 	s.collect(r.p)
 	if err := s.workers[r.d].StartDecode(s.now, &r.de); err != nil {

@@ -47,6 +47,11 @@ type KVC struct {
 	// PrefillBackup is release-after-transfer or capacity-backup
 	// (engine/backup.go).
 	PrefillBackup string `json:"prefill_backup_policy"`
+	// PrefillPriorityEviction makes prefill workers evict the prompts of
+	// seeds and reseeds (a decoder keeps the session) before plain-PD
+	// prompts (engine/priority.go; the seed's
+	// --kvcache-prefill-priority-eviction).
+	PrefillPriorityEviction bool `json:"prefill_priority_eviction"`
 	// SeedMaxInflight caps seeds in flight per decoder (0 = none).
 	SeedMaxInflight int `json:"seed_max_inflight_decode"`
 
@@ -152,7 +157,7 @@ func (k *KVC) validate() error {
 // sessionConfig is what a KVC decoder's engine needs.
 func (k *KVC) sessionConfig() engine.SessionConfig {
 	sc := engine.SessionConfig{Enabled: true, Cap: k.SessionCap, LowWatermark: k.LowWatermark,
-		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict}
+		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict, DumpOnEvict: k.DToP == DToPOnEvict}
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}

@@ -187,13 +187,17 @@ func TestSeedF5HairTrigger(t *testing.T) {
 // F28, D→P sync: reseeds follow evictions, so a passive sync (from the
 // decoder that last held the session, at reseed time) rarely finds the
 // session there (the seed: 0 ok of 102); pushing on eviction or after direct
-// appends leaves P holding the grown session, so reseeds prefill little and
-// their TTFT drops.
+// appends leaves P holding the grown session, so reseeds prefill little.
+// After direct appends (active) the push is done long before the reseed and
+// its TTFT drops; on eviction the decoder keeps the session's KV pinned
+// until the dump has landed, so the reseed that made the trim waits for
+// that KV on D (the pin's price) and gains less.
 func TestSeedF28DToPSync(t *testing.T) {
 	p := profile(t)
 	kvb := p.Model.KVBytesPerToken()
 	frac := float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+80000*kvb) / float64(p.Hardware.HBMBytes)
-	run := func(mode string) (float64, map[string]int) {
+	type reseeds struct{ ttft, prefill, dWait float64 }
+	run := func(mode string) (reseeds, map[string]int) {
 		c := synth.DefaultSmallAppend()
 		c.Sessions, c.Turns, c.InitialTokens, c.AppendTokens, c.GapS = 8, 12, 16000, 2000, 5
 		g, err := synth.NewSmallAppend(c)
@@ -208,37 +212,49 @@ func TestSeedF28DToPSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ttft float64
+		var m reseeds
 		n := 0
 		for _, r := range sink.recs {
 			if strings.Contains(r.ExecutionMode, "reseed") {
-				ttft += r.TTFTS
+				m.ttft += r.TTFTS
+				m.prefill += r.Breakdown.PrefillS
+				m.dWait += r.Breakdown.PreallocWaitS
 				n++
 			}
 		}
 		if n < 10 {
 			t.Fatalf("%s: %d reseeds, the scenario needs evictions", mode, n)
 		}
-		return ttft / float64(n), res.Summary.DToPSync
+		f := float64(n)
+		return reseeds{m.ttft / f, m.prefill / f, m.dWait / f}, res.Summary.DToPSync
 	}
 	off, _ := run(DToPOff)
 	_, passive := run(DToPPassive)
-	if ok, tried := passive["ok: finalize"], passive["ok: finalize"]+passive["skipped: entry"]; tried == 0 || ok*10 > tried {
+	if ok, tried := passive["ok: finalize"], passive["ok: finalize"]+passive["skipped: entry: session-not-resident"]; tried == 0 || ok*10 > tried {
 		t.Fatalf("passive sync outcomes %v: want it to find the session rarely", passive)
 	}
-	for _, mode := range []string{DToPOnEvict, DToPActive} {
-		if got, outcomes := run(mode); got > 0.8*off || outcomes["ok: finalize"] == 0 {
-			t.Errorf("%s: reseed TTFT %.3f s against %.3f s with sync off (%v); want ≥ 20%% lower", mode, got, off, outcomes)
-		}
+	active, outcomes := run(DToPActive)
+	if active.ttft > 0.8*off.ttft || outcomes["ok: finalize"] == 0 {
+		t.Errorf("active: reseed TTFT %.3f s against %.3f s with sync off (%v); want ≥ 20%% lower", active.ttft, off.ttft, outcomes)
+	}
+	evict, outcomes := run(DToPOnEvict)
+	if evict.prefill > 0.6*off.prefill || outcomes["ok: finalize"] == 0 {
+		t.Errorf("on-evict: reseed prefill %.3f s against %.3f s with sync off (%v); want ≥ 40%% less", evict.prefill, off.prefill, outcomes)
+	}
+	if evict.dWait <= off.dWait+0.01 || evict.ttft > off.ttft {
+		t.Errorf("on-evict: reseeds waited %.3f s for D's KV (off %.3f s), TTFT %.3f s (off %.3f s); want the pin's wait, and no loss overall",
+			evict.dWait, off.dWait, evict.ttft, off.ttft)
 	}
 }
 
 // F31, the fallback chain: with the seed's E4 settings (τ_reject 1, decoder
-// memory fraction 0.55, K = 200, concurrency 32, 300 s timeout) on
-// seed-inferact, KVC beats naive PD (E1: kv-aware) at mean and p50 TTFT but
-// does not win the tail, where the plain-PD fallbacks sit. (The seed's KVC
-// also won p90; here p90 sits at the edge of the tail and flips with small
-// changes to the engine's coefficients, so it is not asserted: docs/kvc.md.)
+// memory fraction 0.55, K = 200, concurrency 32, 300 s timeout, and its
+// seed-min-turn 1 — which counted turns from 0, so each session's first turn
+// went plain PD: our --seed-min-turn 2) on seed-inferact, KVC beats naive PD
+// (E1: kv-aware) at mean, p50 and p90 TTFT and loses p99, and fallbacks make
+// most of the p95+ tail (the seed: −35 %, −65 %, −9 %, +8 %; 88 % of the
+// tail). Measured: −29 %, −64 %, −12 %, +2 %; 97 %. The p99 loss is small
+// and sensitive: docs/kvc.md has the neighbourhood.
 func TestSeedF31FallbackChain(t *testing.T) {
 	run := func(cfg Config) (*Result, []metrics.Record) {
 		g, err := synth.NewSeedWorkload(synth.DefaultSeedInferact())
@@ -255,14 +271,15 @@ func TestSeedF31FallbackChain(t *testing.T) {
 	}
 	e1, _ := run(Config{Mechanism: PDDisaggregation, Policy: kvc.PolicyKVAware})
 	cfg := Config{Mechanism: KVCacheCentric, FloorK: 200, DecodeMemFraction: 0.55}
-	cfg.KVC.TauReject = 1
+	cfg.KVC.TauReject, cfg.KVC.SeedMinTurn = 1, 2
 	e4, recs := run(cfg)
 	a, b := e1.Summary.TTFTStats, e4.Summary.TTFTStats
-	if b.Mean >= a.Mean || b.P50 >= a.P50 {
-		t.Fatalf("E4 TTFT mean/p50 %.1f/%.1f s, E1 %.1f/%.1f s: want KVC ahead", b.Mean, b.P50, a.Mean, a.P50)
+	t.Logf("TTFT mean/p50/p90/p99: E1 %.1f/%.1f/%.1f/%.1f s, E4 %.1f/%.1f/%.1f/%.1f s", a.Mean, a.P50, a.P90, a.P99, b.Mean, b.P50, b.P90, b.P99)
+	if b.Mean >= a.Mean || b.P50 >= a.P50 || b.P90 >= a.P90 {
+		t.Fatalf("E4 TTFT mean/p50/p90 %.1f/%.1f/%.1f s, E1 %.1f/%.1f/%.1f s: want KVC ahead", b.Mean, b.P50, b.P90, a.Mean, a.P50, a.P90)
 	}
-	if b.P99 < 0.85*a.P99 {
-		t.Fatalf("E4 TTFT p99 %.1f s against E1 %.1f s: the seed's KVC did not win the tail", b.P99, a.P99)
+	if b.P99 <= a.P99 {
+		t.Fatalf("E4 TTFT p99 %.1f s against E1 %.1f s: the seed's KVC lost the tail", b.P99, a.P99)
 	}
 	var tail, fallback int
 	for _, r := range recs {
@@ -273,8 +290,8 @@ func TestSeedF31FallbackChain(t *testing.T) {
 			}
 		}
 	}
-	if fallback*2 < tail {
-		t.Fatalf("%d of %d requests at or above TTFT p95 are fallbacks; want them to dominate the tail", fallback, tail)
+	if fallback*4 < tail*3 {
+		t.Fatalf("%d of %d requests at or above TTFT p95 are fallbacks; want them to dominate the tail (≥ 75 %%)", fallback, tail)
 	}
 }
 

@@ -78,6 +78,7 @@ const (
 	evExecute     // a backpressure pause is over
 	evXferTimeout // a transfer's timeout
 	evLand        // a transfer the decoder can handle now (its trim stall is over)
+	evSync        // a D→P snapshot's timeout or the end of its pin (dtop.go)
 )
 
 type event struct {
@@ -163,9 +164,10 @@ type Sim struct {
 	disp     *kvc.Dispatcher
 	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
 
-	snapUsed     []int64          // D→P snapshot buffer in use per prefill worker, tokens (dtop.go)
-	lastSync     map[string]int64 // active mode: session tokens at its last push
-	syncOutcomes map[string]int   // "<event>: <stage>" → count
+	snapUsed     []int64              // D→P snapshot buffer in use per prefill worker, tokens (dtop.go)
+	lastSync     map[string]int64     // active mode: session tokens at its last push
+	syncing      map[string][]*syncOp // snapshots in flight per session (dtop.go)
+	syncOutcomes map[string]int       // "<event>: <stage>" → count
 	kvBytes      int64
 	kvSentTokens int64 // prompt tokens whose KV crossed a P→D link
 
@@ -282,8 +284,10 @@ func (s *Sim) build() error {
 			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
-			PrefillBackup: backup && role == engine.RolePrefill,
-			DecodeRadix:   dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
+			PrefillBackup:     backup && role == engine.RolePrefill,
+			PriorityEviction:  c.Mechanism == KVCacheCentric && c.KVC.PrefillPriorityEviction && role == engine.RolePrefill,
+			SessionOutputOnly: c.OutputReuse == OutputReuseSessions,
+			DecodeRadix:       dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
 		})
 		if err != nil {
 			return 0, err
@@ -454,6 +458,8 @@ func (s *Sim) loop(ctx context.Context) error {
 			s.transferTimeout(e.req, e.xfer)
 		case evLand:
 			s.landTransfer(e.xfer.Tag.(*kvXfer))
+		case evSync:
+			s.syncEvent(e)
 		}
 		s.drain()
 	}
@@ -479,7 +485,7 @@ func (s *Sim) collect(i int) {
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
 				// The dump carries the session's whole path, shared prefix included.
 				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
-				s.startSync(s.syncPrefill(ev.Session), i-s.decodes[0], ev.Session, ev.Blocks, tokens, nil)
+				s.startSync(&syncOp{session: ev.Session, p: s.syncPrefill(ev.Session), d: i - s.decodes[0], blocks: ev.Blocks, tokens: tokens, held: true})
 			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
 				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens)}
