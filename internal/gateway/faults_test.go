@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
@@ -27,28 +24,7 @@ import (
 // absent.
 func metric(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fams[name]
-	if f == nil || len(f.Metric) == 0 {
-		return 0
-	}
-	m := f.Metric[0]
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	}
-	return 0
+	return value(scrape(t, url), name, nil)
 }
 
 // settled waits (bounded) until a worker has nothing running or queued.
