@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,42 +60,8 @@ func TestSessionFlagErrors(t *testing.T) {
 // is seeded, the later ones (a tool_use / tool_result loop, streamed and
 // not) go direct to the decoder and read a growing cached prefix.
 func TestUpAnthropicSDK(t *testing.T) {
-	c := pdhybrid(t, "up", "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0",
+	gw, _, _, _, _ := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0",
 		"--time-scale", "20", "--session-header", "X-Agent-Conversation")
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	t.Cleanup(func() {
-		c.Process.Kill()
-		<-exited
-	})
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "listening url="); ok {
-				url <- strings.Fields(v)[0]
-			}
-		}
-		io.Copy(io.Discard, out)
-		exited <- c.Wait()
-	}()
-	var gw string
-	select {
-	case gw = <-url:
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("up exited: %v\n%s", err, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("up did not listen")
-	}
 	client := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(gw), option.WithAPIKey("unused"),
 		option.WithMaxRetries(0), option.WithRequestTimeout(20*time.Second), option.WithHeader("X-Agent-Conversation", "conv-1"))
 	ctx := context.Background()

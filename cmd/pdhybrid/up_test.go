@@ -18,17 +18,18 @@ import (
 	"time"
 )
 
-// TestUpStack: pdhybrid up runs a KVC stack in one process; a session's
-// first request is seeded through P, its second goes direct to its decoder;
-// SIGINT stops the whole stack with status 130.
-func TestUpStack(t *testing.T) {
-	c := pdhybrid(t, "up", "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0", "--time-scale", "20")
+// startUp runs pdhybrid up with args as a subprocess (killed at test end)
+// and returns the entry URL, the URLs it named for its workers, the
+// process, a channel that yields its exit, and its stderr.
+func startUp(t *testing.T, args ...string) (string, []string, *exec.Cmd, chan error, *bytes.Buffer) {
+	t.Helper()
+	c := pdhybrid(t, append([]string{"up"}, args...)...)
 	out, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
+	stderr := &bytes.Buffer{}
+	c.Stderr = stderr
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -38,36 +39,39 @@ func TestUpStack(t *testing.T) {
 		<-exited
 	})
 	url := make(chan string, 1)
-	var children []string // the workers' and gateway's URLs, read before url is sent
+	var children []string // the workers' URLs, read before url is sent
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "worker ") {
-				for _, f := range strings.Fields(l) {
-					if v, ok := strings.CutPrefix(f, "url="); ok {
-						children = append(children, v)
-					}
-				}
-			} else if strings.HasPrefix(l, "listening ") {
-				for _, f := range strings.Fields(l) {
-					if v, ok := strings.CutPrefix(f, "url="); ok {
-						url <- v
-					}
+			l := sc.Text()
+			for _, f := range strings.Fields(l) {
+				if v, ok := strings.CutPrefix(f, "url="); ok && strings.HasPrefix(l, "worker ") {
+					children = append(children, v)
+				} else if ok && strings.HasPrefix(l, "listening ") {
+					url <- v
 				}
 			}
 		}
 		io.Copy(io.Discard, out)
 		exited <- c.Wait()
 	}()
-	var gw string
 	select {
-	case gw = <-url:
+	case gw := <-url:
+		return gw, children, c, exited, stderr
 	case err := <-exited:
 		exited <- err
 		t.Fatalf("up exited: %v\n%s", err, stderr.String())
 	case <-time.After(15 * time.Second):
 		t.Fatal("up did not listen")
 	}
+	return "", nil, nil, nil, nil
+}
+
+// TestUpStack: pdhybrid up runs a KVC stack as child processes; a
+// session's first request is seeded through P, its second goes direct to
+// its decoder; SIGINT stops the whole stack with status 130.
+func TestUpStack(t *testing.T) {
+	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0", "--time-scale", "20")
 	prompt := make([]int, 1500)
 	for i := range prompt {
 		prompt[i] = i + 7
