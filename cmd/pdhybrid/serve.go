@@ -57,7 +57,7 @@ cut. docs/gateway.md says what is built.`,
 	fs.StringSliceVar(&colo, "colo", nil, "colocated worker `URL`, for pd-colo (repeat or comma-separate)")
 	fs.StringVar(&host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&port, "port", 8000, "`port` to listen on; 0 = a free one")
-	fs.StringVar(&policy, "policy", "kv-aware", "decoder routing `policy`: default (round-robin), sticky, kv-aware")
+	fs.StringVar(&policy, "policy", "kv-aware", "decoder routing `policy`: default (round-robin), sticky, kv-aware, cache-aware (SGLang router's)")
 	fs.IntVar(&blockSize, "block-size", 64, "`tokens` per prefix block the router hashes prompts into")
 	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest direct append in `tokens`")
 	fs.IntVar(&tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` before a decoder is skipped for a session; 0 = never")
@@ -78,7 +78,7 @@ cut. docs/gateway.md says what is built.`,
 		}
 		ck := newChecks(c)
 		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
-		ck.oneOf("policy", "default", "sticky", "kv-aware")
+		ck.oneOf("policy", "default", "sticky", "kv-aware", "cache-aware")
 		ck.num("port", between(0, 65535).is("a TCP port").orZero("a free one"))
 		ck.num("block-size", between(1, 1<<20).is("a number of tokens"))
 		ck.num("direct-max-uncached-tokens", between(1, 1<<22).is("a number of tokens"))

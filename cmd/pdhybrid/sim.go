@@ -57,7 +57,7 @@ the stop reason, and the exit status is 130.`,
 	fs := c.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&o.mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel), kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback), or a peer as a baseline on decoders with SGLang's decode radix cache (docs/peer-baselines.md): pd-conditional (Dynamo's conditional disaggregation: local prefill on the decoder when --conditional-strategy says so), pd-prefix-decider (llm-d's prefix-based-pd-decider: P only when the uncached suffix ≥ --decider-non-cached-tokens), pd-decode-radix (SGLang's --disaggregation-decode-enable-radix-cache, PR #19746: every request through P, only the delta KV sent)")
-	fs.StringVar(&o.policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1); kvcache-centric and the peers default to kv-aware")
+	fs.StringVar(&o.policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1), cache-aware (SGLang router's DP default: shortest queue past a 32-request imbalance, else the best prefix match over half the prompt, else the smallest tree); kvcache-centric and the peers default to kv-aware")
 	fs.IntVar(&o.prefill, "prefill", 1, "pd-disaggregation, kvcache-centric, the peers: number of prefill `workers` (GPUs)")
 	fs.IntVar(&o.decode, "decode", 3, "pd-disaggregation, kvcache-centric, the peers: number of decode `workers` (GPUs)")
 	fs.IntVar(&o.colo, "colo", 4, "pd-colo: number of colocated `workers` (GPUs)")

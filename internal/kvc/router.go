@@ -28,10 +28,10 @@ const (
 // ParsePolicy checks a policy name.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
-	case PolicyDefault, PolicySticky, PolicyKVAware:
+	case PolicyDefault, PolicySticky, PolicyKVAware, PolicyCacheAware:
 		return p, nil
 	}
-	return "", fmt.Errorf("unknown policy %q (want default, sticky or kv-aware)", s)
+	return "", fmt.Errorf("unknown policy %q (want default, sticky, kv-aware or cache-aware)", s)
 }
 
 // Options tune the kv-aware score.
@@ -48,6 +48,11 @@ type Options struct {
 	// receives the whole prompt every time), so the router never believes
 	// they hold a block and kv-aware falls back to stickiness and load.
 	NoCache bool
+	// CacheThreshold, BalanceAbs and BalanceRel tune the cache-aware
+	// policy (cacheaware.go); 0 takes SGLang router's defaults.
+	CacheThreshold float64
+	BalanceAbs     float64
+	BalanceRel     float64
 }
 
 // Router holds routing state for one pool of workers (the decode workers,
@@ -78,7 +83,7 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 		assigned: make([]int, len(names)),
 		pins:     map[string]int{},
 	}
-	if policy == PolicyKVAware && !opts.NoCache {
+	if (policy == PolicyKVAware || policy == PolicyCacheAware) && !opts.NoCache {
 		r.index = make([]*blockIndex, len(names))
 		for i := range r.index {
 			r.index[i] = newBlockIndex(opts.IndexBlocks)
@@ -127,6 +132,8 @@ func (r *Router) Pick(session string, blocks []uint64) Decision {
 		return Decision{Worker: r.next % n}
 	case PolicyKVAware:
 		return r.pickKVAware(session, blocks)
+	case PolicyCacheAware:
+		return r.pickCacheAware(blocks, nil)
 	default:
 		return Decision{Worker: r.next % n}
 	}
@@ -152,6 +159,8 @@ func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bo
 	switch r.policy {
 	case PolicyKVAware:
 		return r.pickKVAwareAmong(session, blocks, allowed)
+	case PolicyCacheAware:
+		return r.pickCacheAware(blocks, allowed)
 	case PolicySticky:
 		if w, ok := r.pins[session]; ok && allowed(w) {
 			return Decision{Worker: w, Sticky: true}
