@@ -152,7 +152,12 @@ var metricCols = []struct {
 // not apply to a row's cell is an empty field; numbers are written in full
 // (Go's shortest exact form), so they read back equal to summary.json's.
 func WriteCSV(w io.Writer, rows []Row) error {
-	knobs := KnobNames(rows)
+	var knobs []string
+	for _, k := range KnobNames(rows) {
+		if k != "policy" { // the policy column already holds each cell's policy
+			knobs = append(knobs, k)
+		}
+	}
 	cw := csv.NewWriter(w)
 	head := []string{"cell", "mechanism", "policy", "workload", "topology", "gpus"}
 	head = append(head, knobs...)

@@ -58,7 +58,7 @@ func TestCSVReadsBackExactly(t *testing.T) {
 		MeanTTFTMs: 1.0 / 3, P50TTFTMs: 2.0 / 3, P90TTFTMs: 12.345678901234567, P99TTFTMs: 1e6 / 7,
 		P99TPOTMs: 0.1 + 0.2, DirectToDShare: 5.0 / 6}
 	c1 := Cell{Mechanism: "kvcache-centric", Topology: Topology{Prefill: 1, Decode: 3}, Workload: Workload{Name: "w"}, Knobs: []Setting{{"tau", "2048"}}}
-	c2 := Cell{Mechanism: "pd-colo", Topology: Topology{Colo: 4}, Workload: Workload{Name: "w"}}
+	c2 := Cell{Mechanism: "pd-colo", Topology: Topology{Colo: 4}, Workload: Workload{Name: "w"}, Knobs: []Setting{{"policy", "sticky"}}}
 	rows := []Row{NewRow(c1, s), NewRow(c2, s)}
 	var b bytes.Buffer
 	if err := WriteCSV(&b, rows); err != nil {
@@ -70,6 +70,9 @@ func TestCSVReadsBackExactly(t *testing.T) {
 	}
 	col := map[string]int{}
 	for i, h := range recs[0] {
+		if _, dup := col[h]; dup {
+			t.Fatalf("column %q twice in %v (a policy knob and the policy column)", h, recs[0])
+		}
 		col[h] = i
 	}
 	for name, want := range map[string]float64{"ttft_mean_ms": s.MeanTTFTMs, "ttft_p50_ms": s.P50TTFTMs, "ttft_p90_ms": s.P90TTFTMs,
