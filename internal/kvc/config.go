@@ -1,0 +1,124 @@
+package kvc
+
+import "fmt"
+
+// The control plane's configuration: the mechanisms, the seed's code
+// differences as explicit options (seed-inventory §5 Δ2–Δ5), and what the
+// dispatcher needs to know of one request.
+
+// Mechanism names a deployment (DESIGN §4).
+type Mechanism string
+
+const (
+	MechPD    Mechanism = "pd-disaggregation" // naive PD
+	MechColo  Mechanism = "pd-colo"           // data-parallel colocated
+	MechKVC   Mechanism = "kvcache-centric"   // KVC: direct-to-D, seed/reseed, fallbacks
+	maxPauseS           = 2.0                 // the router's cap on recommended_pause_ms
+)
+
+// Gate says who checks τ_append and the session cap before a direct append.
+type Gate string
+
+const (
+	GateWorker Gate = "worker" // the decoder's admission RPC decides (ours)
+	GateRouter Gate = "router" // the router estimates before the RPC (the seed's code, Δ2)
+)
+
+// RejectReset says when a (session, decoder) reject count returns to zero.
+type RejectReset string
+
+const (
+	ResetDirect RejectReset = "direct" // on a direct-to-D success only (the seed's code)
+	ResetAny    RejectReset = "any"    // on any success on that decoder (the spec)
+	ResetOff    RejectReset = "off"    // never (v1: a permanent blacklist, F8)
+)
+
+// Belief says how the router's picture of decoder residency changes.
+type Belief string
+
+const (
+	BeliefTrack       Belief = "track"        // follows the workers' eviction reports
+	BeliefNeverShrink Belief = "never-shrink" // never forgets (the seed, F9)
+)
+
+// DispatchConfig is the control plane's configuration for a run.
+type DispatchConfig struct {
+	Mechanism Mechanism
+	Policy    Policy // decoder choice (Algorithm 1 is kv-aware)
+	Options   Options
+	// TauReject blacklists a decoder for a session after this many rejects
+	// (0 = never); TauAppend is the largest direct append (tokens).
+	TauReject int
+	TauAppend int
+	// MaxRetries is ε, the admission attempts after the first before the
+	// fallback to plain PD; −1 takes |D|−1.
+	MaxRetries  int
+	SeedMinTurn int // turns before this one go plain PD (seed-filter-early-turn)
+	Gate        Gate
+	Reset       RejectReset
+	Belief      Belief
+	SessionCap  int // router-gate only: sessions believed on one decoder
+	// Breaker guards each decoder against a failing transport (breaker.go).
+	Breaker BreakerConfig
+	// SeedMaxInflight caps the seeds in flight to one decoder (the seed's
+	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
+	// is passed over for seeds, not for direct appends.
+	SeedMaxInflight int
+	// Peer holds the peer baselines' knobs (peers.go); BlockSize is the
+	// tokens per block id, DecodeKVBlocks a decoder's pool in blocks.
+	Peer           PeerConfig
+	BlockSize      int
+	DecodeKVBlocks int
+	// V3 holds KVC v3's options (v3.go); the zero value is v2.
+	V3 V3Config
+}
+
+// ParseGate, ParseReset and ParseBelief check option values.
+func ParseGate(s string) (Gate, error) {
+	switch g := Gate(s); g {
+	case GateWorker, GateRouter:
+		return g, nil
+	}
+	return "", fmt.Errorf("unknown admission gate %q (want worker or router)", s)
+}
+
+func ParseReset(s string) (RejectReset, error) {
+	switch r := RejectReset(s); r {
+	case ResetDirect, ResetAny, ResetOff:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown reject reset %q (want direct, any or off)", s)
+}
+
+func ParseBelief(s string) (Belief, error) {
+	switch b := Belief(s); b {
+	case BeliefTrack, BeliefNeverShrink:
+		return b, nil
+	}
+	return "", fmt.Errorf("unknown residency belief %q (want track or never-shrink)", s)
+}
+
+// Request is what the dispatcher needs to know of one request.
+type Request struct {
+	Session string
+	Turn    int
+	Blocks  []uint64 // read during Begin and Reply only
+	Input   int
+	Output  int
+	// Avoid lists decoders (or colocated workers) not to use for this
+	// request when another will do: the ones whose failures it is being
+	// retried after.
+	Avoid []int
+	// Parent is the session a sub-agent's session was spawned from
+	// (parent.go): its decoder is preferred while Session has none.
+	Parent string
+}
+
+func (r *Request) avoids(w int) bool {
+	for _, a := range r.Avoid {
+		if a == w {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,213 @@
+package kvc
+
+import "github.com/pdhybrid/pdhybrid/internal/radix"
+
+// The outcomes an executor feeds back (the workers took, refused or
+// finished the decided action; a decoder evicted a session), and what the
+// dispatcher exposes of a request once decided.
+
+// Mode is the request's execution-mode label (DESIGN §5); Path the chain of
+// reasons that led to it.
+func (t *Dispatch) Mode() string   { return t.mode }
+func (t *Dispatch) Path() []string { return t.path }
+
+// Accepted tells the dispatcher the workers took the decided action: the
+// routers' state moves (only accepted requests pin sessions or enter the
+// cache belief).
+func (t *Dispatch) Accepted() {
+	x := t.x
+	t.accepted = true
+	t.v3Accepted()
+	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
+		// Only what crosses the transport can probe its breaker.
+		t.probe = x.breakers[t.chosenD].sent(t.now)
+	}
+	if x.cfg.Mechanism.IsPeer() {
+		x.bindSession(t)
+		x.dActive[t.chosenD] += t.dBlk
+		x.dPrefill[t.chosenD] += t.dPre
+		if t.kind == ActPD {
+			x.pActive[t.chosenP] += t.pTok
+		}
+	}
+	switch t.kind {
+	case ActWholeP:
+		t.v3AcceptedWholeP()
+	case ActColo, ActLocal:
+		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+	case ActPD:
+		x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+		if x.cfg.Mechanism == MechKVC {
+			x.d.Dispatched(t.chosenD, t.r.Session, nil) // D keeps nothing of it
+			x.d.Unpin(t.r.Session, t.chosenD)
+			x.unpin(t.r.Session)
+		} else {
+			x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+		}
+	case ActDirect, ActSeed:
+		if t.kind == ActSeed {
+			x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+			x.seeding[t.chosenD]++
+			t.seeding = true
+		}
+		h := x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+		s := x.session(t.r.Session)
+		if s.pin != t.chosenD {
+			x.unpin(t.r.Session)
+			x.onD[t.chosenD]++
+		}
+		// What d will hold is known once the request ends (router gate:
+		// until then a next turn there is no-direct-info).
+		s.pin, s.last, s.resident, s.pending, s.evicted = t.chosenD, t.chosenD, 0, t.r.Input+t.r.Output, false
+		s.inflight++
+		t.holds = true
+		if len(s.handles) < len(x.d.names) {
+			s.handles = append(s.handles, make([]radix.Handle, len(x.d.names)-len(s.handles))...)
+		}
+		s.handles[t.chosenD] = h
+	}
+	x.session(t.r.Session).seen = true
+	t.act = Action{Kind: ActDone, P: -1, D: -1}
+}
+
+// Refused tells the dispatcher the workers refused the decided action (a
+// request larger than a pool, say): the request fails with the cause.
+func (t *Dispatch) Refused(cause string) {
+	t.note("refused: %s", cause)
+	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
+}
+
+// PrefillDone tells the dispatcher the request left its prefill worker (or,
+// prefilled on its decoder, produced its first token there).
+func (t *Dispatch) PrefillDone() {
+	t.v3PrefillDone()
+	if t.accepted && t.dPre > 0 {
+		t.x.dPrefill[t.chosenD] -= t.dPre
+		t.dPre = 0
+	}
+	if t.seeding {
+		t.x.seeding[t.chosenD]--
+		t.seeding = false
+	}
+	if t.accepted && t.chosenP >= 0 {
+		t.x.p.Done(t.chosenP)
+		if t.x.cfg.Mechanism.IsPeer() {
+			t.x.pActive[t.chosenP] -= t.pTok
+		}
+		t.chosenP = -1
+	}
+}
+
+// Finished tells the dispatcher the request ended (ok: completed). Reject
+// counts reset per the configured rule.
+func (t *Dispatch) Finished(ok bool) {
+	x := t.x
+	t.v3Answered()
+	t.PrefillDone()
+	if t.probe {
+		// A probe that ended with no transport outcome (cut short before
+		// its transfer landed or failed) frees the half-open slot.
+		x.breakers[t.chosenD].probing = false
+		t.probe = false
+	}
+	if !t.accepted || t.chosenD < 0 {
+		return // not started, or served whole on a prefill worker (v3)
+	}
+	if t.holds {
+		t.holds = false
+		if s := x.sessions[t.r.Session]; s != nil {
+			s.inflight--
+			if ok && s.inflight == 0 && s.pin == t.chosenD {
+				s.resident = s.pending
+			}
+		}
+	}
+	x.d.Done(t.chosenD)
+	if x.cfg.Mechanism.IsPeer() {
+		x.dActive[t.chosenD] -= t.dBlk
+		t.dBlk = 0
+		if s := x.sessions[t.r.Session]; !ok && s != nil && s.bound && s.boundD == t.chosenD {
+			s.bound = false // Dynamo: a failure invalidates the binding
+		}
+	}
+	if !ok || x.cfg.Mechanism != MechKVC {
+		return
+	}
+	switch {
+	case x.cfg.Reset == ResetDirect && t.kind == ActDirect,
+		x.cfg.Reset == ResetAny && (t.kind == ActDirect || t.kind == ActSeed):
+		delete(x.rejects, rejKey{t.r.Session, t.chosenD})
+	}
+}
+
+// LastDecoder is the decoder that held the request's session before this
+// request (−1 when none): where a passive D→P snapshot comes from.
+func (t *Dispatch) LastDecoder() int { return t.lastD }
+
+// Decoder and Prefill are the chosen workers (−1 when none).
+func (t *Dispatch) Decoder() int { return t.chosenD }
+func (t *Dispatch) Prefill() int { return t.chosenP }
+
+// SessionEvicted is a decoder's report that it evicted a session. With the
+// tracking belief the router forgets it was there; never-shrink keeps
+// believing (the seed, F9).
+func (x *Dispatcher) SessionEvicted(d int, session string) {
+	if x.cfg.Belief != BeliefTrack {
+		return
+	}
+	s := x.sessions[session]
+	if s == nil {
+		return
+	}
+	// Forget what d held of it even if the session has moved on: a decoder
+	// it left keeps its copy until it evicts it, and says so then.
+	if d < len(s.handles) {
+		x.d.ForgetBlocks(d, s.handles[d])
+		s.handles[d] = radix.Handle{}
+	}
+	if s.pin == d {
+		x.d.Unpin(session, d)
+		x.unpin(session)
+	}
+	if s.last == d {
+		s.evicted = true
+	}
+}
+
+// PrefillBackups is a prefill worker's report of the sessions whose
+// capacity-backup it keeps now (engine/backup.go): labels of reseeds after
+// an eviction say whether P held the session (-after-prefill-backed-eviction).
+func (x *Dispatcher) PrefillBackups(p int, sessions []string) {
+	if x.backups == nil {
+		x.backups = map[int][]string{}
+	}
+	for _, id := range x.backups[p] {
+		if s := x.sessions[id]; s != nil && s.backup == p {
+			s.backup = -1
+		}
+	}
+	x.backups[p] = append(x.backups[p][:0], sessions...)
+	for _, id := range sessions {
+		x.session(id).backup = p
+	}
+}
+
+func (x *Dispatcher) unpin(session string) {
+	s := x.session(session)
+	if s.pin >= 0 {
+		x.onD[s.pin]--
+		s.pin, s.resident, s.pending = -1, 0, 0
+	}
+}
+
+func (x *Dispatcher) session(id string) *sessState {
+	s := x.sessions[id]
+	if s == nil {
+		s = &sessState{pin: -1, last: -1, backup: -1}
+		x.sessions[id] = s
+	}
+	return s
+}
+
+// Rejects is the (session, decoder) reject count (tests, logs).
+func (x *Dispatcher) Rejects(session string, d int) int { return x.rejects[rejKey{session, d}] }
