@@ -99,15 +99,7 @@ func TestKVCSessionDecoder(t *testing.T) {
 	if a := admit(turn1); !a.CanAdmit || a.Mode != "seed" || a.Reason != engine.ReasonNotResident {
 		t.Fatalf("first turn: %+v", a)
 	}
-	// The seed: plain PD, with the session named.
-	body := pdBody(p, "seed-1", 1, turn1, 50)
-	body["session_id"] = "S"
-	go postQuiet(t, p.URL()+"/generate", copyBody(body))
-	st, b := post(t, d.URL()+"/generate", copyBody(body))
-	if st != 200 {
-		t.Fatalf("seed: %d %s", st, b)
-	}
-	o := decodeOut(t, b)
+	o := seed(t, p, d, "S", turn1, 50)
 	turn2 := append(append(append([]int{}, turn1...), o.OutputIDs...), ids(7, 200)...)
 	// The residency probe sees the session here; another session with the
 	// same prefix is not resident, though its prefix is cached.
@@ -124,7 +116,7 @@ func TestKVCSessionDecoder(t *testing.T) {
 		t.Fatalf("second turn: %+v", a)
 	}
 	// The direct append: no bootstrap fields, the session named.
-	st, b = post(t, d.URL()+"/generate", map[string]any{"input_ids": turn2, "rid": "direct-2", "session_id": "S", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	st, b := post(t, d.URL()+"/generate", map[string]any{"input_ids": turn2, "rid": "direct-2", "session_id": "S", "sampling_params": map[string]any{"max_new_tokens": 8}})
 	if st != 200 {
 		t.Fatalf("direct append: %d %s", st, b)
 	}
@@ -199,4 +191,18 @@ func TestFlushCache(t *testing.T) {
 	if v := scrape(t, s)["sglang:num_requests_total"]; v != 3 {
 		t.Fatalf("requests counted across the flush: %v", v)
 	}
+}
+
+// seed runs a KVC seed over the PD protocol (the same body to P and D, the
+// session named, so D keeps it) and returns D's answer.
+func seed(t *testing.T, p, d *Server, session string, prompt []int, out int) GenerateOut {
+	t.Helper()
+	body := pdBody(p, "seed-"+session, 1, prompt, out)
+	body["session_id"] = session
+	go postQuiet(t, p.URL()+"/generate", copyBody(body))
+	st, b := post(t, d.URL()+"/generate", copyBody(body))
+	if st != 200 {
+		t.Fatalf("seed: %d %s", st, b)
+	}
+	return decodeOut(t, b)
 }

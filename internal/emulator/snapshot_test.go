@@ -22,14 +22,7 @@ func TestSnapshotDumpAndIngest(t *testing.T) {
 		return st, out
 	}
 	turn1 := ids(1, 3000)
-	body := pdBody(p, "seed-1", 1, turn1, 50)
-	body["session_id"] = "S"
-	go postQuiet(t, p.URL()+"/generate", copyBody(body))
-	st, b := post(t, d.URL()+"/generate", copyBody(body))
-	if st != 200 {
-		t.Fatalf("seed: %d %s", st, b)
-	}
-	o := decodeOut(t, b)
+	o := seed(t, p, d, "S", turn1, 50)
 	// A second prefill worker that never saw the session takes the snapshot.
 	p2 := start(t, Config{Role: engine.RolePrefill, TimeScale: 20})
 
@@ -54,7 +47,7 @@ func TestSnapshotDumpAndIngest(t *testing.T) {
 	turn2 := append(append(append([]int{}, turn1...), o.OutputIDs...), ids(7, 200)...)
 	body2 := pdBody(p2, "turn-2", 2, turn2, 4)
 	go postQuiet(t, d.URL()+"/generate", copyBody(body2))
-	st, b = post(t, p2.URL()+"/generate", copyBody(body2))
+	st, b := post(t, p2.URL()+"/generate", copyBody(body2))
 	if st != 200 {
 		t.Fatalf("turn 2 on P: %d %s", st, b)
 	}
