@@ -489,6 +489,14 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	aw := newAnthropicWriter(w, q)
 	aw.estimate = req.tokens
+	if q.stream {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			aw.keepAlive(stop)
+		}()
+		defer func() { close(stop); <-done }()
+	}
 	s.serveRequest(r.Context(), aw, req)
 	aw.finish()
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 )
 
 // The worker's answer on its way back as Anthropic's Messages answer: one
@@ -176,6 +178,35 @@ type anthropicWriter struct {
 	content  []any          // the blocks, for a non-streamed answer
 	ended    bool
 	estimate int // the prompt's tokens as the router counts them
+
+	// mu serialises the relay's writes with the keep-alive pings; lastOut
+	// is when an event last went out.
+	mu      sync.Mutex
+	lastOut time.Time
+}
+
+// keepAliveEvery is how long a streamed answer may stay silent (a long
+// prefill, a queue) before a ping goes out, as Anthropic's API sends them,
+// so no proxy or client drops the connection as idle.
+var keepAliveEvery = 10 * time.Second
+
+// keepAlive sends a ping whenever the stream has been silent for
+// keepAliveEvery, from message_start until the end or until stop closes.
+func (a *anthropicWriter) keepAlive(stop <-chan struct{}) {
+	t := time.NewTicker(keepAliveEvery / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		if a.started && !a.ended && time.Since(a.lastOut) >= keepAliveEvery {
+			a.event("ping", map[string]any{"type": "ping"})
+		}
+		a.mu.Unlock()
+	}
 }
 
 func newAnthropicWriter(w http.ResponseWriter, q *messagesReq) *anthropicWriter {
@@ -199,6 +230,12 @@ func (a *anthropicWriter) Header() http.Header {
 }
 
 func (a *anthropicWriter) WriteHeader(status int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.writeHeader(status)
+}
+
+func (a *anthropicWriter) writeHeader(status int) {
 	if a.status != 0 {
 		return
 	}
@@ -218,8 +255,10 @@ func (a *anthropicWriter) WriteHeader(status int) {
 }
 
 func (a *anthropicWriter) Write(b []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.status == 0 {
-		a.WriteHeader(http.StatusOK)
+		a.writeHeader(http.StatusOK)
 	}
 	a.buf.Write(b)
 	if a.stream && a.status == http.StatusOK {
@@ -229,6 +268,12 @@ func (a *anthropicWriter) Write(b []byte) (int, error) {
 }
 
 func (a *anthropicWriter) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.flush()
+}
+
+func (a *anthropicWriter) flush() {
 	if f, ok := a.w.(http.Flusher); ok && a.stream {
 		f.Flush()
 	}
@@ -273,7 +318,8 @@ func (a *anthropicWriter) drain() {
 func (a *anthropicWriter) event(name string, v any) {
 	b, _ := json.Marshal(v)
 	fmt.Fprintf(a.w, "event: %s\ndata: %s\n\n", name, b)
-	a.Flush()
+	a.lastOut = time.Now()
+	a.flush()
 }
 
 // start sends message_start. The prompt's tokens are the router's count
@@ -380,11 +426,13 @@ func (a *anthropicWriter) streamError(status int, msg string) {
 	a.ended = true
 	b, _ := anthropicErrorBody(status, msg)
 	fmt.Fprintf(a.w, "event: error\ndata: %s\n\n", b)
-	a.Flush()
+	a.flush()
 }
 
 // finish answers a non-streamed request, or closes a stream cut short.
 func (a *anthropicWriter) finish() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.status == 0 {
 		a.status = http.StatusInternalServerError
 	}

@@ -3,10 +3,13 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -100,5 +103,48 @@ func TestSSEErrorFrame(t *testing.T) {
 	}
 	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "worker exploded") || text.String() != "ab" {
 		t.Fatalf("SDK stream: %q, err %v; want the two deltas and then the worker's error", text.String(), err)
+	}
+}
+
+// A streamed Messages answer that stays silent (a long prefill) gets
+// keep-alive pings between message_start and its first content.
+func TestAnthropicKeepAlivePings(t *testing.T) {
+	defer func(d time.Duration) { keepAliveEvery = d }(keepAliveEvery)
+	keepAliveEvery = 40 * time.Millisecond
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/generate" {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.(http.Flusher).Flush()
+		time.Sleep(300 * time.Millisecond) // the prefill
+		fmt.Fprint(w, `data: {"text": "hi", "output_ids": [1], "meta_info": {"id": "x", "prompt_tokens": 3, "completion_tokens": 1, "cached_tokens": 0, "finish_reason": {"type": "length", "length": 1}}}`+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer slow.Close()
+	gw := coloGateway(t, slow.URL)
+	body := `{"model":"m","max_tokens":1,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	resp, err := http.Post(gw+"/v1/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	events := regexp.MustCompile(`(?m)^event: (\S+)`).FindAllStringSubmatch(string(b), -1)
+	var names []string
+	for _, e := range events {
+		names = append(names, e[1])
+	}
+	pings := 0
+	for _, n := range names {
+		if n == "content_block_start" {
+			break
+		}
+		if n == "ping" {
+			pings++
+		}
+	}
+	if pings < 3 || names[len(names)-1] != "message_stop" {
+		t.Fatalf("events %v: want keep-alive pings before the content and a message_stop", names)
 	}
 }
