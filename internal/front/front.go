@@ -47,6 +47,10 @@ func New(policy Policy, replicas []string) (*Front, error) {
 		return nil, errors.New("front: no replicas")
 	}
 	f := &Front{policy: policy, names: replicas, served: make([]atomic.Int64, len(replicas))}
+	// Connections to the replicas are kept for reuse (Go's default keeps 2
+	// idle per host: every other request would dial).
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = 4096, 1024
 	for _, r := range replicas {
 		u, err := url.Parse(r)
 		if err != nil || u.Host == "" {
@@ -54,6 +58,7 @@ func New(policy Policy, replicas []string) (*Front, error) {
 		}
 		p := httputil.NewSingleHostReverseProxy(u)
 		p.FlushInterval = -1 // SSE: every write reaches the client at once
+		p.Transport = transport
 		p.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadGateway)

@@ -108,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Retries = 2
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+		cfg.Client = &http.Client{Transport: workerTransport()}
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = time.Hour
@@ -166,6 +166,16 @@ func New(cfg Config) (*Server, error) {
 		}()
 	}
 	return s, nil
+}
+
+// workerTransport keeps connections to the workers open for reuse: Go's
+// default keeps 2 idle per host, so under a few hundred concurrent streams
+// nearly every request to a worker would pay a new TCP connection (and
+// leave one in TIME_WAIT).
+func workerTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 4096, 1024
+	return t
 }
 
 // Handler serves the gateway's API, behind the request limits.

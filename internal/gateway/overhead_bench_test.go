@@ -57,7 +57,6 @@ func gatewayOverhead(b *testing.B, streams int) {
 	defer g.Close()
 	gw := httptest.NewServer(g.Handler())
 	defer gw.Close()
-	g.cfg.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * streams}}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * streams}}
 	ttft := func(base string, i int) time.Duration {
 		body, _ := json.Marshal(map[string]any{"input_ids": ids(i*1000, 500), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 4}})

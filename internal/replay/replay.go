@@ -68,7 +68,9 @@ func Run(ctx context.Context, cfg Config, reqs []trace.Request, emit func(*metri
 		cfg.TimeScale = 1
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 4096, 1024 // a connection per live session, reused
+		cfg.Client = &http.Client{Transport: t}
 	}
 	bySession := map[string][]trace.Request{}
 	var order []string
