@@ -7,13 +7,17 @@
 package front
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
+	"syscall"
 )
 
 // Policy picks a replica for a request.
@@ -59,22 +63,64 @@ func New(policy Policy, replicas []string) (*Front, error) {
 		p := httputil.NewSingleHostReverseProxy(u)
 		p.FlushInterval = -1 // SSE: every write reaches the client at once
 		p.Transport = transport
-		p.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadGateway)
-			fmt.Fprintf(w, `{"error":{"message":%q,"code":502}}`+"\n", "front: replica "+r+": "+err.Error())
+		p.ErrorHandler = func(_ http.ResponseWriter, req *http.Request, err error) {
+			// Called only before any of the answer was written: ServeHTTP
+			// decides whether to try the next replica or answer 502.
+			req.Context().Value(attemptKey{}).(*attempt).err = err
 		}
 		f.replicas = append(f.replicas, p)
 	}
 	return f, nil
 }
 
-// ServeHTTP relays the request to the replica the policy picks.
+// maxBody caps a request body the front buffers (so it can try another
+// replica); the gateways' own cap is the same by default.
+const maxBody = 64 << 20
+
+type attemptKey struct{}
+
+// attempt carries a proxy error out of the ErrorHandler.
+type attempt struct{ err error }
+
+// ServeHTTP relays the request to the replica the policy picks. A replica
+// that cannot be reached (its connection refused: a replica down) is
+// passed over for the next one, so one replica's crash costs no request;
+// any other failure is a 502 naming the replica.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	i := f.pick(r)
-	f.served[i].Add(1)
-	w.Header().Set("X-PDHybrid-Replica", f.names[i])
-	f.replicas[i].ServeHTTP(w, r)
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, "front: reading the body: "+err.Error())
+			return
+		}
+		body = b
+	}
+	start, n := f.pick(r), len(f.replicas)
+	var last error
+	for k := range n {
+		i := (start + k) % n
+		a := &attempt{}
+		req := r.Clone(context.WithValue(r.Context(), attemptKey{}, a))
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		w.Header().Set("X-PDHybrid-Replica", f.names[i])
+		f.replicas[i].ServeHTTP(w, req)
+		if a.err == nil {
+			f.served[i].Add(1)
+			return
+		}
+		last = fmt.Errorf("replica %s: %w", f.names[i], a.err)
+		if !errors.Is(a.err, syscall.ECONNREFUSED) || r.Context().Err() != nil {
+			break
+		}
+	}
+	writeError(w, http.StatusBadGateway, "front: "+last.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"code":%d}}`+"\n", msg, status)
 }
 
 // Served is the requests relayed to each replica so far.

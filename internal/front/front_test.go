@@ -131,3 +131,35 @@ func TestBadConfigAndDeadReplica(t *testing.T) {
 		t.Fatalf("dead replica: %d %s", resp.StatusCode, b)
 	}
 }
+
+// A replica that is down is passed over: with one of two replicas refusing
+// connections, every request (its body intact) is answered by the other.
+func TestDeadReplicaPassedOver(t *testing.T) {
+	var got []string
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+		fmt.Fprint(w, "live")
+	}))
+	defer live.Close()
+	f, _ := New(RoundRobin, []string{"http://127.0.0.1:1", live.URL})
+	ts := httptest.NewServer(f)
+	defer ts.Close()
+	for i := range 4 {
+		resp, err := http.Post(ts.URL+"/x", "text/plain", strings.NewReader(fmt.Sprint("body-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "live" || resp.Header.Get("X-PDHybrid-Replica") != live.URL {
+			t.Fatalf("request %d: %d %q from %s", i, resp.StatusCode, b, resp.Header.Get("X-PDHybrid-Replica"))
+		}
+	}
+	if strings.Join(got, ",") != "body-0,body-1,body-2,body-3" {
+		t.Fatalf("the live replica got bodies %v", got)
+	}
+	if s := f.Served(); s[0] != 0 || s[1] != 4 {
+		t.Fatalf("served %v", s)
+	}
+}
