@@ -58,34 +58,7 @@ func gatewayOverhead(b *testing.B, streams int) {
 	gw := httptest.NewServer(g.Handler())
 	defer gw.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * streams}}
-	ttft := func(base string, i int) time.Duration {
-		body, _ := json.Marshal(map[string]any{"input_ids": ids(i*1000, 500), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 4}})
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/generate", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		t0 := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Error(err)
-			return 0
-		}
-		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		var first time.Duration
-		for {
-			line, err := r.ReadString('\n')
-			if first == 0 && strings.HasPrefix(line, "data: {") {
-				first = time.Since(t0)
-			}
-			if err != nil {
-				break
-			}
-		}
-		io.Copy(io.Discard, resp.Body)
-		if first == 0 {
-			b.Errorf("%s: no token", base)
-		}
-		return first
-	}
+	ttft := func(base string, i int) time.Duration { return firstToken(b, client, base, i) }
 	var direct, via []time.Duration
 	var mu sync.Mutex
 	b.ResetTimer()
@@ -115,4 +88,35 @@ func gatewayOverhead(b *testing.B, streams int) {
 	b.ReportMetric(q(via, 50), "gateway-p50-ms")
 	b.ReportMetric(q(via, 99), "gateway-p99-ms")
 	b.ReportMetric(q(via, 99)-q(direct, 99), "added-p99-ms")
+}
+
+// firstToken streams one 500-token request of 4 tokens to base and returns
+// the time to its first token event.
+func firstToken(b testing.TB, client *http.Client, base string, i int) time.Duration {
+	body, _ := json.Marshal(map[string]any{"input_ids": ids(i*1000, 500), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 4}})
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/generate", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Error(err)
+		return 0
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	var first time.Duration
+	for {
+		line, err := r.ReadString('\n')
+		if first == 0 && strings.HasPrefix(line, "data: {") {
+			first = time.Since(t0)
+		}
+		if err != nil {
+			break
+		}
+	}
+	io.Copy(io.Discard, resp.Body)
+	if first == 0 {
+		b.Errorf("%s: no token", base)
+	}
+	return first
 }
