@@ -242,20 +242,8 @@ func TestPeersOnWEKA(t *testing.T) {
 	}
 	p := profile(t)
 	// pdhybrid trace convert --from weka --arrival poisson --rate 0.005 (seed 1)
-	st, err := convert.Open(tracetest.SharedTraces(t, "weka"), convert.Options{From: "weka",
+	src := loadWith(t, tracetest.SharedTraces(t, "weka"), convert.Options{From: "weka",
 		Weka: weka.Options{Arrival: "poisson", Rate: 0.005, Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &SliceSource{H: st.Header}
-	if err := st.Run(func(r *trace.Request) error {
-		c := *r
-		c.HashIDs = append([]uint64(nil), r.HashIDs...)
-		src.Reqs = append(src.Reqs, c)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	sums := map[Mechanism]*Result{}
 	for _, m := range []Mechanism{PDDisaggregation, PDConditional, PDPrefixDecider, PDDecodeRadix} {
 		s := *src

@@ -12,7 +12,13 @@ import (
 
 func load(t *testing.T, path, from string) *SliceSource {
 	t.Helper()
-	st, err := convert.Open(path, convert.Options{From: from})
+	return loadWith(t, path, convert.Options{From: from})
+}
+
+// loadWith converts a trace with opts into memory.
+func loadWith(t *testing.T, path string, opts convert.Options) *SliceSource {
+	t.Helper()
+	st, err := convert.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
