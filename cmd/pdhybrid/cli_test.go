@@ -460,18 +460,7 @@ func TestInterruptMarksRunIncomplete(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	sent := time.Now()
-	c.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		c.Process.Kill()
-		t.Fatal("no exit within 20 s of SIGINT")
-	}
-	if code := c.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d, want 130\n%s", code, stderr.String())
-	}
+	interruptAndWait(t, c, &stderr)
 	t.Logf("stopped %v after SIGINT", time.Since(sent).Round(time.Millisecond))
 	var sum struct {
 		Complete   *bool  `json:"complete"`
@@ -619,5 +608,23 @@ func TestInterruptRemovesPartialOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("partial output left behind")
+	}
+}
+
+// interruptAndWait sends c SIGINT and waits (up to 20 s) for it to exit
+// with the interrupted status, 130.
+func interruptAndWait(t *testing.T, c *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	c.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		c.Process.Kill()
+		t.Fatal("no exit within 20 s of SIGINT")
+	}
+	if code := c.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d, want 130\n%s", code, stderr.String())
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -415,18 +414,7 @@ func TestSweepSIGINT(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		c.Process.Kill()
-		t.Fatal("no exit within 20 s of SIGINT")
-	}
-	if code := c.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d, want 130\n%s", code, stderr.String())
-	}
+	interruptAndWait(t, c, &stderr)
 	ents, _ := os.ReadDir(dir)
 	for _, en := range ents {
 		if st, _ := sweep.CellState(filepath.Join(dir, en.Name())); en.IsDir() && st != sweep.Done {
