@@ -2,8 +2,9 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -99,12 +100,7 @@ func (s Spec) Grid(defaultMech string, defaultTopo Topology) (Grid, error) {
 	if len(g.Mechanisms) == 0 {
 		g.Mechanisms = []string{defaultMech}
 	}
-	names := make([]string, 0, len(s.Set))
-	for n := range s.Set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(s.Set)) {
 		vs, err := scalars(s.Set[n])
 		if err != nil {
 			return g, fmt.Errorf("set %s: %v", n, err)
@@ -129,12 +125,7 @@ func (s Spec) Grid(defaultMech string, defaultTopo Topology) (Grid, error) {
 	if len(g.Topologies) == 0 {
 		g.Topologies = []Topology{defaultTopo}
 	}
-	bn := make([]string, 0, len(s.Base))
-	for n := range s.Base {
-		bn = append(bn, n)
-	}
-	sort.Strings(bn)
-	for _, n := range bn {
+	for _, n := range slices.Sorted(maps.Keys(s.Base)) {
 		v, err := scalar(s.Base[n])
 		if err != nil {
 			return g, fmt.Errorf("base %s: %v", n, err)
