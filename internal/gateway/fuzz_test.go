@@ -29,8 +29,7 @@ func FuzzGatewayHandlers(f *testing.F) {
 	}
 	var servers []*Server
 	for _, mech := range []kvc.Mechanism{kvc.MechKVC, kvc.MechPD, kvc.MechColo} {
-		cfg := Config{Retries: -1, Health: HealthConfig{Interval: -1}, Dispatch: kvc.DispatchConfig{Mechanism: mech, Policy: kvc.PolicyKVAware,
-			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
+		cfg := Config{Retries: -1, Health: HealthConfig{Interval: -1}, Dispatch: kvc.Defaults(mech)}
 		cfg.LoadPoll = -1
 		if mech == kvc.MechColo {
 			cfg.Colo = []string{"http://127.0.0.1:1"}

@@ -38,8 +38,7 @@ func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decod
 // gatewayWith is gateway with edit applied to the configuration first.
 func gatewayWith(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator.Server, edit func(*Config)) *httptest.Server {
 	t.Helper()
-	cfg := Config{Dispatch: kvc.DispatchConfig{Mechanism: mech, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
-		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
+	cfg := Config{Dispatch: kvc.Defaults(mech)}
 	var urls []string
 	for _, p := range prefill {
 		cfg.Prefill = append(cfg.Prefill, Prefill{URL: p.URL(), BootstrapPort: p.BootstrapPort()})

@@ -24,8 +24,7 @@ import (
 // testConfig is the gateway() helper's configuration, for tests that set
 // more of it.
 func testConfig(mech kvc.Mechanism, prefill, decode []*emulator.Server) Config {
-	cfg := Config{Dispatch: kvc.DispatchConfig{Mechanism: mech, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
-		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}}
+	cfg := Config{Dispatch: kvc.Defaults(mech)}
 	for _, p := range prefill {
 		cfg.Prefill = append(cfg.Prefill, Prefill{URL: p.URL(), BootstrapPort: p.BootstrapPort()})
 	}

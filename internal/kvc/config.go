@@ -122,3 +122,13 @@ func (r *Request) avoids(w int) bool {
 	}
 	return false
 }
+
+// Defaults is the control plane's default configuration for a mechanism:
+// Algorithm 1 routing, τ_reject 3, τ_append 8192, one admission attempt per
+// decoder, seeds from the first turn, the worker's admission gate, resets
+// on a direct success and a residency belief that follows the workers (the
+// flags' defaults; the gateway and tests start from it).
+func Defaults(m Mechanism) DispatchConfig {
+	return DispatchConfig{Mechanism: m, Policy: PolicyKVAware, TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1,
+		Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack}
+}

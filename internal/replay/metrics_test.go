@@ -30,8 +30,7 @@ import (
 func TestGatewayMetricsAgreeWithTheReplaySummary(t *testing.T) {
 	p := emulatortest.Start(t, engine.RolePrefill, false, emulator.Faults{})
 	d0, d1 := emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{}), emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{})
-	cfg := gateway.Config{Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechKVC, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
-		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack},
+	cfg := gateway.Config{Dispatch: kvc.Defaults(kvc.MechKVC),
 		Prefill: []gateway.Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{d0.URL(), d1.URL()}}
 	cfg.LoadPoll = -1
 	g, err := gateway.New(cfg)

@@ -76,8 +76,7 @@ func sessions(n, turns int) []trace.Request {
 // later turns of a session run in a KVC direct mode with a cache hit.
 func TestReplayAgainstLiveKVC(t *testing.T) {
 	p, d := emulatortest.Start(t, engine.RolePrefill, false, emulator.Faults{}), emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{})
-	cfg := gateway.Config{Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechKVC, Policy: kvc.PolicyKVAware, TauReject: 3, TauAppend: 8192,
-		MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack},
+	cfg := gateway.Config{Dispatch: kvc.Defaults(kvc.MechKVC),
 		Prefill: []gateway.Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{d.URL()}}
 	g, err := gateway.New(cfg)
 	if err != nil {
