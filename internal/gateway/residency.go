@@ -30,7 +30,9 @@ func (s *Server) probeResidency(ctx context.Context, q *request) {
 	pinned := false
 	var decoders []string // the pool grows at run time: a copy read under the lock
 	s.locked(func() {
-		pinned = s.disp.Pinned(q.session)
+		if pinned = s.disp.Pinned(q.session); pinned {
+			return // the common case: no copy of the pool
+		}
 		for i, u := range s.cfg.Decode {
 			if !s.disp.Down(kvc.RoleDecode, i) && !s.disp.DRouter().Excluded(i) {
 				decoders = append(decoders, u)
