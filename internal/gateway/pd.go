@@ -7,9 +7,16 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
+
+// prefillVerdictGrace is how long a decoder's error waits for the prefill
+// leg's own outcome. A dead prefill worker refuses the connection within
+// microseconds on a healthy host; the bound only delays a decoder's error
+// when P is alive and busy.
+const prefillVerdictGrace = 500 * time.Millisecond
 
 // pd runs one request over SGLang's PD protocol (DESIGN §9): the identical
 // body to the prefill and the decode worker, with P's bootstrap host and
@@ -91,6 +98,25 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		pDone <- l
 	}()
 
+	// prefillFailed ends a request whose prefill leg failed before anything
+	// reached the client: a retry, or the prefill's own cause.
+	prefillFailed := func(pl leg) bool {
+		if strings.Contains(pl.err.Error(), "transfer") {
+			s.locked(func() { s.disp.PeerFailed(s.now(), a.D) })
+			q.avoid = append(q.avoid, a.D)
+		}
+		if s.retryable(q, pl.status) || pl.status == 0 && q.attempt < s.cfg.Retries {
+			q.retry = pl.err.Error()
+			s.locked(func() { d.Finished(false) })
+			return true
+		}
+		s.locked(func() {
+			d.Finished(false)
+			d.Refused("prefill-failed: " + pl.err.Error())
+		})
+		return false
+	}
+
 	resp, err := s.send(dctx, dec+"/generate", body)
 	if err != nil {
 		pFirst := ctx.Err() == nil && dctx.Err() != nil // the prefill leg failed and cut this one
@@ -104,21 +130,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		}
 		pl := <-pDone
 		if pFirst && pl.err != nil {
-			// The prefill leg failed first; nothing reached the client.
-			if strings.Contains(pl.err.Error(), "transfer") {
-				s.locked(func() { s.disp.PeerFailed(s.now(), a.D) })
-				q.avoid = append(q.avoid, a.D)
-			}
-			if s.retryable(q, pl.status) || pl.status == 0 && q.attempt < s.cfg.Retries {
-				q.retry = pl.err.Error()
-				s.locked(func() { d.Finished(false) })
-				return true
-			}
-			s.locked(func() {
-				d.Finished(false)
-				d.Refused("prefill-failed: " + pl.err.Error())
-			})
-			return false
+			return prefillFailed(pl)
 		}
 		s.locked(func() {
 			s.disp.PeerFailed(s.now(), a.D)
@@ -128,6 +140,22 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		return false
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// D's error may be P's failure seen from D: a decoder whose KV
+		// never comes answers 500 (SGLang: "KVTransferError ... prefill
+		// instance, it might be dead"), and it can say so before the
+		// gateway's own prefill leg fails. P's leg is given a moment to
+		// report its cause, which names the worker at fault.
+		select {
+		case pl := <-pDone:
+			if pl.err != nil {
+				io.Copy(io.Discard, resp.Body)
+				return prefillFailed(pl)
+			}
+			pDone <- pl // not P's fault: read again below
+		case <-time.After(prefillVerdictGrace):
+		}
+	}
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
 		s.abort(p.URL, rid, abortRetry) // the next attempt gets a fresh pair and room
