@@ -55,6 +55,7 @@ func leafCommands(t *testing.T) map[string][]string {
 	return map[string][]string{
 		"bench":                     nil,
 		"sim":                       nil,
+		"floor":                     nil,
 		"sweep":                     {"--out", t.TempDir()},
 		"trace convert":             {"--from", "weka", tr},
 		"trace stats":               {tr},

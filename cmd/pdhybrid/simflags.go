@@ -70,15 +70,8 @@ var (
 )
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay; - reads standard input (default: the built-in synthetic agentic workload)")
-	fs.StringVar(&f.workload, "workload", "agentic", "built-in `workload` when no --trace is given: agentic (Claude-Code-like sessions fitted to the WEKA set), groups (BLIS's agentic spec), seed-swe or seed-inferact (shaped like the seed's two workloads; docs/workloads.md)")
-	fs.IntVar(&f.blockSize, "block-size", 0, "with --trace: `tokens` per hash id for a file without a header line; 0 = take it from the header")
-	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests`; 0 = no request limit (the session count ends the workload)")
-	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions`; 0 = 40, or unbounded when --synth-requests is given")
-	fs.Float64Var(&f.synthRate, "synth-rate", 0, "built-in workload: session arrival rate in `sessions/s`; 0 = 0.1")
-	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
-	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
-	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file`, replacing --model/--hardware (see docs/engine.md; --dump-profile writes one to start from)")
+	f.registerWorkload(fs)
+	f.registerProfile(fs)
 	fs.StringVar(&f.link, "link", "rdma-400g", "naive PD: P→D transfer link `name` from the profile (rdma-400g, tcp-loopback, nvlink)")
 	fs.Float64Var(&f.memPrefill, "mem-fraction-prefill", 0, "naive PD: HBM `fraction` prefill workers use for weights+KV, in (0, 1]; 0 = the profile's")
 	fs.Float64Var(&f.memDecode, "mem-fraction-decode", 0, "naive PD: HBM `fraction` of decode workers, in (0, 1]; 0 = the profile's")
@@ -108,6 +101,24 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	f.peer.register(fs)
 	f.transport.register(fs)
 	fs.BoolVar(&f.force, "force", false, "with --out: replace the run already in that folder (only files pdhybrid writes are removed)")
+}
+
+// registerWorkload adds the flags that choose the workload: a trace file
+// or a built-in workload and its size (--seed is registered with the rest).
+func (f *simFlags) registerWorkload(fs *pflag.FlagSet) {
+	fs.StringVar(&f.trace, "trace", "", "canonical trace `file` to replay; - reads standard input (default: the built-in synthetic agentic workload)")
+	fs.StringVar(&f.workload, "workload", "agentic", "built-in `workload` when no --trace is given: agentic (Claude-Code-like sessions fitted to the WEKA set), groups (BLIS's agentic spec), seed-swe or seed-inferact (shaped like the seed's two workloads; docs/workloads.md)")
+	fs.IntVar(&f.blockSize, "block-size", 0, "with --trace: `tokens` per hash id for a file without a header line; 0 = take it from the header")
+	fs.Int64Var(&f.synthReqs, "synth-requests", 0, "built-in workload: stop after this many `requests`; 0 = no request limit (the session count ends the workload)")
+	fs.IntVar(&f.synthSess, "synth-sessions", 0, "built-in workload: number of `sessions`; 0 = 40, or unbounded when --synth-requests is given")
+	fs.Float64Var(&f.synthRate, "synth-rate", 0, "built-in workload: session arrival rate in `sessions/s`; 0 = 0.1")
+}
+
+// registerProfile adds the flags that choose the model and hardware.
+func (f *simFlags) registerProfile(fs *pflag.FlagSet) {
+	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
+	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
+	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file`, replacing --model/--hardware (see docs/engine.md; --dump-profile writes one to start from)")
 }
 
 // runModes says which mechanisms and policies a command will run, so flags
