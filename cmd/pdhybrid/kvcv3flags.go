@@ -16,6 +16,8 @@ type kvcV3Flags struct {
 	coldRoute, inline bool
 	fallback, typed   bool
 	wholeP, coldP     bool
+	pHosts            bool
+	coldInflight      int
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -27,21 +29,26 @@ const (
 	v3Fallback  = true
 	v3Typed     = true
 	v3WholeP    = true
+	v3PHosts    = true
+	// v3ColdInflight: 2,048–8,192 scored alike in the sweep (docs/kvc-v3.md).
+	v3ColdInflight = 4096
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "cold-route-inflight-tokens"}
 
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --local-prefill-margin 16384 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --local-prefill-margin 16384 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --cold-route-inflight-tokens 4096); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0; the v3 preset: 16384)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
+	fs.IntVar(&v.coldInflight, "cold-route-inflight-tokens", 0, "kvcache-centric (v3), with --cold-route: each request in flight on a decoder adds this many `tokens`, in [0, 16777216], to its cold-routing cost, so new sessions spread over the decode batches and not only over the prefill queues (default 0; the v3 preset: 4096)")
 	v.registerMore(fs)
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
 
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
 	fs.BoolVar(&v.coldP, "cold-on-p", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker when its queued prefill tokens are no more than every decoder's, and the session stays there as --whole-on-p says (P as one more colocated worker; off by default)")
+	fs.BoolVar(&v.pHosts, "p-hosts-sessions", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker while it serves fewer requests whole than every decoder has in flight, or while its prefill queue is empty and it hosts fewer sessions than every decoder; the session stays there as --whole-on-p says: P hosts its share of the sessions as one more colocated worker (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.wholeP, "whole-on-p", false, "kvcache-centric (v3), with --local-fallback: such a request is served whole (prefill and decode) on the prefill worker instead when its queued prefill tokens are fewer than the least-loaded decoder's (an idle P takes decode work; off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.fallback, "local-fallback", false, "kvcache-centric (v3): a request every decoder refused for space queues on the session's decoder, or else the one with the least queued prefill tokens (budget and margin aside: it waits for a decoder's KV either way) instead of going through P as plain PD (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.typed, "typed-rejects", false, "kvcache-centric (v3): a no-space refusal does not count toward --migration-reject-threshold, only refusals about the session itself (P8; off in v2, on in the v3 preset)")
@@ -71,15 +78,24 @@ func (v *kvcV3Flags) check(ck *checks) {
 		if !ck.set("whole-on-p") {
 			v.wholeP = v3WholeP
 		}
+		if !ck.set("p-hosts-sessions") {
+			v.pHosts = v3PHosts
+		}
+		if !ck.set("cold-route-inflight-tokens") {
+			v.coldInflight = v3ColdInflight
+		}
 	}
 	ck.num("d-prefill-budget", between(0, 1<<24).is("a number of tokens").orZero("never"))
 	ck.num("local-prefill-margin", between(-(1<<24), 1<<24).is("a number of tokens"))
 	ck.only("local-prefill-margin", v.budget > 0, "with --d-prefill-budget above 0")
 	ck.only("whole-on-p", v.fallback, "with --local-fallback")
 	ck.only("cold-on-p", v.wholeP, "with --whole-on-p")
+	ck.only("p-hosts-sessions", v.wholeP, "with --whole-on-p")
+	ck.num("cold-route-inflight-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.only("cold-route-inflight-tokens", v.coldRoute, "with --cold-route")
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
-	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, Inline: v.inline,
-		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP}
+	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, Inline: v.inline,
+		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts}
 }

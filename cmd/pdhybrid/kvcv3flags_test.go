@@ -42,6 +42,10 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v3"}, "local_prefill_margin_tokens", float64(v3Margin)},
 		{[]string{"--kvc-preset", "v3"}, "inline_admission", true},
 		{[]string{"--kvc-preset", "v3"}, "whole_on_p", true},
+		{[]string{"--kvc-preset", "v3"}, "p_hosts_sessions", true},
+		{[]string{"--kvc-preset", "v3"}, "cold_route_inflight_tokens", float64(v3ColdInflight)},
+		{nil, "p_hosts_sessions", false},
+		{[]string{"--kvc-preset", "v3", "--cold-route-inflight-tokens", "0"}, "cold_route_inflight_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--d-prefill-budget", "1000"}, "d_prefill_budget_tokens", 1000.0},
 		{[]string{"--kvc-preset", "v3", "--inline-admission=false"}, "inline_admission", false},
 	} {
@@ -52,8 +56,10 @@ func TestKVCPreset(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--kvc-preset", "v4"},
 		{"--d-prefill-budget", "-1"},
-		{"--local-prefill-margin", "5"}, // without a budget
-		{"--whole-on-p"},                // without --local-fallback
+		{"--local-prefill-margin", "5"},          // without a budget
+		{"--whole-on-p"},                         // without --local-fallback
+		{"--p-hosts-sessions"},                   // without --whole-on-p
+		{"--cold-route-inflight-tokens", "4096"}, // without --cold-route
 	} {
 		args := append([]string{"sim", "--synth-sessions", "2", "--mechanism", "kvcache-centric"}, bad...)
 		_, se, err := runCLI(args...)

@@ -155,6 +155,7 @@ type Dispatch struct {
 	// v3 (v3.go): what this request adds to its queues of prefill work.
 	cached, dTok, dQ, pQ, pQAt int
 	pend, pendD                int  // cold routing's tokens on a decoder until it answers
+	wholeAt                    int  // 1 + the prefill worker serving it whole, until it ends
 	inline                     bool // the admission in flight rode on the request
 }
 

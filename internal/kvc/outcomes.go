@@ -103,6 +103,7 @@ func (t *Dispatch) PrefillDone() {
 func (t *Dispatch) Finished(ok bool) {
 	x := t.x
 	t.v3Answered()
+	t.v3FinishedWholeP()
 	t.PrefillDone()
 	if t.probe {
 		// A probe that ended with no transport outcome (cut short before

@@ -36,6 +36,12 @@ type V3Config struct {
 	// ColdRoute picks the least-loaded decoder for a session with no
 	// decoder pinned (P7).
 	ColdRoute bool
+	// ColdInflightTokens is what each request in flight on a decoder adds
+	// to its cold-routing cost, in prompt tokens: the decode batch a new
+	// session would join, beside the prefill queued there (0 = prefill
+	// only). Without it, prompts that share a prefix pull every new
+	// session to the decoder that holds it.
+	ColdInflightTokens int
 	// Inline: the first admission attempt rides on the request (no round
 	// trip first); RTTS is the round trip a refusal or seed answer costs.
 	Inline bool
@@ -56,6 +62,11 @@ type V3Config struct {
 	// ColdOnP: with WholeOnP, a new session also starts whole on P when
 	// P's queue is no longer than every decoder's.
 	ColdOnP bool
+	// PHosts: with WholeOnP, a new session starts whole on a prefill
+	// worker when that worker serves fewer requests whole than every
+	// decoder has in flight: P hosts its share of the sessions, as one
+	// more colocated worker, and keeps them while its queue allows.
+	PHosts bool
 }
 
 // On reports whether any v3 option is set.
@@ -81,6 +92,9 @@ type v3Load struct {
 	// has not answered yet, so that a burst of cold sessions routed before
 	// any is admitted spreads over the decoders.
 	pend []int
+	// whole is the requests each prefill worker serves whole, in flight;
+	// hosted the sessions whose last turn it served whole.
+	whole, hosted []int
 }
 
 func (x *Dispatcher) v3() *V3Config { return &x.cfg.V3 }
@@ -91,6 +105,8 @@ func (x *Dispatcher) v3Counts() bool { return x.cfg.Mechanism == MechKVC && x.cf
 func (x *Dispatcher) ensureLoad() {
 	if x.p != nil && len(x.load.p) < len(x.p.names) {
 		x.load.p = append(x.load.p, make([]int, len(x.p.names)-len(x.load.p))...)
+		x.load.whole = append(x.load.whole, make([]int, len(x.p.names)-len(x.load.whole))...)
+		x.load.hosted = append(x.load.hosted, make([]int, len(x.p.names)-len(x.load.hosted))...)
 	}
 	if len(x.load.d) < len(x.d.names) {
 		x.load.d = append(x.load.d, make([]int, len(x.d.names)-len(x.load.d))...)
@@ -137,7 +153,8 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 
 // v3ColdPick is P7: for a session no decoder holds, the allowed decoder
 // with the least queued prefill work less its believed overlap with the
-// prompt (ties to Algorithm 1's order); −1 when none is allowed.
+// prompt, plus ColdInflightTokens per request in flight there (ties to
+// Algorithm 1's order); −1 when none is allowed.
 func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	x := t.x
 	x.ensureLoad()
@@ -145,7 +162,9 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	bs := max(x.cfg.BlockSize, 1)
 	first := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
 	best, bestCost := first, 0
-	cost := func(d int) int { return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) }
+	cost := func(d int) int {
+		return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) + x.cfg.V3.ColdInflightTokens*x.d.Inflight(d)
+	}
 	if first >= 0 {
 		bestCost = cost(first)
 	}
@@ -189,7 +208,7 @@ func (t *Dispatch) v3Accepted() {
 	}
 	x.ensureLoad()
 	if t.kind != ActWholeP {
-		x.session(t.r.Session).onP = 0
+		x.setOnP(x.session(t.r.Session), 0)
 	}
 	switch t.kind {
 	case ActSeed, ActPD, ActWholeP:
@@ -322,7 +341,51 @@ func (t *Dispatch) v3AcceptedWholeP() {
 		x.d.Unpin(t.r.Session, s.pin)
 		x.unpin(t.r.Session)
 	}
-	s.onP = 1 + t.chosenP
+	x.setOnP(s, 1+t.chosenP)
+	x.load.whole[t.chosenP]++
+	t.wholeAt = 1 + t.chosenP
+}
+
+// setOnP moves session s to prefill worker onP−1 (0: to none), keeping
+// the count of sessions each one hosts.
+func (x *Dispatcher) setOnP(s *sessState, onP int) {
+	if s.onP > 0 {
+		x.load.hosted[s.onP-1]--
+	}
+	if s.onP = onP; onP > 0 {
+		x.load.hosted[onP-1]++
+	}
+}
+
+// v3FinishedWholeP ends a request served whole on a prefill worker.
+func (t *Dispatch) v3FinishedWholeP() {
+	if t.wholeAt > 0 {
+		t.x.load.whole[t.wholeAt-1]--
+		t.wholeAt = 0
+	}
+}
+
+// v3HostOnP reports whether a new session starts whole on prefill worker
+// p (PHosts): p serves fewer requests whole than every decoder in service
+// has in flight.
+func (t *Dispatch) v3HostOnP(p int) bool {
+	x := t.x
+	least, fewest := -1, -1
+	for d := range x.d.names {
+		if x.d.Out(d) {
+			continue
+		}
+		if n := x.d.Inflight(d) + min(x.load.pend[d], 1); least < 0 || n < least {
+			least = n
+		}
+		if fewest < 0 || x.onD[d] < fewest {
+			fewest = x.onD[d]
+		}
+	}
+	ok := least < 0 || x.load.whole[p] < least || (x.load.p[p] == 0 && x.load.hosted[p] < fewest)
+	t.note("v3: %s serves %d requests whole, the least busy decoder %d in flight: %s", x.p.names[p], x.load.whole[p], least,
+		map[bool]string{true: "the session starts on P", false: "a decoder"}[ok])
+	return ok
 }
 
 // v3StayOnP serves a session's turn whole on the prefill worker that
@@ -342,10 +405,17 @@ func (t *Dispatch) v3StayOnP() bool {
 	if s.onP == 0 {
 		// A new session may start on an idle P (ColdOnP) as on a fifth
 		// decoder; an old one stays where it is.
-		if !x.cfg.V3.ColdOnP || s.seen {
+		if !(x.cfg.V3.ColdOnP || x.cfg.V3.PHosts) || s.seen {
 			return false
 		}
 		p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
+		if p >= 0 && !x.p.Out(p) && x.cfg.V3.PHosts {
+			if !t.v3HostOnP(p) {
+				return false
+			}
+			t.decide(ActWholeP, p, -1, ModeWholeOnP)
+			return true
+		}
 	}
 	if p < 0 || x.p.Out(p) {
 		return false
@@ -369,7 +439,7 @@ func (t *Dispatch) v3StayOnP() bool {
 // queued or pending anywhere (once every request has ended; the property
 // test holds it to that).
 func (x *Dispatcher) V3Idle() bool {
-	for _, q := range [][]int{x.load.p, x.load.d, x.load.pend} {
+	for _, q := range [][]int{x.load.p, x.load.d, x.load.pend, x.load.whole} {
 		for _, v := range q {
 			if v != 0 {
 				return false

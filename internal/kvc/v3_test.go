@@ -138,3 +138,86 @@ func eq(a, b []int) bool {
 	}
 	return true
 }
+
+// TestV3PHostsByHand: one P, two decoders, P hosting sessions. A new
+// session starts whole on P while P serves fewer requests whole than every
+// decoder has in flight, or while P has no prefill queued and hosts fewer
+// sessions than every decoder:
+//
+//	a: decoders 0 and 0 in flight, P serves 0 whole, hosts 0, decoders host 0, 0 → a decoder (d0)
+//	b: in flight 1 and 0 → a decoder (d1)
+//	c: in flight 1 and 1, P 0 whole → whole on P
+//	e: P 1 whole, not fewer than 1; P's queue holds c's prefill → a decoder
+func TestV3PHostsByHand(t *testing.T) {
+	x := v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true, LocalFallback: true, WholeOnP: true, PHosts: true})
+	a := coldTurn(t, x, "a", 100, 8000)
+	b := coldTurn(t, x, "b", 200, 6000)
+	if a.Decoder() != 0 || b.Decoder() != 1 {
+		t.Fatalf("a on d%d, b on d%d; want d0 and d1 (paths %v %v)", a.Decoder(), b.Decoder(), a.Path(), b.Path())
+	}
+	c := x.Begin(0, Request{Session: "c", Turn: 1, Blocks: []uint64{300, 301}, Input: 5000, Output: 10})
+	if act := c.Action(); act.Kind != ActWholeP || act.P != 0 || c.Mode() != ModeWholeOnP {
+		t.Fatalf("c: %+v (%s), want whole on p0; path %v", act, c.Mode(), c.Path())
+	}
+	c.Accepted()
+	e := coldTurn(t, x, "e", 400, 3000)
+	if e.Decoder() < 0 {
+		t.Fatalf("e: %s, want a decoder; path %v", e.Mode(), e.Path())
+	}
+	for _, d := range []*Dispatch{a, b, c, e} {
+		d.Finished(true)
+	}
+	if !x.V3Idle() {
+		t.Fatalf("all finished but v3's bookkeeping is not empty: %+v", x.load)
+	}
+	// Nothing in flight now; P hosts c, the decoders a, b and e. Once each
+	// decoder hosts more sessions than P, an idle P takes the next one.
+	var got []string
+	for i, s := range []string{"f", "g", "h"} {
+		d := x.Begin(0, Request{Session: s, Turn: 1, Blocks: []uint64{uint64(500 + 100*i)}, Input: 1000, Output: 10})
+		if d.Action().Kind == ActWholeP {
+			got = append(got, s+":P")
+			d.Accepted()
+		} else {
+			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+			d.Accepted()
+			got = append(got, s+":D")
+		}
+		d.Finished(true)
+	}
+	// f: P hosts 1, the decoders 2 and 1: not fewer than every one → D (d1,
+	// the lighter); g: the decoders 2 and 2 → P; h: P hosts 2 → D.
+	if want := []string{"f:D", "g:P", "h:D"}; !equal(got, want) {
+		t.Fatalf("placements %v, want %v", got, want)
+	}
+}
+
+// TestV3ColdInflightTokens: a new session whose prompt shares a prefix with
+// a session in flight on d0 follows its prefix there on prefill cost alone,
+// and goes to the idle d1 once each request in flight costs 4,096 tokens.
+func TestV3ColdInflightTokens(t *testing.T) {
+	for _, tc := range []struct {
+		weight, want int
+	}{{0, 0}, {4096, 1}} {
+		x := v3Dispatcher(V3Config{DBudgetTokens: 100000, ColdRoute: true, ColdInflightTokens: tc.weight})
+		a := coldTurn(t, x, "a", 100, 2000) // blocks 100, 101
+		a.PrefillDone()
+		// b shares a's two blocks: on d0 it computes 500 tokens, on d1 2,500.
+		b := x.Begin(0, Request{Session: "b", Turn: 1, Blocks: []uint64{100, 101, 900}, Input: 2500, Output: 10})
+		if got := b.Action().D; got != tc.want {
+			t.Fatalf("weight %d: b asked d%d, want d%d; path %v", tc.weight, got, tc.want, b.Path())
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -20,6 +20,9 @@ type KVCv3 struct {
 	// ColdRoute: a session no decoder holds goes to the decoder with the
 	// least queued prefill work less its believed overlap (P7).
 	ColdRoute bool `json:"cold_route_least_loaded"`
+	// ColdInflightTokens: each request in flight on a decoder adds this
+	// many tokens to its cold-routing cost.
+	ColdInflightTokens int `json:"cold_route_inflight_tokens"`
 	// Inline: the first admission check rides on the request (no round
 	// trip before it; a refusal or seed answer pays one).
 	Inline bool `json:"inline_admission"`
@@ -33,6 +36,9 @@ type KVCv3 struct {
 	WholeOnP bool `json:"whole_on_p"`
 	// ColdOnP: with WholeOnP, a new session may start whole on P too.
 	ColdOnP bool `json:"cold_on_p"`
+	// PHosts: with WholeOnP, a new session starts whole on P while P
+	// serves fewer requests whole than every decoder has in flight.
+	PHosts bool `json:"p_hosts_sessions"`
 }
 
 func (v *KVCv3) validate() error {
@@ -45,12 +51,15 @@ func (v *KVCv3) validate() error {
 	if v.MarginTokens < -(1<<24) || v.MarginTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC local_prefill_margin_tokens %d, expected tokens in [-16777216, 16777216]", v.MarginTokens)
 	}
+	if v.ColdInflightTokens < 0 || v.ColdInflightTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC cold_route_inflight_tokens %d, expected tokens in [0, 16777216]", v.ColdInflightTokens)
+	}
 	return nil
 }
 
 // config is the control plane's view; rtt is the admission round trip an
 // inline check's refusal pays.
 func (v *KVCv3) config(rtt float64) kvc.V3Config {
-	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, Inline: v.Inline, RTTS: rtt,
-		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP}
+	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts}
 }

@@ -112,6 +112,13 @@ func TestSimProperty(t *testing.T) {
 					ColdRoute: r3.IntN(2) == 0, Inline: r3.IntN(2) == 0, TypedRejects: r3.IntN(2) == 0}
 				cfg.KVC.V3.LocalFallback = cfg.KVC.V3.DBudgetTokens > 0 && r3.IntN(2) == 0
 				cfg.KVC.V3.WholeOnP = cfg.KVC.V3.LocalFallback && r3.IntN(2) == 0
+				if r4 := rand.New(rand.NewPCG(seed, 4)); cfg.KVC.V3.ColdRoute || cfg.KVC.V3.WholeOnP {
+					// Later options draw from their own stream too.
+					cfg.KVC.V3.PHosts = cfg.KVC.V3.WholeOnP && r4.IntN(2) == 0
+					if cfg.KVC.V3.ColdRoute {
+						cfg.KVC.V3.ColdInflightTokens = r4.IntN(2) * r4.IntN(10000)
+					}
+				}
 				v3Runs++
 			}
 		case 3:
