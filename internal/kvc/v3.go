@@ -409,6 +409,19 @@ func (t *Dispatch) v3StayOnP() bool {
 			return false
 		}
 		p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
+		if x.cfg.V3.PHosts {
+			// The prefill worker serving the fewest requests whole (then
+			// hosting the fewest sessions) is the candidate host.
+			for i := range x.p.names {
+				if x.p.Out(i) {
+					continue
+				}
+				if p < 0 || x.p.Out(p) || x.load.whole[i] < x.load.whole[p] ||
+					x.load.whole[i] == x.load.whole[p] && x.load.hosted[i] < x.load.hosted[p] {
+					p = i
+				}
+			}
+		}
 		if p >= 0 && !x.p.Out(p) && x.cfg.V3.PHosts {
 			if !t.v3HostOnP(p) {
 				return false

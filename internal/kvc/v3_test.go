@@ -221,3 +221,31 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// TestV3PHostsSpreadsOverPrefillWorkers: with two prefill workers, a new
+// session P would host goes to the one serving fewer requests whole, even
+// when P's router prefers the other for the prefix it caches.
+func TestV3PHostsSpreadsOverPrefillWorkers(t *testing.T) {
+	x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+		TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+		BlockSize: 1000, V3: V3Config{DBudgetTokens: 10000, ColdRoute: true, LocalFallback: true, WholeOnP: true, PHosts: true}},
+		[]string{"p0", "p1"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+	a := coldTurn(t, x, "a", 100, 4000)
+	b := x.Begin(0, Request{Session: "b", Turn: 1, Blocks: []uint64{200, 201}, Input: 2000, Output: 10})
+	bp := b.Action().P
+	if act := b.Action(); act.Kind != ActWholeP {
+		t.Fatalf("b: %+v, want whole on a prefill worker; path %v", act, b.Path())
+	}
+	b.Accepted()
+	c := x.Begin(0, Request{Session: "c", Turn: 1, Blocks: []uint64{200, 201, 202}, Input: 3000, Output: 10})
+	if act := c.Action(); act.Kind != ActWholeP || act.P == bp {
+		t.Fatalf("c: %+v, want whole on the other prefill worker than b's p%d; path %v", act, bp, c.Path())
+	}
+	c.Accepted()
+	for _, d := range []*Dispatch{a, b, c} {
+		d.Finished(true)
+	}
+	if !x.V3Idle() {
+		t.Fatal("v3's bookkeeping is not empty at the end")
+	}
+}
