@@ -23,25 +23,25 @@ type kvcV3Flags struct {
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
 const (
 	v3Budget    = 131072
-	v3Margin    = -16384
+	v3Margin    = 0
 	v3ColdRoute = true
 	v3Inline    = true
 	v3Fallback  = true
 	v3Typed     = true
 	v3WholeP    = true
 	v3PHosts    = true
-	// v3ColdInflight: 6,144–8,192 scored alike in the sweep (docs/kvc-v3.md).
-	v3ColdInflight = 8192
+	// v3ColdInflight: 6,144 scored best of 6,144, 8,192 and 12,288 in the sweep (docs/kvc-v3.md).
+	v3ColdInflight = 6144
 )
 
 var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "cold-route-inflight-tokens"}
 
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --local-prefill-margin -16384 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --cold-route-inflight-tokens 8192); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --cold-route-inflight-tokens 6144); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 131072)")
-	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0; the v3 preset: -16384)")
+	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
-	fs.IntVar(&v.coldInflight, "cold-route-inflight-tokens", 0, "kvcache-centric (v3), with --cold-route: each request in flight on a decoder adds this many `tokens`, in [0, 16777216], to its cold-routing cost, so new sessions spread over the decode batches and not only over the prefill queues (default 0; the v3 preset: 8192)")
+	fs.IntVar(&v.coldInflight, "cold-route-inflight-tokens", 0, "kvcache-centric (v3), with --cold-route: each request in flight on a decoder adds this many `tokens`, in [0, 16777216], to its cold-routing cost, so new sessions spread over the decode batches and not only over the prefill queues (default 0; the v3 preset: 6144)")
 	v.registerMore(fs)
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
