@@ -22,7 +22,7 @@ import (
 
 // metric reads one sample of a worker's /metrics (SGLang's names), 0 when
 // absent.
-func metric(t *testing.T, url, name string) float64 {
+func metric(t testing.TB, url, name string) float64 {
 	t.Helper()
 	return value(scrape(t, url), name, nil)
 }

@@ -61,7 +61,7 @@ func start(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 }
 
 // scrape reads /metrics with Prometheus' own parser.
-func scrape(t *testing.T, gw string) map[string]*dto.MetricFamily {
+func scrape(t testing.TB, gw string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(gw + "/metrics")
 	if err != nil {
