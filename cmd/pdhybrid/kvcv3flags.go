@@ -18,6 +18,7 @@ type kvcV3Flags struct {
 	wholeP, coldP     bool
 	pHosts            bool
 	coldInflight      int
+	countTransfer     bool
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -34,12 +35,13 @@ const (
 	v3ColdInflight = 6144
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "cold-route-inflight-tokens"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "cold-route-inflight-tokens", "count-transfer"}
 
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --cold-route-inflight-tokens 6144); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 131072)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
+	fs.BoolVar(&v.countTransfer, "count-transfer", false, "kvcache-centric (v3), with --d-prefill-budget: the placement counts, beside the prefill worker's queue, the P→D transfer of the whole prompt a prefill through P costs, in prefill tokens from the profile's link and timing (off by default)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
 	fs.IntVar(&v.coldInflight, "cold-route-inflight-tokens", 0, "kvcache-centric (v3), with --cold-route: each request in flight on a decoder adds this many `tokens`, in [0, 16777216], to its cold-routing cost, so new sessions spread over the decode batches and not only over the prefill queues (default 0; the v3 preset: 6144)")
 	v.registerMore(fs)
@@ -88,6 +90,7 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.num("d-prefill-budget", between(0, 1<<24).is("a number of tokens").orZero("never"))
 	ck.num("local-prefill-margin", between(-(1<<24), 1<<24).is("a number of tokens"))
 	ck.only("local-prefill-margin", v.budget > 0, "with --d-prefill-budget above 0")
+	ck.only("count-transfer", v.budget > 0, "with --d-prefill-budget above 0")
 	ck.only("whole-on-p", v.fallback, "with --local-fallback")
 	ck.only("cold-on-p", v.wholeP, "with --whole-on-p")
 	ck.only("p-hosts-sessions", v.wholeP, "with --whole-on-p")
@@ -96,6 +99,6 @@ func (v *kvcV3Flags) check(ck *checks) {
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
-	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, Inline: v.inline,
+	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts}
 }

@@ -33,6 +33,12 @@ type V3Config struct {
 	// what the prefill worker would have queued with it (tokens; may be
 	// negative to favour the decoder).
 	Margin int
+	// TransferTokens is what moving one prompt token's KV from a prefill
+	// worker to a decoder costs, in prefill tokens (the link's time per
+	// token over the prefill's); a prefill through P counts it for the
+	// whole prompt beside P's queue, as local prefill on D moves nothing
+	// (0 = the queues alone).
+	TransferTokens float64
 	// ColdRoute picks the least-loaded decoder for a session with no
 	// decoder pinned (P7).
 	ColdRoute bool
@@ -141,7 +147,7 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	}
 	x.ensureLoad()
 	dq := x.load.d[d] + uncached
-	pq := x.load.p[p] + t.pUncached(p)
+	pq := x.load.p[p] + t.pUncached(p) + int(c.TransferTokens*float64(t.r.Input))
 	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
 	t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
 		x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, map[bool]string{true: "local", false: "through P"}[ok])

@@ -249,3 +249,26 @@ func TestV3PHostsSpreadsOverPrefillWorkers(t *testing.T) {
 		t.Fatal("v3's bookkeeping is not empty at the end")
 	}
 }
+
+// TestV3CountsTheTransfer: through P a prompt's KV also crosses to the
+// decoder. One P, one decoder holding 5,000 queued tokens, a cold prompt of
+// 10,000: on the queues alone D's 15,000 is over P's 10,000 and the seed
+// goes through P; counting the transfer at half a prefill token per token,
+// P's path is 15,000 too and D takes it.
+func TestV3CountsTheTransfer(t *testing.T) {
+	for _, tc := range []struct {
+		xfer float64
+		want ActionKind
+	}{{0, ActSeed}, {0.5, ActDirect}} {
+		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+			BlockSize: 1000, V3: V3Config{DBudgetTokens: 100000, TransferTokens: tc.xfer}},
+			[]string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+		if a := coldTurn(t, x, "a", 100, 5000); a.kind != ActDirect {
+			t.Fatalf("xfer %v: a %v, want local on d0 (5,000 ≤ 5,000); path %v", tc.xfer, a.kind, a.Path())
+		}
+		if b := coldTurn(t, x, "b", 200, 10000); b.kind != tc.want {
+			t.Fatalf("xfer %v: b %v, want %v; path %v", tc.xfer, b.kind, tc.want, b.Path())
+		}
+	}
+}

@@ -189,7 +189,20 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	tau := max(k.TauReject, 0) // kvc: 0 = never
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS)}
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens())}
+}
+
+// transferTokens is what moving one token's KV over the run's link costs,
+// in prefill tokens: the link's time per token over the prefill's.
+func (c *Config) transferTokens() float64 {
+	if c.Profile == nil || c.Profile.Timing.PrefillPerTokenS <= 0 {
+		return 0
+	}
+	l, ok := c.Profile.Links[c.Link]
+	if !ok || l.BandwidthBytes <= 0 {
+		return 0
+	}
+	return float64(c.Profile.Model.KVBytesPerToken()) / l.BandwidthBytes / c.Profile.Timing.PrefillPerTokenS
 }
 
 // breaker is the control plane's breaker: windowed mode only (with

@@ -23,6 +23,9 @@ type KVCv3 struct {
 	// ColdInflightTokens: each request in flight on a decoder adds this
 	// many tokens to its cold-routing cost.
 	ColdInflightTokens int `json:"cold_route_inflight_tokens"`
+	// CountTransfer: the placement counts the P→D transfer of a prompt
+	// through P, in prefill tokens from the profile's link and timing.
+	CountTransfer bool `json:"count_transfer"`
 	// Inline: the first admission check rides on the request (no round
 	// trip before it; a refusal or seed answer pays one).
 	Inline bool `json:"inline_admission"`
@@ -58,8 +61,12 @@ func (v *KVCv3) validate() error {
 }
 
 // config is the control plane's view; rtt is the admission round trip an
-// inline check's refusal pays.
-func (v *KVCv3) config(rtt float64) kvc.V3Config {
-	return kvc.V3Config{DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+// inline check's refusal pays, xfer the transfer cost of a token in prefill
+// tokens.
+func (v *KVCv3) config(rtt, xfer float64) kvc.V3Config {
+	if !v.CountTransfer {
+		xfer = 0
+	}
+	return kvc.V3Config{TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts}
 }

@@ -110,3 +110,19 @@ func TestV3WholeOnPAndLocalFallback(t *testing.T) {
 		}
 	}
 }
+
+// transferTokens is the link's time per token of KV over the prefill's time
+// per token: for the built-in H200 profile over rdma-400g a fraction of a
+// prefill token, and 0 without a usable link.
+func TestTransferTokens(t *testing.T) {
+	p := profile(t)
+	c := Config{Profile: p, Link: "rdma-400g"}
+	l := p.Links["rdma-400g"]
+	want := float64(p.Model.KVBytesPerToken()) / l.BandwidthBytes / p.Timing.PrefillPerTokenS
+	if got := c.transferTokens(); !near(got, want) || got <= 0 || got >= 1 {
+		t.Fatalf("transferTokens %v, want %v in (0, 1)", got, want)
+	}
+	if got := (&Config{Profile: p, Link: "none"}).transferTokens(); got != 0 {
+		t.Fatalf("no such link: %v, want 0", got)
+	}
+}
