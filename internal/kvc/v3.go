@@ -35,9 +35,11 @@ type V3Config struct {
 	Margin int
 	// TransferTokens is what moving one prompt token's KV from a prefill
 	// worker to a decoder costs, in prefill tokens (the link's time per
-	// token over the prefill's); a prefill through P counts it for the
-	// whole prompt beside P's queue, as local prefill on D moves nothing
-	// (0 = the queues alone).
+	// token over the prefill's); a session's first turn through P counts
+	// it for the whole prompt beside P's queue, as local prefill on D
+	// moves nothing (0 = the queues alone). Later turns do not: counted
+	// there it moved long sessions' large appends onto decoders whose
+	// decode batches they stall (seed-inferact's TTFT p99 ×6).
 	TransferTokens float64
 	// ColdRoute picks the least-loaded decoder for a session with no
 	// decoder pinned (P7).
@@ -147,7 +149,10 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	}
 	x.ensureLoad()
 	dq := x.load.d[d] + uncached
-	pq := x.load.p[p] + t.pUncached(p) + int(c.TransferTokens*float64(t.r.Input))
+	pq := x.load.p[p] + t.pUncached(p)
+	if !x.session(t.r.Session).seen {
+		pq += int(c.TransferTokens * float64(t.r.Input))
+	}
 	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
 	t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
 		x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, map[bool]string{true: "local", false: "through P"}[ok])

@@ -250,7 +250,7 @@ func TestV3PHostsSpreadsOverPrefillWorkers(t *testing.T) {
 	}
 }
 
-// TestV3CountsTheTransfer: through P a prompt's KV also crosses to the
+// TestV3CountsTheTransfer: through P a first turn's KV also crosses to the
 // decoder. One P, one decoder holding 5,000 queued tokens, a cold prompt of
 // 10,000: on the queues alone D's 15,000 is over P's 10,000 and the seed
 // goes through P; counting the transfer at half a prefill token per token,
