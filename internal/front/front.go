@@ -55,7 +55,7 @@ func New(policy Policy, replicas []string) (*Front, error) {
 	// idle per host: every other request would dial).
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = 4096, 1024
-	for _, r := range replicas {
+	for i, r := range replicas {
 		u, err := url.Parse(r)
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("front: replica URL %q: want http://HOST:PORT", r)
@@ -67,6 +67,12 @@ func New(policy Policy, replicas []string) (*Front, error) {
 			// Called only before any of the answer was written: ServeHTTP
 			// decides whether to try the next replica or answer 502.
 			req.Context().Value(attemptKey{}).(*attempt).err = err
+		}
+		p.ModifyResponse = func(*http.Response) error {
+			// Counted when the replica answers, before its body reaches
+			// the client: a caller that has read the answer sees the count.
+			f.served[i].Add(1)
+			return nil
 		}
 		f.replicas = append(f.replicas, p)
 	}
@@ -106,7 +112,6 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-PDHybrid-Replica", f.names[i])
 		f.replicas[i].ServeHTTP(w, req)
 		if a.err == nil {
-			f.served[i].Add(1)
 			return
 		}
 		last = fmt.Errorf("replica %s: %w", f.names[i], a.err)
