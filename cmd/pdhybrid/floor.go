@@ -46,22 +46,9 @@ twice, so --trace takes a file, not standard input.`,
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
-		ck.num("block-size", atLeast(1).upTo(1<<20).orZero("the trace header's").is("a number of tokens"))
-		ck.num("synth-requests", atLeast(1).upTo(1e9).orZero("no request limit"))
-		ck.num("synth-sessions", atLeast(1).upTo(1e7).orZero("the default"))
-		ck.num("synth-rate", above(0).upTo(1000).orZero("the default, 0.1").is("a rate in sessions/s"))
+		f.checkWorkload(ck)
 		ck.num("chunk-tokens", between(1, 1<<22).is("a number of tokens").orZero("the profile's"))
 		ck.num("max-input-len", atLeast(1).upTo(1<<30).orZero("the model's max context").is("a number of tokens"))
-		file := f.trace != ""
-		ck.only("block-size", file, "with --trace (the built-in workload has its own)")
-		for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed", "workload"} {
-			ck.only(n, !file, "to the built-in workload, not with --trace")
-		}
-		ck.oneOf("workload", "agentic", "groups", "seed-swe", "seed-inferact")
-		for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate"} {
-			ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
-		}
-		f.changedSeed = ck.set("seed")
 		if f.trace == "-" {
 			ck.fail("--trace -: the floor reads the workload twice; give a file")
 		}

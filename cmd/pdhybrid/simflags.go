@@ -135,14 +135,29 @@ type runModes struct {
 // pdWorkers says whether some run has prefill and decode workers.
 func (m runModes) pdWorkers() bool { return m.pd || m.kvc || m.peer }
 
-// check validates the shared flags before any work: ranges, the flags that
-// apply only to some modes, and the profile-dependent limits (memory
-// fractions against the weights, prompt length against the context).
-func (f *simFlags) check(ck *checks, m runModes) {
+// checkWorkload validates the flags registerWorkload adds, and --seed.
+func (f *simFlags) checkWorkload(ck *checks) {
 	ck.num("block-size", atLeast(1).upTo(1<<20).orZero("the trace header's").is("a number of tokens"))
 	ck.num("synth-requests", atLeast(1).upTo(1e9).orZero("no request limit"))
 	ck.num("synth-sessions", atLeast(1).upTo(1e7).orZero("the default"))
 	ck.num("synth-rate", above(0).upTo(1000).orZero("the default, 0.1").is("a rate in sessions/s"))
+	file := f.trace != ""
+	ck.only("block-size", file, "with --trace (the built-in workload has its own)")
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed", "workload"} {
+		ck.only(n, !file, "to the built-in workload, not with --trace")
+	}
+	ck.oneOf("workload", "agentic", "groups", "seed-swe", "seed-inferact")
+	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate"} {
+		ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
+	}
+	f.changedSeed = ck.set("seed")
+}
+
+// check validates the shared flags before any work: ranges, the flags that
+// apply only to some modes, and the profile-dependent limits (memory
+// fractions against the weights, prompt length against the context).
+func (f *simFlags) check(ck *checks, m runModes) {
+	f.checkWorkload(ck)
 	ck.num("mem-fraction-prefill", memRange)
 	ck.num("mem-fraction-decode", memRange)
 	ck.num("mem-fraction-colo", memRange)
@@ -160,17 +175,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 	}
 	ck.num("sample-interval", sampleRange)
 
-	file := f.trace != ""
-	ck.only("block-size", file, "with --trace (the built-in workload has its own)")
-	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate", "seed", "workload"} {
-		ck.only(n, !file, "to the built-in workload, not with --trace")
-	}
-	ck.oneOf("workload", "agentic", "groups", "seed-swe", "seed-inferact")
 	ck.oneOf("output-reuse", "all", "sessions")
-	for _, n := range []string{"synth-requests", "synth-sessions", "synth-rate"} {
-		ck.only(n, f.workload == "agentic", "to --workload agentic (the presets have fixed sizes)")
-	}
-	f.changedSeed = ck.set("seed")
 	ck.only("link", m.pdWorkers(), "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric, the peers), which transfer KV from P to D")
 	ck.only("mem-fraction-prefill", m.pdWorkers(), "to mechanisms with prefill workers (pd-disaggregation, kvcache-centric, the peers)")
 	ck.only("mem-fraction-decode", m.pdWorkers(), "to mechanisms with decode workers (pd-disaggregation, kvcache-centric, the peers)")

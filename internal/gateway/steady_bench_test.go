@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,15 +135,7 @@ func steadyOverhead(b *testing.B, streams int, timeScale float64) {
 	b.StopTimer()
 	rate := float64(events.Load()-e0) / time.Since(t0).Seconds()
 	running := metric(b, slow.URL(), "sglang:num_running_reqs")
-	slices.Sort(direct)
-	slices.Sort(via)
-	q := func(x []time.Duration, p int) float64 { return float64(x[len(x)*p/100].Microseconds()) / 1e3 }
-	b.ReportMetric(q(direct, 50), "direct-p50-ms")
-	b.ReportMetric(q(direct, 99), "direct-p99-ms")
-	b.ReportMetric(q(via, 50), "gateway-p50-ms")
-	b.ReportMetric(q(via, 99), "gateway-p99-ms")
-	b.ReportMetric(q(via, 50)-q(direct, 50), "added-p50-ms")
-	b.ReportMetric(q(via, 99)-q(direct, 99), "added-p99-ms")
+	reportTTFT(b, direct, via)
 	b.ReportMetric(rate, "relayed-events/s")
 	b.ReportMetric(running, "streams-running")
 }

@@ -1,6 +1,9 @@
 package kvc
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func v3Dispatcher(v3 V3Config) *Dispatcher {
 	return NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
@@ -52,19 +55,19 @@ func TestV3PlacementByHand(t *testing.T) {
 		if d.kind != st.kind || d.Decoder() != st.d || d.Mode() != st.mode {
 			t.Fatalf("%s: %v on d%d (%s), want %v on d%d (%s); path %v", st.s, d.kind, d.Decoder(), d.Mode(), st.kind, st.d, st.mode, d.Path())
 		}
-		if p, dq := x.PrefillQueued(); !eq(p, st.pq) || !eq(dq, st.dq) {
+		if p, dq := x.PrefillQueued(); !slices.Equal(p, st.pq) || !slices.Equal(dq, st.dq) {
 			t.Fatalf("after %s: queues P %v D %v, want %v %v", st.s, p, dq, st.pq, st.dq)
 		}
 		ds = append(ds, d)
 	}
 	ds[0].PrefillDone()
-	if _, dq := x.PrefillQueued(); !eq(dq, []int{0, 9000}) {
+	if _, dq := x.PrefillQueued(); !slices.Equal(dq, []int{0, 9000}) {
 		t.Fatalf("after a's prefill: D queues %v, want [0 9000]", dq)
 	}
 	for _, d := range ds {
 		d.Finished(true)
 	}
-	if p, dq := x.PrefillQueued(); !eq(p, []int{0}) || !eq(dq, []int{0, 0}) {
+	if p, dq := x.PrefillQueued(); !slices.Equal(p, []int{0}) || !slices.Equal(dq, []int{0, 0}) {
 		t.Fatalf("all finished: queues P %v D %v, want zeros", p, dq)
 	}
 }
@@ -127,18 +130,6 @@ func TestV3InlineAdmission(t *testing.T) {
 	}
 }
 
-func eq(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestV3PHostsByHand: one P, two decoders, P hosting sessions. A new
 // session starts whole on P while P serves fewer requests whole than every
 // decoder has in flight, or while P has no prefill queued and hosts fewer
@@ -187,7 +178,7 @@ func TestV3PHostsByHand(t *testing.T) {
 	}
 	// f: P hosts 1, the decoders 2 and 1: not fewer than every one → D (d1,
 	// the lighter); g: the decoders 2 and 2 → P; h: P hosts 2 → D.
-	if want := []string{"f:D", "g:P", "h:D"}; !equal(got, want) {
+	if want := []string{"f:D", "g:P", "h:D"}; !slices.Equal(got, want) {
 		t.Fatalf("placements %v, want %v", got, want)
 	}
 }
@@ -208,18 +199,6 @@ func TestV3ColdInflightTokens(t *testing.T) {
 			t.Fatalf("weight %d: b asked d%d, want d%d; path %v", tc.weight, got, tc.want, b.Path())
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestV3PHostsSpreadsOverPrefillWorkers: with two prefill workers, a new
