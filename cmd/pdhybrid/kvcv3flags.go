@@ -81,9 +81,9 @@ func (v *kvcV3Flags) check(ck *checks) {
 			v.wholeP = v3WholeP
 		}
 		if !ck.set("p-hosts-sessions") {
-			v.pHosts = v3PHosts
+			v.pHosts = v3PHosts && v.wholeP // not where --whole-on-p=false turned its base off
 		}
-		if !ck.set("cold-route-inflight-tokens") {
+		if !ck.set("cold-route-inflight-tokens") && v.coldRoute {
 			v.coldInflight = v3ColdInflight
 		}
 	}

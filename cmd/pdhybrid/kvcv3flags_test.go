@@ -46,6 +46,9 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v3"}, "cold_route_inflight_tokens", float64(v3ColdInflight)},
 		{nil, "p_hosts_sessions", false},
 		{[]string{"--kvc-preset", "v3", "--cold-route-inflight-tokens", "0"}, "cold_route_inflight_tokens", 0.0},
+		// A preset option whose base is turned off stays off.
+		{[]string{"--kvc-preset", "v3", "--whole-on-p=false"}, "p_hosts_sessions", false},
+		{[]string{"--kvc-preset", "v3", "--cold-route=false"}, "cold_route_inflight_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--d-prefill-budget", "1000"}, "d_prefill_budget_tokens", 1000.0},
 		{[]string{"--kvc-preset", "v3", "--inline-admission=false"}, "inline_admission", false},
 	} {
