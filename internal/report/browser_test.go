@@ -2,20 +2,18 @@ package report
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"html"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/pdhybrid/pdhybrid/internal/browsertest"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/report/reporttest"
 )
@@ -64,49 +62,6 @@ func twoRuns(t *testing.T, sessions int) []*Run {
 			Summary: factsSummary(map[string]any{"time_scale": 2.0, "complete": false, "stop_reason": "interrupted (SIGINT)"}),
 			Config:  factsConfig},
 	})
-}
-
-// findBrowser returns a headless-capable Chromium, or "" when none exists.
-func findBrowser() string {
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	return ""
-}
-
-// chromium runs the browser headless on page with a fresh profile and
-// nothing in the background that could reach the network.
-func chromium(t *testing.T, bin, page string, extra ...string) (stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	args := append([]string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir(),
-		"--enable-logging=stderr", "--v=0",
-	}, extra...)
-	args = append(args, "file://"+page)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.WaitDelay = 10 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\nstderr:\n%s", bin, err, tail(errb.String(), 4000))
-	}
-	return out.String(), errb.String()
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }
 
 // pageVerdict is what the page's own check wrote into the dumped DOM.
@@ -160,18 +115,8 @@ func openPage(t *testing.T, bin string, runs []*Run, opt Options, width int, edi
 			t.Fatal(err)
 		}
 	}
-	dom, logs = chromium(t, bin, page, "--dump-dom", "--window-size="+strconv.Itoa(width)+",1000")
+	dom, logs = browsertest.Run(t, bin, page, "--dump-dom", "--window-size="+strconv.Itoa(width)+",1000")
 	return dom, logs, page
-}
-
-func needBrowser(t *testing.T) string {
-	t.Helper()
-	bin := findBrowser()
-	if bin == "" {
-		t.Skip("no Chromium found (chromium, chromium-browser, google-chrome on PATH or /usr/bin/chromium); " +
-			"install it with `apt-get install -y chromium` to run the browser test")
-	}
-	return bin
 }
 
 // TestReportBrowser renders a two-run report and opens it in headless
@@ -182,7 +127,7 @@ func needBrowser(t *testing.T) string {
 // shares must be the data's, no console message or script error may
 // appear, and a screenshot must be produced.
 func TestReportBrowser(t *testing.T) {
-	bin := needBrowser(t)
+	bin := browsertest.Need(t)
 	runs := twoRuns(t, 150)
 	dom, logs, page := openPage(t, bin, runs, Options{}, 1280, nil)
 	raw, err := os.ReadFile(page)
@@ -221,7 +166,7 @@ func TestReportBrowser(t *testing.T) {
 	checkClaims(t, dom, runs)
 
 	shot := filepath.Join(filepath.Dir(page), "screenshot.png")
-	chromium(t, bin, page, "--screenshot="+shot, "--window-size=1400,6000", "--hide-scrollbars")
+	browsertest.Run(t, bin, page, "--screenshot="+shot, "--window-size=1400,6000", "--hide-scrollbars")
 	png, err := os.ReadFile(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -319,7 +264,7 @@ func checkClaims(t *testing.T, dom string, runs []*Run) {
 // scrolling, and no plot holds more lines than runs (KV occupancy, two
 // lines a run, is drawn as one panel per run).
 func TestReportBrowserSixRuns(t *testing.T) {
-	bin := needBrowser(t)
+	bin := browsertest.Need(t)
 	var specs []reporttest.Spec
 	for i := range 6 {
 		mech := reporttest.NaivePD
@@ -377,7 +322,7 @@ func checkSelfContained(t *testing.T, html string) {
 // wrong in one way each, which the page's check must catch, or the tests
 // above would prove nothing.
 func TestReportBrowserCheckFails(t *testing.T) {
-	bin := needBrowser(t)
+	bin := browsertest.Need(t)
 	runs := twoRuns(t, 40)
 	for _, c := range []struct {
 		name string

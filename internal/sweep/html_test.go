@@ -2,16 +2,14 @@ package sweep
 
 import (
 	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/pdhybrid/pdhybrid/internal/browsertest"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 )
 
@@ -64,41 +62,18 @@ func TestHTMLPage(t *testing.T) {
 	}
 }
 
-func findBrowser() string {
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// dumpDOM loads page in headless Chromium (as internal/report's browser
-// test does: fresh profile, nothing in the background) and returns the
-// DOM after the page's script ran.
+// dumpDOM loads page in headless Chromium and returns the DOM after the
+// page's script ran.
 func dumpDOM(t *testing.T, bin, page string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--window-size=1400,1000", "--dump-dom", "file://"+page)
-	cmd.WaitDelay = 10 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, errb.String())
-	}
-	return out.String()
+	out, _ := browsertest.Run(t, bin, page, "--window-size=1400,1000", "--dump-dom")
+	return out
 }
 
 // TestHTMLInBrowser: in a real browser every chart draws data and the page
 // fits the window; a page whose charts lost their marks fails the same
 // check, so the check can fail.
 func TestHTMLInBrowser(t *testing.T) {
-	bin := findBrowser()
-	if bin == "" {
-		t.Skip("no Chromium found (chromium, chromium-browser, google-chrome on PATH); install it with `apt-get install -y chromium` to run the browser test")
-	}
+	bin := browsertest.Need(t)
 	var b bytes.Buffer
 	if err := WriteHTML(&b, "sweep test", sampleTable()); err != nil {
 		t.Fatal(err)
