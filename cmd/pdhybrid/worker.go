@@ -25,7 +25,7 @@ type workerFlags struct {
 	memFraction                         float64
 	maxTotal                            int64
 	mixed, incremental                  bool
-	sessionCache                        bool
+	sessionCache, serveWhole            bool
 	sessionCap                          int
 	trim, eviction                      string
 	lowWatermark, trimStall, trimTok    float64
@@ -79,6 +79,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.Int64Var(&f.maxTotal, "max-total-tokens", 0, "KV pool size in `tokens` (SGLang --max-total-tokens); 0 = from the memory fraction")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
 	fs.BoolVar(&f.incremental, "incremental-streaming-output", false, "stream only the new text and ids in each SSE event (SGLang --incremental-streaming-output); by default every event holds all so far")
+	fs.BoolVar(&f.serveWhole, "serve-whole", false, "prefill: also serve a request without a bootstrap room whole (prefill and decode), as a colocated worker would: the extension KVC v3's --whole-on-p and --p-hosts-sessions need on the prefill worker (stock SGLang answers 400)")
 	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
@@ -140,7 +141,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.oneOf("trim", "idle", "any")
 	ck.oneOf("eviction", "session", "block")
 	prefill, decode := f.role == "prefill", f.role == "decode"
-	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer"} {
+	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole"} {
 		ck.only(n, prefill, "with --role prefill")
 	}
 	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
@@ -181,6 +182,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		HeartbeatInterval: f.beat, HeartbeatMaxFailures: f.beatMisses, ServedModelName: f.served, AdvertiseURL: f.advertise,
 		Faults: emulator.Faults{ErrorRate: f.errRate, StallS: f.stall, CrashAfter: f.crashAfter, SlowTransfer: f.slowXfer,
 			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
+		ServeWhole: f.serveWhole,
 	}
 	if f.sessionCache {
 		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark,

@@ -244,6 +244,9 @@ func (s *Server) admit(now float64, st *reqState) error {
 	switch s.cfg.Role {
 	case engine.RolePrefill:
 		st.kind = legPrefill
+		if !g.HasRoom && s.cfg.ServeWhole {
+			st.kind = legColo // the whole-request extension
+		}
 	case engine.RoleDecode:
 		st.kind = legDecode
 		if !g.HasRoom && s.cfg.Session.Enabled && sessName != "" {

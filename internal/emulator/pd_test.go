@@ -365,3 +365,26 @@ func TestTrimStallHoldsDelivery(t *testing.T) {
 		t.Fatalf("request c: %+v", o.MetaInfo)
 	}
 }
+
+// TestPrefillServesWhole: with the whole-request extension a prefill worker
+// serves a request without a bootstrap room prefill and decode, and keeps
+// its prompt and output in its prefix cache for the session's next turn;
+// PD legs with a room still go the PD way (the stock refusal is above).
+func TestPrefillServesWhole(t *testing.T) {
+	p := start(t, Config{Role: engine.RolePrefill, ServeWhole: true})
+	ids := make([]int, 640)
+	for i := range ids {
+		ids[i] = 7 + i
+	}
+	st, b := post(t, p.URL()+"/generate", map[string]any{"input_ids": ids, "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 70}})
+	out := decodeOut(t, b)
+	if st != 200 || out.MetaInfo.CompletionTokens != 70 || out.MetaInfo.CachedTokens != 0 {
+		t.Fatalf("whole on P: %d %s", st, b)
+	}
+	// The next turn: the prompt, the output, 100 new tokens.
+	next := append(append(append([]int{}, ids...), out.OutputIDs...), make([]int, 100)...)
+	st, b = post(t, p.URL()+"/generate", map[string]any{"input_ids": next, "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 4}})
+	if out := decodeOut(t, b); st != 200 || out.MetaInfo.CachedTokens < 640 {
+		t.Fatalf("next turn on P: %d cached %d, want at least the first prompt's 640 from P's cache; %s", st, out.MetaInfo.CachedTokens, b)
+	}
+}

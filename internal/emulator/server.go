@@ -44,6 +44,11 @@ type Config struct {
 	MixedChunk  bool
 	// Session makes a decode worker session-aware (the KVC decoder).
 	Session engine.SessionConfig
+	// ServeWhole lets a prefill worker serve a request that carries no
+	// bootstrap room whole, prefill and decode, as a colocated worker
+	// would (KVC v3's P hosting sessions, docs/kvc-v3.md); stock SGLang's
+	// prefill server answers such a request 400, as this one does without.
+	ServeWhole bool
 	// IncrementalStream streams only the new text and ids per event
 	// (SGLang --incremental-streaming-output); by default each event
 	// carries everything so far, as SGLang's /generate does.
