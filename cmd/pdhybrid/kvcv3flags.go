@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
@@ -37,15 +38,23 @@ const (
 
 var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "cold-route-inflight-tokens", "count-transfer"}
 
+// register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --cold-route-inflight-tokens 6144); a flag given overrides its preset value")
+	v.registerLive(fs)
+	fs.BoolVar(&v.countTransfer, "count-transfer", false, "kvcache-centric (v3), with --d-prefill-budget: the placement of a session's first turn counts, beside the prefill worker's queue, the P→D transfer of the whole prompt a prefill through P costs, in prefill tokens from the profile's link and timing (off by default)")
+	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
+}
+
+// registerLive adds the v3 flags the gateway takes: all but
+// --count-transfer (the gateway knows no link or timing) and
+// --inline-admission (its admission RPC is the real round trip).
+func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
+	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --cold-route-inflight-tokens 6144, and in the simulator --inline-admission); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 131072)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
-	fs.BoolVar(&v.countTransfer, "count-transfer", false, "kvcache-centric (v3), with --d-prefill-budget: the placement of a session's first turn counts, beside the prefill worker's queue, the P→D transfer of the whole prompt a prefill through P costs, in prefill tokens from the profile's link and timing (off by default)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
 	fs.IntVar(&v.coldInflight, "cold-route-inflight-tokens", 0, "kvcache-centric (v3), with --cold-route: each request in flight on a decoder adds this many `tokens`, in [0, 16777216], to its cold-routing cost, so new sessions spread over the decode batches and not only over the prefill queues (default 0; the v3 preset: 6144)")
 	v.registerMore(fs)
-	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
 
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
@@ -96,6 +105,13 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.only("p-hosts-sessions", v.wholeP, "with --whole-on-p")
 	ck.num("cold-route-inflight-tokens", between(0, 1<<24).is("a number of tokens"))
 	ck.only("cold-route-inflight-tokens", v.coldRoute, "with --cold-route")
+}
+
+// live is the gateway's v3 configuration: the same options, with no
+// inline admission and no transfer cost (registerLive).
+func (v *kvcV3Flags) live() kvc.V3Config {
+	return kvc.V3Config{DBudgetTokens: v.budget, Margin: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight,
+		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts}
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {

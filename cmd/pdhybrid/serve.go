@@ -65,6 +65,8 @@ cut. docs/gateway.md says what is built.`,
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	var v3 kvcV3Flags
+	v3.registerLive(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
 	fs.Float64Var(&drainS, "drain-timeout", 30, "on SIGINT or SIGTERM, `seconds` requests in flight (streams included) get to finish before they are cut")
@@ -90,9 +92,10 @@ cut. docs/gateway.md says what is built.`,
 		ops.check(ck)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
-		for _, n := range []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe"} {
+		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
+		v3.check(ck)
 		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
 		ck.only("decode", mech != "pd-colo", "to mechanisms with decode workers")
 		ck.only("colo", mech == "pd-colo", "to --mechanism pd-colo")
@@ -115,6 +118,9 @@ cut. docs/gateway.md says what is built.`,
 		b, _ := kvc.ParseBelief(belief)
 		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1},
 			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, Belief: b}
+		if kvcOnly {
+			cfg.Dispatch.V3 = v3.live()
+		}
 		gw, err := gateway.New(cfg)
 		if err != nil {
 			return usagef("%v", err)

@@ -151,3 +151,27 @@ func TestServeDrainsStreamsOnSIGTERM(t *testing.T) {
 		t.Fatal("serve did not exit after draining")
 	}
 }
+
+// The gateway takes KVC v3's options but not the simulator-only ones, and
+// only with the KVC mechanism.
+func TestServeKVCv3Flags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--inline-admission"}, "unknown flag: --inline-admission"},
+		{[]string{"--count-transfer"}, "unknown flag: --count-transfer"},
+		{[]string{"--mechanism", "pd-colo", "--colo", "http://127.0.0.1:1", "--kvc-preset", "v3"}, "--kvc-preset"},
+		{[]string{"--kvc-preset", "v4"}, "--kvc-preset"},
+		{[]string{"--p-hosts-sessions"}, "--p-hosts-sessions"}, // without --whole-on-p
+	} {
+		args := append([]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2"}, tc.args...)
+		if tc.args[0] == "--mechanism" {
+			args = append([]string{"serve"}, tc.args...)
+		}
+		_, se, err := runCLI(args...)
+		if err == nil || !strings.Contains(se, tc.want) {
+			t.Errorf("%v: err %v, stderr %q; want an error naming %s", tc.args, err, se, tc.want)
+		}
+	}
+}

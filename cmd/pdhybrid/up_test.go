@@ -248,3 +248,40 @@ func TestUpPassesChildFlags(t *testing.T) {
 		t.Fatalf("a bad role: %v\n%s", err, stderr.String())
 	}
 }
+
+// KVC v3 on the live stack: `serve --kvc-preset v3` in front of a prefill
+// worker with the whole-request extension replays a trace with every
+// request completed, placed by v3 (local seeds on the decoder, sessions the
+// prefill worker hosts) and not only by v2's modes.
+func TestUpKVCv3(t *testing.T) {
+	tr := filepath.Join(t.TempDir(), "t.jsonl")
+	if _, se, err := runCLI("trace", "synth", "small-append", "--sessions", "4", "--turns", "3", "--out", tr); err != nil {
+		t.Fatalf("synth: %v\n%s", err, se)
+	}
+	dir := filepath.Join(t.TempDir(), "live")
+	c := pdhybrid(t, "up", "--decode", "1", "--port", "0", "--time-scale", "20", "--trace", tr, "--request-timeout", "20",
+		"--gateway-arg=--kvc-preset=v3", "--worker-arg=prefill:--serve-whole", "--out", dir)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("up: %v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Mode   string `json:"execution_mode"`
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status != "completed" {
+			t.Fatalf("record %s (%v), want every request completed", line, err)
+		}
+		modes[r.Mode]++
+	}
+	if modes["kvcache-whole-on-p"] == 0 || modes["kvcache-local-seed-on-d"] == 0 {
+		t.Fatalf("modes %v, want requests served whole on P and seeds prefilled on the decoder", modes)
+	}
+}

@@ -38,6 +38,13 @@ func gateway(t *testing.T, mech kvc.Mechanism, prefill []*emulator.Server, decod
 // gatewayWith is gateway with edit applied to the configuration first.
 func gatewayWith(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator.Server, edit func(*Config)) *httptest.Server {
 	t.Helper()
+	ts, _ := gatewayServer(t, mech, prefill, decode, edit)
+	return ts
+}
+
+// gatewayServer is gatewayWith that also returns the gateway itself.
+func gatewayServer(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator.Server, edit func(*Config)) (*httptest.Server, *Server) {
+	t.Helper()
 	cfg := Config{Dispatch: kvc.Defaults(mech)}
 	var urls []string
 	for _, p := range prefill {
@@ -63,7 +70,7 @@ func gatewayWith(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator.S
 	t.Cleanup(g.Close)
 	ts := httptest.NewServer(g.Handler())
 	t.Cleanup(ts.Close)
-	return ts
+	return ts, g
 }
 
 type answer struct {

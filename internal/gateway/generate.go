@@ -218,6 +218,12 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 			if s.single(ctx, w, s.decodeURL(a.D), q, d, true) {
 				return
 			}
+		case kvc.ActWholeP:
+			// KVC v3: a prefill worker serves it whole (its whole-request
+			// extension, `pdhybrid worker --serve-whole`).
+			if s.single(ctx, w, s.prefillAt(a.P).URL, q, d, true) {
+				return
+			}
 		case kvc.ActSeed, kvc.ActPD:
 			if s.pd(ctx, w, a, q, d) {
 				return
@@ -249,13 +255,14 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 		Mode     string  `json:"mode"`
 		Reason   string  `json:"reason"`
 		PauseMs  float64 `json:"recommended_pause_ms"`
+		Cached   int     `json:"cached_tokens"`
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
 	defer cancel()
 	status, err := s.postJSON(actx, base+"/session_cache/admit_direct_append", body, &out)
 	switch {
 	case err == nil && status == http.StatusOK:
-		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs}
+		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached}
 	case err == nil && status == http.StatusNotFound:
 		pinned := false
 		s.locked(func() {
@@ -288,9 +295,14 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	}
 	s.locked(func() { d.Accepted() }) // counted in flight from now (see pd)
 	resp, err := s.send(ctx, base+"/generate", body)
+	// dec is the decoder the request went to; −1 when a prefill worker
+	// serves it whole, which the decoders' breaker does not judge.
+	dec := d.Decoder()
 	if err != nil {
 		s.locked(func() {
-			s.disp.PeerFailed(s.now(), d.Decoder())
+			if dec >= 0 {
+				s.disp.PeerFailed(s.now(), dec)
+			}
 			d.Finished(false)
 			d.Refused("worker-unreachable: " + base + ": " + err.Error())
 		})
@@ -301,10 +313,12 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		io.Copy(io.Discard, resp.Body)
 		q.retry = fmt.Sprintf("%s answered %d", base, resp.StatusCode)
 		s.locked(func() {
-			if resp.StatusCode >= 500 {
-				s.disp.PeerFailed(s.now(), d.Decoder())
+			if dec >= 0 {
+				if resp.StatusCode >= 500 {
+					s.disp.PeerFailed(s.now(), dec)
+				}
+				q.avoid = append(q.avoid, dec)
 			}
-			q.avoid = append(q.avoid, d.Decoder())
 			d.Finished(false)
 		})
 		return true
@@ -316,8 +330,8 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		s.abort(base, rid, abortDisconnect) // the client left
 	}
 	s.locked(func() {
-		if ok {
-			s.disp.PeerOK(d.Decoder())
+		if ok && dec >= 0 {
+			s.disp.PeerOK(dec)
 		}
 		d.Finished(ok)
 	})

@@ -27,13 +27,25 @@ func Start(t testing.TB, role engine.Role, session bool, faults emulator.Faults)
 // StartAt is Start listening on addr: a worker restarted where one was.
 func StartAt(t testing.TB, addr string, role engine.Role, session bool, faults emulator.Faults) *emulator.Server {
 	t.Helper()
+	return StartWith(t, addr, role, func(cfg *emulator.Config) {
+		cfg.Faults = faults
+		if session {
+			cfg.Session = engine.SessionConfig{Enabled: true}
+		}
+	})
+}
+
+// StartWith is StartAt with edit applied to the worker's configuration
+// first (a prefill worker's --serve-whole, say).
+func StartWith(t testing.TB, addr string, role engine.Role, edit func(*emulator.Config)) *emulator.Server {
+	t.Helper()
 	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := emulator.Config{Role: role, Profile: p, TimeScale: TimeScale, Faults: faults}
-	if session {
-		cfg.Session = engine.SessionConfig{Enabled: true}
+	cfg := emulator.Config{Role: role, Profile: p, TimeScale: TimeScale}
+	if edit != nil {
+		edit(&cfg)
 	}
 	s, err := emulator.New(cfg)
 	if err != nil {
