@@ -237,10 +237,14 @@ func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out
 		fmt.Fprintf(e.stderr, "sweep: %d cells warned while they ran (an overload building up, say): see their summary.json \"warnings\" and %s\n", warned, filepath.Join(out, sweep.LogFile))
 	}
 	sweep.MarkFront(t.Rows)
+	t.Floors = sweepFloors(e, g, cells)
 	if err := writeTables(out, t); err != nil {
 		return err
 	}
 	writeSweepTable(e, t.Rows)
+	for _, f := range t.Floors {
+		fmt.Fprintf(e.stdout, "floor of %s (pdhybrid floor): TTFT p50 %.1f ms, p99 %.1f ms; E2E p50 %.1f ms, p99 %.1f ms\n", f.Workload, f.TTFTP50, f.TTFTP99, f.E2EP50, f.E2EP99)
+	}
 	fmt.Fprintf(e.stderr, "sweep: %d cells (%d run now, %d kept) in %.1f s with --jobs %d; wrote %s (sweep.csv, sweep.json, index.html)\n",
 		len(cells), len(todo), len(cells)-len(todo), e.now().Sub(start).Seconds(), jobs, out)
 	switch {

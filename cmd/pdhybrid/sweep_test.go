@@ -357,6 +357,18 @@ func TestSweepMixedWorkloadsAndFailedCell(t *testing.T) {
 	if tb.Failed["pd-colo_4C_broken"] == "" {
 		t.Errorf("sweep.json does not list the failed cell: %v", tb.Failed)
 	}
+	// The good workload has its latency floor, below its cell at every
+	// percentile; the broken one has none, and stderr says why.
+	if len(tb.Floors) != 1 || tb.Floors[0].Workload != "agentic" || tb.Floors[0].TTFTP50 <= 0 ||
+		tb.Floors[0].TTFTP50 > rows[0].TTFTP50Ms || tb.Floors[0].E2EP99 > rows[0].E2EP99Ms {
+		t.Errorf("floors %+v against the cell %+v", tb.Floors, rows[0])
+	}
+	if !strings.Contains(stderr, "sweep: no latency floor for broken") {
+		t.Errorf("stderr does not say the broken workload has no floor:\n%s", stderr)
+	}
+	if page := string(mustRead(t, filepath.Join(dir, sweep.HTMLFile))); !strings.Contains(page, "Latency floor of each workload") {
+		t.Error("the page has no floor table")
+	}
 	var cfg struct {
 		Mechanism string `json:"mechanism"`
 	}

@@ -330,3 +330,47 @@ func (m *moot) notes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// sweepFloors is the latency floor of each workload of cells (the first
+// cell of a workload gives its profile, chunk and context length), for
+// sweep.json and the page: what no cell of that workload can be below. A
+// workload whose floor cannot be had (a trace with a bad line, whose cells
+// failed too) is said on stderr and left out.
+func sweepFloors(e *env, g sweep.Grid, cells []sweep.Cell) []sweep.Floor {
+	var out []sweep.Floor
+	seen := map[string]bool{}
+	for _, c := range cells {
+		if seen[c.Workload.Name] {
+			continue
+		}
+		seen[c.Workload.Name] = true
+		ce := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, now: e.now}
+		r, err := resolveCell(ce, g, c, true)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sweep: no latency floor for %s: %v\n", c.Workload.Name, err)
+			continue
+		}
+		var closers []func() error
+		open := func() (sim.Source, error) {
+			w, err := openWorkload(ce, &r.opts.f)
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, w.close)
+			return w.src, nil
+		}
+		st, err := sim.Floor(open, r.cfg.Profile, r.cfg.ChunkTokens, r.cfg.MaxInputLen)
+		for _, cl := range closers {
+			cl()
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sweep: no latency floor for %s: %v\n", c.Workload.Name, err)
+			continue
+		}
+		ms := func(q sim.Quartet) [4]float64 { return [4]float64{1e3 * q.Mean, 1e3 * q.P50, 1e3 * q.P90, 1e3 * q.P99} }
+		t, x := ms(st.TTFT), ms(st.E2E)
+		out = append(out, sweep.Floor{Workload: c.Workload.Name, Requests: st.Requests, Uncached: st.Uncached,
+			TTFTMean: t[0], TTFTP50: t[1], TTFTP90: t[2], TTFTP99: t[3], E2EMean: x[0], E2EP50: x[1], E2EP90: x[2], E2EP99: x[3]})
+	}
+	return out
+}

@@ -55,12 +55,13 @@ type page struct {
 	Rows     []Row
 	KnobCols []string
 	Failed   map[string]string
+	Floors   []Floor
 	Charts   int
 }
 
 // WriteHTML writes the sweep's page for t to w.
 func WriteHTML(w io.Writer, title string, t Table) error {
-	p := page{Title: title, Rows: t.Rows, KnobCols: KnobNames(t.Rows), Failed: t.Failed}
+	p := page{Title: title, Rows: t.Rows, KnobCols: KnobNames(t.Rows), Failed: t.Failed, Floors: t.Floors}
 	g := t.Grid
 	p.Axes = append(p.Axes, "mechanisms: "+strings.Join(g.Mechanisms, ", "))
 	var tn, wn []string

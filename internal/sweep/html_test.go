@@ -34,7 +34,9 @@ func sampleTable() Table {
 		rows = append(rows, NewRow(c, &metrics.Summary{Policy: "default", Complete: true, Requests: 10, Completed: 10, P50TTFTMs: 300, P99TTFTMs: 9000}))
 	}
 	MarkFront(rows)
-	return Table{Grid: g, Rows: rows}
+	floors := []Floor{{Workload: "seed-swe", Requests: 4449, Uncached: 0.013, TTFTMean: 37.2, TTFTP50: 25.3, TTFTP90: 65.7, TTFTP99: 184.5,
+		E2EMean: 944.8, E2EP50: 434.5, E2EP90: 2662, E2EP99: 5672}}
+	return Table{Grid: g, Rows: rows, Floors: floors}
 }
 
 func TestHTMLPage(t *testing.T) {
@@ -59,6 +61,9 @@ func TestHTMLPage(t *testing.T) {
 	}
 	if !strings.Contains(page, "1 = idle, 2 = any") {
 		t.Error("a word knob's axis does not say which position is which value")
+	}
+	if !strings.Contains(page, "Latency floor of each workload") || !strings.Contains(page, "<td>25.3</td>") {
+		t.Error("the page lacks the workload's latency floor (its TTFT p50, 25.3 ms)")
 	}
 }
 

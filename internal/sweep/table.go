@@ -198,9 +198,28 @@ func num(v float64) string {
 type Table struct {
 	Grid Grid  `json:"grid"`
 	Rows []Row `json:"rows"`
+	// Floors is each workload's latency floor (pdhybrid floor): what no
+	// cell of it can be below.
+	Floors []Floor `json:"floors,omitempty"`
 	// Failed are the cells that did not finish (an error or an
 	// interruption), by folder name, with why.
 	Failed map[string]string `json:"failed,omitempty"`
+}
+
+// Floor is a workload's latency floor in milliseconds: every request
+// alone on an idle GPU with an ideal prefix cache (internal/sim/floor.go).
+type Floor struct {
+	Workload string  `json:"workload"`
+	TTFTMean float64 `json:"ttft_mean_ms"`
+	TTFTP50  float64 `json:"ttft_p50_ms"`
+	TTFTP90  float64 `json:"ttft_p90_ms"`
+	TTFTP99  float64 `json:"ttft_p99_ms"`
+	E2EMean  float64 `json:"e2e_mean_ms"`
+	E2EP50   float64 `json:"e2e_p50_ms"`
+	E2EP90   float64 `json:"e2e_p90_ms"`
+	E2EP99   float64 `json:"e2e_p99_ms"`
+	Requests int     `json:"requests"`
+	Uncached float64 `json:"uncached_share"`
 }
 
 // WriteJSON writes t indented.

@@ -36,6 +36,12 @@ figcaption { font-size: 12px; max-width: 600px; color: #444; margin-top: 4px; wo
 <h1>{{.Title}}</h1>
 <ul class="axes">{{range .Axes}}<li>{{.}}</li>{{end}}</ul>
 {{if .Failed}}<p class="muted">Cells that did not finish (not in the table): {{range $k, $v := .Failed}}{{$k}} ({{$v}}); {{end}}</p>{{end}}
+{{if .Floors}}<h2>Latency floor of each workload</h2>
+<p class="muted">Every request alone on an idle GPU with an ideal prefix cache (<code>pdhybrid floor</code>): no cell of the workload is below it at any percentile.</p>
+<div class="wide"><table class="floors">
+<tr><th class="l">workload</th><th>requests</th><th>uncached</th><th>TTFT mean</th><th>p50</th><th>p90</th><th>p99</th><th>E2E mean</th><th>p50</th><th>p90</th><th>p99</th></tr>
+{{range .Floors}}<tr><td class="l">{{.Workload}}</td><td>{{.Requests}}</td><td>{{num .Uncached}}</td><td>{{num .TTFTMean}}</td><td>{{num .TTFTP50}}</td><td>{{num .TTFTP90}}</td><td>{{num .TTFTP99}}</td><td>{{num .E2EMean}}</td><td>{{num .E2EP50}}</td><td>{{num .E2EP90}}</td><td>{{num .E2EP99}}</td></tr>
+{{end}}</table></div>{{end}}
 <h2>Pareto front of TTFT p50 against p99</h2>
 <div class="grid">{{range .Fronts}}{{template "figure" .}}{{end}}</div>
 {{range .Knobs}}<h2>Against {{.Name}}</h2>
