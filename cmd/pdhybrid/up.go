@@ -19,6 +19,7 @@ import (
 // upFlags are up's own flags; the replay's are replayFlags.
 type upFlags struct {
 	mech, hardware, frontPolicy string
+	kvcPreset                   string
 	prefill, decode, colo       int
 	gateways, port, workerBase  int
 	timeScale                   float64
@@ -73,6 +74,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
+	fs.StringVar(&f.kvcPreset, "kvc-preset", "v2", "kvcache-centric: `preset` of the gateways' KVC options: v2 or v3 (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs)")
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
@@ -105,6 +107,8 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		ck.only("colo", !pd, "to --mechanism pd-colo")
 		ck.only("direct-max-uncached-tokens", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("no-residency-probe", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		ck.oneOf("kvc-preset", "v2", "v3")
+		ck.only("kvc-preset", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("front", f.gateways > 1, "to --gateways > 1")
 		for _, n := range []string{"out", "force", "max-concurrency", "request-timeout", "goodput"} {
 			ck.only(n, r.trace != "", "with --trace")
@@ -201,7 +205,11 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			if f.workerBase != 0 {
 				boot = strconv.Itoa(f.workerBase + f.prefill + f.decode + i)
 			}
-			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, roleArgs(base, f.workerArgs, "prefill")...)...)
+			args := append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, roleArgs(base, f.workerArgs, "prefill")...)
+			if f.mech == "kvcache-centric" && f.kvcPreset == "v3" {
+				args = append(args, "--serve-whole")
+			}
+			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), args...)
 			if err != nil {
 				return "", nothing, err
 			}
@@ -230,13 +238,13 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 	if f.sessionField != "" {
 		gwArgs = append(gwArgs, "--session-field", f.sessionField)
 	}
-	gwArgs = append(gwArgs, f.gatewayArgs...)
 	if f.mech == "kvcache-centric" {
-		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend))
+		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend), "--kvc-preset", f.kvcPreset)
 		if f.noProbe {
 			gwArgs = append(gwArgs, "--no-residency-probe")
 		}
 	}
+	gwArgs = append(gwArgs, f.gatewayArgs...) // last: a --gateway-arg wins over up's own flags
 	if f.gateways == 1 {
 		g, err := cs.start(ctx, "gateway", append(gwArgs, "--port", strconv.Itoa(f.port))...)
 		if err != nil {

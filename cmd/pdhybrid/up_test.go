@@ -249,8 +249,9 @@ func TestUpPassesChildFlags(t *testing.T) {
 	}
 }
 
-// KVC v3 on the live stack: `serve --kvc-preset v3` in front of a prefill
-// worker with the whole-request extension replays a trace with every
+// KVC v3 on the live stack: `up --kvc-preset v3` (gateways with
+// --kvc-preset v3, prefill workers with the whole-request extension)
+// replays a trace with every
 // request completed, placed by v3 (local seeds on the decoder, sessions the
 // prefill worker hosts) and not only by v2's modes.
 func TestUpKVCv3(t *testing.T) {
@@ -260,7 +261,7 @@ func TestUpKVCv3(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "live")
 	c := pdhybrid(t, "up", "--decode", "1", "--port", "0", "--time-scale", "20", "--trace", tr, "--request-timeout", "20",
-		"--gateway-arg=--kvc-preset=v3", "--worker-arg=prefill:--serve-whole", "--out", dir)
+		"--kvc-preset", "v3", "--out", dir)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	if err := c.Run(); err != nil {
