@@ -20,7 +20,10 @@ package kvc
 //     believes it caches of the prompt, instead of Algorithm 1's score;
 //   - inline admission: the admission check rides on the request to the
 //     decoder, so the first attempt pays no separate round trip; a refusal
-//     or a seed answer costs the round trip before the next step.
+//     or a seed answer costs the round trip before the next step;
+//   - local fallback and whole-on-P for requests every decoder refused
+//     for space, and prefill workers hosting their share of new sessions
+//     whole (PHosts), so that a PD cluster decodes on every GPU.
 
 // V3Config holds KVC v3's options (DispatchConfig.V3).
 type V3Config struct {
@@ -378,7 +381,9 @@ func (t *Dispatch) v3FinishedWholeP() {
 
 // v3HostOnP reports whether a new session starts whole on prefill worker
 // p (PHosts): p serves fewer requests whole than every decoder in service
-// has in flight.
+// has in flight, or p has no prefill queued and hosts fewer sessions than
+// every decoder (so P takes its share of sessions that arrive while some
+// decoder is idle).
 func (t *Dispatch) v3HostOnP(p int) bool {
 	x := t.x
 	least, fewest := -1, -1
@@ -394,17 +399,39 @@ func (t *Dispatch) v3HostOnP(p int) bool {
 		}
 	}
 	ok := least < 0 || x.load.whole[p] < least || (x.load.p[p] == 0 && x.load.hosted[p] < fewest)
-	t.note("v3: %s serves %d requests whole, the least busy decoder %d in flight: %s", x.p.names[p], x.load.whole[p], least,
+	t.note("v3: %s serves %d requests whole and hosts %d sessions; the least busy decoder has %d in flight, the emptiest %d sessions: %s",
+		x.p.names[p], x.load.whole[p], x.load.hosted[p], least, fewest,
 		map[bool]string{true: "the session starts on P", false: "a decoder"}[ok])
 	return ok
 }
 
-// v3StayOnP serves a session's turn whole on the prefill worker that
-// served its last turn whole, with no admission round trip, when that
-// worker's queue with what it lacks of the prompt is no longer than the
-// least-loaded decoder's would be with the whole prompt; it reports
-// whether it did. P's prefix cache holds the session then, as a
-// colocated worker's would.
+// v3HostPick is the prefill worker that would host a new session: the one
+// serving the fewest requests whole, then hosting the fewest sessions
+// (P's router's pick on a tie); −1 when every one is out of service.
+func (x *Dispatcher) v3HostPick(r Request) int {
+	p := x.p.Pick(r.Session, r.Blocks).Worker
+	for i := range x.p.names {
+		if x.p.Out(i) {
+			continue
+		}
+		if p < 0 || x.p.Out(p) || x.load.whole[i] < x.load.whole[p] ||
+			x.load.whole[i] == x.load.whole[p] && x.load.hosted[i] < x.load.hosted[p] {
+			p = i
+		}
+	}
+	if p >= 0 && x.p.Out(p) {
+		return -1
+	}
+	return p
+}
+
+// v3StayOnP serves a session's turn whole on a prefill worker: a new
+// session's first when PHosts (v3HostOnP) or ColdOnP let it start there,
+// and a later one on the worker that served its last turn whole, with no
+// admission round trip, when that worker's queue with what it lacks of the
+// prompt is no longer than the least-loaded decoder's would be with the
+// whole prompt. It reports whether it did. P's prefix cache holds the
+// session then, as a colocated worker's would.
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
 	s := x.session(t.r.Session)
@@ -414,31 +441,21 @@ func (t *Dispatch) v3StayOnP() bool {
 	x.ensureLoad()
 	p := s.onP - 1
 	if s.onP == 0 {
-		// A new session may start on an idle P (ColdOnP) as on a fifth
-		// decoder; an old one stays where it is.
-		if !(x.cfg.V3.ColdOnP || x.cfg.V3.PHosts) || s.seen {
+		// A new session may start on P as on one more decoder; an old one
+		// stays where it is.
+		switch {
+		case s.seen:
 			return false
-		}
-		p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
-		if x.cfg.V3.PHosts {
-			// The prefill worker serving the fewest requests whole (then
-			// hosting the fewest sessions) is the candidate host.
-			for i := range x.p.names {
-				if x.p.Out(i) {
-					continue
-				}
-				if p < 0 || x.p.Out(p) || x.load.whole[i] < x.load.whole[p] ||
-					x.load.whole[i] == x.load.whole[p] && x.load.hosted[i] < x.load.hosted[p] {
-					p = i
-				}
-			}
-		}
-		if p >= 0 && !x.p.Out(p) && x.cfg.V3.PHosts {
-			if !t.v3HostOnP(p) {
+		case x.cfg.V3.PHosts:
+			if p = x.v3HostPick(t.r); p < 0 || !t.v3HostOnP(p) {
 				return false
 			}
 			t.decide(ActWholeP, p, -1, ModeWholeOnP)
 			return true
+		case x.cfg.V3.ColdOnP:
+			p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
+		default:
+			return false
 		}
 	}
 	if p < 0 || x.p.Out(p) {
