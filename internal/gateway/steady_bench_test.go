@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
-	"github.com/pdhybrid/pdhybrid/internal/model"
 )
 
 // BenchmarkGatewayOverheadSteady measures what the gateway adds to a new
@@ -44,23 +44,10 @@ func BenchmarkGatewayOverheadSteady(b *testing.B) {
 }
 
 func steadyOverhead(b *testing.B, streams int, timeScale float64) {
-	prof, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
-	if err != nil {
-		b.Fatal(err)
-	}
 	start := func(ts float64) *emulator.Server {
-		w, err := emulator.New(emulator.Config{Role: engine.RoleColocated, Profile: prof, TimeScale: ts})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := w.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-			b.Fatal(err)
-		}
-		return w
+		return emulatortest.StartWith(b, "127.0.0.1:0", engine.RoleColocated, func(c *emulator.Config) { c.TimeScale = ts })
 	}
 	slow, fast := start(timeScale), start(1e9)
-	defer slow.Kill()
-	defer fast.Kill()
 	g, err := New(Config{Colo: []string{slow.URL(), fast.URL()}, Health: HealthConfig{Interval: -1},
 		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicySticky}})
 	if err != nil {
