@@ -71,6 +71,9 @@ func TestNoMechanismBeatsTheFloor(t *testing.T) {
 		"KVC v2":    {Mechanism: KVCacheCentric, Prefill: 1, Decode: 3, Policy: kvc.PolicyKVAware},
 		"KVC v3":    {Mechanism: KVCacheCentric, Prefill: 1, Decode: 3, Policy: kvc.PolicyKVAware, KVC: KVC{V3: v3}},
 		"Dynamo":    {Mechanism: PDConditional, Prefill: 1, Decode: 3, Policy: kvc.PolicyKVAware},
+		"llm-d":     {Mechanism: PDPrefixDecider, Prefill: 1, Decode: 3, Policy: kvc.PolicyKVAware},
+		"radix":     {Mechanism: PDDecodeRadix, Prefill: 1, Decode: 3, Policy: kvc.PolicyKVAware},
+		"DP SGLang": {Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyCacheAware},
 	}
 	for wname, src := range map[string]Source{"agentic": a, "groups": g} {
 		h, reqs := drain(t, src)
