@@ -32,8 +32,10 @@ serving on 4 colocated workers (sticky session routing), and KVC on the same
 1 prefill + 3 decode workers (kv-aware routing, session-aware decoders,
 direct appends; the --direct-max-uncached-tokens family of flags tunes it).
 --trace replays any
-canonical trace instead. --out DIR writes one run folder per mechanism
-(readable by 'pdhybrid report'), DIR/comparison.json and the HTML report
+canonical trace instead. Under the table (--format text) comes the
+workload's latency floor, what no mechanism can beat (pdhybrid floor).
+--out DIR writes one run folder per mechanism
+(readable by 'pdhybrid report'), DIR/comparison.json (with the floor) and the HTML report
 DIR/report/index.html; a folder that already holds a bench output is
 refused unless --force, which replaces every run folder in it.
 
@@ -188,10 +190,27 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		if err := report.WriteTable(e.stdout, format, names, sums); err != nil {
 			return err
 		}
+		// The workload's latency floor: what no mechanism can beat (a trace
+		// on standard input cannot be read twice, so it has none).
+		var floor *sim.FloorStats
+		if f.trace != "-" && stopErr == nil {
+			if st, _, err := workloadFloor(e, &f, prof, runs[0].ChunkTokens, runs[0].MaxInputLen); err == nil {
+				floor = &st
+				if format == "text" {
+					fmt.Fprintf(e.stdout, "\nlatency floor (pdhybrid floor: every request alone on an idle GPU, ideal prefix cache): TTFT p50 %.4g s, p90 %.4g s, p99 %.4g s; e2e p50 %.4g s, p99 %.4g s\n",
+						st.TTFT.P50, st.TTFT.P90, st.TTFT.P99, st.E2E.P50, st.E2E.P99)
+				}
+			} else {
+				fmt.Fprintf(e.stderr, "bench: no latency floor: %v\n", err)
+			}
+		}
 		if out == "" {
 			return stopErr
 		}
 		comparison := map[string]any{"runs": names, "summaries": sums, "complete": stopErr == nil}
+		if floor != nil {
+			comparison["latency_floor"] = floor
+		}
 		b, err := json.MarshalIndent(comparison, "", "  ")
 		if err != nil {
 			return err

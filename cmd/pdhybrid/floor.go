@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 	"github.com/pdhybrid/pdhybrid/internal/synth"
 )
@@ -62,23 +63,7 @@ twice, so --trace takes a file, not standard input.`,
 		if f.maxInput > prof.Model.MaxContext {
 			return usagef("--max-input-len %d: longer than %s's context of %d tokens; want 0 (the context) or a number of tokens in [1, %d]", f.maxInput, prof.Model.Name, prof.Model.MaxContext, prof.Model.MaxContext)
 		}
-		var closers []func() error
-		defer func() {
-			for _, cl := range closers {
-				cl()
-			}
-		}()
-		desc := ""
-		open := func() (sim.Source, error) {
-			w, err := openWorkload(e, &f)
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, w.close)
-			desc = w.desc
-			return w.src, nil
-		}
-		st, err := sim.Floor(open, prof, f.chunk, f.maxInput)
+		st, desc, err := workloadFloor(e, &f, prof, f.chunk, f.maxInput)
 		if err != nil {
 			return err
 		}
@@ -104,4 +89,28 @@ twice, so --trace takes a file, not standard input.`,
 		return tw.Flush()
 	})
 	return c
+}
+
+// workloadFloor is the latency floor of the flags' workload on prof (sim's
+// chunk and context length; 0 = the profile's), opening the workload twice,
+// and the workload's description.
+func workloadFloor(e *env, f *simFlags, prof *model.Profile, chunk, maxInput int) (sim.FloorStats, string, error) {
+	var closers []func() error
+	defer func() {
+		for _, cl := range closers {
+			cl()
+		}
+	}()
+	desc := ""
+	open := func() (sim.Source, error) {
+		w, err := openWorkload(e, f)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, w.close)
+		desc = w.desc
+		return w.src, nil
+	}
+	st, err := sim.Floor(open, prof, chunk, maxInput)
+	return st, desc, err
 }

@@ -33,7 +33,7 @@ func TestBenchDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session"} {
+	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session", "latency floor"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench table lacks %q:\n%s", want, out)
 		}
@@ -94,10 +94,22 @@ func TestBenchOutFolders(t *testing.T) {
 		t.Fatalf("bench -out wrote no HTML report (%v)", err)
 	}
 	var cmp struct {
-		Runs []string `json:"runs"`
+		Runs      []string `json:"runs"`
+		Summaries []struct {
+			P50TTFTMs float64 `json:"p50_ttft_ms"`
+		} `json:"summaries"`
+		Floor struct {
+			TTFT struct{ P50 float64 } `json:"ttft_s"`
+		} `json:"latency_floor"`
 	}
 	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "comparison.json")), &cmp); err != nil || len(cmp.Runs) != 3 {
 		t.Fatalf("comparison.json: %v %+v", err, cmp)
+	}
+	// The workload's latency floor is there, and no run is below it.
+	for i, s := range cmp.Summaries {
+		if f := cmp.Floor.TTFT.P50; f <= 0 || s.P50TTFTMs/1e3 < f {
+			t.Fatalf("%s: TTFT p50 %v ms against the floor's %v s", cmp.Runs[i], s.P50TTFTMs, f)
+		}
 	}
 	if out, stderr, err := runCLI("report", "--compare", dir); err != nil || !strings.Contains(out, "dp-x4") {
 		t.Fatalf("report on bench output: %v\n%s%s", err, out, stderr)

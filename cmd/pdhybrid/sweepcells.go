@@ -350,19 +350,7 @@ func sweepFloors(e *env, g sweep.Grid, cells []sweep.Cell) []sweep.Floor {
 			fmt.Fprintf(e.stderr, "sweep: no latency floor for %s: %v\n", c.Workload.Name, err)
 			continue
 		}
-		var closers []func() error
-		open := func() (sim.Source, error) {
-			w, err := openWorkload(ce, &r.opts.f)
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, w.close)
-			return w.src, nil
-		}
-		st, err := sim.Floor(open, r.cfg.Profile, r.cfg.ChunkTokens, r.cfg.MaxInputLen)
-		for _, cl := range closers {
-			cl()
-		}
+		st, _, err := workloadFloor(ce, &r.opts.f, r.cfg.Profile, r.cfg.ChunkTokens, r.cfg.MaxInputLen)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "sweep: no latency floor for %s: %v\n", c.Workload.Name, err)
 			continue
