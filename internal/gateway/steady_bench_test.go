@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,6 +45,30 @@ func BenchmarkGatewayOverheadSteady(b *testing.B) {
 	}
 }
 
+// The external form: the same measurement against a gateway and two
+// workers started outside the test, so each can run on cores of its own
+// (docs/gateway.md runs the gateway on one core with taskset and the
+// workers and this client on the other):
+//
+//	go test -run X -bench GatewayOverheadExternal -benchtime 2000x ./internal/gateway/ \
+//	  -args -steady.gateway URL -steady.slow URL -steady.fast URL -steady.streams 500
+//
+// The gateway must route colocated workers with sticky sessions, the slow
+// worker listed first.
+var (
+	steadyGateway = flag.String("steady.gateway", "", "BenchmarkGatewayOverheadExternal: the gateway's URL")
+	steadySlow    = flag.String("steady.slow", "", "BenchmarkGatewayOverheadExternal: the slow worker's URL (background streams)")
+	steadyFast    = flag.String("steady.fast", "", "BenchmarkGatewayOverheadExternal: the fast worker's URL (probes)")
+	steadyStreams = flag.Int("steady.streams", 500, "BenchmarkGatewayOverheadExternal: background streams")
+)
+
+func BenchmarkGatewayOverheadExternal(b *testing.B) {
+	if *steadyGateway == "" || *steadySlow == "" || *steadyFast == "" {
+		b.Skip("give -steady.gateway, -steady.slow and -steady.fast (after -args) to measure processes started outside the test")
+	}
+	measureSteady(b, *steadyGateway, *steadySlow, *steadyFast, *steadyStreams)
+}
+
 func steadyOverhead(b *testing.B, streams int, timeScale float64) {
 	start := func(ts float64) *emulator.Server {
 		return emulatortest.StartWith(b, "127.0.0.1:0", engine.RoleColocated, func(c *emulator.Config) { c.TimeScale = ts })
@@ -56,18 +82,30 @@ func steadyOverhead(b *testing.B, streams int, timeScale float64) {
 	defer g.Close()
 	gw := httptest.NewServer(g.Handler())
 	defer gw.Close()
+	measureSteady(b, gw.URL, slow.URL(), fast.URL(), streams)
+}
+
+// measureSteady runs the background streams through gw onto the slow
+// worker and the probes, straight to the fast worker and through gw.
+func measureSteady(b *testing.B, gwURL, slowURL, fastURL string, streams int) {
+	gw := struct{ URL string }{gwURL}
+	slow, fast := urlOnly(slowURL), urlOnly(fastURL)
 
 	// Sticky routing pins a session to the worker its first request went
 	// to, round-robin: session "bg" to the slow worker, "probe" to the fast.
 	probeClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	if _, err := streamOnce(context.Background(), probeClient, gw.URL, "bg", 0, 50, 4, nil); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := streamOnce(context.Background(), probeClient, gw.URL, "probe", 1, 500, 4, nil); err != nil {
-		b.Fatal(err)
-	}
-	if n := metric(b, fast.URL(), "sglang:num_requests_total"); n != 1 {
-		b.Fatalf("the fast worker served %v requests, want the probe session's first one", n)
+	for _, w := range []struct{ session, want string }{{"bg", slow.URL()}, {"probe", fast.URL()}} {
+		j, _ := json.Marshal(map[string]any{"input_ids": ids(7, 50), "session_id": w.session, "sampling_params": map[string]any{"max_new_tokens": 1}})
+		resp, err := probeClient.Post(gw.URL+"/generate", "application/json", bytes.NewReader(j))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := resp.Header.Get("X-PDHybrid-Worker"); resp.StatusCode != http.StatusOK || got != w.want {
+			b.Fatalf("session %s went to %q (status %d), want %s: the gateway must route colocated workers with sticky sessions, the slow one first",
+				w.session, got, resp.StatusCode, w.want)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,3 +207,8 @@ func streamOnce(ctx context.Context, client *http.Client, base, session string, 
 	}
 	return first, nil
 }
+
+// urlOnly is a worker known by its URL.
+type urlOnly string
+
+func (u urlOnly) URL() string { return string(u) }
