@@ -68,32 +68,28 @@ func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
 func (v *kvcV3Flags) check(ck *checks) {
 	ck.oneOf("kvc-preset", "v2", "v3")
 	if v.preset == "v3" {
-		if !ck.set("d-prefill-budget") {
-			v.budget = v3Budget
-		}
-		if !ck.set("local-prefill-margin") {
-			v.margin = v3Margin
-		}
-		if !ck.set("cold-route") {
-			v.coldRoute = v3ColdRoute
-		}
-		if !ck.set("inline-admission") {
-			v.inline = v3Inline
-		}
-		if !ck.set("local-fallback") {
-			v.fallback = v3Fallback
-		}
-		if !ck.set("typed-rejects") {
-			v.typed = v3Typed
-		}
-		if !ck.set("whole-on-p") {
-			v.wholeP = v3WholeP
-		}
-		if !ck.set("p-hosts-sessions") {
-			v.pHosts = v3PHosts && v.wholeP // not where --whole-on-p=false turned its base off
-		}
-		if !ck.set("cold-route-inflight-tokens") && v.coldRoute {
-			v.coldInflight = v3ColdInflight
+		// In this order: an option whose base flag is off stays off.
+		for _, o := range []struct {
+			flag  string
+			apply func()
+		}{
+			{"d-prefill-budget", func() { v.budget = v3Budget }},
+			{"local-prefill-margin", func() { v.margin = v3Margin }},
+			{"cold-route", func() { v.coldRoute = v3ColdRoute }},
+			{"inline-admission", func() { v.inline = v3Inline }},
+			{"local-fallback", func() { v.fallback = v3Fallback }},
+			{"typed-rejects", func() { v.typed = v3Typed }},
+			{"whole-on-p", func() { v.wholeP = v3WholeP }},
+			{"p-hosts-sessions", func() { v.pHosts = v3PHosts && v.wholeP }},
+			{"cold-route-inflight-tokens", func() {
+				if v.coldRoute {
+					v.coldInflight = v3ColdInflight
+				}
+			}},
+		} {
+			if !ck.set(o.flag) {
+				o.apply()
+			}
 		}
 	}
 	ck.num("d-prefill-budget", between(0, 1<<24).is("a number of tokens").orZero("never"))
