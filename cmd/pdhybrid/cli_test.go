@@ -595,17 +595,9 @@ func TestInterruptRemovesPartialOutput(t *testing.T) {
 			t.Fatal("nothing written")
 		}
 	}
-	c.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		c.Process.Kill()
-		t.Fatal("no exit within 20 s of SIGTERM")
-	}
-	if code := c.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(stderr.String(), "interrupted by SIGTERM") {
-		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	signalAndWait(t, c, syscall.SIGTERM, &stderr)
+	if !strings.Contains(stderr.String(), "interrupted by SIGTERM") {
+		t.Fatalf("stderr %q", stderr.String())
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("partial output left behind")
@@ -616,14 +608,21 @@ func TestInterruptRemovesPartialOutput(t *testing.T) {
 // with the interrupted status, 130.
 func interruptAndWait(t *testing.T, c *exec.Cmd, stderr *bytes.Buffer) {
 	t.Helper()
-	c.Process.Signal(syscall.SIGINT)
+	signalAndWait(t, c, syscall.SIGINT, stderr)
+}
+
+// signalAndWait sends c sig and waits (up to 20 s) for it to exit with the
+// interrupted status, 130.
+func signalAndWait(t *testing.T, c *exec.Cmd, sig os.Signal, stderr *bytes.Buffer) {
+	t.Helper()
+	c.Process.Signal(sig)
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		c.Process.Kill()
-		t.Fatal("no exit within 20 s of SIGINT")
+		t.Fatalf("no exit within 20 s of %v", sig)
 	}
 	if code := c.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Fatalf("exit %d, want 130\n%s", code, stderr.String())
