@@ -99,12 +99,7 @@ func TestConditionalISLBounding(t *testing.T) {
 // 0.7): it goes through P; with the ratio bound at 0.8 it stays on the
 // decoder. A cold prompt (ratio 1) never qualifies.
 func TestConditionalRatio(t *testing.T) {
-	b := blocks(1, trace.BlocksFor(2340, peerBS))
-	think := 600.0
-	reqs := []trace.Request{
-		{SessionID: "s", ChatID: 1, ParentChatID: -1, Turn: 1, InputLength: 640, OutputLength: 1, HashIDs: b[:10]},
-		{SessionID: "s", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 1, InputLength: 2340, OutputLength: 1, HashIDs: b, ThinkTimeS: &think},
-	}
+	reqs := oneSession(640, 1, 2340)
 	for _, c := range []struct {
 		ratio      float64
 		turn2, why string
@@ -202,12 +197,7 @@ func TestPrefixDeciderThreshold(t *testing.T) {
 // P computes the same in both.
 func TestDecodeRadixSendsOnlyTheDelta(t *testing.T) {
 	p := profile(t)
-	b := blocks(1, trace.BlocksFor(6764, peerBS))
-	think := 600.0
-	reqs := []trace.Request{
-		{SessionID: "s", ChatID: 1, ParentChatID: -1, Turn: 1, InputLength: 6400, OutputLength: 65, HashIDs: b[:100]},
-		{SessionID: "s", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 1, InputLength: 6764, OutputLength: 1, HashIDs: b, ThinkTimeS: &think},
-	}
+	reqs := oneSession(6400, 65, 6764)
 	radix, rs := run(t, Config{Mechanism: PDDecodeRadix, Prefill: 1, Decode: 2, Profile: p}, reqs, peerBS)
 	naive, ns := run(t, Config{Mechanism: PDDisaggregation, Prefill: 1, Decode: 2, Profile: p, Policy: kvc.PolicySticky}, reqs, peerBS)
 	if got, want := radix.Replay.KVTransferTokens, int64(6400+300); got != want {
@@ -283,12 +273,7 @@ func TestPeersOnWEKA(t *testing.T) {
 // has an effective input of 8,500 − 6,400 − 1,984 = 116 tokens by the
 // events (local) and 2,100 by the router's belief (through P).
 func TestConditionalKVEvents(t *testing.T) {
-	b := blocks(1, trace.BlocksFor(8500, peerBS))
-	think := 600.0
-	reqs := []trace.Request{
-		{SessionID: "s", ChatID: 1, ParentChatID: -1, Turn: 1, InputLength: 6400, OutputLength: 2001, HashIDs: b[:100]},
-		{SessionID: "s", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 1, InputLength: 8500, OutputLength: 1, HashIDs: b, ThinkTimeS: &think},
-	}
+	reqs := oneSession(6400, 2001, 8500)
 	for _, c := range []struct {
 		approx bool
 		want   string
@@ -299,5 +284,16 @@ func TestConditionalKVEvents(t *testing.T) {
 		if r := sink.recs[1]; r.ExecutionMode != c.want {
 			t.Errorf("approximate %v: turn 2 %s, want %s (path %v)", c.approx, r.ExecutionMode, c.want, r.Path)
 		}
+	}
+}
+
+// oneSession is one session: a turn of in1 tokens (whole blocks) with out1
+// output tokens, then 600 s later a turn of in2 tokens that extends it.
+func oneSession(in1, out1, in2 int) []trace.Request {
+	b := blocks(1, trace.BlocksFor(in2, peerBS))
+	think := 600.0
+	return []trace.Request{
+		{SessionID: "s", ChatID: 1, ParentChatID: -1, Turn: 1, InputLength: in1, OutputLength: out1, HashIDs: b[:in1/peerBS]},
+		{SessionID: "s", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 1, InputLength: in2, OutputLength: 1, HashIDs: b, ThinkTimeS: &think},
 	}
 }
