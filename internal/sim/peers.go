@@ -15,16 +15,15 @@ import (
 // charged on D's own scheduler interleaved with its decode batch, as KVC's
 // direct appends are.
 
+// The peers are the control plane's mechanisms of the same names.
 const (
-	PDConditional   Mechanism = "pd-conditional"
-	PDPrefixDecider Mechanism = "pd-prefix-decider"
-	PDDecodeRadix   Mechanism = "pd-decode-radix"
+	PDConditional   = Mechanism(kvc.MechConditional)
+	PDPrefixDecider = Mechanism(kvc.MechPrefixDecider)
+	PDDecodeRadix   = Mechanism(kvc.MechDecodeRadix)
 )
 
 // isPeer reports whether m is a peer baseline.
-func (m Mechanism) isPeer() bool {
-	return m == PDConditional || m == PDPrefixDecider || m == PDDecodeRadix
-}
+func (m Mechanism) isPeer() bool { return kvc.Mechanism(m).IsPeer() }
 
 // Peer holds the peers' knobs, each defaulting to its peer's own default.
 type Peer struct {
