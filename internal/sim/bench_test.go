@@ -6,19 +6,34 @@ import (
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/synth"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
+// kvcV3Preset is what --kvc-preset v3 sets (cmd/pdhybrid/kvcv3flags.go).
+var kvcV3Preset = KVCv3{Preset: "v3", DBudgetTokens: 131072, ColdRoute: true, ColdInflightTokens: 6144, Inline: true,
+	LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true}
+
+// kvcBench are the kvcache-centric mechanism's benchmark configurations on
+// 1P3D: its defaults (KVC v2) and the v3 preset.
+func kvcBench(p *model.Profile) []Config {
+	return []Config{
+		{Name: "kvc", Mechanism: KVCacheCentric, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "kvc-v3", Mechanism: KVCacheCentric, Prefill: 1, Decode: 3, Profile: p, KVC: KVC{V3: kvcV3Preset}},
+	}
+}
+
 // BenchmarkSimAgentic simulates 20,000 requests of the built-in agentic
-// workload per iteration (naive PD 1P3D and DP x4 sticky).
+// workload per iteration (naive PD 1P3D, DP x4 sticky and kv-aware, KVC v2
+// and v3 1P3D).
 func BenchmarkSimAgentic(b *testing.B) {
 	p := profile(b)
-	for _, cfg := range []Config{
+	for _, cfg := range append([]Config{
 		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
 		{Name: "dp-sticky", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicySticky, Profile: p},
 		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyKVAware, Profile: p},
-	} {
+	}, kvcBench(p)...) {
 		b.Run(cfg.Name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				sc := synth.DefaultAgentic()
@@ -38,17 +53,18 @@ func BenchmarkSimAgentic(b *testing.B) {
 }
 
 // BenchmarkSimWeka replays a converted WEKA trace named by PDHYBRID_WEKA
-// (skipped when unset): the 3 s-per-mechanism target.
+// (skipped when unset): the 3 s-per-mechanism target (naive PD, DP
+// kv-aware, KVC v2 and v3).
 func BenchmarkSimWeka(b *testing.B) {
 	path := os.Getenv("PDHYBRID_WEKA")
 	if path == "" {
 		b.Skip("set PDHYBRID_WEKA to a converted weka trace (pdhybrid trace convert --from weka)")
 	}
 	p := profile(b)
-	for _, cfg := range []Config{
+	for _, cfg := range append([]Config{
 		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
 		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyKVAware, Profile: p},
-	} {
+	}, kvcBench(p)...) {
 		b.Run(cfg.Name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				f, err := os.Open(path)
@@ -71,14 +87,14 @@ func BenchmarkSimWeka(b *testing.B) {
 // BenchmarkSimGroups simulates BLIS's agentic spec straight from its
 // generator (synth.DefaultGroups: 634 sessions, 5,072 requests with a 40K
 // shared prefix and ~7K appends) per iteration: the ≤ 0.1 s-per-run target
-// of DESIGN §7 on one core (GOMAXPROCS=1).
+// of DESIGN §7 on one core (GOMAXPROCS=1). KVC v2 and v3 run it too.
 func BenchmarkSimGroups(b *testing.B) {
 	p := profile(b)
-	for _, cfg := range []Config{
+	for _, cfg := range append([]Config{
 		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
 		{Name: "dp-sticky", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicySticky, Profile: p},
 		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyKVAware, Profile: p},
-	} {
+	}, kvcBench(p)...) {
 		b.Run(cfg.Name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				st, err := synth.NewGroups(synth.DefaultGroups())
