@@ -246,8 +246,8 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 		return false // nothing is pinned: LRU frees blocks as the pool needs them
 	}
 	var victim *dSession
-	for _, s := range w.dsess {
-		if s.id == except || (!s.pinned && w.cfg.Session.Eviction == EvictSession) {
+	for _, s := range w.pinnedSess { // at session granularity only pinned sessions hold KV to free
+		if s.id == except {
 			continue
 		}
 		if s.inflight > 0 && w.cfg.Session.Trim == TrimIdle {
@@ -287,7 +287,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		if w.cfg.Session.ReportPaths || w.cfg.Session.DumpOnEvict {
 			path, held = w.tree.PathBlocks(s.node)
 		}
-		s.pinned = false
+		w.setPinned(s, false)
 		if w.cfg.Session.DumpOnEvict && len(path) > 0 {
 			// Pinned for its dump: freed at ReleaseDump (dump.go).
 			w.holdForDump(s.id, s.node, held)
@@ -360,9 +360,24 @@ func (w *Worker) unpinFor(now float64, r *Request) {
 		w.dropTail(t)
 	}
 	if s.pinned {
-		s.pinned = false
+		w.setPinned(s, false)
 		w.tree.Unlock(s.node, now)
 	}
+}
+
+// setPinned pins or unpins a session's prompt path in the books: trimOne
+// looks for victims among the pinned sessions only, not every session the
+// worker has seen (most of which it evicted long ago).
+func (w *Worker) setPinned(s *dSession, on bool) {
+	s.pinned = on
+	if !on {
+		delete(w.pinnedSess, s.id)
+		return
+	}
+	if w.pinnedSess == nil {
+		w.pinnedSess = map[string]*dSession{}
+	}
+	w.pinnedSess[s.id] = s
 }
 
 // sessionStart notes that a request of the session entered this worker.
@@ -404,7 +419,8 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 	if s.pinned {
 		w.tree.Unlock(s.node, now)
 	}
-	s.node, s.pinned = r.node, true
+	s.node = r.node
+	w.setPinned(s, true)
 	r.locked = false // the session holds the lock now
 	if t := w.tails[r.Session]; t != nil && !t.pinned {
 		t.pinned = true

@@ -133,6 +133,7 @@ type Worker struct {
 	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
 
 	dsess      map[string]*dSession // session.go
+	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
 	backups    []backup             // backup.go, oldest first
 	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
 	dumping    int64                // their tokens
