@@ -247,10 +247,20 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 	return grow
 }
 
-// commonPrefix is the number of leading blocks a and b share.
+// commonPrefix is the number of leading blocks a and b share. Session
+// prompts share thousands of blocks with what a tree holds, so it compares
+// 64 blocks at a time first (an array comparison, which the runtime does
+// with vector instructions), then the rest one by one: a fifth of a
+// KV-aware simulation's time went to the one-by-one loop alone.
 func commonPrefix(a, b []uint64) int {
+	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	const run = 64
 	k := 0
-	for k < len(a) && k < len(b) && a[k] == b[k] {
+	for k+run <= n && *(*[run]uint64)(a[k : k+run]) == *(*[run]uint64)(b[k : k+run]) {
+		k += run
+	}
+	for k < n && a[k] == b[k] {
 		k++
 	}
 	return k

@@ -245,3 +245,36 @@ func TestDemote(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// commonPrefix against the plain loop on every split point of runs longer
+// and shorter than its 64-block stride.
+func TestCommonPrefix(t *testing.T) {
+	plain := func(a, b []uint64) int {
+		k := 0
+		for k < len(a) && k < len(b) && a[k] == b[k] {
+			k++
+		}
+		return k
+	}
+	for _, n := range []int{0, 1, 63, 64, 65, 130, 200} {
+		a := make([]uint64, n)
+		for i := range a {
+			a[i] = uint64(i)*2654435761 + 7
+		}
+		for cut := 0; cut <= n; cut++ {
+			for _, m := range []int{cut, n, n + 70} {
+				b := make([]uint64, m)
+				copy(b, a)
+				for i := cut; i < m; i++ {
+					b[i] = ^uint64(i) // differs from a from cut on
+				}
+				if got, want := commonPrefix(a, b), plain(a, b); got != want {
+					t.Fatalf("n %d, b %d long differing from %d: commonPrefix %d, want %d", n, m, cut, got, want)
+				}
+				if got, want := commonPrefix(b, a), plain(b, a); got != want {
+					t.Fatalf("n %d, b %d long differing from %d (swapped): commonPrefix %d, want %d", n, m, cut, got, want)
+				}
+			}
+		}
+	}
+}
