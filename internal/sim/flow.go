@@ -75,13 +75,21 @@ func (s *Sim) admit(r *req) {
 	rep := w.AdmitSession(s.now, engine.AdmitQuery{Session: r.t.SessionID, Blocks: r.t.HashIDs,
 		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed, DirectOnly: a.DirectOnly})
 	s.collect(wi)
+	if !s.quiet {
+		s.logAdmission(w, r, rep)
+	}
+	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs, CachedTokens: rep.CachedTokens})
+	s.execute(r)
+}
+
+// logAdmission writes an admission RPC's reply to the admission and
+// backpressure logs.
+func (s *Sim) logAdmission(w *engine.Worker, r *req, rep engine.AdmitReply) {
 	s.logEvent("admission", w.Name(), r, fmt.Sprintf("mode=%s can_admit=%t reason=%s cached=%d pause_ms=%g trimmed=%d rtt_ms=%g",
 		rep.Mode, rep.CanAdmit, rep.Reason, rep.CachedTokens, rep.PauseMs, rep.Trimmed, 1000*s.cfg.KVC.AdmissionRTTS), rep.TrimmedTok)
 	if rep.PauseMs > 0 {
 		s.logEvent("backpressure", w.Name(), r, fmt.Sprintf("recommended_pause_ms=%g can_admit=%t queued=%d", rep.PauseMs, rep.CanAdmit, w.Queued()), 0)
 	}
-	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs, CachedTokens: rep.CachedTokens})
-	s.execute(r)
 }
 
 // startWhole serves r prefill and decode on one worker: a colocated worker

@@ -273,6 +273,9 @@ func (s *Sim) sampleWorkers() {
 }
 
 func (s *Sim) logEvent(kind, worker string, r *req, detail string, tokens int64) {
+	if s.quiet {
+		return
+	}
 	s.ev = metrics.Event{TimeS: s.now, Kind: kind, Worker: worker, SessionID: r.t.SessionID,
 		RequestID: strconv.FormatInt(r.t.ChatID, 10), Detail: detail, Tokens: tokens}
 	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
@@ -282,6 +285,9 @@ func (s *Sim) logEvent(kind, worker string, r *req, detail string, tokens int64)
 
 // logEventW logs an event of a worker with no request attached.
 func (s *Sim) logEventW(kind, worker, detail string) {
+	if s.quiet {
+		return
+	}
 	s.ev = metrics.Event{TimeS: s.now, Kind: kind, Worker: worker, Detail: detail}
 	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
 		s.err = err

@@ -147,6 +147,7 @@ type Sim struct {
 	cfg      Config
 	src      Source
 	sink     Sink
+	quiet    bool // no sink was given: events are not formatted at all
 	progress Progress
 
 	now    float64
@@ -250,7 +251,7 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 	}
 	s := &Sim{cfg: cfg, src: newCheckedSource(src), sink: sink, progress: progress}
 	if s.sink == nil {
-		s.sink = nopSink{}
+		s.sink, s.quiet = nopSink{}, true
 	}
 	s.gaps = metrics.NewGapHistogram()
 	s.lastSync, s.syncOutcomes = map[string]int64{}, map[string]int{}
@@ -468,6 +469,9 @@ func (s *Sim) loop(ctx context.Context) error {
 // collect takes worker i's events onto the pending list and reschedules it.
 func (s *Sim) collect(i int) {
 	for _, ev := range s.workers[i].TakeEvents() {
+		if ev.Kind == engine.EvStall && s.quiet {
+			continue
+		}
 		if ev.Kind == engine.EvStall {
 			// The seed's trim blocked mooncake's completion handling for 30+ s
 			// (F6): say so when a stall outlasts the transfer timeout.
