@@ -125,7 +125,7 @@ func TestDToPDeadPeer(t *testing.T) {
 	if got := s.syncOutcomes["failed: dump: transfer-failed"]; got != 1 || len(s.syncOutcomes) != 1 {
 		t.Fatalf("outcomes %v, want one transfer-failed at dump", s.syncOutcomes)
 	}
-	if len(s.syncing) != 0 || len(s.events) != queued+1 {
-		t.Fatalf("%d snapshots still in flight, %d events queued; want none and the pin's release", len(s.syncing), len(s.events)-queued)
+	if st := s.snaps[0]; st.Pending() != 0 || st.HeldBytes() != 0 || len(s.events) != queued+1 {
+		t.Fatalf("%d snapshots still in flight (%d bytes held), %d events queued; want none and the pin's release", st.Pending(), st.HeldBytes(), len(s.events)-queued)
 	}
 }
