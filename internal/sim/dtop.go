@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
 )
 
 // D→P snapshot sync (DESIGN §5; the seed's D_TO_P_SYNC design): a decoder
@@ -51,15 +52,18 @@ const (
 // orchestration in virtual time: which decoder dumps to which prefill
 // worker, the dump on the P↔D link, its timeout, the log.
 type syncOp struct {
-	session string
-	p, d    int // prefill and decode indices in their pools
-	blocks  []uint64
-	tokens  int64
-	start   float64
-	id      engine.SnapshotID // its reservation in P's snapshot buffer
-	done    func(ok bool)     // passive: the reseed waiting for it
-	held    bool              // on-evict: the decoder holds the session's KV until the op ends
-	ended   bool              // its outcome is recorded (a timed-out dump may land later)
+	session  string
+	p, d     int // prefill and decode indices in their pools
+	blocks   []uint64
+	tokens   int64
+	start    float64
+	id       engine.SnapshotID // its reservation in P's snapshot buffer
+	dumpAt   float64           // prepare_receive answered, the dump began
+	landedAt float64           // the dump landed on P
+	inserted int64             // ok: tokens P's cache got
+	done     func(ok bool)     // passive: the reseed waiting for it
+	held     bool              // on-evict: the decoder holds the session's KV until the op ends
+	ended    bool              // its outcome is recorded (a timed-out dump may land later)
 }
 
 // snapStore is prefill worker p's snapshot buffer, made on first use.
@@ -88,7 +92,7 @@ func (s *Sim) startSync(op *syncOp) {
 		s.endSync(op, "failed", "prepare", fmt.Sprintf("%s: %d tokens asked, %d available", prep.Reason, op.tokens, prep.AvailableTokens), 0)
 		return
 	}
-	op.id = prep.ID
+	op.id, op.dumpAt = prep.ID, s.now
 	if s.deadPeer != nil && s.deadPeer[[2]int{op.p, op.d}] {
 		st.Release(op.id)
 		s.endSync(op, "failed", "dump", fmt.Sprintf("transfer-failed: %s ↔ %s was marked dead after a transfer timeout (--peer-failure hair-trigger)",
@@ -110,6 +114,7 @@ func (s *Sim) syncDumped(op *syncOp) {
 	if op.ended {
 		return // it timed out: its buffer went back then
 	}
+	op.landedAt = s.now
 	pw := s.prefills[op.p]
 	in := s.snapStore(op.p).FinalizeIngest(s.now, op.id, op.blocks)
 	switch in.Reason {
@@ -124,6 +129,7 @@ func (s *Sim) syncDumped(op *syncOp) {
 		s.endSync(op, "failed", "finalize", in.Reason, in.Bytes)
 		return
 	}
+	op.inserted = in.Inserted
 	s.endSync(op, "ok", "finalize", fmt.Sprintf("inserted_prefix_len=%d", in.Inserted), in.Bytes)
 }
 
@@ -156,18 +162,36 @@ func (s *Sim) syncSeeTurn(r *req) {
 	}
 }
 
+// endSync records op's outcome at stage, with the stages it reached, and
+// hands it to whoever waits. bytes: what crossed the link (0 unless the
+// dump landed).
 func (s *Sim) endSync(op *syncOp, outcome, stage, reason string, bytes int64) {
 	op.ended = true
 	key := outcome + ": " + stage
+	code := ""
 	if outcome != "ok" {
-		key += ": " + strings.SplitN(reason, ":", 2)[0]
+		code = strings.SplitN(reason, ":", 2)[0]
+		key += ": " + code
 	}
 	s.syncOutcomes[key]++
-	s.ev.TimeS, s.ev.Kind, s.ev.SessionID, s.ev.RequestID = s.now, "d-to-p-sync", op.session, ""
-	s.ev.Worker = s.workers[s.decodes[op.d]].Name()
-	s.ev.Detail = fmt.Sprintf("event=%s stage=%s reason=%s to=%s dump_ms=%.3f bytes=%d kv_committed_len=%d",
-		outcome, stage, reason, s.workers[s.prefills[op.p]].Name(), 1000*(s.now-op.start), bytes, op.tokens)
-	s.ev.Tokens = op.tokens
+	to := s.workers[s.prefills[op.p]].Name()
+	sync := &metrics.SnapshotSync{Outcome: outcome, Stage: stage, Reason: code, To: to,
+		Bytes: op.tokens * s.kvBytes, BytesPushed: bytes, KVCommittedLen: op.tokens, InsertedPrefixLen: op.inserted}
+	switch stage {
+	case "prepare":
+		sync.Prepare = metrics.NewSyncStage(op.start, s.now)
+	case "dump":
+		sync.Prepare = metrics.NewSyncStage(op.start, op.dumpAt)
+		sync.Dump = metrics.NewSyncStage(op.dumpAt, s.now)
+	case "finalize":
+		sync.Prepare = metrics.NewSyncStage(op.start, op.dumpAt)
+		sync.Dump = metrics.NewSyncStage(op.dumpAt, op.landedAt)
+		sync.Finalize = metrics.NewSyncStage(op.landedAt, s.now)
+	}
+	s.ev = metrics.Event{TimeS: s.now, Kind: "d-to-p-sync", SessionID: op.session, Worker: s.workers[s.decodes[op.d]].Name(),
+		Detail: fmt.Sprintf("event=%s stage=%s reason=%s to=%s dump_ms=%.3f bytes=%d kv_committed_len=%d",
+			outcome, stage, reason, to, 1000*(s.now-op.start), bytes, op.tokens),
+		Tokens: op.tokens, SnapshotSync: sync}
 	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
 		s.err = err
 	}
