@@ -50,11 +50,14 @@ const DefaultSnapshotBufBytes int64 = 8 << 30
 // SnapshotID names one reservation in a store.
 type SnapshotID uint64
 
-// SnapshotStore is one prefill worker's snapshot buffer.
+// SnapshotStore is one prefill worker's snapshot buffer. It outlives the
+// worker's cache (an emulated worker's /flush_cache makes a new Worker; the
+// buffer is not the cache), so FinalizeIngest is told which worker to file
+// a snapshot in.
 type SnapshotStore struct {
-	w          *Worker
 	capBytes   int64
 	tokenBytes int64
+	blockSize  int64
 	held       int64 // bytes reserved by snapshots in flight
 	next       SnapshotID
 	live       map[SnapshotID]*pendingSnapshot
@@ -76,13 +79,14 @@ type pendingSnapshot struct {
 	common int
 }
 
-// NewSnapshotStore makes w's snapshot buffer of capBytes bytes (≤ 0: the
-// seed's 8 GiB). A token of snapshot KV takes w's model's KV bytes per token.
+// NewSnapshotStore makes a snapshot buffer of capBytes bytes (≤ 0: the
+// seed's 8 GiB) for worker w: a token of snapshot KV takes w's model's KV
+// bytes per token, a block w's block size.
 func NewSnapshotStore(w *Worker, capBytes int64) *SnapshotStore {
 	if capBytes <= 0 {
 		capBytes = DefaultSnapshotBufBytes
 	}
-	return &SnapshotStore{w: w, capBytes: capBytes, tokenBytes: max(w.mdl.KVBytesPerToken(), 1),
+	return &SnapshotStore{capBytes: capBytes, tokenBytes: max(w.mdl.KVBytesPerToken(), 1), blockSize: int64(max(w.cfg.BlockSize, 1)),
 		live: map[SnapshotID]*pendingSnapshot{}, bySession: map[string][]*pendingSnapshot{}}
 }
 
@@ -164,24 +168,23 @@ type Ingested struct {
 
 // FinalizeIngest ends reservation id: it gives the buffer space back and,
 // unless the snapshot is stale, files blocks (the dump's: the session's KV
-// keyed by block hashes) in the worker's radix cache, unlocked, so the
-// session's next prefill here hits it. The buffer held only the tokens
-// reserved, so blocks beyond them are neither filed nor checked.
-func (s *SnapshotStore) FinalizeIngest(now float64, id SnapshotID, blocks []uint64) Ingested {
+// keyed by block hashes) in w's radix cache, unlocked, so the session's
+// next prefill there hits it. The buffer held only the tokens reserved, so
+// blocks beyond them are neither filed nor checked.
+func (s *SnapshotStore) FinalizeIngest(now float64, w *Worker, id SnapshotID, blocks []uint64) Ingested {
 	p := s.drop(id)
 	if p == nil {
 		return Ingested{Reason: ReasonNoPendingIngest}
 	}
 	out := Ingested{Bytes: p.bytes, Tokens: p.tokens}
-	bs := int64(max(s.w.cfg.BlockSize, 1))
-	if n := (p.tokens + bs - 1) / bs; int64(len(blocks)) > n {
+	if n := (p.tokens + s.blockSize - 1) / s.blockSize; int64(len(blocks)) > n {
 		blocks = blocks[:n]
 	}
 	if p.stale(blocks) {
 		out.Reason = ReasonStale
 		return out
 	}
-	added, ok := s.w.IngestSnapshot(now, blocks)
+	added, ok := w.IngestSnapshot(now, blocks)
 	if !ok {
 		out.Reason = ReasonIngestAlloc
 		return out
@@ -202,7 +205,7 @@ func (s *SnapshotStore) drop(id SnapshotID) *pendingSnapshot {
 	delete(s.live, id)
 	s.held -= p.bytes
 	if s.held < 0 {
-		panic(fmt.Sprintf("engine: snapshot buffer of %s holds %d bytes", s.w.Name(), s.held))
+		panic(fmt.Sprintf("engine: a snapshot buffer holds %d bytes", s.held))
 	}
 	ps := s.bySession[p.session]
 	kept := ps[:0]

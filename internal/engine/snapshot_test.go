@@ -48,7 +48,7 @@ func TestSnapshotStoreReserveRefuseRelease(t *testing.T) {
 	if s.Release(a.ID) || s.HeldBytes() != 400*kvb {
 		t.Fatalf("second release of a: held %d", s.HeldBytes())
 	}
-	if in := s.FinalizeIngest(0, a.ID, chain(1, 10)); in.OK || in.Reason != ReasonNoPendingIngest || s.HeldBytes() != 400*kvb {
+	if in := s.FinalizeIngest(0, w, a.ID, chain(1, 10)); in.OK || in.Reason != ReasonNoPendingIngest || s.HeldBytes() != 400*kvb {
 		t.Fatalf("finalize of a released snapshot: %+v, held %d", in, s.HeldBytes())
 	}
 	if !s.Release(b.ID) || s.HeldBytes() != 0 || s.Pending() != 0 || s.AvailableTokens() != 1000 {
@@ -72,7 +72,7 @@ func TestSnapshotStoreFinalizeCommitsAndStale(t *testing.T) {
 	s.SeeTurn("a", chain(9, 30))
 	a := s.PrepareReceive("a", 1250)
 	s.SeeTurn("a", append(append([]uint64(nil), blocks[:19]...), chain(5, 10)...)) // extends the 19 whole blocks
-	in := s.FinalizeIngest(1, a.ID, append(append([]uint64(nil), blocks...), chain(7, 5)...))
+	in := s.FinalizeIngest(1, w, a.ID, append(append([]uint64(nil), blocks...), chain(7, 5)...))
 	if !in.OK || in.Inserted != 20*64 || in.Tokens != 1250 || in.Bytes != a.Bytes || s.HeldBytes() != 0 {
 		t.Fatalf("finalize: %+v, held %d", in, s.HeldBytes())
 	}
@@ -88,7 +88,7 @@ func TestSnapshotStoreFinalizeCommitsAndStale(t *testing.T) {
 	b := s.PrepareReceive("b", 640)
 	s.SeeTurn("b", append(append([]uint64(nil), other...), 99))
 	s.SeeTurn("b", chain(3, 40)) // the rewrite
-	if in := s.FinalizeIngest(2, b.ID, other); in.OK || in.Reason != ReasonStale || s.HeldBytes() != 0 {
+	if in := s.FinalizeIngest(2, w, b.ID, other); in.OK || in.Reason != ReasonStale || s.HeldBytes() != 0 {
 		t.Fatalf("finalize after a rewrite: %+v, held %d", in, s.HeldBytes())
 	}
 	if got := w.PrefixMatch(other, 640); got != 0 {
@@ -97,7 +97,7 @@ func TestSnapshotStoreFinalizeCommitsAndStale(t *testing.T) {
 	// A later turn shorter than the snapshot's whole blocks is stale too.
 	c := s.PrepareReceive("c", 640)
 	s.SeeTurn("c", chain(4, 5))
-	if in := s.FinalizeIngest(3, c.ID, chain(4, 10)); in.Reason != ReasonStale {
+	if in := s.FinalizeIngest(3, w, c.ID, chain(4, 10)); in.Reason != ReasonStale {
 		t.Fatalf("finalize after a shorter turn: %+v", in)
 	}
 }
@@ -108,7 +108,7 @@ func TestSnapshotStoreIngestAllocFailed(t *testing.T) {
 	w := snapshotPrefill(t, 640)
 	s := NewSnapshotStore(w, 0)
 	p := s.PrepareReceive("a", 1280)
-	if in := s.FinalizeIngest(0, p.ID, chain(1, 20)); in.OK || in.Reason != ReasonIngestAlloc || s.HeldBytes() != 0 {
+	if in := s.FinalizeIngest(0, w, p.ID, chain(1, 20)); in.OK || in.Reason != ReasonIngestAlloc || s.HeldBytes() != 0 {
 		t.Fatalf("finalize into a 640-token pool: %+v, held %d", in, s.HeldBytes())
 	}
 }
@@ -146,7 +146,7 @@ func TestSnapshotStoreRandomSequences(t *testing.T) {
 				s.SeeTurn(sessions[rng.IntN(3)], chain(uint64(rng.IntN(2)), rng.IntN(60)))
 			case k < 8 && len(ids) > 0:
 				id := ids[rng.IntN(len(ids))]
-				in := s.FinalizeIngest(float64(step), id, chain(0, 1+rng.IntN(50)))
+				in := s.FinalizeIngest(float64(step), w, id, chain(0, 1+rng.IntN(50)))
 				if _, ok := live[id]; ok != (in.Reason != ReasonNoPendingIngest) || (ok && in.Bytes != live[id]) {
 					t.Fatalf("seed %d step %d: finalize %d: %+v, in flight %t", seed, step, id, in, ok)
 				}

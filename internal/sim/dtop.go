@@ -116,7 +116,7 @@ func (s *Sim) syncDumped(op *syncOp) {
 	}
 	op.landedAt = s.now
 	pw := s.prefills[op.p]
-	in := s.snapStore(op.p).FinalizeIngest(s.now, op.id, op.blocks)
+	in := s.snapStore(op.p).FinalizeIngest(s.now, s.workers[pw], op.id, op.blocks)
 	switch in.Reason {
 	case engine.ReasonStale:
 		s.endSync(op, "skipped", "finalize", "stale: a later turn of the session no longer extends the snapshot", in.Bytes)
