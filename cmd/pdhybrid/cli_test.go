@@ -157,6 +157,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--role", []string{"worker", "--role", "router"}},
 		{"--time-scale", []string{"worker", "--time-scale", "0"}},
 		{"--fault-slow-transfer", []string{"worker", "--role", "prefill", "--fault-slow-transfer", "0.5"}},
+		{"--snapshot-buf", []string{"worker", "--role", "prefill", "--snapshot-buf", "0"}},
 		// flags that do not apply to the mode chosen
 		{"--rate", []string{"trace", "convert", "--from", "weka", "--rate", "0.005", tr}},
 		{"--rate", []string{"trace", "stats", "--rate", "0.005", tr}},
@@ -181,6 +182,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--waiting-timeout", []string{"worker", "--waiting-timeout", "5"}},
 		{"--bootstrap-port", []string{"worker", "--role", "decode", "--bootstrap-port", "9000"}},
 		{"--session-cache", []string{"worker", "--role", "prefill", "--session-cache"}},
+		{"--snapshot-buf", []string{"worker", "--role", "decode", "--snapshot-buf", "2"}},
 		{"--session-cap", []string{"worker", "--role", "decode", "--session-cap", "4"}},
 		{"--fault-seed", []string{"worker", "--fault-seed", "3"}},
 		{"--conditional-strategy", []string{"sim", "--conditional-strategy", "isl_or_load"}},

@@ -22,7 +22,7 @@ type workerFlags struct {
 	port, bootPort                      int
 	model, hardware, profile            string
 	blockSize, chunk, maxRunning        int
-	memFraction                         float64
+	memFraction, snapshotBufGiB         float64
 	maxTotal                            int64
 	mixed, incremental                  bool
 	sessionCache, serveWhole            bool
@@ -52,7 +52,10 @@ timed by the same engine model as the simulator, in wall-clock time divided by
 --bootstrap-port; prefill and decode workers pair up by bootstrap room as
 SGLang's do, and P's KV reaches D after the modelled transfer over the
 profile's --link. A decode worker with --session-cache is the KVC decoder: it
-keeps sessions' KV and answers /session_cache/admit_direct_append.
+keeps sessions' KV and answers /session_cache/admit_direct_append. D→P
+snapshots: a decoder answers /_snapshot/dump, a prefill worker
+/_snapshot/prepare_receive and /_snapshot/finalize_ingest from a buffer of
+--snapshot-buf GiB.
 docs/emulator.md describes the wire behaviour and what is approximated.
 
 Prints one line when it listens ("listening url=... role=... [bootstrap_port=...]")
@@ -79,6 +82,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.Int64Var(&f.maxTotal, "max-total-tokens", 0, "KV pool size in `tokens` (SGLang --max-total-tokens); 0 = from the memory fraction")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
 	fs.BoolVar(&f.incremental, "incremental-streaming-output", false, "stream only the new text and ids in each SSE event (SGLang --incremental-streaming-output); by default every event holds all so far")
+	fs.Float64Var(&f.snapshotBufGiB, "snapshot-buf", 8, "prefill: the D→P snapshot buffer /_snapshot/prepare_receive reserves in, in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES; sim's --snapshot-buf)")
 	fs.BoolVar(&f.serveWhole, "serve-whole", false, "prefill: also serve a request without a bootstrap room whole (prefill and decode), as a colocated worker would: the extension KVC v3's --whole-on-p and --p-hosts-sessions need on the prefill worker (stock SGLang answers 400)")
 	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
@@ -137,11 +141,12 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.num("fault-stall", between(0, 1e6).is("a number of seconds"))
 	ck.num("fault-crash-after", between(1, 1e9).is("a number of requests").orZero("never"))
 	ck.num("fault-slow-transfer", between(1, 1e6).is("a factor"))
+	ck.num("snapshot-buf", above(0).upTo(1024).is("a number of GiB"))
 	ck.oneOf("role", "colo", "prefill", "decode")
 	ck.oneOf("trim", "idle", "any")
 	ck.oneOf("eviction", "session", "block")
 	prefill, decode := f.role == "prefill", f.role == "decode"
-	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole"} {
+	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf"} {
 		ck.only(n, prefill, "with --role prefill")
 	}
 	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
@@ -183,6 +188,9 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		Faults: emulator.Faults{ErrorRate: f.errRate, StallS: f.stall, CrashAfter: f.crashAfter, SlowTransfer: f.slowXfer,
 			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
 		ServeWhole: f.serveWhole,
+	}
+	if prefill {
+		cfg.SnapshotBufBytes = int64(f.snapshotBufGiB * (1 << 30))
 	}
 	if f.sessionCache {
 		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark,

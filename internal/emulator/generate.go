@@ -259,6 +259,9 @@ func (s *Server) admit(now float64, st *reqState) error {
 		s.end(st, &outcome{reason: finishAbort("Invalid request: Disaggregated request received without bootstrap room id. req.rid="+pyRepr(st.rid), 400), status: 400, at: now})
 		return nil
 	}
+	if s.cfg.Role == engine.RolePrefill {
+		s.snapshotSeeTurn(sessName, st.blocks)
+	}
 	s.nextID++
 	st.er = engine.Request{ID: s.nextID, Blocks: st.blocks, Input: len(prompt), Output: max(g.MaxNew, 1), Tag: st}
 	if bs := s.cfg.BlockSize; len(prompt) >= bs {

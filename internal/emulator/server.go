@@ -49,6 +49,9 @@ type Config struct {
 	// would (KVC v3's P hosting sessions, docs/kvc-v3.md); stock SGLang's
 	// prefill server answers such a request 400, as this one does without.
 	ServeWhole bool
+	// SnapshotBufBytes is a prefill worker's D→P snapshot buffer (0: the
+	// seed's 8 GiB, SGLANG_SNAPSHOT_LINK_BUF_BYTES; snapshot.go).
+	SnapshotBufBytes int64
 	// IncrementalStream streams only the new text and ids per event
 	// (SGLang --incremental-streaming-output); by default each event
 	// carries everything so far, as SGLang's /generate does.
@@ -125,6 +128,9 @@ func (c *Config) fill() error {
 			return fmt.Errorf("emulator: profile %s has no link %q", c.Profile.Name, c.Link)
 		}
 	}
+	if c.SnapshotBufBytes < 0 {
+		return fmt.Errorf("emulator: snapshot buffer %d bytes, want ≥ 0 (0: 8 GiB)", c.SnapshotBufBytes)
+	}
 	if c.Session.Enabled && c.Role != engine.RoleDecode {
 		return errors.New("emulator: a session cache needs the decode role")
 	}
@@ -177,6 +183,8 @@ type Server struct {
 	beats     map[string]*heartbeat // decode: prefill workers waited on
 	beatTimer *dtimer
 	sessions  map[string]*session
+	snap      *engine.SnapshotStore        // prefill: the D→P snapshot buffer (snapshot.go)
+	snapIDs   map[string]engine.SnapshotID // prefill: each session's snapshot reserved and not yet ingested
 	tails     tailKeys
 	load      loadWindow
 	kv        kvStats
@@ -200,6 +208,7 @@ func New(cfg Config) (*Server, error) {
 	s.w = w
 	var link *engine.Link
 	if cfg.Role == engine.RolePrefill {
+		s.snap, s.snapIDs = engine.NewSnapshotStore(w, cfg.SnapshotBufBytes), map[string]engine.SnapshotID{}
 		spec := cfg.Profile.Links[cfg.Link]
 		spec.BandwidthBytes /= max(cfg.Faults.SlowTransfer, 1)
 		link = engine.NewLink(spec)

@@ -14,6 +14,18 @@ import (
 // not shared with other transfers here), and the prefill worker to
 // finalize_ingest it into its radix cache, keyed by block hashes, so the
 // session's next prefill there hits it. Blocks travel as JSON numbers.
+//
+// The prefill worker's answers are its engine.SnapshotStore's, the store
+// the simulator's prefill workers use, so both give the same outcomes from
+// the same bounded buffer (Config.SnapshotBufBytes, 8 GiB by default):
+// prepare_receive reserves the snapshot's bytes or refuses with
+// snapshot-buf-full and the tokens still available; finalize_ingest gives
+// them back and files the blocks, or answers stale (a turn of the session
+// this worker was asked to prefill while the snapshot was in flight does
+// not extend its whole blocks), kvpool-alloc-failed-at-ingest, or
+// no-pending-ingest (no reservation for the session). A session has at
+// most one reservation: a second prepare_receive replaces the first, as the
+// seed's controller did; it lives until finalize_ingest.
 
 // SnapshotRequest is the body of all three RPCs.
 type SnapshotRequest struct {
@@ -26,9 +38,17 @@ type SnapshotRequest struct {
 type SnapshotResponse struct {
 	OK        bool     `json:"ok"`
 	Reason    string   `json:"reason,omitempty"`
-	NumTokens int64    `json:"num_tokens,omitempty"`
+	NumTokens int64    `json:"num_tokens,omitempty"` // prepare_receive: reserved; dump: the session's KV
 	Blocks    []uint64 `json:"blocks,omitempty"`
 	TransferS float64  `json:"transfer_s,omitempty"` // dump: the modelled D→P transfer
+	// prepare_receive, as the seed's: the buffer's size, and on
+	// snapshot-buf-full the tokens it could still take.
+	AvailableTokens  *int64 `json:"available_tokens,omitempty"`
+	BufCapacityBytes int64  `json:"snapshot_buf_capacity_bytes,omitempty"`
+	// dump: what crossed the link; finalize_ingest: the tokens P's cache
+	// lacked and got.
+	BytesPushed       int64 `json:"bytes_pushed,omitempty"`
+	InsertedPrefixLen int64 `json:"inserted_prefix_len,omitempty"`
 }
 
 func (s *Server) snapshotBody(w http.ResponseWriter, r *http.Request, role engine.Role) (SnapshotRequest, bool) {
@@ -55,7 +75,8 @@ func (s *Server) snapshotBody(w http.ResponseWriter, r *http.Request, role engin
 	return in, true
 }
 
-// handlePrepareReceive: may this prefill worker take num_tokens of KV?
+// handlePrepareReceive: may this prefill worker's snapshot buffer take
+// num_tokens of the session's KV? If so it is reserved.
 func (s *Server) handlePrepareReceive(w http.ResponseWriter, r *http.Request) {
 	in, ok := s.snapshotBody(w, r, engine.RolePrefill)
 	if !ok {
@@ -65,14 +86,23 @@ func (s *Server) handlePrepareReceive(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, "num_tokens: must be > 0")
 		return
 	}
-	var room bool
-	if !s.d.do(func(float64) { room = s.w.CanIngest(in.NumTokens) }) {
+	var prep engine.Prepared
+	if !s.d.do(func(float64) {
+		if id, ok := s.snapIDs[in.SessionID]; ok {
+			s.snap.Release(id)
+			delete(s.snapIDs, in.SessionID)
+		}
+		prep = s.snap.PrepareReceive(in.SessionID, in.NumTokens)
+		if prep.OK {
+			s.snapIDs[in.SessionID] = prep.ID
+		}
+	}) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}
-	out := SnapshotResponse{OK: room, NumTokens: in.NumTokens}
-	if !room {
-		out.Reason = engine.ReasonNoSpace
+	out := SnapshotResponse{OK: prep.OK, Reason: prep.Reason, NumTokens: in.NumTokens, BufCapacityBytes: s.snap.CapBytes()}
+	if !prep.OK {
+		out.AvailableTokens = &prep.AvailableTokens
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -92,12 +122,13 @@ func (s *Server) handleDump(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		l := s.cfg.Profile.Links[s.cfg.Link]
+		bytes := tokens * s.kvBytes
 		dt := l.SetupS
 		if l.BandwidthBytes > 0 {
-			dt += float64(tokens*s.kvBytes) / l.BandwidthBytes
+			dt += float64(bytes) / l.BandwidthBytes
 		}
 		s.d.after(now+dt, func(float64) {
-			done <- SnapshotResponse{OK: true, NumTokens: tokens, Blocks: blocks, TransferS: dt}
+			done <- SnapshotResponse{OK: true, NumTokens: tokens, Blocks: blocks, TransferS: dt, BytesPushed: bytes}
 		})
 	}) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
@@ -112,8 +143,8 @@ func (s *Server) handleDump(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleFinalizeIngest files the dumped blocks in the prefill worker's
-// radix cache.
+// handleFinalizeIngest ends the session's reservation: the dumped blocks go
+// from the buffer into the prefill worker's radix cache.
 func (s *Server) handleFinalizeIngest(w http.ResponseWriter, r *http.Request) {
 	in, ok := s.snapshotBody(w, r, engine.RolePrefill)
 	if !ok {
@@ -123,15 +154,27 @@ func (s *Server) handleFinalizeIngest(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, "blocks: field required (the dump's answer)")
 		return
 	}
-	var added int64
-	var room bool
-	if !s.d.do(func(now float64) { added, room = s.w.IngestSnapshot(now, in.Blocks) }) {
+	var res engine.Ingested
+	if !s.d.do(func(now float64) {
+		id, ok := s.snapIDs[in.SessionID]
+		if !ok {
+			res.Reason = engine.ReasonNoPendingIngest
+			return
+		}
+		delete(s.snapIDs, in.SessionID)
+		res = s.snap.FinalizeIngest(now, s.w, id, in.Blocks)
+	}) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}
-	out := SnapshotResponse{OK: room, NumTokens: added}
-	if !room {
-		out.Reason = engine.ReasonNoSpace
+	writeJSON(w, http.StatusOK, SnapshotResponse{OK: res.OK, Reason: res.Reason, InsertedPrefixLen: res.Inserted})
+}
+
+// snapshotSeeTurn tells the snapshot buffer that this prefill worker was
+// asked to prefill a turn of session (driver goroutine): a snapshot of the
+// session in flight that the turn's prompt does not extend is stale.
+func (s *Server) snapshotSeeTurn(session string, blocks []uint64) {
+	if s.snap != nil && session != "" {
+		s.snap.SeeTurn(session, blocks)
 	}
-	writeJSON(w, http.StatusOK, out)
 }

@@ -27,10 +27,3 @@ func (w *Worker) residency(now float64, s *dSession, q AdmitQuery) (resident boo
 	resident = s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock)
 	return resident, cached
 }
-
-// CanIngest says whether the pool could take tokens of snapshot KV now,
-// counting what it could evict for it: a prefill worker's answer to
-// prepare_receive.
-func (w *Worker) CanIngest(tokens int64) bool {
-	return w.tree != nil && w.free()+w.evictable() >= tokens
-}

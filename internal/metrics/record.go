@@ -139,4 +139,43 @@ type Event struct {
 	RequestID string  `json:"request_id,omitempty"`
 	Detail    string  `json:"detail,omitempty"`
 	Tokens    int64   `json:"tokens,omitempty"`
+	// *SnapshotSync: a d-to-p-sync event's stages, flattened into the
+	// line (nil, and absent, on every other kind).
+	*SnapshotSync
+}
+
+// SnapshotSync is what a d-to-p-sync event (one D→P snapshot) records
+// beyond Event's fields: its outcome, the stage it happened at, and each
+// stage it reached, so a log reader can tell where a snapshot's time went
+// and where it stopped without parsing Detail. A stage it did not reach is
+// absent.
+type SnapshotSync struct {
+	Outcome string `json:"event"`            // ok | skipped | failed
+	Stage   string `json:"stage"`            // entry | prepare | dump | finalize: where the outcome happened
+	Reason  string `json:"reason,omitempty"` // a skip's or failure's, as counted in Summary.DToPSync
+	To      string `json:"to"`               // the prefill worker
+	// Prepare is prepare_receive on P, Dump the KV's crossing of the P↔D
+	// link (it starts as prepare ends), Finalize finalize_ingest on P.
+	Prepare  *SyncStage `json:"prepare,omitempty"`
+	Dump     *SyncStage `json:"dump,omitempty"`
+	Finalize *SyncStage `json:"finalize,omitempty"`
+	// Bytes is the snapshot's KV (what prepare_receive reserves in P's
+	// buffer); BytesPushed what crossed the link (0 unless the dump landed).
+	Bytes             int64 `json:"bytes"`
+	BytesPushed       int64 `json:"bytes_pushed"`
+	KVCommittedLen    int64 `json:"kv_committed_len"`    // the snapshot's tokens
+	InsertedPrefixLen int64 `json:"inserted_prefix_len"` // tokens P's cache lacked and got (ok only)
+}
+
+// SyncStage is one stage of a D→P snapshot: its start and end in run
+// seconds, and its length in milliseconds.
+type SyncStage struct {
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	MS     float64 `json:"ms"`
+}
+
+// NewSyncStage is the stage from start to end (seconds).
+func NewSyncStage(start, end float64) *SyncStage {
+	return &SyncStage{StartS: start, EndS: end, MS: 1000 * (end - start)}
 }

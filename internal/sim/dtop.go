@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
 )
 
 // D→P snapshot sync (DESIGN §5; the seed's D_TO_P_SYNC design): a decoder
@@ -45,72 +46,91 @@ const (
 	syncRelease              // an on-evict dump ended: the decoder frees the session's KV
 )
 
-// syncOp is one snapshot in flight.
+// syncOp is one snapshot in flight. The prefill worker's side of it — the
+// bounded buffer, staleness, the ingest into P's cache — is P's
+// engine.SnapshotStore (engine/snapshot.go); what is here is the
+// orchestration in virtual time: which decoder dumps to which prefill
+// worker, the dump on the P↔D link, its timeout, the log.
 type syncOp struct {
-	session string
-	p, d    int // prefill and decode indices in their pools
-	blocks  []uint64
-	tokens  int64
-	start   float64
-	done    func(ok bool) // passive: the reseed waiting for it
-	held    bool          // on-evict: the decoder holds the session's KV until the op ends
-	ended   bool          // its outcome is recorded (a timed-out dump may land later)
-	stale   bool          // a later turn no longer extends it
+	session  string
+	p, d     int // prefill and decode indices in their pools
+	blocks   []uint64
+	tokens   int64
+	start    float64
+	id       engine.SnapshotID // its reservation in P's snapshot buffer
+	dumpAt   float64           // prepare_receive answered, the dump began
+	landedAt float64           // the dump landed on P
+	inserted int64             // ok: tokens P's cache got
+	done     func(ok bool)     // passive: the reseed waiting for it
+	held     bool              // on-evict: the decoder holds the session's KV until the op ends
+	ended    bool              // its outcome is recorded (a timed-out dump may land later)
+}
+
+// snapStore is prefill worker p's snapshot buffer, made on first use.
+func (s *Sim) snapStore(p int) *engine.SnapshotStore {
+	for len(s.snaps) <= p {
+		s.snaps = append(s.snaps, nil)
+	}
+	if s.snaps[p] == nil {
+		s.snaps[p] = engine.NewSnapshotStore(s.workers[s.prefills[p]], s.cfg.KVC.SnapshotBufBytes)
+	}
+	return s.snaps[p]
 }
 
 // startSync runs prepare_receive and the dump of blocks from decoder d to
-// prefill p.
+// prefill p. prepare_receive costs no virtual time here: the dump begins as
+// it is answered.
 func (s *Sim) startSync(op *syncOp) {
 	op.start = s.now
 	if op.tokens <= 0 || len(op.blocks) == 0 {
 		s.endSync(op, "skipped", "entry", "zero-target-tokens", 0)
 		return
 	}
-	if s.snapUsed == nil {
-		s.snapUsed = make([]int64, len(s.prefills))
-	}
-	capTok := s.cfg.KVC.SnapshotBufBytes / s.kvBytes
-	if s.snapUsed[op.p]+op.tokens > capTok {
-		s.endSync(op, "failed", "prepare", fmt.Sprintf("snapshot-buf-full: %d tokens asked, %d available", op.tokens, capTok-s.snapUsed[op.p]), 0)
+	st := s.snapStore(op.p)
+	prep := st.PrepareReceive(op.session, op.tokens)
+	if !prep.OK {
+		s.endSync(op, "failed", "prepare", fmt.Sprintf("%s: %d tokens asked, %d available", prep.Reason, op.tokens, prep.AvailableTokens), 0)
 		return
 	}
+	op.id, op.dumpAt = prep.ID, s.now
 	if s.deadPeer != nil && s.deadPeer[[2]int{op.p, op.d}] {
+		st.Release(op.id)
 		s.endSync(op, "failed", "dump", fmt.Sprintf("transfer-failed: %s ↔ %s was marked dead after a transfer timeout (--peer-failure hair-trigger)",
 			s.workers[s.prefills[op.p]].Name(), s.workers[s.decodes[op.d]].Name()), 0)
 		return
 	}
-	s.snapUsed[op.p] += op.tokens
 	x := &engine.Transfer{Bytes: op.tokens * s.kvBytes, Tag: op}
 	s.links[op.p].Start(s.now, x)
 	s.reschedLink(op.p)
-	if s.syncing == nil {
-		s.syncing = map[string][]*syncOp{}
-	}
-	s.syncing[op.session] = append(s.syncing[op.session], op)
 	if t := s.cfg.TransferTimeoutS; t > 0 {
 		s.push(event{t: s.now + t, kind: evSync, idx: syncTimeout, xfer: x})
 	}
 }
 
-// syncDumped finalizes a snapshot whose dump landed: P ingests it into its
-// radix cache and the buffer space is released.
+// syncDumped finalizes a snapshot whose dump landed: P's store gives the
+// buffer space back and, unless the snapshot went stale, ingests it into
+// P's radix cache.
 func (s *Sim) syncDumped(op *syncOp) {
 	if op.ended {
 		return // it timed out: its buffer went back then
 	}
-	s.snapUsed[op.p] -= op.tokens
-	if op.stale {
-		s.endSync(op, "skipped", "finalize", "stale: a later turn of the session no longer extends the snapshot", op.tokens*s.kvBytes)
-		return
-	}
+	op.landedAt = s.now
 	pw := s.prefills[op.p]
-	added, ok := s.workers[pw].IngestSnapshot(s.now, op.blocks)
+	in := s.snapStore(op.p).FinalizeIngest(s.now, s.workers[pw], op.id, op.blocks)
+	switch in.Reason {
+	case engine.ReasonStale:
+		s.endSync(op, "skipped", "finalize", "stale: a later turn of the session no longer extends the snapshot", in.Bytes)
+		return
+	case engine.ReasonNoPendingIngest:
+		panic(fmt.Sprintf("sim: snapshot %d of session %s landed on %s with no reservation", op.id, op.session, s.workers[pw].Name()))
+	}
 	s.collect(pw)
-	if !ok {
-		s.endSync(op, "failed", "finalize", "kvpool-alloc-failed-at-ingest", op.tokens*s.kvBytes)
+	if !in.OK {
+		s.endSync(op, "failed", "finalize", in.Reason, in.Bytes)
 		return
 	}
-	s.endSync(op, "ok", "finalize", fmt.Sprintf("inserted_prefix_len=%d", added), op.tokens*s.kvBytes)
+	op.inserted = in.Inserted
+	s.endSync(op, "ok", "finalize", fmt.Sprintf("inserted_prefix_len=%d", in.Inserted), in.Bytes)
 }
 
 // syncEvent handles evSync: a dump's timeout, or the end of an on-evict
@@ -127,55 +147,51 @@ func (s *Sim) syncEvent(e event) {
 	if op.ended {
 		return
 	}
-	s.snapUsed[op.p] -= op.tokens
+	s.snapStore(op.p).Release(op.id)
 	s.endSync(op, "failed", "dump", fmt.Sprintf("transfer-failed: the dump was still on the link after %g s (--transfer-timeout)", s.cfg.TransferTimeoutS), 0)
 }
 
-// syncSeeTurn marks the session's snapshots in flight stale when its new
-// turn's prompt does not extend their whole blocks (the last block of a
-// snapshot may be partial, its hash not the full block's).
+// syncSeeTurn tells the prefill workers' snapshot buffers that a turn of
+// r's session was routed: a snapshot of it in flight whose whole blocks
+// the turn's prompt does not extend is stale (engine.SnapshotStore.SeeTurn).
 func (s *Sim) syncSeeTurn(r *req) {
-	for _, op := range s.syncing[r.t.SessionID] {
-		if n := len(op.blocks) - 1; n > len(r.t.HashIDs) || !equalIDs(op.blocks[:max(n, 0)], r.t.HashIDs[:max(n, 0)]) {
-			op.stale = true
+	for _, st := range s.snaps {
+		if st != nil {
+			st.SeeTurn(r.t.SessionID, r.t.HashIDs)
 		}
 	}
 }
 
-func equalIDs(a, b []uint64) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
+// endSync records op's outcome at stage, with the stages it reached, and
+// hands it to whoever waits. bytes: what crossed the link (0 unless the
+// dump landed).
 func (s *Sim) endSync(op *syncOp, outcome, stage, reason string, bytes int64) {
 	op.ended = true
-	if ops := s.syncing[op.session]; len(ops) > 0 {
-		kept := ops[:0]
-		for _, o := range ops {
-			if o != op {
-				kept = append(kept, o)
-			}
-		}
-		if len(kept) == 0 {
-			delete(s.syncing, op.session)
-		} else {
-			s.syncing[op.session] = kept
-		}
-	}
 	key := outcome + ": " + stage
+	code := ""
 	if outcome != "ok" {
-		key += ": " + strings.SplitN(reason, ":", 2)[0]
+		code = strings.SplitN(reason, ":", 2)[0]
+		key += ": " + code
 	}
 	s.syncOutcomes[key]++
-	s.ev.TimeS, s.ev.Kind, s.ev.SessionID, s.ev.RequestID = s.now, "d-to-p-sync", op.session, ""
-	s.ev.Worker = s.workers[s.decodes[op.d]].Name()
-	s.ev.Detail = fmt.Sprintf("event=%s stage=%s reason=%s to=%s dump_ms=%.3f bytes=%d kv_committed_len=%d",
-		outcome, stage, reason, s.workers[s.prefills[op.p]].Name(), 1000*(s.now-op.start), bytes, op.tokens)
-	s.ev.Tokens = op.tokens
+	to := s.workers[s.prefills[op.p]].Name()
+	sync := &metrics.SnapshotSync{Outcome: outcome, Stage: stage, Reason: code, To: to,
+		Bytes: op.tokens * s.kvBytes, BytesPushed: bytes, KVCommittedLen: op.tokens, InsertedPrefixLen: op.inserted}
+	switch stage {
+	case "prepare":
+		sync.Prepare = metrics.NewSyncStage(op.start, s.now)
+	case "dump":
+		sync.Prepare = metrics.NewSyncStage(op.start, op.dumpAt)
+		sync.Dump = metrics.NewSyncStage(op.dumpAt, s.now)
+	case "finalize":
+		sync.Prepare = metrics.NewSyncStage(op.start, op.dumpAt)
+		sync.Dump = metrics.NewSyncStage(op.dumpAt, op.landedAt)
+		sync.Finalize = metrics.NewSyncStage(op.landedAt, s.now)
+	}
+	s.ev = metrics.Event{TimeS: s.now, Kind: "d-to-p-sync", SessionID: op.session, Worker: s.workers[s.decodes[op.d]].Name(),
+		Detail: fmt.Sprintf("event=%s stage=%s reason=%s to=%s dump_ms=%.3f bytes=%d kv_committed_len=%d",
+			outcome, stage, reason, to, 1000*(s.now-op.start), bytes, op.tokens),
+		Tokens: op.tokens, SnapshotSync: sync}
 	if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
 		s.err = err
 	}

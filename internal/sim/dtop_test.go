@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
@@ -44,7 +47,91 @@ func dtopTrace(turns int, rewrite bool) []trace.Request {
 func dtopRun(t *testing.T, cfg Config, reqs []trace.Request) (map[string]int, *memSink) {
 	t.Helper()
 	res, sink := run(t, cfg, reqs, 64)
+	checkSyncLog(t, sink.events, res.Summary.DToPSync)
 	return res.Summary.DToPSync, sink
+}
+
+// checkSyncLog checks the stages of every d-to-p-sync line: its outcome
+// and stage are the detail's and the summary's count; it holds exactly the
+// stages up to the one its outcome happened at (none at entry), in order
+// (prepare ends as the dump starts, the dump ends as finalize starts), each
+// with end ≥ start, ms = 1000·(end − start), the last ending at the line's
+// time; a skip or failure names its reason; bytes crossed the link only when
+// the dump landed; and the JSON line has the fields at its top level.
+func checkSyncLog(t *testing.T, events []metrics.Event, outcomes map[string]int) {
+	t.Helper()
+	counted := map[string]int{}
+	for _, e := range events {
+		if e.Kind != "d-to-p-sync" {
+			if e.SnapshotSync != nil {
+				t.Fatalf("a %s event carries snapshot stages: %+v", e.Kind, e)
+			}
+			continue
+		}
+		y := e.SnapshotSync
+		if y == nil {
+			t.Fatalf("d-to-p-sync event without stages: %+v", e)
+		}
+		if !strings.HasPrefix(e.Detail, "event="+y.Outcome+" stage="+y.Stage+" ") {
+			t.Fatalf("stages %+v disagree with the detail %q", y, e.Detail)
+		}
+		key := y.Outcome + ": " + y.Stage
+		if y.Outcome != "ok" {
+			if y.Reason == "" || !strings.Contains(e.Detail, " reason="+y.Reason) {
+				t.Fatalf("a %s at %s without its reason: %+v (%q)", y.Outcome, y.Stage, y, e.Detail)
+			}
+			key += ": " + y.Reason
+		}
+		counted[key]++
+		want := map[string]int{"entry": 0, "prepare": 1, "dump": 2, "finalize": 3}[y.Stage]
+		stages := []*metrics.SyncStage{y.Prepare, y.Dump, y.Finalize}
+		prev := math.Inf(-1)
+		for i, st := range stages {
+			if (st != nil) != (i < want) {
+				t.Fatalf("outcome at %s: stage %d present %t: %+v", y.Stage, i, st != nil, y)
+			}
+			if st == nil {
+				continue
+			}
+			if st.StartS < prev || st.EndS < st.StartS || st.MS < 0 || math.Abs(st.MS-1000*(st.EndS-st.StartS)) > 1e-6 {
+				t.Fatalf("stage %d out of order or negative (previous ended %g): %+v", i, prev, st)
+			}
+			if i == want-1 && st.EndS != e.TimeS {
+				t.Fatalf("the last stage ends at %g, the line's time is %g: %+v", st.EndS, e.TimeS, y)
+			}
+			prev = st.EndS
+		}
+		if y.Prepare != nil && y.Dump != nil && y.Prepare.EndS != y.Dump.StartS {
+			t.Fatalf("the dump starts at %g, not as prepare ends (%g)", y.Dump.StartS, y.Prepare.EndS)
+		}
+		if landed := y.Stage == "finalize"; (y.BytesPushed == y.Bytes && y.Bytes > 0) != landed || (!landed && y.BytesPushed != 0) {
+			t.Fatalf("%s at %s: %d bytes pushed of %d", y.Outcome, y.Stage, y.BytesPushed, y.Bytes)
+		}
+		if y.KVCommittedLen != e.Tokens || (y.InsertedPrefixLen != 0 && y.Outcome != "ok") {
+			t.Fatalf("tokens %d, stages %+v", e.Tokens, y)
+		}
+		b, err := json.Marshal(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line map[string]any
+		if err := json.Unmarshal(b, &line); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"event", "stage", "to", "bytes", "bytes_pushed", "kv_committed_len"} {
+			if _, ok := line[k]; !ok {
+				t.Fatalf("the JSON line lacks %q: %s", k, b)
+			}
+		}
+	}
+	if len(counted) != len(outcomes) {
+		t.Fatalf("the log counts %v, the summary %v", counted, outcomes)
+	}
+	for k, n := range outcomes {
+		if counted[k] != n {
+			t.Fatalf("the log counts %v, the summary %v", counted, outcomes)
+		}
+	}
 }
 
 // The D→P outcomes besides ok and session-not-resident (F28's test):
@@ -115,7 +202,8 @@ func TestDToPOutcomes(t *testing.T) {
 func TestDToPDeadPeer(t *testing.T) {
 	cfg := kvcConfig(t)
 	cfg.KVC.DToP, cfg.PeerFailure = DToPOnEvict, PeerHairTrigger
-	s, err := newSim(cfg, &SliceSource{H: trace.Header{Version: 1, BlockSize: 64}, Reqs: one(100, 1)}, nil, nil)
+	sink := &memSink{}
+	s, err := newSim(cfg, &SliceSource{H: trace.Header{Version: 1, BlockSize: 64}, Reqs: one(100, 1)}, sink, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +213,8 @@ func TestDToPDeadPeer(t *testing.T) {
 	if got := s.syncOutcomes["failed: dump: transfer-failed"]; got != 1 || len(s.syncOutcomes) != 1 {
 		t.Fatalf("outcomes %v, want one transfer-failed at dump", s.syncOutcomes)
 	}
-	if len(s.syncing) != 0 || len(s.events) != queued+1 {
-		t.Fatalf("%d snapshots still in flight, %d events queued; want none and the pin's release", len(s.syncing), len(s.events)-queued)
+	if st := s.snaps[0]; st.Pending() != 0 || st.HeldBytes() != 0 || len(s.events) != queued+1 {
+		t.Fatalf("%d snapshots still in flight (%d bytes held), %d events queued; want none and the pin's release", st.Pending(), st.HeldBytes(), len(s.events)-queued)
 	}
+	checkSyncLog(t, sink.events, s.syncOutcomes)
 }

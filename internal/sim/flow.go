@@ -12,7 +12,7 @@ import (
 
 // dispatch hands r to the control plane and executes what it decides.
 func (s *Sim) dispatch(r *req) {
-	if s.syncing != nil {
+	if s.snaps != nil {
 		s.syncSeeTurn(r)
 	}
 	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,

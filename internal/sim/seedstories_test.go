@@ -212,6 +212,7 @@ func TestSeedF28DToPSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkSyncLog(t, sink.events, res.Summary.DToPSync)
 		var m reseeds
 		n := 0
 		for _, r := range sink.recs {

@@ -165,10 +165,9 @@ type Sim struct {
 	disp     *kvc.Dispatcher
 	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
 
-	snapUsed     []int64              // D→P snapshot buffer in use per prefill worker, tokens (dtop.go)
-	lastSync     map[string]int64     // active mode: session tokens at its last push
-	syncing      map[string][]*syncOp // snapshots in flight per session (dtop.go)
-	syncOutcomes map[string]int       // "<event>: <stage>" → count
+	snaps        []*engine.SnapshotStore // D→P snapshot buffer per prefill worker, made on first use (dtop.go)
+	lastSync     map[string]int64        // active mode: session tokens at its last push
+	syncOutcomes map[string]int          // "<event>: <stage>" → count
 	kvBytes      int64
 	kvSentTokens int64 // prompt tokens whose KV crossed a P→D link
 
