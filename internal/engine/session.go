@@ -276,6 +276,7 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 // evictSession frees a session's KV on this worker: its pin, its tail and
 // (session granularity) the path only it held. It returns the tokens freed.
 func (w *Worker) evictSession(now float64, s *dSession) int64 {
+	hot := s.inflight > 0 // a request of it admitted or queued here (TrimAny)
 	var freed int64
 	if t := w.tails[s.id]; t != nil {
 		freed += t.tokens
@@ -303,7 +304,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	w.stats.EvictedTokens += freed
 	freed += held // what the eviction will have freed once its dump ends (at most)
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path, Hot: hot})
 	return freed
 }
 
