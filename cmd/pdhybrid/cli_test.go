@@ -137,6 +137,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--tail-quantile", []string{"report", run, "--tail-quantile", "0"}},
 		{"--body-quantile", []string{"report", run, "--body-quantile", "0"}},
 		{"--holdout", []string{"calibrate", "fit", "--holdout", "0"}},
+		{"--backpressure-high-water", []string{"sim", "--mechanism", "kvcache-centric", "--backpressure-high-water", "0"}},
 		// out of range
 		{"--mem-fraction-decode", []string{"sim", "--mem-fraction-decode", "1.5"}},
 		{"--mem-fraction-prefill", []string{"bench", "--mem-fraction-prefill", "0.3"}}, // too small for the weights
@@ -157,6 +158,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--role", []string{"worker", "--role", "router"}},
 		{"--time-scale", []string{"worker", "--time-scale", "0"}},
 		{"--fault-slow-transfer", []string{"worker", "--role", "prefill", "--fault-slow-transfer", "0.5"}},
+		{"--backpressure-high-water", []string{"bench", "--backpressure-high-water", "1.5"}},
 		// flags that do not apply to the mode chosen
 		{"--rate", []string{"trace", "convert", "--from", "weka", "--rate", "0.005", tr}},
 		{"--rate", []string{"trace", "stats", "--rate", "0.005", tr}},
@@ -183,6 +185,9 @@ func TestBadValueClasses(t *testing.T) {
 		{"--session-cache", []string{"worker", "--role", "prefill", "--session-cache"}},
 		{"--session-cap", []string{"worker", "--role", "decode", "--session-cap", "4"}},
 		{"--fault-seed", []string{"worker", "--fault-seed", "3"}},
+		{"--backpressure", []string{"sim", "--backpressure=false"}},
+		{"--backpressure-max-pause-ms", []string{"sim", "--mechanism", "kvcache-centric", "--backpressure=false", "--backpressure-max-pause-ms", "100"}},
+		{"--backpressure-transfer-queue", []string{"bench", "--backpressure=false", "--backpressure-transfer-queue"}},
 		{"--conditional-strategy", []string{"sim", "--conditional-strategy", "isl_or_load"}},
 		{"--conditional-strategy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-strategy", "round_robin"}},
 		{"--conditional-prefill-busy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-prefill-busy", "2"}},
