@@ -138,6 +138,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--body-quantile", []string{"report", run, "--body-quantile", "0"}},
 		{"--holdout", []string{"calibrate", "fit", "--holdout", "0"}},
 		{"--backpressure-high-water", []string{"sim", "--mechanism", "kvcache-centric", "--backpressure-high-water", "0"}},
+		{"--backpressure-high-water", []string{"worker", "--role", "decode", "--session-cache", "--backpressure-high-water", "0"}},
 		// out of range
 		{"--mem-fraction-decode", []string{"sim", "--mem-fraction-decode", "1.5"}},
 		{"--mem-fraction-prefill", []string{"bench", "--mem-fraction-prefill", "0.3"}}, // too small for the weights
@@ -188,6 +189,8 @@ func TestBadValueClasses(t *testing.T) {
 		{"--backpressure", []string{"sim", "--backpressure=false"}},
 		{"--backpressure-max-pause-ms", []string{"sim", "--mechanism", "kvcache-centric", "--backpressure=false", "--backpressure-max-pause-ms", "100"}},
 		{"--backpressure-transfer-queue", []string{"bench", "--backpressure=false", "--backpressure-transfer-queue"}},
+		{"--backpressure-high-water", []string{"worker", "--role", "decode", "--backpressure-high-water", "0.5"}},
+		{"--backpressure-transfer-queue", []string{"worker", "--role", "decode", "--session-cache", "--backpressure=false", "--backpressure-transfer-queue"}},
 		{"--conditional-strategy", []string{"sim", "--conditional-strategy", "isl_or_load"}},
 		{"--conditional-strategy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-strategy", "round_robin"}},
 		{"--conditional-prefill-busy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-prefill-busy", "2"}},
