@@ -137,6 +137,8 @@ func TestBadValueClasses(t *testing.T) {
 		{"--tail-quantile", []string{"report", run, "--tail-quantile", "0"}},
 		{"--body-quantile", []string{"report", run, "--body-quantile", "0"}},
 		{"--holdout", []string{"calibrate", "fit", "--holdout", "0"}},
+		{"--backpressure-high-water", []string{"sim", "--mechanism", "kvcache-centric", "--backpressure-high-water", "0"}},
+		{"--backpressure-high-water", []string{"worker", "--role", "decode", "--session-cache", "--backpressure-high-water", "0"}},
 		// out of range
 		{"--mem-fraction-decode", []string{"sim", "--mem-fraction-decode", "1.5"}},
 		{"--mem-fraction-prefill", []string{"bench", "--mem-fraction-prefill", "0.3"}}, // too small for the weights
@@ -158,6 +160,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--time-scale", []string{"worker", "--time-scale", "0"}},
 		{"--fault-slow-transfer", []string{"worker", "--role", "prefill", "--fault-slow-transfer", "0.5"}},
 		{"--snapshot-buf", []string{"worker", "--role", "prefill", "--snapshot-buf", "0"}},
+		{"--backpressure-high-water", []string{"bench", "--backpressure-high-water", "1.5"}},
 		// flags that do not apply to the mode chosen
 		{"--rate", []string{"trace", "convert", "--from", "weka", "--rate", "0.005", tr}},
 		{"--rate", []string{"trace", "stats", "--rate", "0.005", tr}},
@@ -185,6 +188,11 @@ func TestBadValueClasses(t *testing.T) {
 		{"--snapshot-buf", []string{"worker", "--role", "decode", "--snapshot-buf", "2"}},
 		{"--session-cap", []string{"worker", "--role", "decode", "--session-cap", "4"}},
 		{"--fault-seed", []string{"worker", "--fault-seed", "3"}},
+		{"--backpressure", []string{"sim", "--backpressure=false"}},
+		{"--backpressure-max-pause-ms", []string{"sim", "--mechanism", "kvcache-centric", "--backpressure=false", "--backpressure-max-pause-ms", "100"}},
+		{"--backpressure-transfer-queue", []string{"bench", "--backpressure=false", "--backpressure-transfer-queue"}},
+		{"--backpressure-high-water", []string{"worker", "--role", "decode", "--backpressure-high-water", "0.5"}},
+		{"--backpressure-transfer-queue", []string{"worker", "--role", "decode", "--session-cache", "--backpressure=false", "--backpressure-transfer-queue"}},
 		{"--conditional-strategy", []string{"sim", "--conditional-strategy", "isl_or_load"}},
 		{"--conditional-strategy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-strategy", "round_robin"}},
 		{"--conditional-prefill-busy", []string{"sim", "--mechanism", "pd-conditional", "--conditional-prefill-busy", "2"}},

@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/spf13/pflag"
 
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
@@ -17,12 +19,15 @@ type kvcFlags struct {
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
 	v3                                                     kvcV3Flags
 	priorityEviction                                       bool
+	backpressure, bpTransfers                              bool
+	bpHighWater, bpMaxPauseMs                              float64
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
-	"snapshot-buf", "prefill-backup", "prefill-priority-eviction"}
+	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
+	"backpressure-max-pause-ms", "backpressure-transfer-queue"}
 
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	k.v3.register(fs)
@@ -46,6 +51,16 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
 	fs.BoolVar(&k.priorityEviction, "prefill-priority-eviction", false, "kvcache-centric: a prefill worker's cache evicts first the prompts of seeds and reseeds, which a decoder keeps, before plain-PD prompts, whose sessions come back through P (the seed's --kvcache-prefill-priority-eviction, off by default and on in all its KVC runs)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
+	k.registerBackpressure(fs)
+}
+
+// registerBackpressure adds the backpressure flags: the decoders'
+// recommended_pause_ms and the router's cap on it.
+func (k *kvcFlags) registerBackpressure(fs *pflag.FlagSet) {
+	fs.BoolVar(&k.backpressure, "backpressure", true, "kvcache-centric: a decoder's admission reply carries recommended_pause_ms once the KV it holds reaches --backpressure-high-water of its pool or its queue reaches a quarter of --max-running (10 ms per queued request, plus 10), and the router waits that long, at most --backpressure-max-pause-ms, before its next attempt (a refusal with a pause is labelled -d-backpressure); --backpressure=false: no pause and no such label (the seed's --enable-backpressure, off by default there)")
+	fs.Float64Var(&k.bpHighWater, "backpressure-high-water", engine.DefaultHighWater, "kvcache-centric, with --backpressure: the `share` of a decoder's KV pool, in (0, 1], held for requests and sessions (its evictable prefix cache not counted) from which its admission replies carry a pause")
+	fs.Float64Var(&k.bpMaxPauseMs, "backpressure-max-pause-ms", 1000*kvc.DefaultMaxPauseS, "kvcache-centric, with --backpressure: the router's cap on a decoder's recommended pause, in `milliseconds` ≥ 0 (the seed's --backpressure-max-pause-s 2.0); 0 = never wait (a refusal with a pause is still labelled -d-backpressure)")
+	fs.BoolVar(&k.bpTransfers, "backpressure-transfer-queue", false, "kvcache-centric, with --backpressure: the queue a decoder's pause grows with also counts the requests whose KV transfer to it has not landed (the seed's transfer_queue_depth; off by default: ours counts the requests waiting for admission or a KV reservation)")
 }
 
 func (k *kvcFlags) check(ck *checks, on bool) {
@@ -70,6 +85,11 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.oneOf("residency-belief", "track", "never-shrink")
 	ck.oneOf("trim", "idle", "any")
 	ck.oneOf("eviction", "session", "block")
+	ck.num("backpressure-high-water", above(0).upTo(1).is("a share of the pool"))
+	ck.num("backpressure-max-pause-ms", between(0, 3.6e6).is("a number of milliseconds").orZero("never wait"))
+	for _, n := range []string{"backpressure-high-water", "backpressure-max-pause-ms", "backpressure-transfer-queue"} {
+		ck.only(n, k.backpressure, "with --backpressure")
+	}
 	k.v3.check(ck)
 	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
 		ck.only(n, on, "to --mechanism kvcache-centric")
@@ -77,6 +97,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 }
 
 func (k *kvcFlags) config() sim.KVC {
+	maxPause := k.bpMaxPauseMs
 	tau := k.tauReject
 	if tau == 0 {
 		tau = -1 // the flag's 0 is "never"; the config's is "the default"
@@ -85,7 +106,9 @@ func (k *kvcFlags) config() sim.KVC {
 		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
-		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction}
+		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction,
+		Backpressure: map[bool]string{true: "on", false: "off"}[k.backpressure], BackpressureHighWater: k.bpHighWater,
+		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

@@ -21,7 +21,8 @@ func serveCmd(e *env) *cobra.Command {
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
-		noProbe                                 bool
+		noProbe, backpressure                   bool
+		maxPauseMs                              float64
 		config                                  string
 		drainS                                  float64
 		ops                                     opsFlags
@@ -65,6 +66,8 @@ cut. docs/gateway.md says what is built.`,
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	fs.BoolVar(&backpressure, "backpressure", true, "kvcache-centric: honour a decoder's recommended_pause_ms: after a refusal that carries one, wait that long, at most --backpressure-max-pause-ms, before the next decoder or the fallback (labelled -d-backpressure); --backpressure=false ignores it (the seed's --enable-backpressure, off by default there)")
+	fs.Float64Var(&maxPauseMs, "backpressure-max-pause-ms", 1000*kvc.DefaultMaxPauseS, "kvcache-centric, with --backpressure: the cap on a decoder's recommended pause, in `milliseconds` ≥ 0 (the seed's --backpressure-max-pause-s 2.0); 0 = never wait")
 	var v3 kvcV3Flags
 	v3.registerLive(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
@@ -89,10 +92,13 @@ cut. docs/gateway.md says what is built.`,
 		ck.oneOf("admission-gate", "worker", "router")
 		ck.oneOf("reject-reset", "direct", "any", "off")
 		ck.oneOf("residency-belief", "track", "never-shrink")
+		ck.num("backpressure-max-pause-ms", between(0, 3.6e6).is("a number of milliseconds").orZero("never wait"))
+		ck.only("backpressure-max-pause-ms", backpressure, "with --backpressure")
 		ops.check(ck)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
-		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe"}, kvcV3FlagNames...) {
+		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe",
+			"backpressure", "backpressure-max-pause-ms"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
 		v3.check(ck)
@@ -117,7 +123,11 @@ cut. docs/gateway.md says what is built.`,
 		r, _ := kvc.ParseReset(reset)
 		b, _ := kvc.ParseBelief(belief)
 		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1},
-			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, Belief: b}
+			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, Belief: b,
+			NoBackpressure: !backpressure, MaxPauseS: maxPauseMs / 1000}
+		if maxPauseMs == 0 {
+			cfg.Dispatch.MaxPauseS = -1 // kvc: a cap of 0
+		}
 		if kvcOnly {
 			cfg.Dispatch.V3 = v3.live()
 		}

@@ -28,6 +28,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"serve", "--prefill", "http://127.0.0.1:1@99999", "--decode", "http://127.0.0.1:2"}, "--prefill"},
 		{[]string{"serve", "--mechanism", "pd-colo", "--colo", "http://127.0.0.1:3", "--direct-max-uncached-tokens", "100"}, "--direct-max-uncached-tokens"},
 		{[]string{"serve", "--mechanism", "nope"}, "--mechanism"},
+		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--backpressure=false", "--backpressure-max-pause-ms", "100"}, "--backpressure-max-pause-ms"},
+		{[]string{"serve", "--mechanism", "pd-disaggregation", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--backpressure=false"}, "--backpressure"},
 	} {
 		_, stderr, err := runCLI(c.args...)
 		first, _, _ := strings.Cut(stderr, "\n")

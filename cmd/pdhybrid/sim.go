@@ -45,8 +45,10 @@ DIR/summary.json, DIR/config.json (the resolved config, profile included),
 DIR/structural/workers.jsonl (worker KV occupancy over time), and the
 control plane's decisions: structural/session-d-binding.jsonl (every turn's
 decoder), admission-events.jsonl (KVC admission RPCs: mode, can_admit,
-reason, RTT, pause), evictions.jsonl, backpressure-events.jsonl,
-d-to-p-sync.jsonl and events.jsonl (anything else).
+reason, RTT, pause), evictions.jsonl (tokens freed, granularity, and
+"state": idle, or hot with a request of the session on that decoder),
+backpressure-events.jsonl, d-to-p-sync.jsonl and events.jsonl (anything
+else).
 A folder that already holds a run is refused unless --force.
 
 SIGINT or SIGTERM stops the run within a moment: the folder is written

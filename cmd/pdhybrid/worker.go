@@ -29,6 +29,8 @@ type workerFlags struct {
 	sessionCap                          int
 	trim, eviction                      string
 	lowWatermark, trimStall, trimTok    float64
+	backpressure, bpTransfers           bool
+	bpHighWater                         float64
 	timeScale, startup                  float64
 	bootTimeout, waitTimeout            float64
 	beat                                float64
@@ -91,6 +93,9 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&f.trimStall, "trim-stall", 0, "with --session-cache: scheduler stall per trimmed session in `seconds`")
 	fs.Float64Var(&f.trimTok, "trim-stall-per-token", 0, "with --session-cache: scheduler stall per freed token in `seconds`")
+	fs.BoolVar(&f.backpressure, "backpressure", true, "with --session-cache: admission replies carry recommended_pause_ms once the KV held reaches --backpressure-high-water of the pool or the queue reaches a quarter of --max-running (10 ms per queued request, plus 10); --backpressure=false: always 0 (the seed's router honoured it only with --enable-backpressure, off by default)")
+	fs.Float64Var(&f.bpHighWater, "backpressure-high-water", engine.DefaultHighWater, "with --session-cache and --backpressure: the `share` of the KV pool, in (0, 1], held for requests and sessions (the evictable prefix cache not counted) from which admission replies carry a pause")
+	fs.BoolVar(&f.bpTransfers, "backpressure-transfer-queue", false, "with --session-cache and --backpressure: the queue the pause grows with also counts the requests whose KV transfer has not landed (the seed's transfer_queue_depth; off by default: the requests waiting for admission or a KV reservation only)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]: 10 runs the model ten times faster than real time")
 	fs.Float64Var(&f.startup, "startup-delay", 0, "answer /health with 503 for this many `seconds` after start (loading weights)")
 	fs.Float64Var(&f.bootTimeout, "bootstrap-timeout", emulator.DefaultBootstrapTimeout, "prefill: `seconds` a request waits for its decode worker's pre-allocation before it fails (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT)")
@@ -131,6 +136,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.num("low-watermark", between(0, 1).openTop().is("a share of the pool"))
 	ck.num("trim-stall", between(0, 3600).is("a number of seconds"))
 	ck.num("trim-stall-per-token", between(0, 1).is("a number of seconds"))
+	ck.num("backpressure-high-water", above(0).upTo(1).is("a share of the pool"))
 	ck.num("time-scale", timeScaleRange)
 	ck.num("startup-delay", between(0, 1e6).is("a number of seconds"))
 	ck.num("bootstrap-timeout", above(0).upTo(1e6).is("a number of seconds"))
@@ -152,9 +158,12 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
 		ck.only(n, decode, "with --role decode")
 	}
-	for _, n := range []string{"session-cap", "trim", "eviction", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions"} {
+	for _, n := range []string{"session-cap", "trim", "eviction", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
+		"backpressure", "backpressure-high-water", "backpressure-transfer-queue"} {
 		ck.only(n, f.sessionCache, "with --session-cache")
 	}
+	ck.only("backpressure-high-water", f.backpressure, "with --backpressure")
+	ck.only("backpressure-transfer-queue", f.backpressure, "with --backpressure")
 	ck.only("fault-seed", f.errRate > 0, "with --fault-error-rate")
 	if ck.set("profile") {
 		ck.only("model", false, "without --profile (the profile names its model)")
@@ -194,7 +203,8 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	}
 	if f.sessionCache {
 		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark,
-			TrimStallS: f.trimStall, TrimStallPerTokenS: f.trimTok}
+			TrimStallS: f.trimStall, TrimStallPerTokenS: f.trimTok,
+			NoPauseHint: !f.backpressure, HighWater: f.bpHighWater, PauseCountsTransfers: f.bpTransfers}
 		if f.trim == "any" {
 			cfg.Session.Trim = engine.TrimAny
 		}

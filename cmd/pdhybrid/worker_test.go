@@ -183,3 +183,38 @@ func TestWorkerPortTaken(t *testing.T) {
 		t.Fatalf("exit %d: %s", exitCode(err), stderr)
 	}
 }
+
+// The decoder's backpressure flags reach its admission replies: with a
+// session's KV held, a high water of 0.001 makes the next admission carry
+// a pause; --backpressure=false never does.
+func TestWorkerBackpressureFlags(t *testing.T) {
+	prompt, _ := json.Marshal(func() []int {
+		ids := make([]int, 3000)
+		for i := range ids {
+			ids[i] = i + 1
+		}
+		return ids
+	}())
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--backpressure-high-water", "0.001"}, 10},
+		{nil, 0},
+		{[]string{"--backpressure=false"}, 0},
+	} {
+		d := startWorker(t, append([]string{"--role", "decode", "--session-cache", "--time-scale", "20"}, tc.args...)...)
+		// A direct turn of session S, served whole on the decoder, which keeps it.
+		if st, b, err := postJSON(t, d.url+"/generate", `{"input_ids":`+string(prompt)+`,"rid":"a","session_id":"S","sampling_params":{"max_new_tokens":2}}`); err != nil || st != 200 {
+			t.Fatalf("%v: session turn: %v %d %s", tc.args, err, st, b)
+		}
+		st, b, err := postJSON(t, d.url+"/session_cache/admit_direct_append", `{"session_id":"T","input_ids":[5,6,7],"max_new_tokens":2}`)
+		var a struct {
+			CanAdmit bool `json:"can_admit"`
+			PauseMs  int  `json:"recommended_pause_ms"`
+		}
+		if err != nil || st != 200 || json.Unmarshal([]byte(b), &a) != nil || !a.CanAdmit || a.PauseMs != tc.want {
+			t.Fatalf("%v: admission %v %d %s; want admitted with a pause of %d ms", tc.args, err, st, b, tc.want)
+		}
+	}
+}

@@ -206,3 +206,33 @@ func seed(t *testing.T, p, d *Server, session string, prompt []int, out int) Gen
 	}
 	return decodeOut(t, b)
 }
+
+// The decoder's admission reply carries recommended_pause_ms once the KV it
+// holds reaches the high-water share of its pool; with backpressure off
+// (the seed's default) it never does.
+func TestAdmissionPauseHint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   engine.SessionConfig
+		want int
+	}{
+		{"on", engine.SessionConfig{Enabled: true, HighWater: 0.001}, 10},
+		{"high water not reached", engine.SessionConfig{Enabled: true}, 0},
+		{"off", engine.SessionConfig{Enabled: true, HighWater: 0.001, NoPauseHint: true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20})
+			d := start(t, Config{Role: engine.RoleDecode, TimeScale: 20, Session: tc.sc})
+			prompt := ids(1, 3000)
+			seed(t, p, d, "S", prompt, 4)
+			st, b := post(t, d.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "T", "input_ids": ids(2, 100), "max_new_tokens": 8})
+			var a AdmitResponse
+			if err := json.Unmarshal(b, &a); st != 200 || err != nil {
+				t.Fatalf("admission: %d %s", st, b)
+			}
+			if !a.CanAdmit || a.RecommendedPauseMs != tc.want {
+				t.Fatalf("admission %+v, want admitted with a pause of %d ms", a, tc.want)
+			}
+		})
+	}
+}

@@ -136,4 +136,8 @@ type Event struct {
 	Session string   // EvSessionEvicted
 	Blocks  []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
 	Stall   float64  // EvStall: seconds
+	// Hot (EvSessionEvicted): the session had a request admitted or queued
+	// on this worker when it was evicted; only TrimAny evicts such a
+	// session (TrimIdle, the seed's, evicts idle ones only).
+	Hot bool
 }

@@ -54,9 +54,17 @@ type SessionConfig struct {
 	// everything behind it (F6). Charged as a stall before the next step.
 	TrimStallS         float64
 	TrimStallPerTokenS float64
-	// HighWater is the share of the pool above which admission replies
-	// carry a backpressure hint (recommended_pause_ms); 0 takes 0.95.
+	// HighWater is the share of the pool from which admission replies
+	// carry a backpressure hint (recommended_pause_ms; see pauseHint), in
+	// (0, 1]; 0 takes DefaultHighWater.
 	HighWater float64
+	// NoPauseHint: admission replies never carry a pause (backpressure
+	// off, the seed's default).
+	NoPauseHint bool
+	// PauseCountsTransfers: the hint's queue depth also counts the
+	// requests whose KV transfer to this worker has not landed (SGLang's
+	// decode transfer queue, the seed's transfer_queue_depth).
+	PauseCountsTransfers bool
 	// ReportPaths attaches an evicted session's block ids to its
 	// EvSessionEvicted event (for D→P snapshots on eviction).
 	ReportPaths bool
@@ -186,15 +194,34 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 	return rep
 }
 
-// pauseHint is recommended_pause_ms: above the high-water mark of the pool,
-// or with a long queue, ask the router to hold off, longer the deeper the
-// queue (the router caps it).
+// DefaultHighWater is the share of the pool from which a session-aware
+// decoder's admission replies carry a pause (ρ ≈ 0.95 in the seed's spec).
+const DefaultHighWater = 0.95
+
+// pauseHint is recommended_pause_ms, after the seed's
+// _compute_backpressure_pause_hint(transfer_queue_depth,
+// retracted_queue_depth, token_usage_after): once the KV held for requests
+// and sessions (the pool's use less the evictable cache, plus the output
+// promised to admitted requests) reaches HighWater of the pool, or the
+// queue reaches a quarter of MaxRunning, ask the router to hold off 10 ms
+// per queued request, plus 10 (the router caps it). The queue is the
+// requests waiting for admission or a KV reservation; with
+// PauseCountsTransfers also those whose KV transfer has not landed (off by
+// default: counting them changes the pauses of a default run). This engine
+// never retracts a request (worker.go), so the seed's retracted queue is
+// always empty.
 func (w *Worker) pauseHint() float64 {
+	if w.cfg.Session.NoPauseHint {
+		return 0
+	}
 	hw := w.cfg.Session.HighWater
 	if hw <= 0 {
-		hw = 0.95
+		hw = DefaultHighWater
 	}
 	q := w.Queued()
+	if w.cfg.Session.PauseCountsTransfers {
+		q += w.transferring
+	}
 	if float64(w.Used()-w.CachedTokens()+w.reserved) < hw*float64(w.capacity) && q < max(w.cfg.MaxRunning/4, 1) {
 		return 0
 	}
@@ -276,6 +303,7 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 // evictSession frees a session's KV on this worker: its pin, its tail and
 // (session granularity) the path only it held. It returns the tokens freed.
 func (w *Worker) evictSession(now float64, s *dSession) int64 {
+	hot := s.inflight > 0 // a request of it admitted or queued here (TrimAny)
 	var freed int64
 	if t := w.tails[s.id]; t != nil {
 		freed += t.tokens
@@ -303,7 +331,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	w.stats.EvictedTokens += freed
 	freed += held // what the eviction will have freed once its dump ends (at most)
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path, Hot: hot})
 	return freed
 }
 

@@ -117,6 +117,9 @@ type Worker struct {
 	decoding []*Request
 	joining  []*Request
 	admitted int // requests counted against MaxRunning
+	// transferring counts DecodeOnly requests with KV reserved whose
+	// transfer has not landed (SGLang's decode transfer queue).
+	transferring int
 
 	busy      bool
 	stepStart float64
@@ -228,6 +231,10 @@ func (w *Worker) Running() int { return w.admitted }
 // Queued is the number of requests waiting for admission or reservation.
 func (w *Worker) Queued() int { return w.waiting.len() + w.prealloc.len() }
 
+// Transferring is the DecodeOnly requests whose KV is reserved here and
+// still on its way (SGLang's decode transfer queue).
+func (w *Worker) Transferring() int { return w.transferring }
+
 // Sample is the worker's occupancy for the structural log.
 func (w *Worker) Sample(now float64) metrics.WorkerSample {
 	// Tokens of a decode run are credited when the run ends; at a sample
@@ -332,6 +339,7 @@ func (w *Worker) StartDecode(now float64, r *Request) error {
 		return fmt.Errorf("engine: StartDecode of request %d in stage %d", r.ID, r.Stage)
 	}
 	r.Stage, r.DecodeStartAt = StageDecoding, now
+	w.transferring--
 	w.joining = append(w.joining, r)
 	w.wake(now)
 	return nil
@@ -365,6 +373,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 		// prefillDone already stopped counting it as running
 	case StageReserved:
 		w.admitted--
+		w.transferring--
 	case StagePrefill, StageDecoding:
 		w.creditRun(now, r)
 		w.admitted--
@@ -525,6 +534,7 @@ func (w *Worker) grantReservations(now float64) {
 		w.reserved += out
 		w.stats.CachedTokens += int64(r.CachedTokens)
 		r.Stage, r.AdmittedAt = StageReserved, now
+		w.transferring++
 		w.events = append(w.events, Event{Kind: EvReserved, Req: r, Time: now})
 	}
 }

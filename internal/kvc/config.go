@@ -10,11 +10,14 @@ import "fmt"
 type Mechanism string
 
 const (
-	MechPD    Mechanism = "pd-disaggregation" // naive PD
-	MechColo  Mechanism = "pd-colo"           // data-parallel colocated
-	MechKVC   Mechanism = "kvcache-centric"   // KVC: direct-to-D, seed/reseed, fallbacks
-	maxPauseS           = 2.0                 // the router's cap on recommended_pause_ms
+	MechPD   Mechanism = "pd-disaggregation" // naive PD
+	MechColo Mechanism = "pd-colo"           // data-parallel colocated
+	MechKVC  Mechanism = "kvcache-centric"   // KVC: direct-to-D, seed/reseed, fallbacks
 )
+
+// DefaultMaxPauseS is the router's default cap on a decoder's
+// recommended_pause_ms, in seconds (the seed's --backpressure-max-pause-s).
+const DefaultMaxPauseS = 2.0
 
 // Gate says who checks τ_append and the session cap before a direct append.
 type Gate string
@@ -60,6 +63,13 @@ type DispatchConfig struct {
 	SessionCap  int // router-gate only: sessions believed on one decoder
 	// Breaker guards each decoder against a failing transport (breaker.go).
 	Breaker BreakerConfig
+	// NoBackpressure ignores the decoders' recommended_pause_ms: no wait
+	// and no -d-backpressure label from one (the seed's default,
+	// --enable-backpressure off). MaxPauseS caps the wait in seconds when
+	// on: 0 takes DefaultMaxPauseS; a negative cap is 0 (a refusal with a
+	// pause is labelled backpressure but not waited for).
+	NoBackpressure bool
+	MaxPauseS      float64
 	// SeedMaxInflight caps the seeds in flight to one decoder (the seed's
 	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
 	// is passed over for seeds, not for direct appends.

@@ -389,8 +389,8 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	case "no-space":
 		t.suffixOnce("-no-d-capacity")
 	}
-	if rep.PauseMs > 0 {
-		t.pause = min(rep.PauseMs/1000, maxPauseS)
+	if rep.PauseMs > 0 && !x.cfg.NoBackpressure {
+		t.pause = min(rep.PauseMs/1000, x.maxPauseS())
 		t.suffixOnce("-d-backpressure")
 	}
 	if t.why == "" {
@@ -404,6 +404,18 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 		}
 	}
 	t.route()
+}
+
+// maxPauseS is the cap on a backpressure wait.
+func (x *Dispatcher) maxPauseS() float64 {
+	switch c := x.cfg.MaxPauseS; {
+	case c == 0:
+		return DefaultMaxPauseS
+	case c < 0:
+		return 0
+	default:
+		return c
+	}
 }
 
 // setWhy records the first reason the request did not go direct; the path

@@ -139,6 +139,10 @@ type Event struct {
 	RequestID string  `json:"request_id,omitempty"`
 	Detail    string  `json:"detail,omitempty"`
 	Tokens    int64   `json:"tokens,omitempty"`
+	// State is an eviction's session state: idle (no request of the
+	// session on that worker) or hot (one admitted or queued there, which
+	// only --trim any evicts).
+	State string `json:"state,omitempty"`
 	// *SnapshotSync: a d-to-p-sync event's stages, flattened into the
 	// line (nil, and absent, on every other kind).
 	*SnapshotSync

@@ -54,6 +54,19 @@ type KVC struct {
 	PrefillPriorityEviction bool `json:"prefill_priority_eviction"`
 	// SeedMaxInflight caps seeds in flight per decoder (0 = none).
 	SeedMaxInflight int `json:"seed_max_inflight_decode"`
+	// Backpressure is on or off ("" takes on; the seed's
+	// --enable-backpressure was off by default): when on, a decoder's
+	// admission reply carries recommended_pause_ms once the KV it holds
+	// reaches BackpressureHighWater of its pool (0 takes 0.95) or its queue
+	// is long (engine.Worker's pauseHint), and the router waits that long,
+	// at most BackpressureMaxPauseMs (nil takes 2000, the seed's 2 s),
+	// before its next attempt. BackpressureTransferQueue counts the
+	// requests whose KV transfer to the decoder has not landed in the queue
+	// the pause grows with (the seed's transfer_queue_depth).
+	Backpressure              string   `json:"backpressure"`
+	BackpressureHighWater     float64  `json:"backpressure_high_water"`
+	BackpressureMaxPauseMs    *float64 `json:"backpressure_max_pause_ms"`
+	BackpressureTransferQueue bool     `json:"backpressure_transfer_queue"`
 
 	DToP             string `json:"d_to_p_sync"`
 	DToPDeltaTokens  int    `json:"d_to_p_delta_tokens"`
@@ -103,6 +116,16 @@ func (k *KVC) defaults() {
 	if k.SnapshotBufBytes == 0 {
 		k.SnapshotBufBytes = 8 << 30
 	}
+	if k.Backpressure == "" {
+		k.Backpressure = "on"
+	}
+	if k.BackpressureHighWater == 0 {
+		k.BackpressureHighWater = engine.DefaultHighWater
+	}
+	if k.BackpressureMaxPauseMs == nil {
+		ms := 1000 * kvc.DefaultMaxPauseS
+		k.BackpressureMaxPauseMs = &ms
+	}
 }
 
 func (k *KVC) validate() error {
@@ -141,6 +164,15 @@ func (k *KVC) validate() error {
 			return fmt.Errorf("sim: KVC %s %v, expected a finite number ≥ 0", name, v)
 		}
 	}
+	if k.Backpressure != "on" && k.Backpressure != "off" {
+		return fmt.Errorf("sim: KVC backpressure %q, want on or off", k.Backpressure)
+	}
+	if hw := k.BackpressureHighWater; math.IsNaN(hw) || hw <= 0 || hw > 1 {
+		return fmt.Errorf("sim: KVC backpressure high water %v, expected a share of the pool in (0, 1]", hw)
+	}
+	if p := k.BackpressureMaxPauseMs; p != nil && (math.IsNaN(*p) || math.IsInf(*p, 0) || *p < 0) {
+		return fmt.Errorf("sim: KVC backpressure max pause %v ms, expected a finite number ≥ 0", *p)
+	}
 	if k.LowWatermark >= 1 {
 		return fmt.Errorf("sim: KVC low watermark %v, expected a share of the pool < 1", k.LowWatermark)
 	}
@@ -157,7 +189,8 @@ func (k *KVC) validate() error {
 // sessionConfig is what a KVC decoder's engine needs.
 func (k *KVC) sessionConfig() engine.SessionConfig {
 	sc := engine.SessionConfig{Enabled: true, Cap: k.SessionCap, LowWatermark: k.LowWatermark,
-		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict, DumpOnEvict: k.DToP == DToPOnEvict}
+		TrimStallS: k.TrimStallS, TrimStallPerTokenS: k.TrimStallPerTokenS, ReportPaths: k.DToP == DToPOnEvict, DumpOnEvict: k.DToP == DToPOnEvict,
+		NoPauseHint: k.Backpressure == "off", HighWater: k.BackpressureHighWater, PauseCountsTransfers: k.BackpressureTransferQueue}
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}
@@ -187,9 +220,17 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 		retries = k.MaxAttempts - 1
 	}
 	tau := max(k.TauReject, 0) // kvc: 0 = never
+	maxPause := 0.0            // kvc: 0 takes its default
+	if p := k.BackpressureMaxPauseMs; p != nil {
+		maxPause = *p / 1000
+		if maxPause == 0 {
+			maxPause = -1 // kvc: a cap of 0
+		}
+	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens())}
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens()),
+		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause}
 }
 
 // transferTokens is what moving one token's KV over the run's link costs,

@@ -28,7 +28,9 @@ type DirSink struct {
 // EventFiles maps an event kind to its file under structural/ (the seed's
 // names): admission RPCs with mode, can_admit, reason, RTT and pause; the
 // session→decoder binding of every turn; backpressure pauses; evictions
-// with the tokens freed and the granularity; D→P snapshot sync stages.
+// with the tokens freed, the granularity and the session's state (idle, or
+// hot: a request of it admitted or queued on that decoder, which only
+// --trim any evicts); D→P snapshot sync stages.
 var EventFiles = map[string]string{
 	"admission":       "admission-events.jsonl",
 	"session-binding": "session-d-binding.jsonl",

@@ -491,7 +491,7 @@ func (s *Sim) collect(i int) {
 				s.startSync(&syncOp{session: ev.Session, p: s.syncPrefill(ev.Session), d: i - s.decodes[0], blocks: ev.Blocks, tokens: tokens, held: true})
 			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
-				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens)}
+				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens), State: evictedState(ev.Hot)}
 			if err := s.sink.Event(&s.ev); err != nil && s.err == nil {
 				s.err = err
 			}
@@ -500,6 +500,14 @@ func (s *Sim) collect(i int) {
 		s.pending = append(s.pending, ev)
 	}
 	s.resched(i)
+}
+
+// evictedState is an eviction's session state in evictions.jsonl.
+func evictedState(hot bool) string {
+	if hot {
+		return "hot"
+	}
+	return "idle"
 }
 
 // drain handles pending worker events until none are left; handlers may
