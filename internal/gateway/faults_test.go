@@ -260,7 +260,7 @@ func TestGatewayTransferFailureDoesNotBlacklistForGood(t *testing.T) {
 		return generate(t, gw.URL, map[string]any{"input_ids": ids(100*i, 200), "sampling_params": map[string]any{"max_new_tokens": 2}})
 	}
 	if a := ask(1); a.status != http.StatusOK || a.worker != d1.URL() {
-		t.Fatalf("the request whose transfer to d0 failed: %+v, want it retried on d1", a)
+		t.Fatalf("the request whose transfer to d0 (%s) failed: %+v, want it retried on d1 (%s)", d0.URL(), a, d1.URL())
 	}
 	if a := ask(2); a.worker != d1.URL() {
 		t.Fatalf("during d0's cooldown: %+v, want d1", a)

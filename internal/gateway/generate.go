@@ -325,9 +325,15 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	}
 	mode := ""
 	s.locked(func() { mode = d.Mode() })
-	ok := relay(w, resp, mode, base, nil) && resp.StatusCode == http.StatusOK
+	ok, committed := relay(w, resp, mode, base, nil, nil)
+	ok = ok && resp.StatusCode == http.StatusOK
 	if !ok && ctx.Err() != nil {
 		s.abort(base, rid, abortDisconnect) // the client left
+	}
+	if !committed && ctx.Err() == nil {
+		// The worker's answer broke off before anything reached the
+		// client: say so, not a silent empty answer.
+		writeError(w, http.StatusBadGateway, "gateway: "+base+": answer cut short")
 	}
 	s.locked(func() {
 		if ok && dec >= 0 {
@@ -374,31 +380,44 @@ func (s *Server) postJSON(ctx context.Context, u string, body, out any) (int, er
 // relay copies a worker's answer to the client unbuffered (each SSE event
 // flushed as it comes), with the execution mode and worker in headers. A
 // non-nil rewrite edits each JSON answer or SSE event's object on the way.
-// It reports whether the copy completed.
-func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewrite func(map[string]any)) bool {
-	for k, vs := range resp.Header {
-		if k == "Content-Length" && rewrite != nil {
-			continue
+// It reports whether the copy completed, and whether anything reached the
+// client: a JSON answer is read whole before its status goes out, so one
+// cut short (the worker died), or one a non-nil void declares void once
+// read (a decoder's abort answer after its prefill leg failed), leaves the
+// client untouched and the request can be retried.
+func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewrite func(map[string]any), void func() bool) (ok, committed bool) {
+	head := func() {
+		for k, vs := range resp.Header {
+			if k == "Content-Length" && rewrite != nil {
+				continue
+			}
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
 		}
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
+		w.Header().Set("X-PDHybrid-Mode", mode)
+		w.Header().Set("X-PDHybrid-Worker", worker)
+		w.WriteHeader(resp.StatusCode)
 	}
-	w.Header().Set("X-PDHybrid-Mode", mode)
-	w.Header().Set("X-PDHybrid-Worker", worker)
-	w.WriteHeader(resp.StatusCode)
-	fl, _ := w.(http.Flusher)
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return false
+		if err != nil || void != nil && void() {
+			return false, false
 		}
 		if rewrite != nil {
 			b = rewriteJSON(b, rewrite)
 		}
+		head()
 		_, err = w.Write(b)
-		return err == nil
+		return err == nil, true
 	}
+	head()
+	return relayEvents(w, resp, worker, rewrite), true
+}
+
+// relayEvents copies an SSE answer event by event, flushing each.
+func relayEvents(w http.ResponseWriter, resp *http.Response, worker string, rewrite func(map[string]any)) bool {
+	fl, _ := w.(http.Flusher)
 	br := newLineReader(resp.Body)
 	for {
 		line, err := br()

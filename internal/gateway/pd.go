@@ -199,7 +199,24 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 			}
 		}
 	}
-	ok := relay(w, resp, mode, dec, rewrite) && resp.StatusCode == http.StatusOK
+	// A prefill leg that failed cut D's leg and aborted D's room: D's
+	// answer is then its abort, not the client's answer.
+	pCut := func() bool { return ctx.Err() == nil && dctx.Err() != nil }
+	ok, committed := relay(w, resp, mode, dec, rewrite, pCut)
+	ok = ok && resp.StatusCode == http.StatusOK
+	if !committed && ctx.Err() == nil {
+		// D's JSON answer was cut before any of it reached the client: if
+		// the prefill leg failed (it cuts D's leg), retry like any failure
+		// of P; else D broke off, and the client hears it.
+		if pl == nil {
+			l := <-pDone
+			pl = &l
+		}
+		if pl.err != nil {
+			return prefillFailed(*pl)
+		}
+		writeError(w, http.StatusBadGateway, "gateway: decode "+dec+": answer cut short")
+	}
 	if !ok {
 		why := abortWhy(ctx)
 		s.abort(p.URL, rid, why)
