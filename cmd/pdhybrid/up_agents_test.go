@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -127,5 +129,97 @@ func TestUpOpenAIClientToolLoop(t *testing.T) {
 	stopUp(t, c, exited)
 	if n := strings.Count(stderr.String(), secret); n != 4 {
 		t.Fatalf("with --log-prompts the prompt is in up's stderr %d times, want once a turn (4):\n%s", n, stderr.String())
+	}
+}
+
+// The official Anthropic Go SDK through `up --gateways 3`: three stateless
+// replicas behind the round-robin front, so consecutive turns land on
+// different replicas. Every turn streams, with a system prompt, tools and
+// the tool_use / tool_result history, the session in Claude Code's own
+// x-claude-code-session-id header. Another agent's session came first and
+// sits on one decoder, so ours is placed on the other, which is not the
+// one a replica that never saw our session would try first: each such
+// replica still sends it direct to its decoder (the residency probe), the
+// same one each turn, and usage.cache_read_input_tokens grows. No prompt
+// reaches the logs by default.
+func TestUpAnthropicSDKReplicas(t *testing.T) {
+	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2",
+		"--gateways", "3", "--port", "0", "--time-scale", "20")
+	client := anthropic.NewClient(aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(gw), aoption.WithAPIKey("unused"),
+		aoption.WithMaxRetries(0), aoption.WithRequestTimeout(20*time.Second))
+	ctx := context.Background()
+	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "bash", Description: anthropic.String("Run a shell command"),
+		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"cmd": map[string]any{"type": "string"}}}}}}
+	// turn streams one turn of the session and returns the answer and the
+	// replica that served it.
+	turn := func(session string, n int, system []anthropic.TextBlockParam, msgs []anthropic.MessageParam) (anthropic.Message, *http.Response) {
+		t.Helper()
+		var resp *http.Response
+		stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "qwen3-30b-a3b", MaxTokens: 12,
+			System: system, Tools: tools, Messages: msgs},
+			aoption.WithHeader("x-claude-code-session-id", session), aoption.WithResponseInto(&resp))
+		var msg anthropic.Message
+		for stream.Next() {
+			if err := msg.Accumulate(stream.Current()); err != nil {
+				t.Fatalf("session %s turn %d: %v", session, n, err)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("session %s turn %d: %v", session, n, err)
+		}
+		if len(msg.Content) != 1 || msg.Content[0].Text == "" || msg.Usage.OutputTokens != 12 || msg.StopReason != "max_tokens" {
+			t.Fatalf("session %s turn %d: %+v", session, n, msg)
+		}
+		return msg, resp
+	}
+	// The other agent (a prompt of its own) takes a decoder through the
+	// first replica; then two count_tokens calls (they route nothing) move
+	// the front on, so our first turn goes through that replica too, which
+	// places it on the other decoder. The next two replicas never saw
+	// either session: without a word from the decoders they would try the
+	// first decoder, the tie break.
+	otherSystem := []anthropic.TextBlockParam{{Text: strings.Repeat("You summarize documents in plain words. ", 30)}}
+	_, resp := turn("9e0c7a51-other", 1, otherSystem, []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Summarize README.md."))})
+	otherDecoder, placedBy := resp.Header.Get("X-PDHybrid-Worker"), resp.Header.Get("X-PDHybrid-Replica")
+	t.Logf("the other session: %s on %s through %s (decoders %v)", resp.Header.Get("X-PDHybrid-Mode"), otherDecoder, placedBy, children[1:])
+	for range 2 {
+		n, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "qwen3-30b-a3b", System: anthropic.MessageCountTokensParamsSystemUnion{OfTextBlockArray: otherSystem},
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Summarize README.md."))}})
+		if err != nil || n.InputTokens < 100 {
+			t.Fatalf("count_tokens: %+v, %v", n, err)
+		}
+	}
+
+	system := []anthropic.TextBlockParam{{Text: strings.Repeat("You are Claude Code, a careful coding agent. ", 30)}}
+	const secret = "lexer-regression-ticket-93ab0d"
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Fix " + secret + " in lexer.go."))}
+	check := &agentTurns{t: t, decoders: children[1:]}
+	replicas := map[string]bool{}
+	last := ""
+	for n := 1; n <= 4; n++ {
+		msg, resp := turn("4b1d9c2e-0f6a-4e57-9a3b-7d2c8e1f5a60", n, system, msgs)
+		rep := resp.Header.Get("X-PDHybrid-Replica")
+		if rep == "" || rep == last {
+			t.Fatalf("turn %d served by replica %q after %q: want the front to move every turn to another replica", n, rep, last)
+		}
+		replicas[rep], last = true, rep
+		check.turn(n, resp, msg.Usage.CacheReadInputTokens, msg.Usage.InputTokens)
+		if n == 1 && (rep != placedBy || check.home == otherDecoder) {
+			t.Fatalf("turn 1 went through %s to %s; the other session is on %s, placed by %s: want ours on the other decoder",
+				rep, check.home, otherDecoder, placedBy)
+		}
+		id := fmt.Sprintf("toolu_%02d", n)
+		answer := msg.ToParam()
+		answer.OfAssistant.Content = append(answer.OfAssistant.Content, anthropic.NewToolUseBlock(id, map[string]any{"cmd": "go test ./..."}, "bash"))
+		// A result of more than a cache block (64 tokens), so the cached
+		// prefix, counted in whole blocks, grows every turn.
+		msgs = append(msgs, answer, anthropic.NewUserMessage(anthropic.NewToolResultBlock(id, strings.Repeat("--- FAIL: TestLexer (0.00s)\n", 12), false)))
+	}
+	if len(replicas) != 3 {
+		t.Fatalf("4 turns served by replicas %v, want all 3", replicas)
+	}
+	stopUp(t, c, exited)
+	if strings.Contains(stderr.String(), secret) {
+		t.Fatalf("the prompt reached up's stderr without --log-prompts:\n%s", stderr.String())
 	}
 }
