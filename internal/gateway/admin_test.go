@@ -50,7 +50,8 @@ func admin(t *testing.T, method, u, tok string, body any, out any) (int, string)
 
 // The admin API is off without a configured token (404), and with one
 // answers 401 without a token, 403 with a wrong one, 200 with the right
-// one; /metrics and /health need none.
+// one, on every endpoint, the GETs and each POST that changes the pool;
+// /metrics and /health need none.
 func TestAdminAuth(t *testing.T) {
 	c := worker(t, engine.RoleColocated, false)
 	off := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
@@ -78,8 +79,51 @@ func TestAdminAuth(t *testing.T) {
 			t.Errorf("GET %s token %q (admin configured: %v): %d %s, want %d", tc.path, tc.tok, tc.gw == gwOn.URL, got, body, tc.want)
 		}
 	}
-	if got, _ := admin(t, http.MethodPost, gwOn.URL+"/admin/workers/drain", "", map[string]any{"url": c.URL()}, nil); got != http.StatusUnauthorized {
-		t.Errorf("drain without a token: %d, want 401", got)
+	// Every POST endpoint: no token 401, a wrong one 403 (a prefix of the
+	// right one, the right one with a byte more, another scheme's), the API
+	// off 404 — and none of them changes the pool.
+	spare := worker(t, engine.RoleColocated, false)
+	for _, op := range []string{"drain", "undrain", "add", "remove"} {
+		body := map[string]any{"url": c.URL()}
+		if op == "add" {
+			body = map[string]any{"url": spare.URL(), "role": "colo"}
+		}
+		for _, tc := range []struct {
+			gw, auth string
+			want     int
+		}{
+			{gwOn.URL, "", http.StatusUnauthorized},
+			{gwOn.URL, "Bearer ", http.StatusUnauthorized},
+			{gwOn.URL, "Basic " + token, http.StatusUnauthorized},
+			{gwOn.URL, "Bearer wrong", http.StatusForbidden},
+			{gwOn.URL, "Bearer " + token[:len(token)-1], http.StatusForbidden},
+			{gwOn.URL, "Bearer " + token + "x", http.StatusForbidden},
+			{gwOff.URL, "Bearer " + token, http.StatusNotFound},
+		} {
+			j, _ := json.Marshal(body)
+			req, _ := http.NewRequest(http.MethodPost, tc.gw+"/admin/workers/"+op, strings.NewReader(string(j)))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want || (tc.want == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") == "") {
+				t.Errorf("POST %s with Authorization %q (admin configured: %v): %d %s, want %d", op, tc.auth, tc.gw == gwOn.URL, resp.StatusCode, b, tc.want)
+			}
+		}
+	}
+	var ws workersAnswer
+	if st, b := admin(t, http.MethodGet, gwOn.URL+"/admin/workers", token, nil, &ws); st != http.StatusOK || len(ws.Workers) != 1 ||
+		ws.Workers[0].URL != c.URL() || ws.Workers[0].State != "active" {
+		t.Errorf("after refused changes: %d %s, want %s alone and active", st, b, c.URL())
+	}
+	// The right token does change it.
+	if st, b := admin(t, http.MethodPost, gwOn.URL+"/admin/workers/add", token, map[string]any{"url": spare.URL(), "role": "colo"}, nil); st != http.StatusCreated {
+		t.Errorf("add with the token: %d %s, want 201", st, b)
 	}
 	if got, _ := admin(t, http.MethodGet, gwOn.URL+"/admin/workers/drain", token, nil, nil); got != http.StatusMethodNotAllowed {
 		t.Errorf("GET drain: %d, want 405", got)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -117,24 +118,55 @@ func TestLimitsPerClient(t *testing.T) {
 	}
 }
 
-// Prompts are logged only when asked: with LogPrompts each request is one
-// JSON line carrying its prompt; without, nothing is written.
+// Prompts are logged only when asked, on every serving endpoint: with
+// LogPrompts each request is one JSON line carrying its prompt; without,
+// the gateway writes nothing at all — so a distinctive prompt never
+// reaches the log by default, whichever API it came through.
 func TestLogPrompts(t *testing.T) {
 	c := worker(t, engine.RoleColocated, false)
-	for _, on := range []bool{false, true} {
-		var buf bytes.Buffer
-		cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
-		cfg.LoadPoll, cfg.LogPrompts, cfg.Log = -1, on, &buf
-		gw, g := start(t, cfg)
-		generate(t, gw.URL, map[string]any{"text": "the secret prompt", "sampling_params": map[string]any{"max_new_tokens": 2}})
-		gw.Close() // waits for the handler: buf is complete
-		g.Close()
-		out := buf.String()
-		if on && (!strings.Contains(out, "the secret prompt") || strings.Count(out, "\n") != 1) {
-			t.Errorf("LogPrompts on: %q, want one line with the prompt", out)
-		}
-		if !on && out != "" {
-			t.Errorf("LogPrompts off: the gateway wrote %q", out)
+	const secret = "the-secret-prompt-7f3a"
+	user := []map[string]any{{"role": "user", "content": "please " + secret + " now"}}
+	for _, tc := range []struct {
+		name, path string
+		body       map[string]any
+	}{
+		{"generate", "/generate", map[string]any{"text": secret, "sampling_params": map[string]any{"max_new_tokens": 2}}},
+		{"messages", "/v1/messages", map[string]any{"model": "m", "max_tokens": 2, "messages": user}},
+		{"messages streamed", "/v1/messages", map[string]any{"model": "m", "max_tokens": 2, "messages": user, "stream": true}},
+		{"messages system", "/v1/messages", map[string]any{"model": "m", "max_tokens": 2, "system": secret,
+			"messages": []map[string]any{{"role": "user", "content": "hi"}}}},
+		{"chat", "/v1/chat/completions", map[string]any{"model": "m", "max_tokens": 2, "messages": user}},
+		{"chat streamed", "/v1/chat/completions", map[string]any{"model": "m", "max_tokens": 2, "messages": user, "stream": true}},
+		{"completions", "/v1/completions", map[string]any{"model": "m", "max_tokens": 2, "prompt": secret}},
+		{"completions streamed", "/v1/completions", map[string]any{"model": "m", "max_tokens": 2, "prompt": secret, "stream": true}},
+	} {
+		for _, on := range []bool{false, true} {
+			var buf bytes.Buffer
+			cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
+			cfg.LoadPoll, cfg.LogPrompts, cfg.Log = -1, on, &buf
+			gw, g := start(t, cfg)
+			resp := post(t, gw.URL+tc.path, tc.body, nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || len(b) == 0 {
+				t.Fatalf("%s: %d %s", tc.name, resp.StatusCode, b)
+			}
+			gw.Close() // waits for the handler: buf is complete
+			g.Close()
+			out := buf.String()
+			var line struct {
+				Msg    string `json:"msg"`
+				Status int    `json:"status"`
+				Prompt any    `json:"prompt"`
+			}
+			if on && (strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &line) != nil || line.Msg != "request" ||
+				line.Status != http.StatusOK || !strings.Contains(fmt.Sprint(line.Prompt), secret)) {
+				t.Errorf("%s, LogPrompts on: %q, want one JSON line whose prompt holds %q", tc.name, out, secret)
+			}
+			if !on && out != "" {
+				t.Errorf("%s, LogPrompts off: the gateway wrote %q", tc.name, out)
+			}
+			t.Logf("%s, LogPrompts %v: %d bytes logged", tc.name, on, len(out))
 		}
 	}
 }
