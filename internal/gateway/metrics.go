@@ -52,8 +52,8 @@ type metrics struct {
 	ttft, tpot *prometheus.HistogramVec
 	e2e        *prometheus.HistogramVec
 	admissions *prometheus.CounterVec
-	retries    prometheus.Counter
-	aborts     *prometheus.CounterVec
+	retries    *prometheus.CounterVec // by worker
+	aborts     *prometheus.CounterVec // by reason and worker
 	dpSync     *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
 	// Last reported by the workers (loads.go).
@@ -85,9 +85,8 @@ func newMetrics(s *Server) *metrics {
 	m.tpot = hv("pdhybrid_time_per_output_token_seconds", "Mean time between output tokens after the first, (e2e - ttft) / (tokens - 1), for completed streamed requests of two or more tokens, by execution mode.", tpotBuckets)
 	m.e2e = hv("pdhybrid_e2e_request_latency_seconds", "Time from the parsed request to the end of its answer, for completed requests, by execution mode.", e2eBuckets)
 	m.admissions = cv("pdhybrid_admissions_total", "Decoder admission replies (/session_cache/admit_direct_append), by result (direct, seed, rejected) and the decoder's structured reason.", "result", "reason")
-	m.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: "pdhybrid_retries_total", Help: "Requests dispatched again after a worker answered 408, 429 or 5xx before anything reached the client."})
-	f(m.retries)
-	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls to a worker, by reason (other_leg, retry, client_disconnect).", "reason")
+	m.retries = cv("pdhybrid_retries_total", "Requests dispatched again after a worker answered 408, 429 or 5xx (or could not be reached) before anything reached the client, by the worker whose failure caused the retry.", "worker")
+	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls, by reason (other_leg, retry, client_disconnect) and the worker the abort was sent to.", "reason", "worker")
 	m.dpSync = cv("pdhybrid_dp_syncs_total", "D-to-P session KV syncs, by outcome. The gateway has no D-to-P path yet: always 0.", "outcome")
 	m.rejected = cv("pdhybrid_rejected_requests_total", "Requests refused before dispatch, by reason (body_too_large, client_concurrency).", "reason")
 	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks).")
@@ -99,14 +98,31 @@ func newMetrics(s *Server) *metrics {
 	for _, o := range []string{"ok", "failed"} {
 		m.dpSync.WithLabelValues(o)
 	}
-	for _, r := range []string{abortOtherLeg, abortRetry, abortDisconnect} {
-		m.aborts.WithLabelValues(r)
+	for _, w := range s.workers {
+		m.workerSeries(w.URL)
 	}
 	for _, r := range []string{rejectBody, rejectClient} {
 		m.rejected.WithLabelValues(r)
 	}
 	f(&gatewayState{s: s})
 	return m
+}
+
+// workerSeries registers a pool member's retry and abort series at 0, so
+// they exist before its first failure. Their worker label is one of the
+// configured pool's URLs, which bounds it; a worker removed through the
+// admin API loses them (dropWorkerSeries).
+func (m *metrics) workerSeries(url string) {
+	m.retries.WithLabelValues(url)
+	for _, r := range []string{abortOtherLeg, abortRetry, abortDisconnect} {
+		m.aborts.WithLabelValues(r, url)
+	}
+}
+
+// dropWorkerSeries forgets a removed worker's retry and abort series.
+func (m *metrics) dropWorkerSeries(url string) {
+	m.retries.DeleteLabelValues(url)
+	m.aborts.DeletePartialMatch(prometheus.Labels{"worker": url})
 }
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }

@@ -249,8 +249,20 @@ func TestMetricsFailures(t *testing.T) {
 	if got := value(fams, "pdhybrid_requests_total", map[string]string{"mode": "none", "outcome": "unavailable"}); got != 1 {
 		t.Errorf("unavailable requests %v, want 1", got)
 	}
-	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": "other_leg"}); got != 1 {
-		t.Errorf("other-leg aborts %v, want 1", got)
+	// The decoder could not be reached: the abort went to the prefill
+	// worker, and is counted against it.
+	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": "other_leg", "worker": p.URL()}); got != 1 {
+		t.Errorf("other-leg aborts to %s %v, want 1", p.URL(), got)
+	}
+	if got := sum(fams, "pdhybrid_aborts_total"); got != 1 {
+		t.Errorf("aborts sum to %v, want the one to the prefill worker", got)
+	}
+	for _, w := range []string{p.URL(), d.URL()} {
+		for _, r := range []string{abortOtherLeg, abortRetry, abortDisconnect} {
+			if _, ok := sample(fams, "pdhybrid_aborts_total", map[string]string{"reason": r, "worker": w}); !ok {
+				t.Errorf("pdhybrid_aborts_total{reason=%q,worker=%q} not registered", r, w)
+			}
+		}
 	}
 
 	bad := workerWith(t, engine.RoleColocated, emulator.Faults{ErrorRate: 1, Seed: 1})
@@ -267,12 +279,16 @@ func TestMetricsFailures(t *testing.T) {
 	if got := value(fams, "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "ok"}); got != 4 {
 		t.Errorf("ok colocated requests %v, want 4", got)
 	}
-	if got := value(fams, "pdhybrid_retries_total", nil); got < 1 || got > 4 {
-		t.Errorf("retries %v, want 1 to 4 (each request at most once on the failing worker, at least one there)", got)
+	if got := value(fams, "pdhybrid_retries_total", map[string]string{"worker": bad.URL()}); got < 1 || got > 4 {
+		t.Errorf("retries caused by %s %v, want 1 to 4 (each request at most once on the failing worker, at least one there)", bad.URL(), got)
+	}
+	if got, ok := sample(fams, "pdhybrid_retries_total", map[string]string{"worker": good.URL()}); !ok || got.Counter.GetValue() != 0 {
+		t.Errorf("retries caused by the good worker %s: %v (registered %v), want 0", good.URL(), got, ok)
 	}
 }
 
-// A client that leaves mid-stream is counted as a disconnect, not ok.
+// A client that leaves mid-stream is counted as a disconnect, not ok, and
+// the abort sent to its worker is counted against that worker.
 func TestMetricsClientDisconnect(t *testing.T) {
 	c := worker(t, engine.RoleColocated, false)
 	cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
@@ -282,8 +298,44 @@ func TestMetricsClientDisconnect(t *testing.T) {
 	firstLine(t, resp)
 	resp.Body.Close()
 	waitFor(t, func() bool {
-		return value(scrape(t, gw.URL), "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "client_disconnect"}) == 1
-	}, "a client_disconnect outcome")
+		fams := scrape(t, gw.URL)
+		return value(fams, "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "client_disconnect"}) == 1 &&
+			value(fams, "pdhybrid_aborts_total", map[string]string{"reason": abortDisconnect, "worker": c.URL()}) == 1
+	}, "a client_disconnect outcome and its abort to "+c.URL())
+}
+
+// Under PD a decoder that answers 500 is retried on the other decoder:
+// the retries are counted against the failing decoder, and the prefill
+// leg each one abandons is aborted (reason retry) and counted against the
+// prefill worker it went to.
+func TestMetricsRetriesAndAbortsPerWorker(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	bad := workerWith(t, engine.RoleDecode, emulator.Faults{ErrorRate: 1, Seed: 1})
+	good := worker(t, engine.RoleDecode, false)
+	cfg := testConfig(kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{bad, good})
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	for i := range 3 {
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(1000*(i+1), 200), "sampling_params": map[string]any{"max_new_tokens": 4}}); a.status != http.StatusOK || a.worker != good.URL() {
+			t.Fatalf("request %d: %+v, want it answered by %s", i, a, good.URL())
+		}
+	}
+	fams := scrape(t, gw.URL)
+	retries := value(fams, "pdhybrid_retries_total", map[string]string{"worker": bad.URL()})
+	if retries < 1 || retries > 3 {
+		t.Fatalf("retries caused by %s %v, want 1 to 3", bad.URL(), retries)
+	}
+	if got := sum(fams, "pdhybrid_retries_total"); got != retries {
+		t.Errorf("retries sum to %v, want only the failing decoder's %v", got, retries)
+	}
+	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": abortRetry, "worker": p.URL()}); got != retries {
+		t.Errorf("retry aborts to %s %v, want one per retry (%v)", p.URL(), got, retries)
+	}
+	for _, w := range []string{bad.URL(), good.URL()} {
+		if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": abortRetry, "worker": w}); got != 0 {
+			t.Errorf("retry aborts to decoder %s %v, want 0 (the prefill leg is the one aborted)", w, got)
+		}
+	}
 }
 
 // post sends a JSON body with extra headers; the caller closes the answer.
