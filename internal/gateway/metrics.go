@@ -6,7 +6,9 @@ package gateway
 // request metrics come from a recorder wrapped round the writer the final
 // attempt answers through; the per-worker gauges are read at scrape time
 // from the gateway's own state (in flight, sessions, breakers, drain) and
-// from the workers' last /v1/loads reports (loads.go).
+// from the workers' last /v1/loads reports (loads.go). Where both exist
+// (requests on a worker, sessions on a decoder) both are exposed, under
+// different names, and each help string says which is which.
 
 import (
 	"bytes"
@@ -58,7 +60,7 @@ type metrics struct {
 	rejected   *prometheus.CounterVec
 	// Last reported by the workers (loads.go).
 	running, waiting, kvUsed *prometheus.GaugeVec
-	kvUsage, up              *prometheus.GaugeVec
+	kvUsage, sessions, up    *prometheus.GaugeVec
 	pollErrors               *prometheus.CounterVec
 }
 
@@ -89,8 +91,9 @@ func newMetrics(s *Server) *metrics {
 	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls, by reason (other_leg, retry, client_disconnect) and the worker the abort was sent to.", "reason", "worker")
 	m.dpSync = cv("pdhybrid_dp_syncs_total", "D-to-P session KV syncs, by outcome. The gateway has no D-to-P path yet: always 0.", "outcome")
 	m.rejected = cv("pdhybrid_rejected_requests_total", "Requests refused before dispatch, by reason (body_too_large, client_concurrency).", "reason")
-	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks).")
-	m.waiting = gv("pdhybrid_worker_waiting_requests", "Waiting requests the worker last reported (/v1/loads num_waiting_reqs, summed over DP ranks).")
+	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
+	m.waiting = gv("pdhybrid_worker_waiting_requests", "Waiting requests the worker last reported (/v1/loads num_waiting_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
+	m.sessions = gv("pdhybrid_worker_reported_sessions", "Sessions the decoder last reported resident (/v1/loads num_resident_sessions, an extension of the emulated KVC decoder, summed over DP ranks); absent for a worker that does not report it. The gateway's own belief is pdhybrid_worker_sessions.")
 	m.kvUsed = gv("pdhybrid_worker_kv_used_tokens", "KV cache tokens in use the worker last reported (/v1/loads num_used_tokens).")
 	m.kvUsage = gv("pdhybrid_worker_kv_usage_ratio", "KV cache usage the worker last reported (/v1/loads token_usage, 0 to 1, mean over DP ranks).")
 	m.up = gv("pdhybrid_worker_up", "1 if the worker's last load poll succeeded, else 0.")
@@ -166,8 +169,8 @@ func abortWhy(ctx context.Context) string {
 type gatewayState struct{ s *Server }
 
 var (
-	descInflight = prometheus.NewDesc("pdhybrid_worker_inflight_requests", "Requests the gateway has dispatched to the worker and not seen end.", []string{"role", "worker"}, nil)
-	descSessions = prometheus.NewDesc("pdhybrid_worker_sessions", "Sessions the gateway believes bound to the decoder (its routing pin); workers do not report a session count.", []string{"role", "worker"}, nil)
+	descInflight = prometheus.NewDesc("pdhybrid_worker_inflight_requests", "Requests the gateway has dispatched to the worker and not seen end: the gateway's own count, not the worker's report (pdhybrid_worker_running_requests and pdhybrid_worker_waiting_requests).", []string{"role", "worker"}, nil)
+	descSessions = prometheus.NewDesc("pdhybrid_worker_sessions", "Sessions the gateway believes bound to the decoder (its routing pin): the gateway's own belief, not the decoder's report (pdhybrid_worker_reported_sessions).", []string{"role", "worker"}, nil)
 	descBreaker  = prometheus.NewDesc("pdhybrid_worker_breaker_open", "1 while the decoder's transfer circuit breaker holds seeds and plain PD back, else 0.", []string{"role", "worker"}, nil)
 	descDraining = prometheus.NewDesc("pdhybrid_worker_draining", "1 while the worker is drained (no new requests), else 0.", []string{"role", "worker"}, nil)
 	descKnown    = prometheus.NewDesc("pdhybrid_sessions", "Sessions the gateway has seen.", nil, nil)

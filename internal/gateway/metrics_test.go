@@ -232,6 +232,80 @@ func TestMetricsAgreeWithTheRun(t *testing.T) {
 	}
 }
 
+// residentSessions is the decoder's own count of the sessions it holds,
+// read from its /v1/loads (the emulator's num_resident_sessions).
+func residentSessions(t *testing.T, d *emulator.Server) float64 {
+	t.Helper()
+	resp, err := http.Get(d.URL() + "/v1/loads?include=core")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Loads []struct {
+			Sessions *float64 `json:"num_resident_sessions"`
+		} `json:"loads"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || len(v.Loads) != 1 || v.Loads[0].Sessions == nil {
+		t.Fatalf("%s /v1/loads: %v %+v, want one load with num_resident_sessions", d.URL(), err, v)
+	}
+	return *v.Loads[0].Sessions
+}
+
+// After KVC turns through the gateway, the sessions each decoder reports
+// holding reach /metrics as pdhybrid_worker_reported_sessions, equal to
+// what the decoder's own /v1/loads says, beside the gateway's belief
+// (pdhybrid_worker_sessions), which agrees here since nothing was evicted;
+// the prefill worker, which reports no sessions, has no such series.
+func TestMetricsReportedSessions(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
+	cfg := testConfig(kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d0, d1})
+	cfg.LoadPoll = 50 * time.Millisecond
+	gw, _ := start(t, cfg)
+	for s := range 4 {
+		sess := string(rune('a' + s))
+		prompt := ids(5000*(s+1), 400)
+		for turn := 1; turn <= 2; turn++ {
+			a := generate(t, gw.URL, map[string]any{"input_ids": prompt, "session_id": sess, "sampling_params": map[string]any{"max_new_tokens": 6}})
+			if a.status != http.StatusOK {
+				t.Fatalf("session %s turn %d: %+v", sess, turn, a)
+			}
+			prompt = append(append(prompt, a.outputIDs...), ids(70000+100*turn, 80)...)
+		}
+	}
+	own := map[string]float64{d0.URL(): residentSessions(t, d0), d1.URL(): residentSessions(t, d1)}
+	t.Logf("resident sessions by decoder: %v", own)
+	if own[d0.URL()]+own[d1.URL()] != 4 {
+		t.Fatalf("the decoders report %v resident sessions, want the run's 4 in all", own)
+	}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fams = scrape(t, gw.URL)
+		agree := true
+		for u, n := range own {
+			m, ok := sample(fams, "pdhybrid_worker_reported_sessions", map[string]string{"role": "decode", "worker": u})
+			agree = agree && ok && m.Gauge.GetValue() == n
+		}
+		if agree {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pdhybrid_worker_reported_sessions after 5 s: %v, the decoders say %v", fams["pdhybrid_worker_reported_sessions"].GetMetric(), own)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for u, n := range own {
+		if got := value(fams, "pdhybrid_worker_sessions", map[string]string{"worker": u}); got != n {
+			t.Errorf("the gateway believes %v sessions on %s, the decoder reports %v", got, u, n)
+		}
+	}
+	if _, ok := sample(fams, "pdhybrid_worker_reported_sessions", map[string]string{"worker": p.URL()}); ok {
+		t.Errorf("the prefill worker %s has a reported-sessions series; it reports none", p.URL())
+	}
+}
+
 // Failures are counted by what happened: a dead decoder's request is
 // unavailable (no mode) and its prefill leg aborted as the other leg; a
 // failing colocated worker's requests are retried and still ok.
