@@ -33,6 +33,7 @@ type loadSnap struct {
 	tokenUsage, hitRate, genTput, util float64
 	prefillPrealloc, prefillInflight   int
 	decodePrealloc, decodeTransfer     int
+	sessions                           int // resident sessions (session-aware decoders)
 	kv                                 kvStats
 	stats                              engine.Stats
 }
@@ -44,6 +45,7 @@ func (s *Server) snapshot(now float64) loadSnap {
 		now: now, running: w.Running(), waiting: w.Queued(),
 		used: w.Used(), cached: w.CachedTokens(), reserved: w.Reserved(), capacity: w.Capacity(),
 		maxRunning: s.cfg.MaxRunning, kv: s.kv, stats: st, genTput: s.load.rate(now),
+		sessions: w.ResidentSessions(),
 	}
 	if l.maxRunning == 0 {
 		l.maxRunning = 128 // the engine's default
@@ -208,6 +210,12 @@ func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
 			"num_total_reqs": l.running + l.waiting,
 		} {
 			load[k] = v
+		}
+		if s.cfg.Session.Enabled {
+			// Extension: SGLang reports no session count. The KVC decoder
+			// reports the sessions it holds (pinned, or with a request
+			// here), the ones its --session-cap counts.
+			load["num_resident_sessions"] = l.sessions
 		}
 	} else {
 		load["dp_rank"] = 0

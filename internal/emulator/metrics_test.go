@@ -115,6 +115,9 @@ func TestLoads(t *testing.T) {
 	if _, ok := l["disaggregation"]; ok {
 		t.Error("a colocated worker reports a disaggregation section")
 	}
+	if _, ok := l["num_resident_sessions"]; ok {
+		t.Error("a worker without --session-cache reports num_resident_sessions")
+	}
 	if l["max_running_requests"].(float64) != 2048 || l["num_used_tokens"].(float64) != 0 {
 		t.Errorf("load %v", l)
 	}

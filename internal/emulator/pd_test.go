@@ -347,6 +347,9 @@ func TestTrimStallHoldsDelivery(t *testing.T) {
 	go func() { _, b := post(t, d.URL()+"/generate", pd("a", 1, 1500, "A")); done <- b }()
 	deliverDone(<-regs)
 	<-done
+	if n := loads(t, d)["num_resident_sessions"]; n != 1.0 {
+		t.Fatalf("/v1/loads num_resident_sessions after A's seed: %v, want 1", n)
+	}
 	// Request C waits for its KV; an admission for a new session B trims A.
 	go func() { _, b := post(t, d.URL()+"/generate", pd("c", 2, 300, "")); done <- b }()
 	regC := <-regs
@@ -363,6 +366,10 @@ func TestTrimStallHoldsDelivery(t *testing.T) {
 	o := decodeOut(t, <-done)
 	if o.MetaInfo.CompletionTokens != 2 {
 		t.Fatalf("request c: %+v", o.MetaInfo)
+	}
+	// A was trimmed and B never came: the decoder holds no session.
+	if n := loads(t, d)["num_resident_sessions"]; n != 0.0 {
+		t.Fatalf("/v1/loads num_resident_sessions after A's trim: %v, want 0", n)
 	}
 }
 

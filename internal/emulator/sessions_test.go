@@ -92,9 +92,13 @@ func TestKVCSessionDecoder(t *testing.T) {
 		}
 		return l
 	}
+	resident := func() any { return loads(t, d)["num_resident_sessions"] }
 	turn1 := ids(1, 3000)
 	if l := lookup("S", turn1); l.Resident || l.CachedTokens != 0 {
 		t.Fatalf("lookup before any turn: %+v", l)
+	}
+	if n := resident(); n != 0.0 {
+		t.Fatalf("/v1/loads num_resident_sessions before any turn: %v, want 0", n)
 	}
 	if a := admit(turn1); !a.CanAdmit || a.Mode != "seed" || a.Reason != engine.ReasonNotResident {
 		t.Fatalf("first turn: %+v", a)
@@ -108,6 +112,9 @@ func TestKVCSessionDecoder(t *testing.T) {
 	}
 	if l := lookup("other", turn2); l.Resident || l.CachedTokens == 0 {
 		t.Fatalf("lookup of another session over the same prefix: %+v", l)
+	}
+	if n := resident(); n != 1.0 {
+		t.Fatalf("/v1/loads num_resident_sessions after the seed: %v, want 1", n)
 	}
 	a := admit(turn2)
 	// The seed's prompt and output are resident: whole blocks up to
@@ -123,6 +130,9 @@ func TestKVCSessionDecoder(t *testing.T) {
 	o2 := decodeOut(t, b)
 	if o2.MetaInfo.CachedTokens != a.CachedTokens || o2.MetaInfo.CompletionTokens != 8 || o2.OutputIDs[0] != OutputToken("direct-2", 0) {
 		t.Fatalf("direct append answer %+v", o2.MetaInfo)
+	}
+	if n := resident(); n != 1.0 {
+		t.Fatalf("/v1/loads num_resident_sessions after the direct append: %v, want the one session", n)
 	}
 	// A direct append costs only the append's prefill, far less than a cold prompt.
 	if ttft := *o2.MetaInfo.Emulator.TTFT; ttft > testProfile(t).Timing.PrefillS(len(turn2), 0)/2 {

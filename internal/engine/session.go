@@ -253,6 +253,11 @@ func (w *Worker) evictable() int64 {
 	return w.tree.EvictableTokens() + w.tailTokens - w.pinnedTail
 }
 
+// ResidentSessions is the sessions this session-aware decoder holds: those
+// counted against its session cap (see residentSessions). A decode worker
+// reports it in its load (the emulator's /v1/loads extension).
+func (w *Worker) ResidentSessions() int { return w.residentSessions() }
+
 func (w *Worker) residentSessions() int {
 	n := 0
 	for _, s := range w.dsess {

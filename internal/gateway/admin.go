@@ -291,6 +291,9 @@ func (s *Server) adminChange(w http.ResponseWriter, r *http.Request, op string) 
 		wk := s.findWorker(in.URL)
 		if op == "add" {
 			status, msg, wk = s.addWorker(wk, in)
+			if status < 300 {
+				s.met.workerSeries(wk.URL)
+			}
 		} else if wk == nil || wk.removed {
 			status, msg = http.StatusNotFound, "no worker "+in.URL+" in the pool"
 		} else {
@@ -378,6 +381,7 @@ func (s *Server) changeWorker(wk *workerInfo, op string) (int, string) {
 			s.disp.ForgetDecoder(wk.idx)
 		}
 		s.met.dropLoadGauges(wk.Role, wk.URL)
+		s.met.dropWorkerSeries(wk.URL)
 	}
 	return http.StatusOK, ""
 }

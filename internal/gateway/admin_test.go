@@ -223,6 +223,17 @@ func TestAdminDrainAddRemove(t *testing.T) {
 	if st, _ := admin(t, http.MethodPost, gw.URL+"/admin/workers/drain", token, map[string]any{"url": other}, nil); st != http.StatusNotFound {
 		t.Fatalf("drain a removed worker: %d, want 404", st)
 	}
+	// A removed worker loses its per-worker series; an added one has its
+	// retry and abort series from the start.
+	hasSeries := func(url string) (retries, aborts bool) {
+		fams := scrape(t, gw.URL)
+		_, retries = sample(fams, "pdhybrid_retries_total", map[string]string{"worker": url})
+		_, aborts = sample(fams, "pdhybrid_aborts_total", map[string]string{"worker": url})
+		return
+	}
+	if r, a := hasSeries(other); r || a {
+		t.Errorf("removed %s still has series: retries %v, aborts %v", other, r, a)
+	}
 
 	// A third decoder added at run time, the first drained: it takes the
 	// requests.
@@ -240,6 +251,9 @@ func TestAdminDrainAddRemove(t *testing.T) {
 			t.Fatalf("add %v: %d %s, want %d", tc.body, st, b, tc.want)
 		}
 	}
+	if r, a := hasSeries(d2.URL()); !r || !a {
+		t.Errorf("added %s: retries series %v, aborts series %v, want both", d2.URL(), r, a)
+	}
 	admin(t, http.MethodPost, gw.URL+"/admin/workers/drain", token, map[string]any{"url": home}, nil)
 	for i, sess := range []string{"s", "v"} {
 		if a := req(sess, 5000+i*1000); a.worker != d2.URL() {
@@ -252,6 +266,9 @@ func TestAdminDrainAddRemove(t *testing.T) {
 	}
 	if w, ok := workerState(t, gw.URL, other); !ok || w.State != "active" {
 		t.Fatalf("re-added %s: %+v listed %v", other, w, ok)
+	}
+	if r, a := hasSeries(other); !r || !a {
+		t.Errorf("re-added %s: retries series %v, aborts series %v, want both", other, r, a)
 	}
 }
 

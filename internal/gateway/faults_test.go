@@ -64,8 +64,8 @@ func TestGatewayDeadPrefillAbortsDecode(t *testing.T) {
 	// settle bound, far short of the bootstrap timeout. Whether D counts
 	// an abort depends on the race: the abort can find the room, find it
 	// already failed by D's own refused KV fetch, or arrive before it.
-	if n := value(scrape(t, gw.URL), "pdhybrid_aborts_total", map[string]string{"reason": abortOtherLeg}); n < 1 {
-		t.Fatalf("the gateway sent %v other-leg aborts, want the decoder's room aborted", n)
+	if n := value(scrape(t, gw.URL), "pdhybrid_aborts_total", map[string]string{"reason": abortOtherLeg, "worker": d.URL()}); n < 1 {
+		t.Fatalf("the gateway sent %v other-leg aborts to %s, want the decoder's room aborted", n, d.URL())
 	}
 	settled(t, d.URL())
 }

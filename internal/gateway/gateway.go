@@ -222,9 +222,10 @@ func newRID() string {
 }
 
 // abort asks a worker to drop a request (SGLang /abort_request), so a
-// decoder is never left waiting on a room whose other leg failed.
+// decoder is never left waiting on a room whose other leg failed. It is
+// counted against base, the worker it goes to.
 func (s *Server) abort(base, rid, why string) {
-	s.met.aborts.WithLabelValues(why).Inc()
+	s.met.aborts.WithLabelValues(why, base).Inc()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/abort_request",

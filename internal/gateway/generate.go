@@ -29,6 +29,7 @@ type request struct {
 	text    string // or the text
 	attempt int    // dispatches so far, retries included
 	retry   string // why the last attempt should be retried ("" = it answered)
+	retryOn string // the worker whose failure calls for the retry (metrics)
 	avoid   []int  // workers that failed an earlier attempt
 }
 
@@ -150,12 +151,12 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 	defer rec.end(ctx)
 	w = rec
 	for q.attempt = 0; ; q.attempt++ {
-		q.retry = ""
+		q.retry, q.retryOn = "", ""
 		s.dispatchOnce(ctx, w, q)
 		if q.retry == "" {
 			return
 		}
-		s.met.retries.Inc()
+		s.met.retries.WithLabelValues(q.retryOn).Inc()
 		select {
 		case <-time.After(min(50*time.Millisecond<<q.attempt, time.Second)):
 		case <-ctx.Done():
@@ -311,7 +312,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	defer resp.Body.Close()
 	if s.retryable(q, resp.StatusCode) {
 		io.Copy(io.Discard, resp.Body)
-		q.retry = fmt.Sprintf("%s answered %d", base, resp.StatusCode)
+		q.retry, q.retryOn = fmt.Sprintf("%s answered %d", base, resp.StatusCode), base
 		s.locked(func() {
 			if dec >= 0 {
 				if resp.StatusCode >= 500 {

@@ -4,8 +4,10 @@ package gateway
 // its load — SGLang's GET /v1/loads?include=core (entrypoints/v1_loads.py;
 // internal/emulator serves the same shape), else the older GET /get_load —
 // and keeps what it said as the pdhybrid_worker_* gauges and in
-// /admin/workers. Neither reports a session count; the gateway's own
-// belief (pdhybrid_worker_sessions) stands in for it.
+// /admin/workers. SGLang reports no session count; the emulated KVC
+// decoder adds num_resident_sessions to its loads (an extension), kept as
+// pdhybrid_worker_reported_sessions beside the gateway's own belief
+// (pdhybrid_worker_sessions).
 
 import (
 	"context"
@@ -25,6 +27,9 @@ type workerLoad struct {
 	Waiting    int       `json:"waiting_requests"`
 	UsedTokens int64     `json:"kv_used_tokens"`
 	TokenUsage float64   `json:"kv_usage"` // mean over ranks; 0 from /get_load, which lacks it
+	// Sessions is the decoder's resident sessions (num_resident_sessions,
+	// the emulator's extension); nil when the worker does not report it.
+	Sessions *int `json:"sessions,omitempty"`
 }
 
 // pollLoads runs until stop closes.
@@ -74,6 +79,7 @@ func (s *Server) fetchLoad(ctx context.Context, base string) workerLoad {
 			Waiting    int     `json:"num_waiting_reqs"`
 			Used       int64   `json:"num_used_tokens"`
 			TokenUsage float64 `json:"token_usage"`
+			Sessions   *int    `json:"num_resident_sessions"`
 		} `json:"loads"`
 	}
 	status, err := s.getJSON(ctx, base+"/v1/loads?include=core", &v1)
@@ -84,6 +90,9 @@ func (s *Server) fetchLoad(ctx context.Context, base string) workerLoad {
 			l.Waiting += r.Waiting
 			l.UsedTokens += r.Used
 			l.TokenUsage += r.TokenUsage / float64(len(v1.Loads))
+			if r.Sessions != nil {
+				l.Sessions = ptr(deref(l.Sessions) + *r.Sessions)
+			}
 		}
 		return l
 	}
@@ -150,13 +159,27 @@ func (s *Server) noteLoad(role, url string, l workerLoad) {
 		m.waiting.WithLabelValues(lv...).Set(float64(l.Waiting))
 		m.kvUsed.WithLabelValues(lv...).Set(float64(l.UsedTokens))
 		m.kvUsage.WithLabelValues(lv...).Set(l.TokenUsage)
+		if l.Sessions != nil {
+			m.sessions.WithLabelValues(lv...).Set(float64(*l.Sessions))
+		} else {
+			m.sessions.DeleteLabelValues(lv...) // it does not (or no longer) report one
+		}
 		w.load = l
 	})
 }
 
+func ptr(n int) *int { return &n }
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 // dropLoadGauges forgets a removed worker's last report.
 func (m *metrics) dropLoadGauges(role, url string) {
-	for _, g := range []interface{ DeleteLabelValues(...string) bool }{m.running, m.waiting, m.kvUsed, m.kvUsage, m.up, m.pollErrors} {
+	for _, g := range []interface{ DeleteLabelValues(...string) bool }{m.running, m.waiting, m.kvUsed, m.kvUsage, m.sessions, m.up, m.pollErrors} {
 		g.DeleteLabelValues(role, url)
 	}
 }

@@ -60,3 +60,42 @@ func TestLoadPollerFallbackAndClose(t *testing.T) {
 		t.Errorf("%d polls after Close returned", polls.Load()-n)
 	}
 }
+
+// A decoder's reported sessions are summed over its DP ranks; a report
+// without num_resident_sessions (a stock SGLang decoder) leaves no series,
+// rather than a 0 that would read as "holds nothing".
+func TestLoadPollerReportedSessions(t *testing.T) {
+	var withSessions atomic.Bool
+	withSessions.Store(true)
+	d := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/health":
+		case r.URL.Path == "/v1/loads" && withSessions.Load():
+			w.Write([]byte(`{"loads":[{"dp_rank":0,"num_running_reqs":1,"num_resident_sessions":3},{"dp_rank":1,"num_running_reqs":0,"num_resident_sessions":2}]}`))
+		case r.URL.Path == "/v1/loads":
+			w.Write([]byte(`{"loads":[{"dp_rank":0,"num_running_reqs":1},{"dp_rank":1,"num_running_reqs":0}]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer d.Close()
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/loads" {
+			w.Write([]byte(`{"loads":[{"dp_rank":0,"num_running_reqs":0}]}`))
+		}
+	}))
+	defer p.Close()
+	cfg := Config{Dispatch: kvc.Defaults(kvc.MechKVC), Prefill: []Prefill{{URL: p.URL, BootstrapPort: 8998}}, Decode: []string{d.URL}}
+	cfg.LoadPoll = 10 * time.Millisecond
+	gw, _ := start(t, cfg)
+	lv := map[string]string{"role": "decode", "worker": d.URL}
+	waitFor(t, func() bool { return value(scrape(t, gw.URL), "pdhybrid_worker_reported_sessions", lv) == 5 }, "5 reported sessions (3 + 2 over two ranks)")
+	if _, ok := sample(scrape(t, gw.URL), "pdhybrid_worker_reported_sessions", map[string]string{"worker": p.URL}); ok {
+		t.Error("a worker that reports no sessions has a reported-sessions series")
+	}
+	withSessions.Store(false)
+	waitFor(t, func() bool {
+		_, ok := sample(scrape(t, gw.URL), "pdhybrid_worker_reported_sessions", lv)
+		return !ok
+	}, "the series gone once the decoder stops reporting sessions")
+}

@@ -6,7 +6,9 @@ package gateway
 // request metrics come from a recorder wrapped round the writer the final
 // attempt answers through; the per-worker gauges are read at scrape time
 // from the gateway's own state (in flight, sessions, breakers, drain) and
-// from the workers' last /v1/loads reports (loads.go).
+// from the workers' last /v1/loads reports (loads.go). Where both exist
+// (requests on a worker, sessions on a decoder) both are exposed, under
+// different names, and each help string says which is which.
 
 import (
 	"bytes"
@@ -52,13 +54,13 @@ type metrics struct {
 	ttft, tpot *prometheus.HistogramVec
 	e2e        *prometheus.HistogramVec
 	admissions *prometheus.CounterVec
-	retries    prometheus.Counter
-	aborts     *prometheus.CounterVec
+	retries    *prometheus.CounterVec // by worker
+	aborts     *prometheus.CounterVec // by reason and worker
 	dpSync     *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
 	// Last reported by the workers (loads.go).
 	running, waiting, kvUsed *prometheus.GaugeVec
-	kvUsage, up              *prometheus.GaugeVec
+	kvUsage, sessions, up    *prometheus.GaugeVec
 	pollErrors               *prometheus.CounterVec
 }
 
@@ -85,13 +87,13 @@ func newMetrics(s *Server) *metrics {
 	m.tpot = hv("pdhybrid_time_per_output_token_seconds", "Mean time between output tokens after the first, (e2e - ttft) / (tokens - 1), for completed streamed requests of two or more tokens, by execution mode.", tpotBuckets)
 	m.e2e = hv("pdhybrid_e2e_request_latency_seconds", "Time from the parsed request to the end of its answer, for completed requests, by execution mode.", e2eBuckets)
 	m.admissions = cv("pdhybrid_admissions_total", "Decoder admission replies (/session_cache/admit_direct_append), by result (direct, seed, rejected) and the decoder's structured reason.", "result", "reason")
-	m.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: "pdhybrid_retries_total", Help: "Requests dispatched again after a worker answered 408, 429 or 5xx before anything reached the client."})
-	f(m.retries)
-	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls to a worker, by reason (other_leg, retry, client_disconnect).", "reason")
+	m.retries = cv("pdhybrid_retries_total", "Requests dispatched again after a worker answered 408, 429 or 5xx (or could not be reached) before anything reached the client, by the worker whose failure caused the retry.", "worker")
+	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls, by reason (other_leg, retry, client_disconnect) and the worker the abort was sent to.", "reason", "worker")
 	m.dpSync = cv("pdhybrid_dp_syncs_total", "D-to-P session KV syncs, by outcome. The gateway has no D-to-P path yet: always 0.", "outcome")
 	m.rejected = cv("pdhybrid_rejected_requests_total", "Requests refused before dispatch, by reason (body_too_large, client_concurrency).", "reason")
-	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks).")
-	m.waiting = gv("pdhybrid_worker_waiting_requests", "Waiting requests the worker last reported (/v1/loads num_waiting_reqs, summed over DP ranks).")
+	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
+	m.waiting = gv("pdhybrid_worker_waiting_requests", "Waiting requests the worker last reported (/v1/loads num_waiting_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
+	m.sessions = gv("pdhybrid_worker_reported_sessions", "Sessions the decoder last reported resident (/v1/loads num_resident_sessions, an extension of the emulated KVC decoder, summed over DP ranks); absent for a worker that does not report it. The gateway's own belief is pdhybrid_worker_sessions.")
 	m.kvUsed = gv("pdhybrid_worker_kv_used_tokens", "KV cache tokens in use the worker last reported (/v1/loads num_used_tokens).")
 	m.kvUsage = gv("pdhybrid_worker_kv_usage_ratio", "KV cache usage the worker last reported (/v1/loads token_usage, 0 to 1, mean over DP ranks).")
 	m.up = gv("pdhybrid_worker_up", "1 if the worker's last load poll succeeded, else 0.")
@@ -99,14 +101,31 @@ func newMetrics(s *Server) *metrics {
 	for _, o := range []string{"ok", "failed"} {
 		m.dpSync.WithLabelValues(o)
 	}
-	for _, r := range []string{abortOtherLeg, abortRetry, abortDisconnect} {
-		m.aborts.WithLabelValues(r)
+	for _, w := range s.workers {
+		m.workerSeries(w.URL)
 	}
 	for _, r := range []string{rejectBody, rejectClient} {
 		m.rejected.WithLabelValues(r)
 	}
 	f(&gatewayState{s: s})
 	return m
+}
+
+// workerSeries registers a pool member's retry and abort series at 0, so
+// they exist before its first failure. Their worker label is one of the
+// configured pool's URLs, which bounds it; a worker removed through the
+// admin API loses them (dropWorkerSeries).
+func (m *metrics) workerSeries(url string) {
+	m.retries.WithLabelValues(url)
+	for _, r := range []string{abortOtherLeg, abortRetry, abortDisconnect} {
+		m.aborts.WithLabelValues(r, url)
+	}
+}
+
+// dropWorkerSeries forgets a removed worker's retry and abort series.
+func (m *metrics) dropWorkerSeries(url string) {
+	m.retries.DeleteLabelValues(url)
+	m.aborts.DeletePartialMatch(prometheus.Labels{"worker": url})
 }
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
@@ -150,8 +169,8 @@ func abortWhy(ctx context.Context) string {
 type gatewayState struct{ s *Server }
 
 var (
-	descInflight = prometheus.NewDesc("pdhybrid_worker_inflight_requests", "Requests the gateway has dispatched to the worker and not seen end.", []string{"role", "worker"}, nil)
-	descSessions = prometheus.NewDesc("pdhybrid_worker_sessions", "Sessions the gateway believes bound to the decoder (its routing pin); workers do not report a session count.", []string{"role", "worker"}, nil)
+	descInflight = prometheus.NewDesc("pdhybrid_worker_inflight_requests", "Requests the gateway has dispatched to the worker and not seen end: the gateway's own count, not the worker's report (pdhybrid_worker_running_requests and pdhybrid_worker_waiting_requests).", []string{"role", "worker"}, nil)
+	descSessions = prometheus.NewDesc("pdhybrid_worker_sessions", "Sessions the gateway believes bound to the decoder (its routing pin): the gateway's own belief, not the decoder's report (pdhybrid_worker_reported_sessions).", []string{"role", "worker"}, nil)
 	descBreaker  = prometheus.NewDesc("pdhybrid_worker_breaker_open", "1 while the decoder's transfer circuit breaker holds seeds and plain PD back, else 0.", []string{"role", "worker"}, nil)
 	descDraining = prometheus.NewDesc("pdhybrid_worker_draining", "1 while the worker is drained (no new requests), else 0.", []string{"role", "worker"}, nil)
 	descKnown    = prometheus.NewDesc("pdhybrid_sessions", "Sessions the gateway has seen.", nil, nil)

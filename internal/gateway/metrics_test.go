@@ -232,6 +232,80 @@ func TestMetricsAgreeWithTheRun(t *testing.T) {
 	}
 }
 
+// residentSessions is the decoder's own count of the sessions it holds,
+// read from its /v1/loads (the emulator's num_resident_sessions).
+func residentSessions(t *testing.T, d *emulator.Server) float64 {
+	t.Helper()
+	resp, err := http.Get(d.URL() + "/v1/loads?include=core")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Loads []struct {
+			Sessions *float64 `json:"num_resident_sessions"`
+		} `json:"loads"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || len(v.Loads) != 1 || v.Loads[0].Sessions == nil {
+		t.Fatalf("%s /v1/loads: %v %+v, want one load with num_resident_sessions", d.URL(), err, v)
+	}
+	return *v.Loads[0].Sessions
+}
+
+// After KVC turns through the gateway, the sessions each decoder reports
+// holding reach /metrics as pdhybrid_worker_reported_sessions, equal to
+// what the decoder's own /v1/loads says, beside the gateway's belief
+// (pdhybrid_worker_sessions), which agrees here since nothing was evicted;
+// the prefill worker, which reports no sessions, has no such series.
+func TestMetricsReportedSessions(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
+	cfg := testConfig(kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d0, d1})
+	cfg.LoadPoll = 50 * time.Millisecond
+	gw, _ := start(t, cfg)
+	for s := range 4 {
+		sess := string(rune('a' + s))
+		prompt := ids(5000*(s+1), 400)
+		for turn := 1; turn <= 2; turn++ {
+			a := generate(t, gw.URL, map[string]any{"input_ids": prompt, "session_id": sess, "sampling_params": map[string]any{"max_new_tokens": 6}})
+			if a.status != http.StatusOK {
+				t.Fatalf("session %s turn %d: %+v", sess, turn, a)
+			}
+			prompt = append(append(prompt, a.outputIDs...), ids(70000+100*turn, 80)...)
+		}
+	}
+	own := map[string]float64{d0.URL(): residentSessions(t, d0), d1.URL(): residentSessions(t, d1)}
+	t.Logf("resident sessions by decoder: %v", own)
+	if own[d0.URL()]+own[d1.URL()] != 4 {
+		t.Fatalf("the decoders report %v resident sessions, want the run's 4 in all", own)
+	}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fams = scrape(t, gw.URL)
+		agree := true
+		for u, n := range own {
+			m, ok := sample(fams, "pdhybrid_worker_reported_sessions", map[string]string{"role": "decode", "worker": u})
+			agree = agree && ok && m.Gauge.GetValue() == n
+		}
+		if agree {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pdhybrid_worker_reported_sessions after 5 s: %v, the decoders say %v", fams["pdhybrid_worker_reported_sessions"].GetMetric(), own)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for u, n := range own {
+		if got := value(fams, "pdhybrid_worker_sessions", map[string]string{"worker": u}); got != n {
+			t.Errorf("the gateway believes %v sessions on %s, the decoder reports %v", got, u, n)
+		}
+	}
+	if _, ok := sample(fams, "pdhybrid_worker_reported_sessions", map[string]string{"worker": p.URL()}); ok {
+		t.Errorf("the prefill worker %s has a reported-sessions series; it reports none", p.URL())
+	}
+}
+
 // Failures are counted by what happened: a dead decoder's request is
 // unavailable (no mode) and its prefill leg aborted as the other leg; a
 // failing colocated worker's requests are retried and still ok.
@@ -249,8 +323,20 @@ func TestMetricsFailures(t *testing.T) {
 	if got := value(fams, "pdhybrid_requests_total", map[string]string{"mode": "none", "outcome": "unavailable"}); got != 1 {
 		t.Errorf("unavailable requests %v, want 1", got)
 	}
-	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": "other_leg"}); got != 1 {
-		t.Errorf("other-leg aborts %v, want 1", got)
+	// The decoder could not be reached: the abort went to the prefill
+	// worker, and is counted against it.
+	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": "other_leg", "worker": p.URL()}); got != 1 {
+		t.Errorf("other-leg aborts to %s %v, want 1", p.URL(), got)
+	}
+	if got := sum(fams, "pdhybrid_aborts_total"); got != 1 {
+		t.Errorf("aborts sum to %v, want the one to the prefill worker", got)
+	}
+	for _, w := range []string{p.URL(), d.URL()} {
+		for _, r := range []string{abortOtherLeg, abortRetry, abortDisconnect} {
+			if _, ok := sample(fams, "pdhybrid_aborts_total", map[string]string{"reason": r, "worker": w}); !ok {
+				t.Errorf("pdhybrid_aborts_total{reason=%q,worker=%q} not registered", r, w)
+			}
+		}
 	}
 
 	bad := workerWith(t, engine.RoleColocated, emulator.Faults{ErrorRate: 1, Seed: 1})
@@ -267,12 +353,16 @@ func TestMetricsFailures(t *testing.T) {
 	if got := value(fams, "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "ok"}); got != 4 {
 		t.Errorf("ok colocated requests %v, want 4", got)
 	}
-	if got := value(fams, "pdhybrid_retries_total", nil); got < 1 || got > 4 {
-		t.Errorf("retries %v, want 1 to 4 (each request at most once on the failing worker, at least one there)", got)
+	if got := value(fams, "pdhybrid_retries_total", map[string]string{"worker": bad.URL()}); got < 1 || got > 4 {
+		t.Errorf("retries caused by %s %v, want 1 to 4 (each request at most once on the failing worker, at least one there)", bad.URL(), got)
+	}
+	if got, ok := sample(fams, "pdhybrid_retries_total", map[string]string{"worker": good.URL()}); !ok || got.Counter.GetValue() != 0 {
+		t.Errorf("retries caused by the good worker %s: %v (registered %v), want 0", good.URL(), got, ok)
 	}
 }
 
-// A client that leaves mid-stream is counted as a disconnect, not ok.
+// A client that leaves mid-stream is counted as a disconnect, not ok, and
+// the abort sent to its worker is counted against that worker.
 func TestMetricsClientDisconnect(t *testing.T) {
 	c := worker(t, engine.RoleColocated, false)
 	cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
@@ -282,8 +372,44 @@ func TestMetricsClientDisconnect(t *testing.T) {
 	firstLine(t, resp)
 	resp.Body.Close()
 	waitFor(t, func() bool {
-		return value(scrape(t, gw.URL), "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "client_disconnect"}) == 1
-	}, "a client_disconnect outcome")
+		fams := scrape(t, gw.URL)
+		return value(fams, "pdhybrid_requests_total", map[string]string{"mode": "dp-colo-router", "outcome": "client_disconnect"}) == 1 &&
+			value(fams, "pdhybrid_aborts_total", map[string]string{"reason": abortDisconnect, "worker": c.URL()}) == 1
+	}, "a client_disconnect outcome and its abort to "+c.URL())
+}
+
+// Under PD a decoder that answers 500 is retried on the other decoder:
+// the retries are counted against the failing decoder, and the prefill
+// leg each one abandons is aborted (reason retry) and counted against the
+// prefill worker it went to.
+func TestMetricsRetriesAndAbortsPerWorker(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	bad := workerWith(t, engine.RoleDecode, emulator.Faults{ErrorRate: 1, Seed: 1})
+	good := worker(t, engine.RoleDecode, false)
+	cfg := testConfig(kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{bad, good})
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	for i := range 3 {
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(1000*(i+1), 200), "sampling_params": map[string]any{"max_new_tokens": 4}}); a.status != http.StatusOK || a.worker != good.URL() {
+			t.Fatalf("request %d: %+v, want it answered by %s", i, a, good.URL())
+		}
+	}
+	fams := scrape(t, gw.URL)
+	retries := value(fams, "pdhybrid_retries_total", map[string]string{"worker": bad.URL()})
+	if retries < 1 || retries > 3 {
+		t.Fatalf("retries caused by %s %v, want 1 to 3", bad.URL(), retries)
+	}
+	if got := sum(fams, "pdhybrid_retries_total"); got != retries {
+		t.Errorf("retries sum to %v, want only the failing decoder's %v", got, retries)
+	}
+	if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": abortRetry, "worker": p.URL()}); got != retries {
+		t.Errorf("retry aborts to %s %v, want one per retry (%v)", p.URL(), got, retries)
+	}
+	for _, w := range []string{bad.URL(), good.URL()} {
+		if got := value(fams, "pdhybrid_aborts_total", map[string]string{"reason": abortRetry, "worker": w}); got != 0 {
+			t.Errorf("retry aborts to decoder %s %v, want 0 (the prefill leg is the one aborted)", w, got)
+		}
+	}
 }
 
 // post sends a JSON body with extra headers; the caller closes the answer.

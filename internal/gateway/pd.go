@@ -106,7 +106,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 			q.avoid = append(q.avoid, a.D)
 		}
 		if s.retryable(q, pl.status) || pl.status == 0 && q.attempt < s.cfg.Retries {
-			q.retry = pl.err.Error()
+			q.retry, q.retryOn = pl.err.Error(), p.URL
 			s.locked(func() { d.Finished(false) })
 			return true
 		}
@@ -161,7 +161,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		s.abort(p.URL, rid, abortRetry) // the next attempt gets a fresh pair and room
 		cancelP()
 		<-pDone
-		q.retry = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode)
+		q.retry, q.retryOn = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode), dec
 		s.locked(func() {
 			if resp.StatusCode >= 500 {
 				s.disp.PeerFailed(s.now(), a.D)

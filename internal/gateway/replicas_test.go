@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/front"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
@@ -79,5 +81,91 @@ func TestIdleSessionsExpire(t *testing.T) {
 	}
 	if _, ok := g.turns["live"]; !ok {
 		t.Fatal("the live session was forgotten")
+	}
+}
+
+// Behind a front (internal/front, as `up --gateways N` runs it) each
+// request reaches one replica, /admin/ and /metrics included, so a drain
+// sent through the front drains one replica only. The per-client limit is
+// each replica's own, and every client reaches a replica from the front's
+// address: without a client header, clients behind the front share one
+// limit per replica; with one, each client has its own, per replica.
+func TestReplicasBehindFront(t *testing.T) {
+	c := worker(t, engine.RoleColocated, false)
+	stack := func(header string) (*httptest.Server, [2]string) {
+		var reps [2]string
+		for i := range reps {
+			cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c})
+			cfg.AdminToken, cfg.LoadPoll, cfg.MaxClientConcurrency, cfg.ClientHeader = token, -1, 1, header
+			gw, _ := start(t, cfg)
+			reps[i] = gw.URL
+		}
+		f, err := front.New(front.RoundRobin, reps[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := httptest.NewServer(f)
+		t.Cleanup(fr.Close)
+		return fr, reps
+	}
+	short := map[string]any{"input_ids": ids(1, 50), "sampling_params": map[string]any{"max_new_tokens": 2}}
+	long := map[string]any{"input_ids": ids(1, 50), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 3000}}
+	// send posts through the front as client key and checks which replica
+	// answered and how; a stream is left open for the caller to close.
+	send := func(fr string, reps [2]string, body map[string]any, key string, rep, want int) *http.Response {
+		t.Helper()
+		resp := post(t, fr+"/generate", body, map[string]string{"X-Api-Key": key})
+		if got := resp.Header.Get("X-PDHybrid-Replica"); resp.StatusCode != want || got != reps[rep] {
+			t.Fatalf("client %s: %d from %s, want %d from replica %d (%s)", key, resp.StatusCode, got, want, rep, reps[rep])
+		}
+		if body["stream"] == true {
+			firstLine(t, resp)
+			return resp
+		}
+		resp.Body.Close()
+		return nil
+	}
+
+	// No client header: alice's stream on replica 0 fills the one slot
+	// every client behind the front shares there.
+	fr, reps := stack("")
+	a := send(fr.URL, reps, long, "alice", 0, http.StatusOK)
+	send(fr.URL, reps, short, "bob", 1, http.StatusOK)
+	send(fr.URL, reps, short, "carol", 0, http.StatusTooManyRequests)
+	a.Body.Close()
+
+	// --client-header X-Api-Key: each client its own slot on each replica.
+	fr, reps = stack("X-Api-Key")
+	a = send(fr.URL, reps, long, "alice", 0, http.StatusOK)
+	send(fr.URL, reps, short, "alice", 1, http.StatusOK) // replica 1 does not count replica 0's
+	send(fr.URL, reps, short, "carol", 0, http.StatusOK)
+	send(fr.URL, reps, short, "bob", 1, http.StatusOK)
+	send(fr.URL, reps, short, "alice", 0, http.StatusTooManyRequests)
+	defer a.Body.Close()
+
+	// /metrics and /admin/ through the front: one replica per request.
+	var seen []string
+	for range 2 {
+		resp, err := http.Get(fr.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		seen = append(seen, resp.Header.Get("X-PDHybrid-Replica"))
+	}
+	if seen[0] == seen[1] {
+		t.Errorf("two scrapes through the front both reached %s, want one replica each", seen[0])
+	}
+	if st, b := admin(t, http.MethodPost, fr.URL+"/admin/workers/drain", token, map[string]any{"url": c.URL()}, nil); st != http.StatusOK {
+		t.Fatalf("drain through the front: %d %s", st, b)
+	}
+	draining := 0
+	for _, r := range reps {
+		if w, _ := workerState(t, r, c.URL()); w.State == "draining" {
+			draining++
+		}
+	}
+	if draining != 1 {
+		t.Errorf("a drain through the front drained the worker on %d replicas, want 1", draining)
 	}
 }
