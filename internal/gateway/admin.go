@@ -86,11 +86,13 @@ func (s *Server) startOps() {
 	}
 }
 
-// Close stops the load poller and waits for it; requests in flight are the
-// HTTP server's to drain. It is safe to call more than once.
+// Close stops the load poller and the background D→P syncs and waits for
+// them; requests in flight are the HTTP server's to drain. It is safe to
+// call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.polling.Wait()
+	s.stopDToP()
 }
 
 // The URLs of pool members, read under the lock: the pools grow at run time.
