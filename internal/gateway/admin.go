@@ -63,7 +63,7 @@ func (s *Server) startOps() {
 	s.seen = map[string]time.Time{}
 	// The pools grow under the lock from here on: own their arrays.
 	s.cfg.Prefill, s.cfg.Decode, s.cfg.Colo = slices.Clone(s.cfg.Prefill), slices.Clone(s.cfg.Decode), slices.Clone(s.cfg.Colo)
-	s.log = newLogger(s.cfg.Log)
+	s.log = newLogger(s.cfg.Log, s.cfg.LogDebug)
 	for i, p := range s.cfg.Prefill {
 		s.workers = append(s.workers, &workerInfo{Role: rolePrefill, URL: p.URL, BootstrapPort: p.BootstrapPort, idx: i})
 	}

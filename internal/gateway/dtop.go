@@ -154,7 +154,8 @@ type syncOp struct {
 	start      time.Time
 	// what the stages took and moved, for the log
 	prepare, dump, finalize time.Duration
-	bytesPushed, inserted   int64
+	dumped, bytesPushed     int64 // the dump's tokens (D's KV of the session) and bytes
+	inserted                int64 // tokens P's cache lacked and got
 }
 
 // snapshotReply is the workers' answer to the three RPCs (the emulator's
@@ -291,7 +292,7 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 		return
 	}
 	dump, why := stage("dump", op.dURL, map[string]any{"session_id": op.session}, c.DumpTimeout, &op.dump)
-	op.bytesPushed = dump.BytesPushed
+	op.dumped, op.bytesPushed = dump.NumTokens, dump.BytesPushed
 	switch {
 	case why != "":
 		s.syncOutcome(op, "failed", "dump", why)
@@ -328,7 +329,7 @@ func (s *Server) syncOutcome(op *syncOp, event, stage, reason string) {
 	}
 	s.met.dpSync.WithLabelValues(key).Inc()
 	s.log.Debug("d-to-p-sync", "event", event, "stage", stage, "reason", reason, "session", op.session,
-		"from", op.dURL, "to", op.pURL, "kv_committed_len", op.tokens, "bytes_pushed", op.bytesPushed,
+		"from", op.dURL, "to", op.pURL, "reserved_tokens", op.tokens, "kv_committed_len", op.dumped, "bytes_pushed", op.bytesPushed,
 		"inserted_prefix_len", op.inserted, "prepare_ms", ms(op.prepare), "dump_ms", ms(op.dump),
 		"finalize_ms", ms(op.finalize), "total_ms", ms(time.Since(op.start)))
 }

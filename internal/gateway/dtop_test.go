@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,24 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
+
+// lockedBuffer is a log the gateway's goroutines write while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // syncs is the gateway's D→P sync count of outcome.
 func syncs(t *testing.T, gw, outcome string) float64 {
@@ -42,7 +63,7 @@ func syncsReach(t *testing.T, gw, outcome string, n float64) {
 // ("drain": the admin API drains it, so it still holds the session), and
 // turn 5 is reseeded through P. It returns turn 5's answer and the length
 // of turn 4's prompt, the session's KV on D at its last sync.
-func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config)) (answer, int, string) {
+func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config), gEdit func(*Config)) (answer, int, string) {
 	t.Helper()
 	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, pEdit)
 	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
@@ -50,6 +71,9 @@ func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config)) (ans
 		c.DToP = DToPConfig{Mode: mode}
 		c.AdminToken = token
 		c.LoadPoll = -1
+		if gEdit != nil {
+			gEdit(c)
+		}
 	})
 	body := func(prompt []int) map[string]any {
 		return map[string]any{"input_ids": prompt, "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 16}}
@@ -97,14 +121,26 @@ func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config)) (ans
 // the decoder then loses the session, the reseed finds the whole of the
 // last synced prompt in P's cache. Without sync P has only turn 1's prompt.
 func TestDToPActiveReseedHitsSyncedPrefix(t *testing.T) {
-	on, synced, gw := dtopRun(t, DToPActive, "flush", nil)
+	var log lockedBuffer
+	on, synced, gw := dtopRun(t, DToPActive, "flush", nil, func(c *Config) { c.Log, c.LogDebug = &log, true })
 	if want := synced / 64 * 64; on.cached < want {
 		t.Errorf("active sync: the reseed found %d tokens in P's cache, want the %d synced", on.cached, want)
 	}
 	if n := syncs(t, gw, "ok: finalize"); n != 3 {
 		t.Errorf("%v ok syncs, want 3 (one per direct append)", n)
 	}
-	off, _, gwOff := dtopRun(t, DToPOff, "flush", nil)
+	// One debug line per sync, with its stages and sizes and nothing of the
+	// prompt.
+	waitFor(t, func() bool { return strings.Count(log.String(), "\n") >= 3 }, "debug line per sync")
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] != "d-to-p-sync" || m["event"] != "ok" || m["session"] != "s" ||
+			m["inserted_prefix_len"].(float64) <= 0 || m["bytes_pushed"].(float64) <= 0 || m["prompt"] != nil || strings.Contains(line, "[") {
+			t.Errorf("debug line %s (%v)", line, err)
+		}
+	}
+	t.Logf("a debug line: %s", strings.SplitN(log.String(), "\n", 2)[0])
+	off, _, gwOff := dtopRun(t, DToPOff, "flush", nil, nil)
 	if off.cached > 2000 {
 		t.Errorf("sync off: the reseed found %d tokens in P's cache, want at most turn 1's 2,000", off.cached)
 	}
@@ -119,7 +155,7 @@ func TestDToPActiveReseedHitsSyncedPrefix(t *testing.T) {
 // is skipped session-not-resident when it lost it (flushed), the seed's
 // F28; the request goes on either way.
 func TestDToPPassive(t *testing.T) {
-	a, synced, gw := dtopRun(t, DToPPassive, "drain", nil)
+	a, synced, gw := dtopRun(t, DToPPassive, "drain", nil, nil)
 	if want := synced / 64 * 64; a.cached < want {
 		t.Errorf("passive sync from the drained decoder: %d tokens cached, want %d", a.cached, want)
 	}
@@ -127,7 +163,7 @@ func TestDToPPassive(t *testing.T) {
 		t.Errorf("%v ok syncs, want 1 (the reseed's)", n)
 	}
 	t.Logf("passive, drained decoder: the reseed (%s) found %d tokens in P's cache (%d synced)", a.mode, a.cached, synced)
-	a, _, gw = dtopRun(t, DToPPassive, "flush", nil)
+	a, _, gw = dtopRun(t, DToPPassive, "flush", nil, nil)
 	t.Logf("passive, flushed decoder: the reseed (%s) found %d tokens in P's cache", a.mode, a.cached)
 	if a.cached > 2000 {
 		t.Errorf("passive sync from a flushed decoder: %d tokens cached, want at most turn 1's", a.cached)
@@ -142,7 +178,7 @@ func TestDToPPassive(t *testing.T) {
 // every prepare_receive (snapshot-buf-full); the direct appends answer as
 // always and the reseed finds only what P prefilled itself.
 func TestDToPSnapshotBufFull(t *testing.T) {
-	a, _, gw := dtopRun(t, DToPActive, "flush", func(c *emulator.Config) { c.SnapshotBufBytes = 1 })
+	a, _, gw := dtopRun(t, DToPActive, "flush", func(c *emulator.Config) { c.SnapshotBufBytes = 1 }, nil)
 	syncsReach(t, gw, "failed: prepare: snapshot-buf-full", 3)
 	if n := syncs(t, gw, "ok: finalize"); n != 0 {
 		t.Errorf("%v ok syncs into a full buffer", n)
