@@ -29,6 +29,17 @@ var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-thre
 	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
 	"backpressure-max-pause-ms", "backpressure-transfer-queue"}
 
+// The D→P flags' help, shared by sim (every mode) and serve (the modes the
+// gateway runs).
+const (
+	dToPModeHelp     = "kvcache-centric: D→P snapshot sync `mode`: off, "
+	dToPPassiveHelp  = "passive (on a reseed, from the decoder that last held the session: the seed's)"
+	dToPOnEvictHelp  = "on-evict (a decoder pushes a session as it evicts it, and keeps its KV pinned until the dump ended)"
+	dToPActiveHelp   = "active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)"
+	dToPDeltaHelp    = "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes"
+	dToPDeltaDefault = 1024
+)
+
 func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	k.v3.register(fs)
 	fs.IntVar(&k.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest append in `tokens` a decoder takes directly (the seed's v0/v1: 2048)")
@@ -45,8 +56,8 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&k.trimStall, "trim-stall", 0, "kvcache-centric: scheduler stall per trimmed session in `seconds` (the seed's trim blocked the scheduler loop)")
 	fs.Float64Var(&k.trimStallTok, "trim-stall-per-token", 0, "kvcache-centric: scheduler stall per freed token in `seconds`")
 	fs.IntVar(&k.seedMaxInflight, "seed-max-inflight-decode", 0, "kvcache-centric: most `seeds` in flight to one decoder; a decoder at it is passed over for seeds (not for direct appends); 0 = no cap (the seed's -1)")
-	fs.StringVar(&k.dToP, "d-to-p-sync", "off", "kvcache-centric: D→P snapshot sync `mode`: off, passive (on a reseed, from the decoder that last held the session: the seed's), on-evict (a decoder pushes a session as it evicts it, and keeps its KV pinned until the dump ended), active (a decoder pushes after direct appends once the session grew by --d-to-p-delta-tokens)")
-	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", 1024, "kvcache-centric, --d-to-p-sync active: session growth in `tokens` between pushes")
+	fs.StringVar(&k.dToP, "d-to-p-sync", "off", dToPModeHelp+dToPPassiveHelp+", "+dToPOnEvictHelp+", "+dToPActiveHelp)
+	fs.IntVar(&k.dToPDelta, "d-to-p-delta-tokens", dToPDeltaDefault, dToPDeltaHelp)
 	fs.Float64Var(&k.snapshotBufGiB, "snapshot-buf", 8, "kvcache-centric: each prefill worker's snapshot buffer in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES)")
 	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
 	fs.BoolVar(&k.priorityEviction, "prefill-priority-eviction", false, "kvcache-centric: a prefill worker's cache evicts first the prompts of seeds and reseeds, which a decoder keeps, before plain-PD prompts, whose sessions come back through P (the seed's --kvcache-prefill-priority-eviction, off by default and on in all its KVC runs)")

@@ -17,6 +17,8 @@ import (
 func serveCmd(e *env) *cobra.Command {
 	var (
 		host, mech, policy, gate, reset, belief string
+		dToP                                    string
+		dToPDelta                               int
 		sessionHeader, sessionField             string
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
@@ -68,6 +70,8 @@ cut. docs/gateway.md says what is built.`,
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
 	fs.BoolVar(&backpressure, "backpressure", true, "kvcache-centric: honour a decoder's recommended_pause_ms: after a refusal that carries one, wait that long, at most --backpressure-max-pause-ms, before the next decoder or the fallback (labelled -d-backpressure); --backpressure=false ignores it (the seed's --enable-backpressure, off by default there)")
 	fs.Float64Var(&maxPauseMs, "backpressure-max-pause-ms", 1000*kvc.DefaultMaxPauseS, "kvcache-centric, with --backpressure: the cap on a decoder's recommended pause, in `milliseconds` ≥ 0 (the seed's --backpressure-max-pause-s 2.0); 0 = never wait")
+	fs.StringVar(&dToP, "d-to-p-sync", "off", dToPModeHelp+dToPPassiveHelp+", "+dToPActiveHelp+"; the snapshot buffer is the prefill workers' (worker --snapshot-buf; docs/gateway.md)")
+	fs.IntVar(&dToPDelta, "d-to-p-delta-tokens", dToPDeltaDefault, dToPDeltaHelp)
 	var v3 kvcV3Flags
 	v3.registerLive(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
@@ -94,11 +98,14 @@ cut. docs/gateway.md says what is built.`,
 		ck.oneOf("residency-belief", "track", "never-shrink")
 		ck.num("backpressure-max-pause-ms", between(0, 3.6e6).is("a number of milliseconds").orZero("never wait"))
 		ck.only("backpressure-max-pause-ms", backpressure, "with --backpressure")
+		ck.oneOf("d-to-p-sync", "off", "passive", "active")
+		ck.num("d-to-p-delta-tokens", between(1, 1<<30).is("a number of tokens"))
+		ck.only("d-to-p-delta-tokens", dToP == "active", "with --d-to-p-sync active")
 		ops.check(ck)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe",
-			"backpressure", "backpressure-max-pause-ms"}, kvcV3FlagNames...) {
+			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
 		v3.check(ck)
@@ -130,6 +137,7 @@ cut. docs/gateway.md says what is built.`,
 		}
 		if kvcOnly {
 			cfg.Dispatch.V3 = v3.live()
+			cfg.DToP = gateway.DToPConfig{Mode: dToP, DeltaTokens: dToPDelta}
 		}
 		gw, err := gateway.New(cfg)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -30,6 +31,10 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"serve", "--mechanism", "nope"}, "--mechanism"},
 		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--backpressure=false", "--backpressure-max-pause-ms", "100"}, "--backpressure-max-pause-ms"},
 		{[]string{"serve", "--mechanism", "pd-disaggregation", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--backpressure=false"}, "--backpressure"},
+		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "on-evict"}, "--d-to-p-sync"},
+		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "passive", "--d-to-p-delta-tokens", "512"}, "--d-to-p-delta-tokens"},
+		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "0"}, "--d-to-p-delta-tokens"},
+		{[]string{"serve", "--mechanism", "pd-disaggregation", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "active"}, "--d-to-p-sync"},
 	} {
 		_, stderr, err := runCLI(c.args...)
 		first, _, _ := strings.Cut(stderr, "\n")
@@ -176,4 +181,72 @@ func TestServeKVCv3Flags(t *testing.T) {
 			t.Errorf("%v: err %v, stderr %q; want an error naming %s", tc.args, err, se, tc.want)
 		}
 	}
+}
+
+// --d-to-p-sync and --d-to-p-delta-tokens reach the gateway (the seed's
+// D→P flag was parsed and dropped on its way, seed-inventory F24): a
+// session's direct append that grew it by more than the delta is synced
+// from its decoder to the prefill worker, and /metrics counts the sync ok.
+func TestServeDToPSync(t *testing.T) {
+	p := emulatortest.Start(t, engine.RolePrefill, false, emulator.Faults{})
+	d := emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{})
+	emulatortest.WaitHealthy(t, p.URL(), d.URL())
+	c := pdhybrid(t, "serve", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()), "--decode", d.URL(), "--port", "0",
+		"--load-poll-interval", "0", "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "500")
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
+	if err != nil || !ok {
+		t.Fatalf("serve printed %q (%v)", line, err)
+	}
+	prompt := make([]int, 1000)
+	for i := range prompt {
+		prompt[i] = 100 + i
+	}
+	for turn := 1; turn <= 2; turn++ {
+		if turn == 2 {
+			for i := range 600 {
+				prompt = append(prompt, 5000+i)
+			}
+		}
+		j, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 4}})
+		resp, err := http.Post(url+"/generate", "application/json", bytes.NewReader(j))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("turn %d: %d", turn, resp.StatusCode)
+		}
+	}
+	want := `pdhybrid_dp_syncs_total{outcome="ok: finalize"} 1`
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %s:\n%s", want, grepLines(string(b), "pdhybrid_dp_syncs_total"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -21,7 +21,7 @@ type opsFlags struct {
 	maxBody                  int64
 	maxHeader, maxClient     int
 	pollS                    float64
-	logPrompts               bool
+	logPrompts, logDebug     bool
 }
 
 func (o *opsFlags) register(fs *pflag.FlagSet) {
@@ -32,6 +32,7 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.clientHeader, "client-header", "", "`header` naming the client for --max-client-concurrency (an API key header, say); without one, or when a request lacks it, the client is its remote IP")
 	fs.Float64Var(&o.pollS, "load-poll-interval", 1, "`seconds` between polls of each worker's /v1/loads for the pdhybrid_worker_* metrics; 0 = never poll")
 	fs.BoolVar(&o.logPrompts, "log-prompts", false, "log every request, its prompt included, as a JSON line on stderr (default off: nothing of requests is logged)")
+	fs.BoolVar(&o.logDebug, "log-debug", false, "also log debug events as JSON lines on stderr: each D→P sync's outcome, stage times and sizes (--d-to-p-sync; no prompt content)")
 }
 
 func (o *opsFlags) check(ck *checks) {
@@ -55,5 +56,6 @@ func (o *opsFlags) apply(cfg *gateway.Config, e *env) {
 		cfg.LoadPoll = -1
 	}
 	cfg.LogPrompts = o.logPrompts
+	cfg.LogDebug = o.logDebug
 	cfg.Log = e.stderr
 }

@@ -63,7 +63,7 @@ func (s *Server) startOps() {
 	s.seen = map[string]time.Time{}
 	// The pools grow under the lock from here on: own their arrays.
 	s.cfg.Prefill, s.cfg.Decode, s.cfg.Colo = slices.Clone(s.cfg.Prefill), slices.Clone(s.cfg.Decode), slices.Clone(s.cfg.Colo)
-	s.log = newLogger(s.cfg.Log)
+	s.log = newLogger(s.cfg.Log, s.cfg.LogDebug)
 	for i, p := range s.cfg.Prefill {
 		s.workers = append(s.workers, &workerInfo{Role: rolePrefill, URL: p.URL, BootstrapPort: p.BootstrapPort, idx: i})
 	}
@@ -86,11 +86,13 @@ func (s *Server) startOps() {
 	}
 }
 
-// Close stops the load poller and waits for it; requests in flight are the
-// HTTP server's to drain. It is safe to call more than once.
+// Close stops the load poller and the background D→P syncs and waits for
+// them; requests in flight are the HTTP server's to drain. It is safe to
+// call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.polling.Wait()
+	s.stopDToP()
 }
 
 // The URLs of pool members, read under the lock: the pools grow at run time.

@@ -76,6 +76,8 @@ type Config struct {
 	// name a request's session before every built-in source (identity.go).
 	SessionHeader string
 	SessionField  string
+	// DToP sets up D→P snapshot sync (dtop.go; off by default).
+	DToP DToPConfig
 }
 
 // Server is a running gateway.
@@ -90,6 +92,7 @@ type Server struct {
 	// residency probe.
 	probes   atomic.Int64
 	draining atomic.Bool // shutting down: /health answers 503 (drain.go)
+	dtop     dtopState   // D→P snapshot sync (dtop.go)
 	// dispatched counts dispatches (under mu): every 1024th sweeps out
 	// sessions idle longer than SessionIdle.
 	dispatched int
@@ -150,6 +153,9 @@ func New(cfg Config) (*Server, error) {
 	dOpts.NoCache = cfg.Dispatch.Mechanism == kvc.MechPD // naive PD decoders keep nothing
 	s := &Server{cfg: cfg, start: time.Now(), disp: kvc.NewDispatcher(cfg.Dispatch, pNames, dNames, opts, dOpts),
 		mux: http.NewServeMux(), turns: map[string]int{}}
+	if err := s.startDToP(); err != nil {
+		return nil, err
+	}
 	s.mux.HandleFunc("/generate", s.handleGenerate)
 	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
@@ -189,6 +195,7 @@ func (s *Server) expireSessions(now time.Time) {
 			delete(s.seen, id)
 			delete(s.turns, id)
 			s.disp.ForgetSession(id)
+			s.forgetDToP(id)
 		}
 	}
 }

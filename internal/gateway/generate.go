@@ -217,6 +217,7 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 			}
 		case kvc.ActDirect:
 			if s.single(ctx, w, s.decodeURL(a.D), q, d, true) {
+				s.afterDirect(w, q, a.D) // D→P sync, active mode (dtop.go)
 				return
 			}
 		case kvc.ActWholeP:

@@ -41,6 +41,9 @@ type Ops struct {
 	// to Log (default stderr). Off, the gateway logs nothing of requests.
 	LogPrompts bool
 	Log        io.Writer
+	// LogDebug also logs debug events to Log: each D→P sync's outcome,
+	// stages and sizes (dtop.go), never prompt content.
+	LogDebug bool
 }
 
 func (o *Ops) defaults() {
@@ -180,4 +183,10 @@ func (s *Server) logRequest(q *request, mode, outcome string, status int, took t
 		"seconds", took.Seconds(), "input_tokens", q.tokens, "prompt", prompt)
 }
 
-func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+func newLogger(w io.Writer, debug bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if debug {
+		opts.Level = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

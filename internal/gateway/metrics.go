@@ -89,7 +89,7 @@ func newMetrics(s *Server) *metrics {
 	m.admissions = cv("pdhybrid_admissions_total", "Decoder admission replies (/session_cache/admit_direct_append), by result (direct, seed, rejected) and the decoder's structured reason.", "result", "reason")
 	m.retries = cv("pdhybrid_retries_total", "Requests dispatched again after a worker answered 408, 429 or 5xx (or could not be reached) before anything reached the client, by the worker whose failure caused the retry.", "worker")
 	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls, by reason (other_leg, retry, client_disconnect) and the worker the abort was sent to.", "reason", "worker")
-	m.dpSync = cv("pdhybrid_dp_syncs_total", "D-to-P session KV syncs, by outcome. The gateway has no D-to-P path yet: always 0.", "outcome")
+	m.dpSync = cv("pdhybrid_dp_syncs_total", "D-to-P session KV snapshot syncs (serve --d-to-p-sync), by outcome as the simulator's d_to_p_sync counts them: ok: finalize, or <skipped|failed>: <entry|prepare|dump|finalize>: <reason>.", "outcome")
 	m.rejected = cv("pdhybrid_rejected_requests_total", "Requests refused before dispatch, by reason (body_too_large, client_concurrency).", "reason")
 	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
 	m.waiting = gv("pdhybrid_worker_waiting_requests", "Waiting requests the worker last reported (/v1/loads num_waiting_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
@@ -98,7 +98,7 @@ func newMetrics(s *Server) *metrics {
 	m.kvUsage = gv("pdhybrid_worker_kv_usage_ratio", "KV cache usage the worker last reported (/v1/loads token_usage, 0 to 1, mean over DP ranks).")
 	m.up = gv("pdhybrid_worker_up", "1 if the worker's last load poll succeeded, else 0.")
 	m.pollErrors = cv("pdhybrid_worker_load_poll_errors_total", "Load polls of a worker that failed.", "role", "worker")
-	for _, o := range []string{"ok", "failed"} {
+	for _, o := range []string{"ok: finalize"} {
 		m.dpSync.WithLabelValues(o)
 	}
 	for _, w := range s.workers {

@@ -27,6 +27,9 @@ const prefillVerdictGrace = 500 * time.Millisecond
 // waiting on a room. A seed (KVC) also names the session, so the decoder
 // keeps it. It reports whether the client got an answer.
 func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q *request, d *kvc.Dispatch) bool {
+	if a.Kind == kvc.ActSeed {
+		s.beforeReseed(ctx, q, d, a.P) // D→P sync, passive mode (dtop.go)
+	}
 	p, dec := s.prefillAt(a.P), s.decodeURL(a.D)
 	body := clone(q.body)
 	rid := newRID()
