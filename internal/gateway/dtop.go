@@ -37,9 +37,7 @@ package gateway
 // logged at debug level, without prompt content.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -337,23 +335,10 @@ func (s *Server) syncOutcome(op *syncOp, event, stage, reason string) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // completed reads the answer that went out through w (the request's
-// recorder): whether it finished (200, a finish reason other than abort),
-// and its completion tokens.
+// recorder, metrics.go).
 func completed(w http.ResponseWriter) (int, bool) {
-	r, ok := w.(*recorder)
-	if !ok || r.status != http.StatusOK {
-		return 0, false
+	if r, ok := w.(*recorder); ok {
+		return r.completed()
 	}
-	var ans struct {
-		MetaInfo struct {
-			CompletionTokens int `json:"completion_tokens"`
-			FinishReason     *struct {
-				Type string `json:"type"`
-			} `json:"finish_reason"`
-		} `json:"meta_info"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(r.last), &ans) != nil || ans.MetaInfo.FinishReason == nil || ans.MetaInfo.FinishReason.Type == "abort" {
-		return 0, false
-	}
-	return ans.MetaInfo.CompletionTokens, true
+	return 0, false
 }

@@ -264,13 +264,10 @@ func (r *recorder) Flush() {
 	}
 }
 
-// end counts the request and, when it completed, observes its latencies.
-func (r *recorder) end(ctx context.Context) {
-	end := time.Now()
-	mode := r.mode
-	if mode == "" {
-		mode = modeNone
-	}
+// completed reads the answer relayed (its last JSON object or data event):
+// whether it finished (status 200, a finish reason other than abort), and
+// its completion tokens.
+func (r *recorder) completed() (tokens int, ok bool) {
 	var ans struct {
 		MetaInfo struct {
 			CompletionTokens int `json:"completion_tokens"`
@@ -279,10 +276,24 @@ func (r *recorder) end(ctx context.Context) {
 			} `json:"finish_reason"`
 		} `json:"meta_info"`
 	}
-	finished := json.Unmarshal(bytes.TrimSpace(r.last), &ans) == nil && ans.MetaInfo.FinishReason != nil
+	if r.status != http.StatusOK || json.Unmarshal(bytes.TrimSpace(r.last), &ans) != nil ||
+		ans.MetaInfo.FinishReason == nil || ans.MetaInfo.FinishReason.Type == "abort" {
+		return 0, false
+	}
+	return ans.MetaInfo.CompletionTokens, true
+}
+
+// end counts the request and, when it completed, observes its latencies.
+func (r *recorder) end(ctx context.Context) {
+	end := time.Now()
+	mode := r.mode
+	if mode == "" {
+		mode = modeNone
+	}
+	completion, done := r.completed()
 	outcome := outcomeWorkerError
 	switch {
-	case r.status == http.StatusOK && finished && ans.MetaInfo.FinishReason.Type != "abort":
+	case done:
 		outcome = outcomeOK
 	case ctx.Err() != nil:
 		outcome = outcomeDisconnect
@@ -297,7 +308,7 @@ func (r *recorder) end(ctx context.Context) {
 		if r.q.stream && !r.first.IsZero() {
 			ttft := r.first.Sub(r.start).Seconds()
 			m.ttft.WithLabelValues(mode).Observe(ttft)
-			if n := ans.MetaInfo.CompletionTokens; n > 1 {
+			if n := completion; n > 1 {
 				m.tpot.WithLabelValues(mode).Observe((e2e - ttft) / float64(n-1))
 			}
 		}
