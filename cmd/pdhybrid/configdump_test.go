@@ -78,6 +78,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"seed-max-inflight-decode":         append(kvcFlags, "--seed-max-inflight-decode", "1"),
 		"prefill-backup":                   append(kvcFlags, "--prefill-backup", "capacity-backup"),
 		"prefill-priority-eviction":        append(kvcFlags, "--prefill-priority-eviction"),
+		"home-holds":                       append(kvcFlags, "--home-holds"),
 		"d-to-p-sync":                      append(kvcFlags, "--d-to-p-sync", "on-evict"),
 		"d-to-p-delta-tokens":              append(kvcFlags, "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "4096"),
 		"snapshot-buf":                     append(kvcFlags, "--d-to-p-sync", "on-evict", "--snapshot-buf", "2"),

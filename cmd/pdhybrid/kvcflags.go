@@ -18,7 +18,7 @@ type kvcFlags struct {
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
 	v3                                                     kvcV3Flags
-	priorityEviction                                       bool
+	priorityEviction, homeHolds                            bool
 	backpressure, bpTransfers                              bool
 	bpHighWater, bpMaxPauseMs                              float64
 }
@@ -27,7 +27,7 @@ var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-thre
 	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
 	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
-	"backpressure-max-pause-ms", "backpressure-transfer-queue"}
+	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds"}
 
 // The D→P flags' help, shared by sim (every mode) and serve (the modes the
 // gateway runs).
@@ -49,6 +49,7 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.sessionCap, "session-cap", 0, "kvcache-centric: most `sessions` one decoder keeps; 0 = no cap")
 	fs.StringVar(&k.gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append and the session cap: `worker` (the decoder's admission RPC) or router (the router's estimate, the seed's code)")
 	fs.StringVar(&k.reset, "reject-reset", "direct", "kvcache-centric: when a (session, decoder) reject count returns to 0: `direct` (a direct-to-D success, the seed's code), any (any success, the spec), off (never, the seed's v1)")
+	fs.BoolVar(&k.homeHolds, "home-holds", false, "kvcache-centric: a turn its session's decoder refuses (before the refusals reach τ_reject) goes plain PD at once, the session staying pinned there, instead of along the retry chain, whose next decoder would be seeded and become its home; a session then moves only when its decoder is blacklisted. Off: the spec's retry chain")
 	fs.StringVar(&k.belief, "residency-belief", "track", "kvcache-centric: the router's picture of decoder residency: `track` (follows eviction reports) or never-shrink (the seed)")
 	fs.StringVar(&k.trim, "trim", "idle", "kvcache-centric: which sessions a decoder's trim may evict: `idle` (no request running, the seed) or any")
 	fs.StringVar(&k.eviction, "eviction", "session", "kvcache-centric: eviction `granularity`: session (a whole session at once, the seed) or block (LRU nibbles the oldest blocks)")
@@ -119,7 +120,7 @@ func (k *kvcFlags) config() sim.KVC {
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
 		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction,
 		Backpressure: map[bool]string{true: "on", false: "off"}[k.backpressure], BackpressureHighWater: k.bpHighWater,
-		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers}
+		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers, HomeHolds: k.homeHolds}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

@@ -23,7 +23,7 @@ func serveCmd(e *env) *cobra.Command {
 		prefill, decode, colo                   []string
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
-		noProbe, backpressure                   bool
+		noProbe, backpressure, homeHolds        bool
 		maxPauseMs                              float64
 		config                                  string
 		drainS                                  float64
@@ -68,6 +68,7 @@ cut. docs/gateway.md says what is built.`,
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
+	fs.BoolVar(&homeHolds, "home-holds", false, "kvcache-centric: a turn its session's decoder refuses (before τ_reject) goes plain PD at once and the session stays pinned there, instead of the retry chain seeding the next decoder")
 	fs.BoolVar(&backpressure, "backpressure", true, "kvcache-centric: honour a decoder's recommended_pause_ms: after a refusal that carries one, wait that long, at most --backpressure-max-pause-ms, before the next decoder or the fallback (labelled -d-backpressure); --backpressure=false ignores it (the seed's --enable-backpressure, off by default there)")
 	fs.Float64Var(&maxPauseMs, "backpressure-max-pause-ms", 1000*kvc.DefaultMaxPauseS, "kvcache-centric, with --backpressure: the cap on a decoder's recommended pause, in `milliseconds` ≥ 0 (the seed's --backpressure-max-pause-s 2.0); 0 = never wait")
 	fs.StringVar(&dToP, "d-to-p-sync", "off", dToPModeHelp+dToPPassiveHelp+", "+dToPActiveHelp+"; the snapshot buffer is the prefill workers' (worker --snapshot-buf; docs/gateway.md)")
@@ -104,7 +105,7 @@ cut. docs/gateway.md says what is built.`,
 		ops.check(ck)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
-		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe",
+		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe", "home-holds",
 			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
@@ -131,7 +132,7 @@ cut. docs/gateway.md says what is built.`,
 		b, _ := kvc.ParseBelief(belief)
 		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1},
 			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, Belief: b,
-			NoBackpressure: !backpressure, MaxPauseS: maxPauseMs / 1000}
+			NoBackpressure: !backpressure, MaxPauseS: maxPauseMs / 1000, HomeHolds: homeHolds}
 		if maxPauseMs == 0 {
 			cfg.Dispatch.MaxPauseS = -1 // kvc: a cap of 0
 		}

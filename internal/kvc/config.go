@@ -74,6 +74,14 @@ type DispatchConfig struct {
 	// --kvcache-seed-max-inflight-decode; 0 = no cap): a decoder at the cap
 	// is passed over for seeds, not for direct appends.
 	SeedMaxInflight int
+	// HomeHolds keeps a session on its decoder through a refusal there: a
+	// turn the home decoder refuses, before the refusals blacklist it,
+	// goes plain PD at once instead of along the retry chain, whose next
+	// decoder would be seeded with the session and become its new home.
+	// With it a session migrates only when its home is blacklisted, so at
+	// most (|D|−1)·τ_reject times with the reset on, whatever ε; sessions
+	// no decoder holds (first turns, evicted ones) keep the whole chain.
+	HomeHolds bool
 	// Peer holds the peer baselines' knobs (peers.go); BlockSize is the
 	// tokens per block id, DecodeKVBlocks a decoder's pool in blocks.
 	Peer           PeerConfig

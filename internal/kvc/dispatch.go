@@ -147,6 +147,7 @@ type Dispatch struct {
 	seeding  bool    // counted in its decoder's seeds in flight
 	probe    bool    // the half-open breaker's probe
 	holds    bool    // a direct or seed counted in its session's inflight
+	homeHeld bool    // HomeHolds: refused by the home, sent plain PD, the session left pinned there
 	now      float64 // when Begin was called: breakers judge by it
 	lastD    int     // the session's decoder before this request
 	pTok     int     // the peers: prefill tokens counted in pActive
@@ -403,7 +404,18 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 			t.notResident()
 		}
 	}
+	if x.cfg.HomeHolds && s.pin == d && !rep.Unreachable && !x.blacklisted(t.r.Session, d) {
+		t.note("home %s refused, not blacklisted: the session stays there", x.d.names[d])
+		t.homeHeld = true
+		t.fallback()
+		return
+	}
 	t.route()
+}
+
+// blacklisted says whether the session's refusals by d reached τ_reject.
+func (x *Dispatcher) blacklisted(session string, d int) bool {
+	return x.cfg.TauReject > 0 && x.rejects[rejKey{session, d}] >= x.cfg.TauReject
 }
 
 // maxPauseS is the cap on a backpressure wait.

@@ -169,3 +169,45 @@ func TestRetryChainEndsWithinBlacklist(t *testing.T) {
 		}
 	}
 }
+
+// With HomeHolds a refusal by the session's home sends the turn plain PD
+// instead of along the retry chain, so the migration bound holds at the
+// default ε = |D|−1 too: on the same isolated refusals as
+// TestMigrationBoundWithReset (where ε = |D|−1 moved the worst session
+// 70–114 times), no session moves with the reset on, and with it off the
+// permanent counts still blacklist every home in turn.
+func TestMigrationBoundHomeHolds(t *testing.T) {
+	const sessions, turns, nD = 8, 200, 3
+	for _, tau := range []int{2, 3, 5} {
+		for _, reset := range []RejectReset{ResetDirect, ResetAny, ResetOff} {
+			name := fmt.Sprintf("tau%d/%s", tau, reset)
+			rng := rand.New(rand.NewPCG(uint64(tau), 1))
+			c := newFakeCluster(reset, tau, -1)
+			c.x.cfg.HomeHolds = true
+			for k := 1; k <= turns; k++ {
+				for i := 0; i < sessions; i++ {
+					s := fmt.Sprint("s", i)
+					if n := c.turn(t, s, k, c.isolated(rng, s, 0.35, tau)); n > nD {
+						t.Fatalf("%s: %s turn %d made %d admission attempts; want ≤ |D| = %d", name, s, k, n, nD)
+					}
+				}
+			}
+			worst, refusals := 0, 0
+			for i := 0; i < sessions; i++ {
+				s := fmt.Sprint("s", i)
+				worst = max(worst, c.moves[s])
+				refusals += c.rejects[s]
+			}
+			bound := (nD - 1) * tau
+			switch {
+			case refusals == 0:
+				t.Fatalf("%s: no home ever refused: the test exercises nothing", name)
+			case reset != ResetOff && worst > bound:
+				t.Errorf("%s: a session migrated %d times, want ≤ (|D|−1)·τ_reject = %d", name, worst, bound)
+			case reset == ResetOff && worst <= bound:
+				t.Errorf("%s: with the reset off the worst session migrated only %d times (bound %d); want the v1 bounce", name, worst, bound)
+			}
+			t.Logf("%s: worst session migrated %d times; homes refused %d turns", name, worst, refusals)
+		}
+	}
+}

@@ -39,8 +39,10 @@ func (t *Dispatch) Accepted() {
 		x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
 		if x.cfg.Mechanism == MechKVC {
 			x.d.Dispatched(t.chosenD, t.r.Session, nil) // D keeps nothing of it
-			x.d.Unpin(t.r.Session, t.chosenD)
-			x.unpin(t.r.Session)
+			if !t.homeHeld {                            // HomeHolds: the home keeps the session's earlier turns
+				x.d.Unpin(t.r.Session, t.chosenD)
+				x.unpin(t.r.Session)
+			}
 		} else {
 			x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
 		}

@@ -54,6 +54,9 @@ type KVC struct {
 	PrefillPriorityEviction bool `json:"prefill_priority_eviction"`
 	// SeedMaxInflight caps seeds in flight per decoder (0 = none).
 	SeedMaxInflight int `json:"seed_max_inflight_decode"`
+	// HomeHolds sends a turn its session's decoder refuses plain PD at
+	// once, the session staying pinned there (kvc.DispatchConfig).
+	HomeHolds bool `json:"home_holds"`
 	// Backpressure is on or off ("" takes on; the seed's
 	// --enable-backpressure was off by default): when on, a decoder's
 	// admission reply carries recommended_pause_ms once the KV it holds
@@ -230,7 +233,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
 		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens()),
-		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause}
+		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause, HomeHolds: k.HomeHolds}
 }
 
 // transferTokens is what moving one token's KV over the run's link costs,
