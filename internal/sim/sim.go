@@ -511,13 +511,14 @@ func evictedState(hot bool) string {
 }
 
 // drain handles pending worker events until none are left; handlers may
-// call workers, which add more.
+// call workers, which add more (drain is called from the loop only, never
+// from a handler). It walks the list by index and then empties it in place,
+// so the list keeps its array from one drain to the next.
 func (s *Sim) drain() {
-	for len(s.pending) > 0 {
-		ev := s.pending[0]
-		s.pending = s.pending[1:]
-		s.handle(ev)
+	for i := 0; i < len(s.pending); i++ {
+		s.handle(s.pending[i])
 	}
+	clear(s.pending)
 	s.pending = s.pending[:0]
 }
 
