@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // startUp runs pdhybrid up with args as a subprocess (killed at test end)
@@ -101,7 +106,34 @@ func TestUpStack(t *testing.T) {
 	if mode, _ = ask(append(append(prompt, outIDs...), 90001, 90002, 90003)); mode != "kvcache-direct-to-d-session" {
 		t.Fatalf("second request went %q", mode)
 	}
-	replayInto(t, gw)
+	dir := replayInto(t, gw)
+	// The gateway's /metrics, read by Prometheus' own parser, agrees with
+	// the summary.json replay wrote: per execution mode, the requests
+	// counted ok are the summary's plus the two asked above.
+	want := map[string]float64{"pd-router-turn1-seed": 1, "kvcache-direct-to-d-session": 1}
+	var sum struct {
+		Modes     map[string]int `json:"execution_modes"`
+		Completed int            `json:"completed"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	for m, n := range sum.Modes {
+		want[m] += float64(n)
+	}
+	got := map[string]float64{}
+	for _, m := range scrapeFamily(t, gw+"/metrics", "pdhybrid_requests_total").GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["outcome"] == "ok" && m.GetCounter().GetValue() > 0 {
+			got[l["mode"]] = m.GetCounter().GetValue()
+		}
+	}
+	if !maps.Equal(got, want) || sum.Completed != 6 {
+		t.Errorf("/metrics ok requests by mode %v; summary.json (%d completed) and the two asked give %v", got, sum.Completed, want)
+	}
 	c.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
@@ -178,8 +210,8 @@ func TestUpPortTaken(t *testing.T) {
 
 // replayInto replays a small trace through the live stack with pdhybrid
 // replay: every request is in metrics.jsonl once and completed, the summary
-// says complete, and pdhybrid report reads the folder.
-func replayInto(t *testing.T, gw string) {
+// says complete, and pdhybrid report reads the folder, which it returns.
+func replayInto(t *testing.T, gw string) string {
 	t.Helper()
 	tr := smallTrace(t)
 	dir := filepath.Join(t.TempDir(), "live")
@@ -222,6 +254,28 @@ func replayInto(t *testing.T, gw string) {
 	if _, se, err := runCLI("report", dir, "--out", filepath.Join(t.TempDir(), "r")); err != nil {
 		t.Errorf("report of the live run: %v\n%s", err, se)
 	}
+	return dir
+}
+
+// scrapeFamily reads one metric family from a /metrics page with
+// Prometheus' text parser.
+func scrapeFamily(t *testing.T, url, name string) *dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("%s has no %s", url, name)
+	}
+	return f
 }
 
 // --worker-arg and --gateway-arg reach the children: a bad value given to
