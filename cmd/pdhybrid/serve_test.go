@@ -31,6 +31,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"serve", "--mechanism", "nope"}, "--mechanism"},
 		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--backpressure=false", "--backpressure-max-pause-ms", "100"}, "--backpressure-max-pause-ms"},
 		{[]string{"serve", "--mechanism", "pd-disaggregation", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--backpressure=false"}, "--backpressure"},
+		{[]string{"serve", "--mechanism", "pd-disaggregation", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--home-holds"}, "--home-holds"},
 		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "on-evict"}, "--d-to-p-sync"},
 		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "passive", "--d-to-p-delta-tokens", "512"}, "--d-to-p-delta-tokens"},
 		{[]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "0"}, "--d-to-p-delta-tokens"},
