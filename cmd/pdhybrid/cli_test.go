@@ -186,6 +186,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--bootstrap-port", []string{"worker", "--role", "decode", "--bootstrap-port", "9000"}},
 		{"--session-cache", []string{"worker", "--role", "prefill", "--session-cache"}},
 		{"--snapshot-buf", []string{"worker", "--role", "decode", "--snapshot-buf", "2"}},
+		{"--prefill-priority-eviction", []string{"worker", "--role", "decode", "--prefill-priority-eviction"}},
 		{"--session-cap", []string{"worker", "--role", "decode", "--session-cap", "4"}},
 		{"--fault-seed", []string{"worker", "--fault-seed", "3"}},
 		{"--backpressure", []string{"sim", "--backpressure=false"}},

@@ -25,7 +25,7 @@ type workerFlags struct {
 	memFraction, snapshotBufGiB         float64
 	maxTotal                            int64
 	mixed, incremental                  bool
-	sessionCache, serveWhole            bool
+	sessionCache, serveWhole, priority  bool
 	sessionCap                          int
 	trim, eviction                      string
 	lowWatermark, trimStall, trimTok    float64
@@ -86,6 +86,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.BoolVar(&f.incremental, "incremental-streaming-output", false, "stream only the new text and ids in each SSE event (SGLang --incremental-streaming-output); by default every event holds all so far")
 	fs.Float64Var(&f.snapshotBufGiB, "snapshot-buf", 8, "prefill: the D→P snapshot buffer /_snapshot/prepare_receive reserves in, in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES; sim's --snapshot-buf)")
 	fs.BoolVar(&f.serveWhole, "serve-whole", false, "prefill: also serve a request without a bootstrap room whole (prefill and decode), as a colocated worker would: the extension KVC v3's --whole-on-p and --p-hosts-sessions need on the prefill worker (stock SGLang answers 400)")
+	fs.BoolVar(&f.priority, "prefill-priority-eviction", false, "prefill: evict a KVC seed's prompt (a leg that names a session_id, which its decoder keeps) from the prefix cache before any other KV once it is done; plain-PD prompts keep LRU order (the seed's --kvcache-prefill-priority-eviction; mirrors sim's --prefill-priority-eviction; off by default)")
 	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
@@ -152,7 +153,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.oneOf("trim", "idle", "any")
 	ck.oneOf("eviction", "session", "block")
 	prefill, decode := f.role == "prefill", f.role == "decode"
-	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf"} {
+	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction"} {
 		ck.only(n, prefill, "with --role prefill")
 	}
 	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
@@ -196,7 +197,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		HeartbeatInterval: f.beat, HeartbeatMaxFailures: f.beatMisses, ServedModelName: f.served, AdvertiseURL: f.advertise,
 		Faults: emulator.Faults{ErrorRate: f.errRate, StallS: f.stall, CrashAfter: f.crashAfter, SlowTransfer: f.slowXfer,
 			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
-		ServeWhole: f.serveWhole,
+		ServeWhole: f.serveWhole, PriorityEviction: f.priority,
 	}
 	if prefill {
 		cfg.SnapshotBufBytes = int64(f.snapshotBufGiB * (1 << 30))

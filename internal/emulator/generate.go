@@ -280,6 +280,10 @@ func (s *Server) admit(now float64, st *reqState) error {
 		st.er.Kind, st.er.Session, st.er.KeepSession = engine.Full, sessName, true
 		err = s.w.Submit(now, &st.er)
 	case legPrefill:
+		// The gateway keeps session_id in a KVC seed's legs and drops it
+		// for plain PD (gateway/pd.go): a decoder keeps a seed's prompt as
+		// the session's residency, so P's copy goes first.
+		st.er.LowPriority = sessName != ""
 		err = s.prefillArrive(now, st)
 	case legDecode:
 		if sessName != "" && s.cfg.Session.Enabled {

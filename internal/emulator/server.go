@@ -52,6 +52,11 @@ type Config struct {
 	// SnapshotBufBytes is a prefill worker's D→P snapshot buffer (0: the
 	// seed's 8 GiB, SGLANG_SNAPSHOT_LINK_BUF_BYTES; snapshot.go).
 	SnapshotBufBytes int64
+	// PriorityEviction makes a prefill worker evict the prompts of KVC
+	// seeds (PD legs that name a session) before any other prefix-cache KV
+	// once they are done, as the simulator's --prefill-priority-eviction
+	// does (engine/priority.go); other roles ignore it.
+	PriorityEviction bool
 	// IncrementalStream streams only the new text and ids per event
 	// (SGLang --incremental-streaming-output); by default each event
 	// carries everything so far, as SGLang's /generate does.
@@ -239,6 +244,7 @@ func (s *Server) newWorker() (*engine.Worker, error) {
 		Name: c.Role.String(), Role: c.Role, Profile: c.Profile, BlockSize: c.BlockSize,
 		PoolTokens: pool, ChunkTokens: c.ChunkTokens, MaxRunning: c.MaxRunning,
 		PrefixCache: c.Role != engine.RoleDecode, MixedChunk: c.MixedChunk, Session: c.Session,
+		PriorityEviction: c.PriorityEviction && c.Role == engine.RolePrefill,
 	})
 }
 
