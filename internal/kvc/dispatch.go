@@ -221,7 +221,7 @@ func (t *Dispatch) route() {
 	// Breakers do not keep a decoder from direct appends, which move no KV
 	// over the failing transport; they hold back seeds and plain PD.
 	allowed := func(d int) bool {
-		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && (x.cfg.TauReject <= 0 || x.rejects[rejKey{t.r.Session, d}] < x.cfg.TauReject)
+		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && !x.blacklisted(t.r.Session, d)
 	}
 	d := x.d.PickAmong(t.routeKey(), t.r.Blocks, allowed).Worker
 	if d < 0 {
