@@ -24,6 +24,11 @@ import (
 // reset (direct successes only) leaves the counts of seed successes
 // standing, so with retries the blacklist adds moves of its own.
 
+type rejKey struct {
+	session string
+	d       int
+}
+
 type fakeCluster struct {
 	x       *Dispatcher
 	home    map[string]int // decoder of the session's last success (it keeps the session)

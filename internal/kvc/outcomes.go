@@ -139,7 +139,9 @@ func (t *Dispatch) Finished(ok bool) {
 	switch {
 	case x.cfg.Reset == ResetDirect && t.kind == ActDirect,
 		x.cfg.Reset == ResetAny && (t.kind == ActDirect || t.kind == ActSeed):
-		delete(x.rejects, rejKey{t.r.Session, t.chosenD})
+		if s := x.sessions[t.r.Session]; s != nil {
+			s.forgive(t.chosenD)
+		}
 	}
 }
 
@@ -213,4 +215,9 @@ func (x *Dispatcher) session(id string) *sessState {
 }
 
 // Rejects is the (session, decoder) reject count (tests, logs).
-func (x *Dispatcher) Rejects(session string, d int) int { return x.rejects[rejKey{session, d}] }
+func (x *Dispatcher) Rejects(session string, d int) int {
+	if s := x.sessions[session]; s != nil {
+		return s.rejected(d)
+	}
+	return 0
+}

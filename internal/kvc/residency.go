@@ -54,9 +54,6 @@ func (x *Dispatcher) ForgetSession(session string) {
 	if x.p != nil {
 		x.p.Forget(session)
 	}
-	for d := range x.d.names {
-		delete(x.rejects, rejKey{session, d})
-	}
 }
 
 // Sessions is the number of sessions the dispatcher holds state for.

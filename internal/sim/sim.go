@@ -277,6 +277,9 @@ func (s *Sim) build() error {
 		dc.DecodeKVBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
 	}
 	s.disp = kvc.NewDispatcher(dc, pNames, dNames, pOpts, dOpts)
+	if s.quiet {
+		s.disp.SetQuiet() // the paths go only to the sink
+	}
 	s.wsched = make([]schedule, len(s.workers))
 	s.lsched = make([]schedule, len(s.links))
 	return nil
