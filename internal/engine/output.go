@@ -85,7 +85,7 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	if !w.makeRoomFor(now, int64(end-m.Blocks)*int64(bs), r.Session) {
 		return
 	}
-	m.Node, _ = w.tree.Insert(m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
+	m.Node, _ = w.insertPrompt(r, m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
 }
 
 // evictOldestTail frees the least recently finished tail and returns its

@@ -50,7 +50,7 @@ func (w *Worker) adoptDelta(now float64, r *Request) {
 	if full := r.Input / w.cfg.BlockSize; full > 0 && full <= len(r.Blocks) {
 		r.lastWhole = r.Blocks[full-1]
 	}
-	node, _ := w.tree.Insert(r.node, r.Blocks, r.matched, w.lastBlockTokens(r.Input, len(r.Blocks)), now)
+	node, _ := w.insertPrompt(r, r.node, r.Blocks, r.matched, w.lastBlockTokens(r.Input, len(r.Blocks)), now)
 	delta := int64(r.Input - r.CachedTokens)
 	r.own -= delta
 	w.own -= delta

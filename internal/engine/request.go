@@ -40,10 +40,15 @@ type Request struct {
 	// read only until the prefill is done (EvPrefillDone, or the first token
 	// of a Full request) or, for a DecodeOnly request that keeps its session,
 	// until it joins the batch (its EvFirstToken): the caches copy what they
-	// keep, so the owner may reuse the storage from then on.
+	// keep, so the owner may reuse the storage from then on — unless
+	// SharedBlocks says the caches may keep the slice itself.
 	Blocks []uint64
-	Input  int // prompt tokens
-	Output int // tokens to generate here (≥ 1 for Full and DecodeOnly)
+	// SharedBlocks promises that Blocks are never written again, so the
+	// prefix cache keeps them as its keys instead of copying them
+	// (radix.Tree.InsertShared): the simulator's frozen session chains.
+	SharedBlocks bool
+	Input        int // prompt tokens
+	Output       int // tokens to generate here (≥ 1 for Full and DecodeOnly)
 	// Session names the conversation the request belongs to. A worker with a
 	// prefix cache keeps a finished Full request's output KV for the
 	// session's next turn (see nameOutput); "" keeps none.

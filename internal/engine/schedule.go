@@ -147,7 +147,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 		if r.locked {
 			from = r.matched
 		}
-		node, _ := w.tree.Insert(r.node, r.Blocks, from, last, now)
+		node, _ := w.insertPrompt(r, r.node, r.Blocks, from, last, now)
 		// The tree now holds the prompt (adopted, or present already): the
 		// request's own copy of it is released.
 		uncached := int64(r.Uncached())

@@ -504,7 +504,7 @@ func (w *Worker) adoptPrompt(now float64, r *Request) {
 		r.lastWhole = r.Blocks[full-1] // for its output tail (output.go)
 	}
 	m := w.tree.Lock(r.Blocks, last, now)
-	node, _ := w.tree.Insert(m.Node, r.Blocks, m.Blocks, last, now)
+	node, _ := w.insertPrompt(r, m.Node, r.Blocks, m.Blocks, last, now)
 	// The tree holds the whole prompt now; the reservation's copy goes.
 	r.own -= int64(r.Input)
 	w.own -= int64(r.Input)

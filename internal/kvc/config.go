@@ -120,9 +120,13 @@ func ParseBelief(s string) (Belief, error) {
 type Request struct {
 	Session string
 	Turn    int
-	Blocks  []uint64 // read during Begin and Reply only
-	Input   int
-	Output  int
+	Blocks  []uint64 // read until Accepted; the router's belief copies what it keeps
+	// SharedBlocks promises that Blocks are never written again, so the
+	// router's belief keeps them instead of copying them (the simulator's
+	// frozen session chains; radix.Tree.InsertShared).
+	SharedBlocks bool
+	Input        int
+	Output       int
 	// Avoid lists decoders (or colocated workers) not to use for this
 	// request when another will do: the ones whose failures it is being
 	// retried after.

@@ -31,13 +31,19 @@ func (x *blockIndex) prefix(blocks []uint64) int {
 
 // add records blocks as sent to the worker and returns a handle on their
 // path, so the router can forget it when the worker reports an eviction.
-func (x *blockIndex) add(blocks []uint64) radix.Handle {
+// With shared, the tree keeps blocks instead of copying them (they are
+// never written again).
+func (x *blockIndex) add(blocks []uint64, shared bool) radix.Handle {
 	if len(blocks) == 0 {
 		return radix.Handle{}
 	}
 	x.clock++
 	m := x.tree.Lock(blocks, 1, x.clock)
-	n, _ := x.tree.Insert(m.Node, blocks, m.Blocks, 1, x.clock)
+	insert := x.tree.Insert
+	if shared {
+		insert = x.tree.InsertShared
+	}
+	n, _ := insert(m.Node, blocks, m.Blocks, 1, x.clock)
 	x.tree.Unlock(n, x.clock)
 	h := x.tree.HandleOf(n)
 	if over := x.tree.Tokens() - x.capacity; over > 0 {

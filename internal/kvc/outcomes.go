@@ -34,9 +34,9 @@ func (t *Dispatch) Accepted() {
 	case ActWholeP:
 		t.v3AcceptedWholeP()
 	case ActColo, ActLocal:
-		x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+		t.sendTo(x.d, t.chosenD)
 	case ActPD:
-		x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+		t.sendTo(x.p, t.chosenP)
 		if x.cfg.Mechanism == MechKVC {
 			x.d.Dispatched(t.chosenD, t.r.Session, nil) // D keeps nothing of it
 			if !t.homeHeld {                            // HomeHolds: the home keeps the session's earlier turns
@@ -44,15 +44,15 @@ func (t *Dispatch) Accepted() {
 				x.unpin(t.r.Session)
 			}
 		} else {
-			x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+			t.sendTo(x.d, t.chosenD)
 		}
 	case ActDirect, ActSeed:
 		if t.kind == ActSeed {
-			x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+			t.sendTo(x.p, t.chosenP)
 			x.seeding[t.chosenD]++
 			t.seeding = true
 		}
-		h := x.d.Dispatched(t.chosenD, t.r.Session, t.r.Blocks)
+		h := t.sendTo(x.d, t.chosenD)
 		s := x.session(t.r.Session)
 		if s.pin != t.chosenD {
 			x.unpin(t.r.Session)
@@ -143,6 +143,12 @@ func (t *Dispatch) Finished(ok bool) {
 			s.forgive(t.chosenD)
 		}
 	}
+}
+
+// sendTo records the request as dispatched to worker w of router r, its
+// blocks shared with the router's belief when the request allows it.
+func (t *Dispatch) sendTo(r *Router, w int) radix.Handle {
+	return r.dispatched(w, t.r.Session, t.r.Blocks, t.r.SharedBlocks)
 }
 
 // LastDecoder is the decoder that held the request's session before this

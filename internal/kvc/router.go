@@ -224,6 +224,11 @@ func (r *Router) better(score float64, sticky bool, i int, bestScore float64, be
 // worker is believed to hold the prompt's blocks. The handle names that
 // belief, for Forget.
 func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle {
+	return r.dispatched(w, session, blocks, false)
+}
+
+// dispatched is Dispatched, keeping blocks without a copy when shared.
+func (r *Router) dispatched(w int, session string, blocks []uint64, shared bool) radix.Handle {
 	if _, pinned := r.pins[session]; !pinned || r.policy != PolicySticky {
 		r.next = (r.next + 1) % len(r.names)
 	}
@@ -233,7 +238,7 @@ func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle
 		r.pins[session] = w // a request without a session sticks to nothing
 	}
 	if r.index != nil {
-		return r.index[w].add(blocks)
+		return r.index[w].add(blocks, shared)
 	}
 	return radix.Handle{}
 }
@@ -244,7 +249,7 @@ func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle
 func (r *Router) PinTo(w int, session string, blocks []uint64) radix.Handle {
 	r.pins[session] = w
 	if r.index != nil {
-		return r.index[w].add(blocks)
+		return r.index[w].add(blocks, false)
 	}
 	return radix.Handle{}
 }

@@ -76,18 +76,35 @@ func TestKVAwareScore(t *testing.T) {
 }
 
 func TestIndexBounded(t *testing.T) {
-	x := newBlockIndex(100)
-	for s := uint64(0); s < 10; s++ {
-		x.add(chain(s, 40))
-		if x.tree.Tokens() > 100 {
-			t.Fatalf("index holds %d blocks, capacity 100", x.tree.Tokens())
+	for _, shared := range []bool{false, true} {
+		x := newBlockIndex(100)
+		for s := uint64(0); s < 10; s++ {
+			x.add(chain(s, 40), shared)
+			if x.tree.Tokens() > 100 {
+				t.Fatalf("shared %v: index holds %d blocks, capacity 100", shared, x.tree.Tokens())
+			}
+		}
+		if got := x.prefix(chain(9, 40)); got != 40 {
+			t.Fatalf("shared %v: latest chain prefix %d, want 40", shared, got)
+		}
+		if got := x.prefix(chain(0, 40)); got != 0 {
+			t.Fatalf("shared %v: oldest chain should be evicted, prefix %d", shared, got)
 		}
 	}
-	if got := x.prefix(chain(9, 40)); got != 40 {
-		t.Fatalf("latest chain prefix %d, want 40", got)
+}
+
+// An index that does not share a request's blocks copies them: the caller
+// may reuse its buffer at once.
+func TestIndexCopiesUnsharedBlocks(t *testing.T) {
+	x := newBlockIndex(1000)
+	buf := chain(1, 40)
+	x.add(buf, false)
+	want := chain(1, 40)
+	for i := range buf {
+		buf[i] = 0 // the caller reuses its buffer
 	}
-	if got := x.prefix(chain(0, 40)); got != 0 {
-		t.Fatalf("oldest chain should be evicted, prefix %d", got)
+	if got := x.prefix(want); got != 40 {
+		t.Fatalf("after the caller reused its buffer the index matches %d of 40 blocks", got)
 	}
 }
 

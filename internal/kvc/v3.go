@@ -349,7 +349,7 @@ func (t *Dispatch) v3Fallback() bool {
 // a prefill worker: P's cache holds it now, no decoder holds the session.
 func (t *Dispatch) v3AcceptedWholeP() {
 	x := t.x
-	x.p.Dispatched(t.chosenP, t.r.Session, t.r.Blocks)
+	t.sendTo(x.p, t.chosenP)
 	s := x.session(t.r.Session)
 	if s.pin >= 0 {
 		x.d.Unpin(t.r.Session, s.pin)

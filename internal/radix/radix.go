@@ -176,6 +176,19 @@ func (r *Tree) Unlock(n int32, now float64) {
 // (blocks already present, inserted meanwhile by another request, are not
 // adopted; their tokens are the caller's to free).
 func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now float64) (int32, int64) {
+	return r.insert(at, blocks, from, lastTokens, now, false)
+}
+
+// InsertShared is Insert keeping the caller's blocks as the new edge key
+// instead of copying them. Only for blocks that are never written again (the
+// simulator's frozen session chains): copying every new prompt path into
+// the engines' trees and the router's belief was half of an overloaded KVC
+// simulation's allocation. The tree never writes a key.
+func (r *Tree) InsertShared(at int32, blocks []uint64, from int, lastTokens int64, now float64) (int32, int64) {
+	return r.insert(at, blocks, from, lastTokens, now, true)
+}
+
+func (r *Tree) insert(at int32, blocks []uint64, from int, lastTokens int64, now float64, share bool) (int32, int64) {
 	cur := at
 	i := from
 	var adopted int64
@@ -188,7 +201,11 @@ func (r *Tree) Insert(at int32, blocks []uint64, from int, lastTokens int64, now
 	for i < len(blocks) {
 		child, ok := r.nodes[cur].children[blocks[i]]
 		if !ok {
-			nn := r.newNode(cur, append([]uint64(nil), blocks[i:]...))
+			key := blocks[i:len(blocks):len(blocks)] // full slice: no append reaches past it
+			if !share {
+				key = append([]uint64(nil), key...)
+			}
+			nn := r.newNode(cur, key)
 			nd := &r.nodes[nn]
 			nd.tokens = int64(len(nd.key)) * r.blockSize
 			if lastTokens < r.blockSize {

@@ -10,43 +10,68 @@ package sim
 // reads its blocks from ingestion until its prefill is done (the engine and
 // the routers copy what their caches keep; engine.Request.Blocks).
 //
+// Unless the chain is frozen. A turn that arrives while another of its
+// session is still in flight (an overloaded cluster's queues) would make a
+// diverging successor start a new array anyway, so its array is frozen:
+// never written again, its views are keys the caches keep without a copy
+// (engine.Request.SharedBlocks, kvc.Request.SharedBlocks). On an overloaded
+// KVC run those copies were half of the allocation: sessions move between
+// decoders, so every tree copied most of every prompt. A session whose turns
+// never overlap keeps rewriting in place and its caches copy only the new
+// blocks, which is cheaper there (freezing every chain cost the 1M-request
+// naive-PD run a quarter more time).
+//
 // A session with no request in flight keeps its chain for its next turn,
 // but idle chains are bounded in total (idleChainBudget ids, least recently
 // idle dropped first) so that memory follows the live sessions, not every
-// session the trace ever named.
+// session the trace ever named. (A dropped frozen chain lives on while a
+// cache keys on it; caches are bounded by their pools, so that is bounded.)
 
 const idleChainBudget = 8 << 20 // block ids (64 MiB)
 
 // adoptChain returns ids as a view into sess's chain, extending or
-// replacing the chain as needed. ids is the reader's buffer, reused for the
-// next request, so the view never aliases it.
-func (s *Sim) adoptChain(sess *session, ids []uint64) []uint64 {
+// replacing the chain as needed, and whether the view is of a frozen array.
+// ids is the reader's buffer, reused for the next request, so the view never
+// aliases it.
+func (s *Sim) adoptChain(sess *session, ids []uint64) ([]uint64, bool) {
 	c := sess.chain
 	k := commonLen(c, ids)
+	inPlace := k == len(c) || (sess.readers == 0 && !sess.frozen)
 	switch {
 	case k == len(ids):
-		return c[:k]
-	case (k == len(c) || sess.readers == 0) && cap(c) >= len(ids):
-		// Extending, or diverging with no request of the session still
-		// reading its view (typically at the previous prompt's partial last
-		// block, whose id changes once it fills): write in place.
+	case inPlace && cap(c) >= len(ids):
+		// Extending (into room no view has covered: a chain is as long as
+		// its array's longest view), or diverging with no request of the
+		// session still reading its view and no cache keying on it
+		// (typically at the previous prompt's partial last block, whose id
+		// changes once it fills): write in place.
 		sess.chain = append(c[:k], ids[k:]...)
-	case k == len(c) || sess.readers == 0:
+	case inPlace:
 		// As above, out of room: a new array with room for the turns to
 		// come (contexts grow by a few percent a turn).
-		sess.chain = append(make([]uint64, 0, max(2*len(ids), 256)), ids...)
+		sess.chain, sess.frozen = append(make([]uint64, 0, max(2*len(ids), 256)), ids...), false
 	default:
-		// Another turn of the session (queued behind its predecessor, or in
-		// prefill) still reads the old array: this turn gets its own, which
-		// later turns extend.
-		sess.chain = append(make([]uint64, 0, len(ids)+len(ids)/8+16), ids...)
+		// Another turn of the session still reads the old array, or caches
+		// key on it: this turn gets its own, which later turns extend. An
+		// append onto a make clears only the room, not the copied ids.
+		sess.chain, sess.frozen = append(ids[:len(ids):len(ids)], make([]uint64, len(ids)/8+16)...)[:len(ids)], false
 	}
-	return sess.chain[:len(ids)]
+	if sess.readers > 0 {
+		sess.frozen = true // overlapping turns: see above
+	}
+	return sess.chain[:len(ids)], sess.frozen
 }
 
+// commonLen is the number of leading ids a and b share, compared 64 at a
+// time first (an array comparison, done with vector instructions).
 func commonLen(a, b []uint64) int {
 	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	const run = 64
 	k := 0
+	for k+run <= n && *(*[run]uint64)(a[k : k+run]) == *(*[run]uint64)(b[k : k+run]) {
+		k += run
+	}
 	for k < n && a[k] == b[k] {
 		k++
 	}

@@ -15,7 +15,7 @@ func (s *Sim) dispatch(r *req) {
 	if s.snaps != nil {
 		s.syncSeeTurn(r)
 	}
-	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs,
+	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs, SharedBlocks: r.shared,
 		Input: r.t.InputLength, Output: r.t.OutputLength})
 	s.execute(r)
 }
@@ -104,7 +104,7 @@ func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 	}
 	r.p, r.d = -1, pool[a.D]
 	r.startAt = s.now
-	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, Input: r.t.InputLength, Output: r.t.OutputLength,
+	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
 		Session: r.t.SessionID, KeepSession: keep, Tag: r}
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
@@ -131,7 +131,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	r.p, r.d = s.prefills[a.P], s.decodes[a.D]
 	r.startAt = s.now
 	seed := a.Kind == kvc.ActSeed
-	r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, Input: r.t.InputLength, Tag: r}
+	r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Tag: r}
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true

@@ -40,6 +40,7 @@ type session struct {
 	chain       []uint64 // the session's hash chain; turns hold prefixes of it (chain.go)
 	live        int      // requests ingested and not ended
 	readers     int      // requests still reading their view of chain
+	frozen      bool     // chain's array is never written again: caches key on it (chain.go)
 	idleGen     uint32
 	idleCounted bool
 }
@@ -58,6 +59,7 @@ type req struct {
 	p, d     int // worker indices (p = -1 for colocated)
 	pe, de   engine.Request
 	reading  bool          // still reads its view of the session's chain (chain.go)
+	shared   bool          // its view is of a frozen chain: caches keep it uncopied
 	x        *kvc.Dispatch // the control plane's decisions for it
 	delayed  bool          // waited out the current action's backpressure delay
 	startAt  float64       // its final action started (after admission RPCs)
@@ -115,7 +117,7 @@ func (s *Sim) ingest() error {
 		s.stats.Sessions++
 	}
 	s.sessionBusy(sess)
-	r.t.HashIDs = s.adoptChain(sess, r.t.HashIDs)
+	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs)
 	s.readNext()
 	s.stats.Requests++
 	s.live++
