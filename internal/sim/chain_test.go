@@ -1,0 +1,56 @@
+package sim
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/synth"
+)
+
+// Frozen chains let the caches keep requests' blocks without copying them
+// (chain.go). A cache keying on an array someone rewrites would match KV it
+// never had; so every record of an overloaded run (turns of a session
+// queued behind each other, the case that freezes chains) must be the same
+// with and without freezing, for each mechanism whose caches key on them.
+func TestFrozenChainsChangeNoResult(t *testing.T) {
+	p := profile(t)
+	g := synth.DefaultGroups()
+	g.Sessions = 120
+	for _, cfg := range append([]Config{
+		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: "kv-aware", Profile: p},
+		{Name: "decode-radix", Mechanism: PDDecodeRadix, Prefill: 1, Decode: 3, Profile: p},
+	}, kvcBench(p)...) {
+		runOnce := func(freeze bool) (*memSink, int) {
+			freezeChains = freeze
+			defer func() { freezeChains = true }()
+			src, err := synth.NewGroups(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink := &memSink{}
+			if _, err := Run(context.Background(), cfg, src, sink, nil); err != nil {
+				t.Fatal(err)
+			}
+			cached := 0
+			for _, r := range sink.recs {
+				cached += r.CachedTokens
+			}
+			return sink, cached
+		}
+		frozen, cached := runOnce(true)
+		copied, _ := runOnce(false)
+		if cfg.Mechanism != PDDisaggregation && cached == 0 {
+			t.Fatalf("%s: no cached tokens at all; the test would not see a corrupted cache", cfg.Name)
+		}
+		if len(frozen.recs) != len(copied.recs) {
+			t.Fatalf("%s: %d records with frozen chains, %d without", cfg.Name, len(frozen.recs), len(copied.recs))
+		}
+		for i := range frozen.recs {
+			if !reflect.DeepEqual(frozen.recs[i], copied.recs[i]) {
+				t.Fatalf("%s: record %d differs with frozen chains:\n%+v\nwithout:\n%+v", cfg.Name, i, frozen.recs[i], copied.recs[i])
+			}
+		}
+	}
+}
