@@ -54,10 +54,15 @@ func (s *Sim) adoptChain(sess *session, ids []uint64) ([]uint64, bool) {
 		// As above, out of room: a new array with room for the turns to
 		// come (contexts grow by a few percent a turn).
 		sess.chain, sess.frozen = append(make([]uint64, 0, max(2*len(ids), 256)), ids...), false
+	case sess.readers > 0:
+		// Another turn of the session still reads the old array: this turn
+		// gets its own, frozen below. Its successor will diverge at its
+		// partial last block and copy again, so it gets no room to grow.
+		sess.chain = append([]uint64(nil), ids...)
 	default:
-		// Another turn of the session still reads the old array, or caches
-		// key on it: this turn gets its own, which later turns extend. An
-		// append onto a make clears only the room, not the copied ids.
+		// Caches key on the old array: as above, but the new one will not
+		// be frozen, so it gets room for the turns to come. An append onto
+		// a make clears only the room, not the copied ids.
 		sess.chain, sess.frozen = append(ids[:len(ids):len(ids)], make([]uint64, len(ids)/8+16)...)[:len(ids)], false
 	}
 	if sess.readers > 0 && freezeChains {
