@@ -19,7 +19,7 @@ const (
 	defaultBalanceRel     = 1.0001
 )
 
-func (r *Router) pickCacheAware(blocks []uint64, allowed func(int) bool) Decision {
+func (r *Router) pickCacheAware(m *overlaps, blocks []uint64, allowed func(int) bool) Decision {
 	ok := func(i int) bool { return allowed == nil || allowed(i) }
 	least, most := -1, -1
 	for i := range r.names {
@@ -56,8 +56,8 @@ func (r *Router) pickCacheAware(blocks []uint64, allowed func(int) bool) Decisio
 		if !ok(i) {
 			continue
 		}
-		if m := r.index[i].prefix(blocks); m > bestMatch {
-			best, bestMatch = i, m
+		if o := r.overlap(m, i, blocks); o > bestMatch {
+			best, bestMatch = i, o
 		}
 		if smallest < 0 || r.index[i].tree.Tokens() < r.index[smallest].tree.Tokens() {
 			smallest = i
@@ -66,5 +66,5 @@ func (r *Router) pickCacheAware(blocks []uint64, allowed func(int) bool) Decisio
 	if float64(bestMatch) > cacheT*float64(len(blocks)) {
 		return Decision{Worker: best, Overlap: bestMatch}
 	}
-	return Decision{Worker: smallest, Overlap: r.index[smallest].prefix(blocks)}
+	return Decision{Worker: smallest, Overlap: r.overlap(m, smallest, blocks)}
 }

@@ -156,9 +156,22 @@ type Dispatch struct {
 	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
 	// v3 (v3.go): what this request adds to its queues of prefill work.
 	cached, dTok, dQ, pQ, pQAt int
-	pend, pendD                int  // cold routing's tokens on a decoder until it answers
-	wholeAt                    int  // 1 + the prefill worker serving it whole, until it ends
-	inline                     bool // the admission in flight rode on the request
+	pend, pendD                int      // cold routing's tokens on a decoder until it answers
+	wholeAt                    int      // 1 + the prefill worker serving it whole, until it ends
+	inline                     bool     // the admission in flight rode on the request
+	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
+}
+
+// pickD, pickP and pickPAmong are the routers' picks for this request's
+// prompt, remembering its overlaps for the next pick (overlaps).
+func (t *Dispatch) pickD(key string, allowed func(int) bool) Decision {
+	return t.x.d.pickAmong(&t.dOv, key, t.r.Blocks, allowed)
+}
+
+func (t *Dispatch) pickP() Decision { return t.x.p.pick(&t.pOv, t.r.Session, t.r.Blocks) }
+
+func (t *Dispatch) pickPAmong(allowed func(int) bool) Decision {
+	return t.x.p.pickAmong(&t.pOv, t.r.Session, t.r.Blocks, allowed)
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -169,9 +182,9 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	}
 	switch x.cfg.Mechanism {
 	case MechColo:
-		w := x.d.PickAmong(t.routeKey(), r.Blocks, func(i int) bool { return !r.avoids(i) }).Worker
+		w := t.pickD(t.routeKey(), func(i int) bool { return !r.avoids(i) }).Worker
 		if w < 0 {
-			w = x.d.Pick(r.Session, r.Blocks).Worker
+			w = x.d.pick(&t.dOv, r.Session, r.Blocks).Worker
 		}
 		if w < 0 {
 			t.noWorker("colocated")
@@ -225,7 +238,7 @@ func (t *Dispatch) route() {
 	allowed := func(d int) bool {
 		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && !x.blacklisted(s, d)
 	}
-	d := x.d.PickAmong(t.routeKey(), t.r.Blocks, allowed).Worker
+	d := t.pickD(t.routeKey(), allowed).Worker
 	if d < 0 {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
@@ -329,7 +342,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		return
 	}
 	s := x.session(t.r.Session)
-	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	p := t.pickP().Worker
 	if p < 0 {
 		t.noWorker("prefill")
 		return
@@ -497,8 +510,8 @@ func (t *Dispatch) fallback() {
 
 func (t *Dispatch) plainPD(mode string) {
 	x := t.x
-	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
-	d := x.d.PickAmong(t.routeKey(), t.r.Blocks, func(d int) bool { return !t.r.avoids(d) && x.breakers[d].allows(t.now) }).Worker
+	p := t.pickP().Worker
+	d := t.pickD(t.routeKey(), func(d int) bool { return !t.r.avoids(d) && x.breakers[d].allows(t.now) }).Worker
 	if d < 0 {
 		// Every breaker is open: send it anyway to the one that opened
 		// first, whose cooldown ends soonest; its outcome is the probe.

@@ -15,10 +15,23 @@ type blockIndex struct {
 	tree     *radix.Tree
 	capacity int64
 	clock    float64 // dispatch counter: the router's only notion of recency
+	// ver changes with every change of the tree, to a value no index of the
+	// router had before (vers counts them), so a memo of an overlap with
+	// this index (overlaps) knows whether it still holds.
+	ver  uint64
+	vers *uint64
 }
 
-func newBlockIndex(capacity int) *blockIndex {
-	return &blockIndex{tree: radix.New(1), capacity: int64(capacity)}
+func newBlockIndex(capacity int, vers *uint64) *blockIndex {
+	x := &blockIndex{tree: radix.New(1), capacity: int64(capacity), vers: vers}
+	x.changed()
+	return x
+}
+
+// changed gives the index a version no index of its router had before.
+func (x *blockIndex) changed() {
+	*x.vers++
+	x.ver = *x.vers
 }
 
 // prefix is the number of leading blocks believed present.
@@ -38,6 +51,7 @@ func (x *blockIndex) add(blocks []uint64, shared bool) radix.Handle {
 		return radix.Handle{}
 	}
 	x.clock++
+	x.changed()
 	m := x.tree.Lock(blocks, 1, x.clock)
 	insert := x.tree.Insert
 	if shared {
@@ -53,4 +67,7 @@ func (x *blockIndex) add(blocks []uint64, shared bool) radix.Handle {
 }
 
 // forget drops the path h names, up to blocks other prompts share.
-func (x *blockIndex) forget(h radix.Handle) { x.tree.EvictHandle(h) }
+func (x *blockIndex) forget(h radix.Handle) {
+	x.changed()
+	x.tree.EvictHandle(h)
+}

@@ -115,9 +115,9 @@ func (t *Dispatch) beginPeer() {
 	if x.cfg.Mechanism == MechConditional {
 		dd = t.pickDynamo()
 	} else {
-		dd = x.d.PickAmong(r.Session, r.Blocks, func(d int) bool { return !r.avoids(d) })
+		dd = t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
 		if dd.Worker < 0 {
-			dd = x.d.Pick(r.Session, r.Blocks)
+			dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
 		}
 	}
 	d := dd.Worker
@@ -142,7 +142,7 @@ func (t *Dispatch) beginPeer() {
 		}
 		t.decide(ActLocal, -1, d, ModeDeciderLocal)
 	case MechConditional:
-		p := x.p.Pick(r.Session, r.Blocks)
+		p := t.pickP()
 		isl := uncached < pc.EffISLThreshold && float64(uncached)/float64(max(r.Input, 1)) < pc.EffISLRatio
 		busy := float64(x.pActive[p.Worker]) > pc.PrefillBusy*float64(pc.PrefillBatchTokens)
 		var bypass bool
@@ -179,7 +179,7 @@ func (t *Dispatch) peerPD(d int, mode string) {
 		t.setPrefillLoad()
 		return
 	}
-	p := x.p.Pick(t.r.Session, t.r.Blocks)
+	p := t.pickP()
 	t.decide(ActPD, p.Worker, d, mode)
 	t.setPrefillLoad()
 }
@@ -190,7 +190,7 @@ func (t *Dispatch) setPrefillLoad() {
 	if t.chosenP < 0 {
 		return
 	}
-	ov := t.x.p.PickAmong(t.r.Session, t.r.Blocks, func(p int) bool { return p == t.chosenP }).Overlap
+	ov := t.pickPAmong(func(p int) bool { return p == t.chosenP }).Overlap
 	t.pTok = max(t.r.Input-ov*max(t.x.cfg.BlockSize, 1), 1)
 }
 

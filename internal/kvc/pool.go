@@ -23,7 +23,7 @@ func (r *Router) Add(name string) int {
 		r.down = append(r.down, false)
 	}
 	if r.index != nil {
-		r.index = append(r.index, newBlockIndex(r.opts.IndexBlocks))
+		r.index = append(r.index, newBlockIndex(r.opts.IndexBlocks, &r.indexVers))
 	}
 	return len(r.names) - 1
 }
@@ -46,7 +46,7 @@ func (r *Router) Excluded(w int) bool { return r.excluded != nil && r.excluded[w
 // pinned to it (the worker left the pool; it may come back empty).
 func (r *Router) Reset(w int) {
 	if r.index != nil {
-		r.index[w] = newBlockIndex(r.opts.IndexBlocks)
+		r.index[w] = newBlockIndex(r.opts.IndexBlocks, &r.indexVers)
 	}
 	for s, p := range r.pins {
 		if p == w {

@@ -70,6 +70,35 @@ type Router struct {
 	down     []bool         // failed health checks: no pick chooses them either
 	nOut     int            // workers excluded or down
 	allDown  bool           // every worker not excluded is down: down is ignored
+	// indexVers counts the versions of the indexes (blockIndex.ver).
+	indexVers uint64
+}
+
+// overlaps keeps one prompt's overlap with each worker's index while that
+// index is unchanged. A dispatch scores the same prompt again after every
+// refused admission and once more for its fallback; on an overloaded
+// cluster nearly every request is refused three times, and those repeated
+// walks of the indexes were a tenth of a KVC simulation's time.
+type overlaps struct {
+	ver []uint64 // per worker: the index version n was computed at; 0 none
+	n   []int
+}
+
+// overlap is the prefix of blocks that worker i's index holds, from m when
+// it still holds (m may be nil).
+func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
+	x := r.index[i]
+	if m == nil {
+		return x.prefix(blocks)
+	}
+	if len(m.ver) < len(r.index) {
+		m.ver = append(m.ver, make([]uint64, len(r.index)-len(m.ver))...)
+		m.n = append(m.n, make([]int, len(r.index)-len(m.n))...)
+	}
+	if m.ver[i] != x.ver {
+		m.ver[i], m.n[i] = x.ver, x.prefix(blocks)
+	}
+	return m.n[i]
 }
 
 // NewRouter makes a router over the named workers.
@@ -86,7 +115,7 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 	if (policy == PolicyKVAware || policy == PolicyCacheAware) && !opts.NoCache {
 		r.index = make([]*blockIndex, len(names))
 		for i := range r.index {
-			r.index[i] = newBlockIndex(opts.IndexBlocks)
+			r.index[i] = newBlockIndex(opts.IndexBlocks, &r.indexVers)
 		}
 	}
 	return r
@@ -111,14 +140,19 @@ type Decision struct {
 // Pick chooses a worker for a request of session with the given prompt
 // blocks. It does not change state; Dispatched does.
 func (r *Router) Pick(session string, blocks []uint64) Decision {
+	return r.pick(nil, session, blocks)
+}
+
+// pick is Pick with a memo of the prompt's overlaps (nil: none).
+func (r *Router) pick(m *overlaps, session string, blocks []uint64) Decision {
 	if r.nOut > 0 {
-		return r.PickAmong(session, blocks, func(int) bool { return true })
+		return r.pickAmong(m, session, blocks, func(int) bool { return true })
 	}
 	n := len(r.names)
 	if n == 1 {
 		d := Decision{Worker: 0}
 		if r.index != nil {
-			d.Overlap = r.index[0].prefix(blocks)
+			d.Overlap = r.overlap(m, 0, blocks)
 		}
 		pin, ok := r.pins[session]
 		d.Sticky = ok && pin == 0
@@ -131,36 +165,35 @@ func (r *Router) Pick(session string, blocks []uint64) Decision {
 		}
 		return Decision{Worker: r.next % n}
 	case PolicyKVAware:
-		return r.pickKVAware(session, blocks)
+		return r.pickKVAwareAmong(m, session, blocks, nil)
 	case PolicyCacheAware:
-		return r.pickCacheAware(blocks, nil)
+		return r.pickCacheAware(m, blocks, nil)
 	default:
 		return Decision{Worker: r.next % n}
 	}
-}
-
-// pickKVAware scores every worker with Algorithm 1's lexicographic tuple.
-// Ties fall to the lowest index so runs are deterministic.
-func (r *Router) pickKVAware(session string, blocks []uint64) Decision {
-	return r.pickKVAwareAmong(session, blocks, nil)
 }
 
 // PickAmong is Pick restricted to the workers allowed reports true for
 // (nil allows all); it returns Worker −1 when none is allowed. Algorithm 1
 // uses it to skip decoders blacklisted for the session.
 func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
+	return r.pickAmong(nil, session, blocks, allowed)
+}
+
+// pickAmong is PickAmong with a memo of the prompt's overlaps (nil: none).
+func (r *Router) pickAmong(m *overlaps, session string, blocks []uint64, allowed func(int) bool) Decision {
 	if r.nOut > 0 {
 		inner := allowed
 		allowed = func(i int) bool { return !r.Out(i) && (inner == nil || inner(i)) }
 	}
 	if allowed == nil {
-		return r.Pick(session, blocks)
+		return r.pick(m, session, blocks)
 	}
 	switch r.policy {
 	case PolicyKVAware:
-		return r.pickKVAwareAmong(session, blocks, allowed)
+		return r.pickKVAwareAmong(m, session, blocks, allowed)
 	case PolicyCacheAware:
-		return r.pickCacheAware(blocks, allowed)
+		return r.pickCacheAware(m, blocks, allowed)
 	case PolicySticky:
 		if w, ok := r.pins[session]; ok && allowed(w) {
 			return Decision{Worker: w, Sticky: true}
@@ -174,7 +207,10 @@ func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bo
 	return Decision{Worker: -1}
 }
 
-func (r *Router) pickKVAwareAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
+// pickKVAwareAmong scores every allowed worker with Algorithm 1's
+// lexicographic tuple. Ties fall to the lowest index so runs are
+// deterministic.
+func (r *Router) pickKVAwareAmong(m *overlaps, session string, blocks []uint64, allowed func(int) bool) Decision {
 	pin, hasPin := r.pins[session]
 	mean := 0.0
 	for _, a := range r.assigned {
@@ -189,7 +225,7 @@ func (r *Router) pickKVAwareAmong(session string, blocks []uint64, allowed func(
 		}
 		overlap := 0
 		if r.index != nil {
-			overlap = r.index[i].prefix(blocks)
+			overlap = r.overlap(m, i, blocks)
 		}
 		sticky := hasPin && pin == i
 		score := float64(overlap)

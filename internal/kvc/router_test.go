@@ -77,7 +77,7 @@ func TestKVAwareScore(t *testing.T) {
 
 func TestIndexBounded(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		x := newBlockIndex(100)
+		x := newBlockIndex(100, new(uint64))
 		for s := uint64(0); s < 10; s++ {
 			x.add(chain(s, 40), shared)
 			if x.tree.Tokens() > 100 {
@@ -96,7 +96,7 @@ func TestIndexBounded(t *testing.T) {
 // An index that does not share a request's blocks copies them: the caller
 // may reuse its buffer at once.
 func TestIndexCopiesUnsharedBlocks(t *testing.T) {
-	x := newBlockIndex(1000)
+	x := newBlockIndex(1000, new(uint64))
 	buf := chain(1, 40)
 	x.add(buf, false)
 	want := chain(1, 40)
@@ -116,5 +116,36 @@ func TestNoSessionNoPin(t *testing.T) {
 	r.Dispatched(a.Worker, "", nil)
 	if b := r.Pick("", nil); b.Worker == a.Worker || b.Sticky {
 		t.Fatalf("second sessionless request: %+v after the first on w%d", b, a.Worker)
+	}
+}
+
+// A remembered overlap holds only while the index is unchanged: a dispatch,
+// a forgotten path or a reset index makes the router walk it again.
+func TestOverlapMemoFollowsTheIndex(t *testing.T) {
+	r := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{IndexBlocks: 1000})
+	blocks := chain(1, 40)
+	m := &overlaps{}
+	if got := r.overlap(m, 0, blocks); got != 0 {
+		t.Fatalf("empty index: overlap %d", got)
+	}
+	h := r.Dispatched(0, "s", blocks)
+	if got := r.overlap(m, 0, blocks); got != 40 {
+		t.Fatalf("after a dispatch of the prompt the memo says %d, want 40", got)
+	}
+	if got := r.overlap(m, 1, blocks); got != 0 {
+		t.Fatalf("the other worker: overlap %d, want 0", got)
+	}
+	r.ForgetBlocks(0, h)
+	if got := r.overlap(m, 0, blocks); got != 0 {
+		t.Fatalf("after the path was forgotten the memo says %d, want 0", got)
+	}
+	r.Dispatched(0, "s", blocks)
+	r.overlap(m, 0, blocks)
+	r.Reset(0)
+	if got := r.overlap(m, 0, blocks); got != 0 {
+		t.Fatalf("after a reset the memo says %d, want 0", got)
+	}
+	if d := r.pickAmong(m, "t", blocks, nil); d.Overlap != 0 {
+		t.Fatalf("a pick after the reset believes %d blocks", d.Overlap)
 	}
 }

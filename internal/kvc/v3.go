@@ -136,7 +136,7 @@ func (x *Dispatcher) PrefillQueued() (p, d []int) {
 // prompt less what P's router believes p caches.
 func (t *Dispatch) pUncached(p int) int {
 	bs := max(t.x.cfg.BlockSize, 1)
-	ov := t.x.p.PickAmong(t.r.Session, t.r.Blocks, func(i int) bool { return i == p }).Overlap
+	ov := t.pickPAmong(func(i int) bool { return i == p }).Overlap
 	return max(t.r.Input-ov*bs, 1)
 }
 
@@ -174,7 +174,7 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	x.ensureLoad()
 	t.v3Answered() // a refusal the router made itself (its session cap) asked no decoder
 	bs := max(x.cfg.BlockSize, 1)
-	first := x.d.PickAmong(t.r.Session, t.r.Blocks, allowed).Worker
+	first := t.pickD(t.r.Session, allowed).Worker
 	best, bestCost := first, 0
 	cost := func(d int) int {
 		return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) + x.cfg.V3.ColdInflightTokens*x.d.Inflight(d)
@@ -260,7 +260,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 	if x.cfg.Mechanism != MechKVC || x.p == nil {
 		return false
 	}
-	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	p := t.pickP().Worker
 	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
@@ -280,7 +280,7 @@ func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
 	if x.cfg.Mechanism != MechKVC || x.p == nil || x.cfg.V3.DBudgetTokens <= 0 {
 		return false
 	}
-	p := x.p.Pick(t.r.Session, t.r.Blocks).Worker
+	p := t.pickP().Worker
 	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
@@ -327,7 +327,7 @@ func (t *Dispatch) v3Fallback() bool {
 	if d < 0 {
 		return false
 	}
-	if p := x.p.Pick(t.r.Session, t.r.Blocks).Worker; c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
+	if p := t.pickP().Worker; c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
 		// An idle P takes decode work: its KV pool is free for it, and
 		// its queue is the shorter.
 		t.note("v3 fallback: every decoder refused for space; %s serves it whole (%d prefill tokens queued, %s %d)",
@@ -453,7 +453,7 @@ func (t *Dispatch) v3StayOnP() bool {
 			t.decide(ActWholeP, p, -1, ModeWholeOnP)
 			return true
 		case x.cfg.V3.ColdOnP:
-			p = x.p.Pick(t.r.Session, t.r.Blocks).Worker
+			p = t.pickP().Worker
 		default:
 			return false
 		}
