@@ -226,7 +226,7 @@ func (t *Dispatch) pickDynamo() Decision {
 		case x.cfg.Peer.DecodeCached != nil:
 			return x.cfg.Peer.DecodeCached(d, r.Session, r.Blocks, r.Input) / bs
 		case x.d.index != nil:
-			return x.d.index[d].prefix(r.Blocks)
+			return x.d.overlap(&t.dOv, d, r.Blocks)
 		}
 		return 0
 	}

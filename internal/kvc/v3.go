@@ -211,7 +211,7 @@ func (t *Dispatch) overlapOn(d int) int {
 	if t.x.d.index == nil {
 		return 0
 	}
-	return t.x.d.index[d].prefix(t.r.Blocks)
+	return t.x.d.overlap(&t.dOv, d, t.r.Blocks)
 }
 
 // v3Accepted counts an accepted request's prefill in the queue it joins.
