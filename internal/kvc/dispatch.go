@@ -162,13 +162,21 @@ type Dispatch struct {
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
 }
 
-// pickD, pickP and pickPAmong are the routers' picks for this request's
-// prompt, remembering its overlaps for the next pick (overlaps).
+// pickD and pickPAmong are the routers' picks for this request's prompt,
+// remembering its overlaps for the next pick (overlaps).
 func (t *Dispatch) pickD(key string, allowed func(int) bool) Decision {
 	return t.x.d.pickAmong(&t.dOv, key, t.r.Blocks, allowed)
 }
 
-func (t *Dispatch) pickP() Decision { return t.x.p.pick(&t.pOv, t.r.Session, t.r.Blocks) }
+// prefillWorker is P's router's pick for the prompt, −1 when none. With a
+// single prefill worker in service there is nothing to score, so its index
+// is not walked (the pick's overlap would go unread).
+func (t *Dispatch) prefillWorker() int {
+	if p := t.x.p; len(p.names) == 1 && p.nOut == 0 {
+		return 0
+	}
+	return t.x.p.pick(&t.pOv, t.r.Session, t.r.Blocks).Worker
+}
 
 func (t *Dispatch) pickPAmong(allowed func(int) bool) Decision {
 	return t.x.p.pickAmong(&t.pOv, t.r.Session, t.r.Blocks, allowed)
@@ -342,7 +350,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		return
 	}
 	s := x.session(t.r.Session)
-	p := t.pickP().Worker
+	p := t.prefillWorker()
 	if p < 0 {
 		t.noWorker("prefill")
 		return
@@ -510,7 +518,7 @@ func (t *Dispatch) fallback() {
 
 func (t *Dispatch) plainPD(mode string) {
 	x := t.x
-	p := t.pickP().Worker
+	p := t.prefillWorker()
 	d := t.pickD(t.routeKey(), func(d int) bool { return !t.r.avoids(d) && x.breakers[d].allows(t.now) }).Worker
 	if d < 0 {
 		// Every breaker is open: send it anyway to the one that opened

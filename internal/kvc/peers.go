@@ -142,9 +142,9 @@ func (t *Dispatch) beginPeer() {
 		}
 		t.decide(ActLocal, -1, d, ModeDeciderLocal)
 	case MechConditional:
-		p := t.pickP()
+		p := t.prefillWorker()
 		isl := uncached < pc.EffISLThreshold && float64(uncached)/float64(max(r.Input, 1)) < pc.EffISLRatio
-		busy := float64(x.pActive[p.Worker]) > pc.PrefillBusy*float64(pc.PrefillBatchTokens)
+		busy := float64(x.pActive[p]) > pc.PrefillBusy*float64(pc.PrefillBatchTokens)
 		var bypass bool
 		switch pc.Strategy {
 		case StrategyLoad:
@@ -155,7 +155,7 @@ func (t *Dispatch) beginPeer() {
 			bypass = isl
 		}
 		t.note("conditional %s: eff_isl %d of %d on %s (isl %t), %s active prefill %d tokens (busy %t)",
-			pc.Strategy, uncached, r.Input, x.d.names[d], isl, x.p.names[p.Worker], x.pActive[p.Worker], busy)
+			pc.Strategy, uncached, r.Input, x.d.names[d], isl, x.p.names[p], x.pActive[p], busy)
 		if bypass && pc.DecodeBusy > 0 && float64(x.dActive[d]+t.dBlk) > pc.DecodeBusy*float64(x.cfg.DecodeKVBlocks) {
 			t.note("decode-busy gate: %s has %d active blocks + %d > %g × %d", x.d.names[d], x.dActive[d], t.dBlk, pc.DecodeBusy, x.cfg.DecodeKVBlocks)
 			bypass = false
@@ -179,8 +179,7 @@ func (t *Dispatch) peerPD(d int, mode string) {
 		t.setPrefillLoad()
 		return
 	}
-	p := t.pickP()
-	t.decide(ActPD, p.Worker, d, mode)
+	t.decide(ActPD, t.prefillWorker(), d, mode)
 	t.setPrefillLoad()
 }
 

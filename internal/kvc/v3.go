@@ -260,7 +260,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 	if x.cfg.Mechanism != MechKVC || x.p == nil {
 		return false
 	}
-	p := t.pickP().Worker
+	p := t.prefillWorker()
 	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
@@ -280,7 +280,7 @@ func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
 	if x.cfg.Mechanism != MechKVC || x.p == nil || x.cfg.V3.DBudgetTokens <= 0 {
 		return false
 	}
-	p := t.pickP().Worker
+	p := t.prefillWorker()
 	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
@@ -327,7 +327,7 @@ func (t *Dispatch) v3Fallback() bool {
 	if d < 0 {
 		return false
 	}
-	if p := t.pickP().Worker; c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
+	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
 		// An idle P takes decode work: its KV pool is free for it, and
 		// its queue is the shorter.
 		t.note("v3 fallback: every decoder refused for space; %s serves it whole (%d prefill tokens queued, %s %d)",
@@ -453,7 +453,7 @@ func (t *Dispatch) v3StayOnP() bool {
 			t.decide(ActWholeP, p, -1, ModeWholeOnP)
 			return true
 		case x.cfg.V3.ColdOnP:
-			p = t.pickP().Worker
+			p = t.prefillWorker()
 		default:
 			return false
 		}
