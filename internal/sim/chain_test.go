@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/synth"
@@ -51,6 +53,49 @@ func TestFrozenChainsChangeNoResult(t *testing.T) {
 			if !reflect.DeepEqual(frozen.recs[i], copied.recs[i]) {
 				t.Fatalf("%s: record %d differs with frozen chains:\n%+v\nwithout:\n%+v", cfg.Name, i, frozen.recs[i], copied.recs[i])
 			}
+		}
+	}
+}
+
+// A run with no sink (quiet: no paths, no events formatted, no worker
+// samples taken) must come to the same result as one that records
+// everything, for every mechanism family: benchmarks and in-process
+// callers (the sweep's floors, tests) run quiet.
+func TestQuietRunSameResult(t *testing.T) {
+	p := profile(t)
+	g := synth.DefaultGroups()
+	g.Sessions = 120
+	for _, cfg := range append([]Config{
+		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: "kv-aware", Profile: p},
+		{Name: "conditional", Mechanism: PDConditional, Prefill: 1, Decode: 3, Profile: p},
+	}, kvcBench(p)...) {
+		results := make([]*Result, 2)
+		for i, sink := range []Sink{nil, &memSink{}} {
+			src, err := synth.NewGroups(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if results[i], err = Run(context.Background(), cfg, src, sink, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Only the count of events handled differs: a quiet run takes no
+		// worker samples.
+		results[0].Replay.Events, results[1].Replay.Events = 0, 0
+		a, err := json.MarshalIndent(results[0], "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.MarshalIndent(results[1], "", " ")
+		if string(a) != string(b) {
+			al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+			for i := range min(len(al), len(bl)) {
+				if al[i] != bl[i] {
+					t.Fatalf("%s: the quiet run's result differs at line %d: %s, with a sink %s", cfg.Name, i, al[i], bl[i])
+				}
+			}
+			t.Fatalf("%s: the quiet run's result differs", cfg.Name)
 		}
 	}
 }

@@ -126,7 +126,7 @@ func (s *Sim) ingest() error {
 	r.reading = true
 	r.sess = sess
 	s.inflight[r.t.ChatID] = r
-	if !s.sampling {
+	if !s.sampling && !s.quiet { // samples go only to the sink
 		s.sampling = true
 		s.push(event{t: s.now, kind: evSample})
 	}
@@ -264,13 +264,19 @@ func (s *Sim) sampleWorkers() {
 	case s.live > 0 && !s.hasNext && len(s.events) == 0:
 		// Nothing left can advance the live requests: fail loudly rather
 		// than sample an idle cluster forever.
-		if s.err == nil {
-			s.err = fmt.Errorf("sim: %d requests can never finish: no event is left to advance them (an engine bug)", s.live)
-		}
+		s.stuck()
 	case s.live > 0 || s.hasNext:
 		s.push(event{t: s.now + s.cfg.SampleIntervalS, kind: evSample})
 	default:
 		s.sampling = false
+	}
+}
+
+// stuck records that live requests can never finish: no event is left to
+// advance them.
+func (s *Sim) stuck() {
+	if s.err == nil {
+		s.err = fmt.Errorf("sim: %d requests can never finish: no event is left to advance them (an engine bug)", s.live)
 	}
 }
 

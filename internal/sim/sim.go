@@ -339,6 +339,10 @@ func (s *Sim) loop(ctx context.Context) error {
 			continue
 		}
 		if len(s.events) == 0 {
+			if s.live > 0 { // a quiet run has no sampling to notice (sampleWorkers)
+				s.stuck()
+				return s.err
+			}
 			return nil
 		}
 		e := s.events.pop()
