@@ -33,48 +33,58 @@ type event struct {
 // on every one of the millions of events of a long run).
 type eventHeap []event
 
-func (h eventHeap) less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
+// before orders events by (time, sequence).
+func before(a, b *event) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
-	return h[i].seq < h[j].seq
+	return a.seq < b.seq
 }
 
+// push and pop move a hole instead of swapping: each level writes one
+// event, not two (events hold pointers, so every write pays a write
+// barrier while the collector runs).
 func (h *eventHeap) push(e event) {
 	*h = append(*h, e)
 	q := *h
-	for i := len(q) - 1; i > 0; {
+	i := len(q) - 1
+	for i > 0 {
 		p := (i - 1) / 2
-		if !q.less(i, p) {
+		if !before(&e, &q[p]) {
 			break
 		}
-		q[i], q[p] = q[p], q[i]
+		q[i] = q[p]
 		i = p
 	}
+	q[i] = e
 }
 
 func (h *eventHeap) pop() event {
 	q := *h
 	top := q[0]
 	n := len(q) - 1
-	q[0] = q[n]
+	last := q[n]
 	q[n] = event{}
 	q = q[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
+	*h = q
+	if n == 0 {
+		return top
+	}
+	i := 0
+	for {
+		m := 2*i + 1
+		if m >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && q.less(r, l) {
+		if r := m + 1; r < n && before(&q[r], &q[m]) {
 			m = r
 		}
-		if !q.less(m, i) {
+		if !before(&q[m], &last) {
 			break
 		}
-		q[i], q[m] = q[m], q[i]
+		q[i] = q[m]
 		i = m
 	}
-	*h = q
+	q[i] = last
 	return top
 }
