@@ -4,7 +4,6 @@
 package radix
 
 import (
-	"container/heap"
 	"fmt"
 )
 
@@ -327,8 +326,8 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 // freed.
 func (r *Tree) Evict(need int64) int64 {
 	var freed int64
-	for freed < need && r.lru.Len() > 0 {
-		e := heap.Pop(&r.lru).(lruEntry)
+	for freed < need && len(r.lru) > 0 {
+		e := r.lru.pop()
 		n := &r.nodes[e.node]
 		if !n.live || n.ver != e.ver || n.ref != 0 || len(n.children) != 0 {
 			continue // stale entry
@@ -481,67 +480,15 @@ func (r *Tree) Demote(n int32, age float64) {
 // is false when nothing is evictable. Owners that keep other evictable KV
 // beside the tree use it to evict in one LRU order.
 func (r *Tree) OldestAccess() (t float64, ok bool) {
-	for r.lru.Len() > 0 {
+	for len(r.lru) > 0 {
 		e := r.lru[0]
 		n := &r.nodes[e.node]
 		if n.live && n.ver == e.ver && n.ref == 0 && len(n.children) == 0 {
 			return e.access, true
 		}
-		heap.Pop(&r.lru) // stale
+		r.lru.pop() // stale
 	}
 	return 0, false
-}
-
-func (r *Tree) pushIfLeaf(n int32) {
-	nd := &r.nodes[n]
-	if n == root || nd.ref != 0 || len(nd.children) != 0 {
-		return
-	}
-	nd.ver++
-	r.seq++
-	heap.Push(&r.lru, lruEntry{access: nd.access, seq: r.seq, node: n, ver: nd.ver})
-	if len(r.lru) > 1024 && len(r.lru) > 4*(len(r.nodes)-len(r.free)) {
-		r.compactLRU()
-	}
-}
-
-// compactLRU drops stale heap entries so the heap's size follows the tree's,
-// not the number of unlocks over a run.
-func (r *Tree) compactLRU() {
-	kept := r.lru[:0]
-	for _, e := range r.lru {
-		n := &r.nodes[e.node]
-		if n.live && n.ver == e.ver && n.ref == 0 && len(n.children) == 0 {
-			kept = append(kept, e)
-		}
-	}
-	r.lru = kept
-	heap.Init(&r.lru)
-}
-
-type lruEntry struct {
-	access float64
-	seq    uint64
-	node   int32
-	ver    uint32
-}
-
-type lruHeap []lruEntry
-
-func (h lruHeap) Len() int { return len(h) }
-func (h lruHeap) Less(i, j int) bool {
-	if h[i].access != h[j].access {
-		return h[i].access < h[j].access
-	}
-	return h[i].seq < h[j].seq
-}
-func (h lruHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *lruHeap) Push(x any)   { *h = append(*h, x.(lruEntry)) }
-func (h *lruHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
 
 // Check recomputes the tree's counters from its nodes and reports any
