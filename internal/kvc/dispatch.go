@@ -331,11 +331,15 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		return
 	}
 	if rep.Direct {
-		t.note("admit %s: direct", x.d.names[d])
+		if t.paths() {
+			t.note("admit %s: direct", x.d.names[d])
+		}
 		t.decide(ActDirect, -1, d, "kvcache-direct-to-d-session")
 		return
 	}
-	t.note("admit %s: seed (%s)", x.d.names[d], rep.Reason)
+	if t.paths() {
+		t.note("admit %s: seed (%s)", x.d.names[d], rep.Reason)
+	}
 	if !x.breakers[d].allows(t.now) {
 		// A seed would cross the transport whose failures opened d's
 		// breaker: try another decoder (not a reject of the session).
@@ -402,7 +406,9 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	if detail == "" {
 		detail = rep.Reason
 	}
-	t.note("reject %s: %s", x.d.names[d], detail)
+	if t.paths() {
+		t.note("reject %s: %s", x.d.names[d], detail)
+	}
 	switch rep.Reason {
 	case "real-large-append":
 		t.setWhy("real-large-append")
@@ -481,7 +487,9 @@ func (x *Dispatcher) maxPauseS() float64 {
 func (t *Dispatch) setWhy(w string) {
 	if t.why == "" {
 		t.why = w
-		t.note("why: %s", w)
+		if t.paths() {
+			t.note("why: %s", w)
+		}
 	}
 }
 
@@ -533,7 +541,7 @@ func (t *Dispatch) plainPD(mode string) {
 		}
 	}
 	if p < 0 || d < 0 {
-		t.noWorker(map[bool]string{true: "prefill", false: "decode"}[p < 0])
+		t.noWorker(verdict(p < 0, "prefill", "decode"))
 		return
 	}
 	t.decide(ActPD, p, d, mode)
@@ -545,9 +553,23 @@ func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
 	t.act = Action{Kind: k, P: p, D: d, Delay: t.pause} // a pause still owed (v3's inline round trip)
 }
 
+// note adds a step to the request's path. Its arguments are boxed before
+// the call whether or not the path is kept, so the notes of every request
+// ask paths() first.
 func (t *Dispatch) note(format string, args ...any) {
 	if t.x.noPaths {
 		return
 	}
 	t.path = append(t.path, fmt.Sprintf(format, args...))
+}
+
+// paths says whether the request's path is kept (not SetQuiet).
+func (t *Dispatch) paths() bool { return !t.x.noPaths }
+
+// verdict names a placement's outcome for a note.
+func verdict(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
 }

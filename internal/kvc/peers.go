@@ -125,7 +125,9 @@ func (t *Dispatch) beginPeer() {
 	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
 	switch x.cfg.Mechanism {
 	case MechDecodeRadix:
-		t.note("decode radix: %s holds %d of %d prompt tokens; P sends the rest", x.d.names[d], r.Input-uncached, r.Input)
+		if t.paths() {
+			t.note("decode radix: %s holds %d of %d prompt tokens; P sends the rest", x.d.names[d], r.Input-uncached, r.Input)
+		}
 		t.peerPD(d, ModeDecodeRadixPD)
 	case MechPrefixDecider:
 		switch {
@@ -134,9 +136,13 @@ func (t *Dispatch) beginPeer() {
 		case pc.PromptTokens > 0 && r.Input < pc.PromptTokens:
 			t.note("prefix decider: prompt %d < promptTokens %d", r.Input, pc.PromptTokens)
 		case uncached < pc.NonCachedTokens:
-			t.note("prefix decider: uncached suffix %d on %s < nonCachedTokens %d", uncached, x.d.names[d], pc.NonCachedTokens)
+			if t.paths() {
+				t.note("prefix decider: uncached suffix %d on %s < nonCachedTokens %d", uncached, x.d.names[d], pc.NonCachedTokens)
+			}
 		default:
-			t.note("prefix decider: uncached suffix %d on %s ≥ nonCachedTokens %d", uncached, x.d.names[d], pc.NonCachedTokens)
+			if t.paths() {
+				t.note("prefix decider: uncached suffix %d on %s ≥ nonCachedTokens %d", uncached, x.d.names[d], pc.NonCachedTokens)
+			}
 			t.peerPD(d, ModeDeciderPD)
 			return
 		}
@@ -154,8 +160,10 @@ func (t *Dispatch) beginPeer() {
 		default:
 			bypass = isl
 		}
-		t.note("conditional %s: eff_isl %d of %d on %s (isl %t), %s active prefill %d tokens (busy %t)",
-			pc.Strategy, uncached, r.Input, x.d.names[d], isl, x.p.names[p], x.pActive[p], busy)
+		if t.paths() {
+			t.note("conditional %s: eff_isl %d of %d on %s (isl %t), %s active prefill %d tokens (busy %t)",
+				pc.Strategy, uncached, r.Input, x.d.names[d], isl, x.p.names[p], x.pActive[p], busy)
+		}
 		if bypass && pc.DecodeBusy > 0 && float64(x.dActive[d]+t.dBlk) > pc.DecodeBusy*float64(x.cfg.DecodeKVBlocks) {
 			t.note("decode-busy gate: %s has %d active blocks + %d > %g × %d", x.d.names[d], x.dActive[d], t.dBlk, pc.DecodeBusy, x.cfg.DecodeKVBlocks)
 			bypass = false

@@ -80,8 +80,9 @@ type Router struct {
 // cluster nearly every request is refused three times, and those repeated
 // walks of the indexes were a tenth of a KVC simulation's time.
 type overlaps struct {
-	ver []uint64 // per worker: the index version n was computed at; 0 none
-	n   []int
+	// per worker i: at 2i the index version the overlap was computed at (0:
+	// none), at 2i+1 the overlap; one allocation a dispatch
+	vals []uint64
 }
 
 // overlap is the prefix of blocks that worker i's index holds, from m when
@@ -91,14 +92,13 @@ func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
 	if m == nil {
 		return x.prefix(blocks)
 	}
-	if len(m.ver) < len(r.index) {
-		m.ver = append(m.ver, make([]uint64, len(r.index)-len(m.ver))...)
-		m.n = append(m.n, make([]int, len(r.index)-len(m.n))...)
+	if len(m.vals) < 2*len(r.index) {
+		m.vals = append(m.vals, make([]uint64, 2*len(r.index)-len(m.vals))...)
 	}
-	if m.ver[i] != x.ver {
-		m.ver[i], m.n[i] = x.ver, x.prefix(blocks)
+	if m.vals[2*i] != x.ver {
+		m.vals[2*i], m.vals[2*i+1] = x.ver, uint64(x.prefix(blocks))
 	}
-	return m.n[i]
+	return int(m.vals[2*i+1])
 }
 
 // NewRouter makes a router over the named workers.

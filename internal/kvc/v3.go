@@ -157,8 +157,10 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 		pq += int(c.TransferTokens * float64(t.r.Input))
 	}
 	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
-	t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
-		x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, map[bool]string{true: "local", false: "through P"}[ok])
+	if t.paths() {
+		t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
+			x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, verdict(ok, "local", "through P"))
+	}
 	if ok {
 		t.dTok = uncached
 	}
@@ -399,9 +401,10 @@ func (t *Dispatch) v3HostOnP(p int) bool {
 		}
 	}
 	ok := least < 0 || x.load.whole[p] < least || (x.load.p[p] == 0 && x.load.hosted[p] < fewest)
-	t.note("v3: %s serves %d requests whole and hosts %d sessions; the least busy decoder has %d in flight, the emptiest %d sessions: %s",
-		x.p.names[p], x.load.whole[p], x.load.hosted[p], least, fewest,
-		map[bool]string{true: "the session starts on P", false: "a decoder"}[ok])
+	if t.paths() {
+		t.note("v3: %s serves %d requests whole and hosts %d sessions; the least busy decoder has %d in flight, the emptiest %d sessions: %s",
+			x.p.names[p], x.load.whole[p], x.load.hosted[p], least, fewest, verdict(ok, "the session starts on P", "a decoder"))
+	}
 	return ok
 }
 
