@@ -219,7 +219,9 @@ func (t *Dispatch) beginKVC() {
 	}
 	s := x.session(t.r.Session)
 	if t.r.Turn < x.cfg.SeedMinTurn {
-		t.note("seed filter: turn %d < seed-min-turn %d", t.r.Turn, x.cfg.SeedMinTurn)
+		if t.paths() {
+			t.note("seed filter: turn %d < seed-min-turn %d", t.r.Turn, x.cfg.SeedMinTurn)
+		}
 		t.setWhy("session-not-resident")
 		t.suffix = "-seed-filter-early-turn"
 		t.fallback()
@@ -260,7 +262,9 @@ func (t *Dispatch) route() {
 			return
 		}
 		d = best
-		t.note("every decoder blacklisted: least-rejected %s", x.d.names[d])
+		if t.paths() {
+			t.note("every decoder blacklisted: least-rejected %s", x.d.names[d])
+		}
 	}
 	if t.attempts == 0 && s.pin >= 0 && s.pin != d {
 		// The policy (score or blacklist) passed over the decoder believed
@@ -343,12 +347,16 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	if !x.breakers[d].allows(t.now) {
 		// A seed would cross the transport whose failures opened d's
 		// breaker: try another decoder (not a reject of the session).
-		t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		if t.paths() {
+			t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		}
 		t.route()
 		return
 	}
 	if c := x.cfg.SeedMaxInflight; c > 0 && x.seeding[d] >= c {
-		t.note("skip %s: %d seeds in flight (seed-max-inflight-decode %d)", x.d.names[d], x.seeding[d], c)
+		if t.paths() {
+			t.note("skip %s: %d seeds in flight (seed-max-inflight-decode %d)", x.d.names[d], x.seeding[d], c)
+		}
 		t.suffixOnce("-d-backpressure")
 		t.route()
 		return
@@ -367,7 +375,9 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		after = "-after-eviction"
 		if s.backup >= 0 {
 			after = "-after-prefill-backed-eviction"
-			t.note("prefill backup of the session on %s", x.p.names[s.backup])
+			if t.paths() {
+				t.note("prefill backup of the session on %s", x.p.names[s.backup])
+			}
 		}
 	}
 	if rep.Reason == "real-large-append" {
@@ -434,7 +444,9 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 		}
 	}
 	if x.cfg.HomeHolds && s.pin == d && !rep.Unreachable && !x.blacklisted(s, d) {
-		t.note("home %s refused, not blacklisted: the session stays there", x.d.names[d])
+		if t.paths() {
+			t.note("home %s refused, not blacklisted: the session stays there", x.d.names[d])
+		}
 		t.homeHeld = true
 		t.fallback()
 		return
@@ -537,7 +549,9 @@ func (t *Dispatch) plainPD(mode string) {
 			}
 		}
 		if d >= 0 {
-			t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
+			if t.paths() {
+				t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
+			}
 		}
 	}
 	if p < 0 || d < 0 {

@@ -68,3 +68,24 @@ func TestRejectBlacklistAndReset(t *testing.T) {
 		t.Fatalf("after 2 rejects with τ_reject 2, the first admission went to d%d", a.D)
 	}
 }
+
+// A quiet dispatcher keeps no path and decides as one that does: the same
+// actions, modes and reject counts for the same answers.
+func TestQuietDispatcherDecidesTheSame(t *testing.T) {
+	loud, quiet := kvcDispatcher(ResetDirect, 2), kvcDispatcher(ResetDirect, 2)
+	quiet.SetQuiet()
+	refuse := []map[int]bool{nil, {0: true}, {0: true, 1: true}, {0: true, 1: true, 2: true}, nil}
+	for turn, r := range refuse {
+		a, b := serve(t, loud, turn+1, r), serve(t, quiet, turn+1, r)
+		if len(a.Path()) == 0 {
+			t.Fatalf("turn %d: the recording dispatcher kept no path", turn+1)
+		}
+		if len(b.Path()) != 0 {
+			t.Fatalf("turn %d: the quiet dispatcher kept a path: %q", turn+1, b.Path())
+		}
+		if a.Mode() != b.Mode() || a.Decoder() != b.Decoder() || loud.Rejects("s", 0) != quiet.Rejects("s", 0) {
+			t.Fatalf("turn %d: recording %s on d%d (%d rejects), quiet %s on d%d (%d rejects)", turn+1,
+				a.Mode(), a.Decoder(), loud.Rejects("s", 0), b.Mode(), b.Decoder(), quiet.Rejects("s", 0))
+		}
+	}
+}

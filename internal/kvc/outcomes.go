@@ -75,7 +75,9 @@ func (t *Dispatch) Accepted() {
 // Refused tells the dispatcher the workers refused the decided action (a
 // request larger than a pool, say): the request fails with the cause.
 func (t *Dispatch) Refused(cause string) {
-	t.note("refused: %s", cause)
+	if t.paths() {
+		t.note("refused: %s", cause)
+	}
 	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
 }
 

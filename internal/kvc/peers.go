@@ -134,7 +134,9 @@ func (t *Dispatch) beginPeer() {
 		case pc.NonCachedTokens == 0:
 			t.note("prefix decider: nonCachedTokens 0 disables disaggregation")
 		case pc.PromptTokens > 0 && r.Input < pc.PromptTokens:
-			t.note("prefix decider: prompt %d < promptTokens %d", r.Input, pc.PromptTokens)
+			if t.paths() {
+				t.note("prefix decider: prompt %d < promptTokens %d", r.Input, pc.PromptTokens)
+			}
 		case uncached < pc.NonCachedTokens:
 			if t.paths() {
 				t.note("prefix decider: uncached suffix %d on %s < nonCachedTokens %d", uncached, x.d.names[d], pc.NonCachedTokens)
@@ -165,7 +167,9 @@ func (t *Dispatch) beginPeer() {
 				pc.Strategy, uncached, r.Input, x.d.names[d], isl, x.p.names[p], x.pActive[p], busy)
 		}
 		if bypass && pc.DecodeBusy > 0 && float64(x.dActive[d]+t.dBlk) > pc.DecodeBusy*float64(x.cfg.DecodeKVBlocks) {
-			t.note("decode-busy gate: %s has %d active blocks + %d > %g × %d", x.d.names[d], x.dActive[d], t.dBlk, pc.DecodeBusy, x.cfg.DecodeKVBlocks)
+			if t.paths() {
+				t.note("decode-busy gate: %s has %d active blocks + %d > %g × %d", x.d.names[d], x.dActive[d], t.dBlk, pc.DecodeBusy, x.cfg.DecodeKVBlocks)
+			}
 			bypass = false
 		}
 		if bypass {
@@ -182,7 +186,9 @@ func (t *Dispatch) beginPeer() {
 func (t *Dispatch) peerPD(d int, mode string) {
 	x := t.x
 	if !x.breakers[d].allows(t.now) {
-		t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		if t.paths() {
+			t.note("skip %s: its transfer breaker is open", x.d.names[d])
+		}
 		t.plainPD(mode)
 		t.setPrefillLoad()
 		return
@@ -239,7 +245,9 @@ func (t *Dispatch) pickDynamo() Decision {
 	}
 	if s := x.sessions[r.Session]; x.cfg.Peer.AffinityTTLS > 0 && s != nil && s.bound && !r.avoids(s.boundD) {
 		if age := t.now - s.boundAt; age <= x.cfg.Peer.AffinityTTLS {
-			t.note("session affinity: bound to %s %.1f s ago", x.d.names[s.boundD], age)
+			if t.paths() {
+				t.note("session affinity: bound to %s %.1f s ago", x.d.names[s.boundD], age)
+			}
 			return Decision{Worker: s.boundD, Overlap: overlap(s.boundD), Sticky: true}
 		}
 		s.bound = false

@@ -97,6 +97,8 @@ func (x *Dispatcher) ForgetDecoder(d int) {
 // noWorker fails the request: every worker of the pool it needs is drained
 // or removed.
 func (t *Dispatch) noWorker(pool string) {
-	t.note("no %s worker: every one is drained, removed or down", pool)
+	if t.paths() {
+		t.note("no %s worker: every one is drained, removed or down", pool)
+	}
 	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: "no-" + pool + "-worker: every " + pool + " worker is drained, removed or failing its health checks"}
 }

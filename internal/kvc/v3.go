@@ -332,8 +332,10 @@ func (t *Dispatch) v3Fallback() bool {
 	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
 		// An idle P takes decode work: its KV pool is free for it, and
 		// its queue is the shorter.
-		t.note("v3 fallback: every decoder refused for space; %s serves it whole (%d prefill tokens queued, %s %d)",
-			x.p.names[p], x.load.p[p], x.d.names[d], x.load.d[d])
+		if t.paths() {
+			t.note("v3 fallback: every decoder refused for space; %s serves it whole (%d prefill tokens queued, %s %d)",
+				x.p.names[p], x.load.p[p], x.d.names[d], x.load.d[d])
+		}
 		t.decide(ActWholeP, p, -1, ModeWholeOnP)
 		return true
 	}
@@ -341,7 +343,9 @@ func (t *Dispatch) v3Fallback() bool {
 	// KV either way, and through P it would hold that KV reserved while
 	// it waits in P's queue too (SGLang's order), which starves the
 	// decoders further.
-	t.note("v3 fallback: every decoder refused for space; queued on %s (%d prefill tokens queued)", x.d.names[d], x.load.d[d])
+	if t.paths() {
+		t.note("v3 fallback: every decoder refused for space; queued on %s (%d prefill tokens queued)", x.d.names[d], x.load.d[d])
+	}
 	t.dTok = max(t.r.Input-t.overlapOn(d)*max(x.cfg.BlockSize, 1), 1)
 	t.decide(ActDirect, -1, d, ModeLocalFall)
 	return true
@@ -474,7 +478,9 @@ func (t *Dispatch) v3StayOnP() bool {
 	if dq >= 0 && pq > dq {
 		return false
 	}
-	t.note("v3: %s served the session's last turn whole; again (%d prefill tokens queued with this, a decoder %d)", x.p.names[p], pq, dq)
+	if t.paths() {
+		t.note("v3: %s served the session's last turn whole; again (%d prefill tokens queued with this, a decoder %d)", x.p.names[p], pq, dq)
+	}
 	t.decide(ActWholeP, p, -1, ModeWholeOnP)
 	return true
 }
