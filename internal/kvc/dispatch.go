@@ -1,10 +1,6 @@
 package kvc
 
-import (
-	"fmt"
-
-	"github.com/pdhybrid/pdhybrid/internal/radix"
-)
+import "github.com/pdhybrid/pdhybrid/internal/radix"
 
 // The dispatcher decides, for one request, what the serving system does:
 // it yields actions (an admission RPC to a decoder, a direct append on D, a
@@ -121,11 +117,6 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 }
 
 // PRouter and DRouter expose the routers (counters, pins) to the executor.
-// SetQuiet stops the dispatcher writing each request's decision path
-// (Dispatch.Path stays empty). A simulation with no sink reads no path,
-// and formatting them was a tenth of a KVC simulation's time.
-func (x *Dispatcher) SetQuiet() { x.noPaths = true }
-
 func (x *Dispatcher) PRouter() *Router { return x.p }
 func (x *Dispatcher) DRouter() *Router { return x.d }
 
@@ -160,26 +151,6 @@ type Dispatch struct {
 	wholeAt                    int      // 1 + the prefill worker serving it whole, until it ends
 	inline                     bool     // the admission in flight rode on the request
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
-}
-
-// pickD and pickPAmong are the routers' picks for this request's prompt,
-// remembering its overlaps for the next pick (overlaps).
-func (t *Dispatch) pickD(key string, allowed func(int) bool) Decision {
-	return t.x.d.pickAmong(&t.dOv, key, t.r.Blocks, allowed)
-}
-
-// prefillWorker is P's router's pick for the prompt, −1 when none. With a
-// single prefill worker in service there is nothing to score, so its index
-// is not walked (the pick's overlap would go unread).
-func (t *Dispatch) prefillWorker() int {
-	if p := t.x.p; len(p.names) == 1 && p.nOut == 0 {
-		return 0
-	}
-	return t.x.p.pick(&t.pOv, t.r.Session, t.r.Blocks).Worker
-}
-
-func (t *Dispatch) pickPAmong(allowed func(int) bool) Decision {
-	return t.x.p.pickAmong(&t.pOv, t.r.Session, t.r.Blocks, allowed)
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -454,34 +425,6 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	t.route()
 }
 
-// blacklisted says whether the session's refusals by d reached τ_reject.
-func (x *Dispatcher) blacklisted(s *sessState, d int) bool {
-	return x.cfg.TauReject > 0 && s.rejected(d) >= x.cfg.TauReject
-}
-
-// rejected is d's refusals of the session.
-func (s *sessState) rejected(d int) int {
-	if d < len(s.rejects) {
-		return s.rejects[d]
-	}
-	return 0
-}
-
-// reject counts a refusal by d.
-func (s *sessState) reject(d int) {
-	if d >= len(s.rejects) {
-		s.rejects = append(s.rejects, make([]int, d+1-len(s.rejects))...)
-	}
-	s.rejects[d]++
-}
-
-// forgive clears d's refusals (a success there resets τ_reject's count).
-func (s *sessState) forgive(d int) {
-	if d < len(s.rejects) {
-		s.rejects[d] = 0
-	}
-}
-
 // maxPauseS is the cap on a backpressure wait.
 func (x *Dispatcher) maxPauseS() float64 {
 	switch c := x.cfg.MaxPauseS; {
@@ -491,23 +434,6 @@ func (x *Dispatcher) maxPauseS() float64 {
 		return 0
 	default:
 		return c
-	}
-}
-
-// setWhy records the first reason the request did not go direct; the path
-// keeps it with the others that followed.
-func (t *Dispatch) setWhy(w string) {
-	if t.why == "" {
-		t.why = w
-		if t.paths() {
-			t.note("why: %s", w)
-		}
-	}
-}
-
-func (t *Dispatch) suffixOnce(s string) {
-	if t.suffix == "" {
-		t.suffix = s
 	}
 }
 
@@ -565,25 +491,4 @@ func (t *Dispatch) plainPD(mode string) {
 func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
 	t.kind, t.chosenP, t.chosenD, t.mode = k, p, d, mode
 	t.act = Action{Kind: k, P: p, D: d, Delay: t.pause} // a pause still owed (v3's inline round trip)
-}
-
-// note adds a step to the request's path. Its arguments are boxed before
-// the call whether or not the path is kept, so the notes of every request
-// ask paths() first.
-func (t *Dispatch) note(format string, args ...any) {
-	if t.x.noPaths {
-		return
-	}
-	t.path = append(t.path, fmt.Sprintf(format, args...))
-}
-
-// paths says whether the request's path is kept (not SetQuiet).
-func (t *Dispatch) paths() bool { return !t.x.noPaths }
-
-// verdict names a placement's outcome for a note.
-func verdict(ok bool, yes, no string) string {
-	if ok {
-		return yes
-	}
-	return no
 }

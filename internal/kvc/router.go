@@ -74,33 +74,6 @@ type Router struct {
 	indexVers uint64
 }
 
-// overlaps keeps one prompt's overlap with each worker's index while that
-// index is unchanged. A dispatch scores the same prompt again after every
-// refused admission and once more for its fallback; on an overloaded
-// cluster nearly every request is refused three times, and those repeated
-// walks of the indexes were a tenth of a KVC simulation's time.
-type overlaps struct {
-	// per worker i: at 2i the index version the overlap was computed at (0:
-	// none), at 2i+1 the overlap; one allocation a dispatch
-	vals []uint64
-}
-
-// overlap is the prefix of blocks that worker i's index holds, from m when
-// it still holds (m may be nil).
-func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
-	x := r.index[i]
-	if m == nil {
-		return x.prefix(blocks)
-	}
-	if len(m.vals) < 2*len(r.index) {
-		m.vals = append(m.vals, make([]uint64, 2*len(r.index)-len(m.vals))...)
-	}
-	if m.vals[2*i] != x.ver {
-		m.vals[2*i], m.vals[2*i+1] = x.ver, uint64(x.prefix(blocks))
-	}
-	return int(m.vals[2*i+1])
-}
-
 // NewRouter makes a router over the named workers.
 func NewRouter(names []string, policy Policy, opts Options) *Router {
 	if opts.IndexBlocks <= 0 {

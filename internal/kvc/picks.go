@@ -1,0 +1,51 @@
+package kvc
+
+// A dispatch's picks: the routers' choices for its prompt, with the
+// prompt's overlaps remembered between them.
+
+// overlaps keeps one prompt's overlap with each worker's index while that
+// index is unchanged. A dispatch scores the same prompt again after every
+// refused admission and once more for its fallback; on an overloaded
+// cluster nearly every request is refused three times, and those repeated
+// walks of the indexes were a tenth of a KVC simulation's time.
+type overlaps struct {
+	// per worker i: at 2i the index version the overlap was computed at (0:
+	// none), at 2i+1 the overlap; one allocation a dispatch
+	vals []uint64
+}
+
+// overlap is the prefix of blocks that worker i's index holds, from m when
+// it still holds (m may be nil).
+func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
+	x := r.index[i]
+	if m == nil {
+		return x.prefix(blocks)
+	}
+	if len(m.vals) < 2*len(r.index) {
+		m.vals = append(m.vals, make([]uint64, 2*len(r.index)-len(m.vals))...)
+	}
+	if m.vals[2*i] != x.ver {
+		m.vals[2*i], m.vals[2*i+1] = x.ver, uint64(x.prefix(blocks))
+	}
+	return int(m.vals[2*i+1])
+}
+
+// pickD and pickPAmong are the routers' picks for this request's prompt,
+// remembering its overlaps for the next pick (overlaps).
+func (t *Dispatch) pickD(key string, allowed func(int) bool) Decision {
+	return t.x.d.pickAmong(&t.dOv, key, t.r.Blocks, allowed)
+}
+
+// prefillWorker is P's router's pick for the prompt, −1 when none. With a
+// single prefill worker in service there is nothing to score, so its index
+// is not walked (the pick's overlap would go unread).
+func (t *Dispatch) prefillWorker() int {
+	if p := t.x.p; len(p.names) == 1 && p.nOut == 0 {
+		return 0
+	}
+	return t.x.p.pick(&t.pOv, t.r.Session, t.r.Blocks).Worker
+}
+
+func (t *Dispatch) pickPAmong(allowed func(int) bool) Decision {
+	return t.x.p.pickAmong(&t.pOv, t.r.Session, t.r.Blocks, allowed)
+}
