@@ -1,5 +1,18 @@
 package engine
 
+import "github.com/pdhybrid/pdhybrid/internal/radix"
+
+// promptMemo is a request's last prefix-cache match and the cache,
+// version and blocks it was taken for (Worker.promptMatch).
+type promptMemo struct {
+	tree   *radix.Tree
+	ver    uint64
+	blocks *uint64 // &Blocks[0]: a Request given other blocks matches anew
+	n      int
+	input  int
+	m      radix.Match
+}
+
 // Kind says what a worker does with a request.
 type Kind uint8
 
@@ -75,6 +88,7 @@ type Request struct {
 	node         int32  // deepest radix node this request holds locked
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
+	memo         promptMemo
 
 	// Times on the owner's clock.
 	SubmittedAt   float64

@@ -26,8 +26,9 @@ type Tree struct {
 	lru       lruHeap
 	seq       uint64
 
-	tokens    int64 // tokens held by all nodes
-	evictable int64 // tokens in nodes with ref == 0
+	tokens    int64  // tokens held by all nodes
+	evictable int64  // tokens in nodes with ref == 0
+	ver       uint64 // changes whenever a match could change (Version)
 }
 
 type node struct {
@@ -51,6 +52,11 @@ func New(blockSize int) *Tree {
 	r.nodes = append(r.nodes, node{parent: -1, live: true, ref: 1})
 	return r
 }
+
+// Version changes whenever what the tree holds changes (blocks added,
+// grown or freed), so a Match taken at one version holds while the version
+// is the same: a request that waits for room matches again only then.
+func (r *Tree) Version() uint64 { return r.ver }
 
 // Tokens is the number of tokens the tree holds.
 func (r *Tree) Tokens() int64 { return r.tokens }
@@ -121,7 +127,12 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 // the matched prefix is exactly one path, and references every node on it.
 // It returns the match; Unlock(m.Node) releases it.
 func (r *Tree) Lock(blocks []uint64, lastTokens int64, now float64) Match {
-	m := r.Match(blocks, lastTokens)
+	return r.LockMatched(blocks, r.Match(blocks, lastTokens), now)
+}
+
+// LockMatched is Lock given the Match of the same blocks, taken at the
+// tree's current Version.
+func (r *Tree) LockMatched(blocks []uint64, m Match, now float64) Match {
 	// Walk again to the match end, splitting the last edge if needed.
 	cur := int32(root)
 	i := 0
@@ -213,6 +224,7 @@ func (r *Tree) insert(at int32, blocks []uint64, from int, lastTokens int64, now
 			}
 			nd.access = now
 			r.tokens += nd.tokens
+			r.ver++
 			adopted += nd.tokens
 			// The new node is referenced below through ref(); count it as
 			// evictable first so ref's 0→1 bookkeeping balances.
@@ -257,6 +269,7 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 	}
 	nd.tokens += grow
 	r.tokens += grow
+	r.ver++
 	if nd.ref == 0 {
 		r.evictable += grow
 	}
@@ -334,6 +347,7 @@ func (r *Tree) Evict(need int64) int64 {
 		}
 		freed += n.tokens
 		r.tokens -= n.tokens
+		r.ver++
 		r.evictable -= n.tokens
 		parent := n.parent
 		delete(r.nodes[parent].children, n.key[0])
@@ -388,6 +402,7 @@ func (r *Tree) NibbleOne(need int64) int64 {
 	n.tokens -= cut
 	n.partial = 0
 	r.tokens -= cut
+	r.ver++
 	r.evictable -= cut
 	return cut
 }
@@ -406,6 +421,7 @@ func (r *Tree) EvictPath(n int32) int64 {
 		}
 		freed += nd.tokens
 		r.tokens -= nd.tokens
+		r.ver++
 		r.evictable -= nd.tokens
 		parent := nd.parent
 		delete(r.nodes[parent].children, nd.key[0])

@@ -278,3 +278,43 @@ func TestCommonPrefix(t *testing.T) {
 		}
 	}
 }
+
+// Version changes with what the tree holds (an insert, a grown partial
+// block, an eviction, a nibble) and not with lookups, locks or unlocks, so
+// a Match taken at one version still holds while it is the same.
+func TestVersionFollowsContent(t *testing.T) {
+	r := New(16)
+	v := r.Version()
+	same := func(what string) {
+		t.Helper()
+		if r.Version() != v {
+			t.Fatalf("%s changed the version", what)
+		}
+	}
+	moved := func(what string) {
+		t.Helper()
+		if r.Version() == v {
+			t.Fatalf("%s left the version as it was", what)
+		}
+		v = r.Version()
+	}
+	m := r.Lock(seq(1, 8), 10, 1)
+	same("a lock on an empty tree")
+	n, _ := r.Insert(m.Node, seq(1, 8), m.Blocks, 10, 1)
+	moved("an insert")
+	r.Unlock(n, 2)
+	r.Match(seq(1, 4), 16)
+	same("an unlock and a match")
+	m = r.Lock(seq(1, 8), 16, 3) // the partial last block fills
+	same("a lock that splits nothing")
+	n, _ = r.Insert(m.Node, seq(1, 8), m.Blocks, 16, 3)
+	moved("a grown partial block")
+	r.Unlock(n, 4)
+	m = r.Lock(seq(1, 4), 16, 5) // splits the edge
+	r.Unlock(m.Node, 5)
+	same("a lock that split an edge")
+	r.Nibble(16)
+	moved("a nibble")
+	r.Evict(1 << 20)
+	moved("an eviction")
+}
