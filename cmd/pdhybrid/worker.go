@@ -57,7 +57,7 @@ profile's --link. A decode worker with --session-cache is the KVC decoder: it
 keeps sessions' KV and answers /session_cache/admit_direct_append. D→P
 snapshots: a decoder answers /_snapshot/dump, a prefill worker
 /_snapshot/prepare_receive and /_snapshot/finalize_ingest from a buffer of
---snapshot-buf GiB.
+--snapshot-buf GiB, and /_snapshot/release gives a failed dump's space back.
 docs/emulator.md describes the wire behaviour and what is approximated.
 
 Prints one line when it listens ("listening url=... role=... [bootstrap_port=...]")

@@ -377,6 +377,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/_snapshot/prepare_receive", s.handlePrepareReceive)
 	m.HandleFunc("/_snapshot/dump", s.handleDump)
 	m.HandleFunc("/_snapshot/finalize_ingest", s.handleFinalizeIngest)
+	m.HandleFunc("/_snapshot/release", s.handleReleaseSnapshot)
 	m.HandleFunc("/v1/models", s.handleModels)
 	m.HandleFunc("/_pd/kv", s.handleKVDelivery)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

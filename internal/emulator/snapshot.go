@@ -25,7 +25,8 @@ import (
 // not extend its whole blocks), kvpool-alloc-failed-at-ingest, or
 // no-pending-ingest (no reservation for the session). A session has at
 // most one reservation: a second prepare_receive replaces the first, as the
-// seed's controller did; it lives until finalize_ingest.
+// seed's controller did; it lives until finalize_ingest, or until release
+// gives it back (a fourth RPC, ours: the dump failed or found nothing).
 
 // SnapshotRequest is the body of all three RPCs.
 type SnapshotRequest struct {
@@ -168,6 +169,34 @@ func (s *Server) handleFinalizeIngest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, SnapshotResponse{OK: res.OK, Reason: res.Reason, InsertedPrefixLen: res.Inserted})
+}
+
+// handleReleaseSnapshot gives back the space of the session's reservation,
+// whose dump failed or found nothing to send: not one of the seed's three
+// RPCs (its record lived until the session's next prepare_receive, so a
+// session that never synced again kept its space forever), but the
+// engine's SnapshotStore.Release, which the simulator calls on the same
+// failures.
+func (s *Server) handleReleaseSnapshot(w http.ResponseWriter, r *http.Request) {
+	in, ok := s.snapshotBody(w, r, engine.RolePrefill)
+	if !ok {
+		return
+	}
+	released := false
+	if !s.d.do(func(float64) {
+		if id, ok := s.snapIDs[in.SessionID]; ok {
+			released = s.snap.Release(id)
+			delete(s.snapIDs, in.SessionID)
+		}
+	}) {
+		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	out := SnapshotResponse{OK: released}
+	if !released {
+		out.Reason = engine.ReasonNoPendingIngest
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // snapshotSeeTurn tells the snapshot buffer that this prefill worker was

@@ -142,3 +142,41 @@ func TestSnapshotBufferOverHTTP(t *testing.T) {
 		t.Fatalf("a stale snapshot reached P's cache: %d %s", st, b)
 	}
 }
+
+// release gives a reservation's space back (its dump failed): another
+// session can take it, and the released session has nothing to ingest.
+func TestSnapshotRelease(t *testing.T) {
+	kvb := testProfile(t).Model.KVBytesPerToken()
+	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
+	snap := func(rpc string, body map[string]any) SnapshotResponse {
+		t.Helper()
+		st, b := post(t, p.URL()+"/_snapshot/"+rpc, body)
+		var out SnapshotResponse
+		if err := json.Unmarshal(b, &out); err != nil || st != 200 {
+			t.Fatalf("%s %v: %d %s", rpc, body, st, b)
+		}
+		return out
+	}
+	if out := snap("prepare_receive", map[string]any{"session_id": "A", "num_tokens": 3000}); !out.OK {
+		t.Fatalf("prepare A: %+v", out)
+	}
+	if out := snap("prepare_receive", map[string]any{"session_id": "B", "num_tokens": 3000}); out.OK {
+		t.Fatalf("prepare B while A holds 3,000 of 4,000 tokens: %+v", out)
+	}
+	if out := snap("release", map[string]any{"session_id": "A"}); !out.OK {
+		t.Fatalf("release A: %+v", out)
+	}
+	if out := snap("release", map[string]any{"session_id": "A"}); out.OK || out.Reason != engine.ReasonNoPendingIngest {
+		t.Fatalf("release A twice: %+v", out)
+	}
+	if out := snap("finalize_ingest", map[string]any{"session_id": "A", "blocks": []int{1}}); out.OK || out.Reason != engine.ReasonNoPendingIngest {
+		t.Fatalf("finalize A after its release: %+v", out)
+	}
+	if out := snap("prepare_receive", map[string]any{"session_id": "B", "num_tokens": 3000}); !out.OK {
+		t.Fatalf("prepare B once A's space came back: %+v", out)
+	}
+	d := start(t, Config{Role: engine.RoleDecode, TimeScale: 20})
+	if st, b := post(t, d.URL()+"/_snapshot/release", map[string]any{"session_id": "B"}); st != 400 {
+		t.Fatalf("release on a decoder: %d %s, want 400", st, b)
+	}
+}

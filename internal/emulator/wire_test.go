@@ -157,7 +157,7 @@ func TestTokens(t *testing.T) {
 // and the worker stays healthy.
 func FuzzHandlers(f *testing.F) {
 	paths := []string{"/open_session", "/close_session", "/abort_request", "/session_cache/admit_direct_append", "/_pd/kv",
-		"/session_cache/lookup", "/_snapshot/dump", "/_snapshot/prepare_receive", "/_snapshot/finalize_ingest"}
+		"/session_cache/lookup", "/_snapshot/dump", "/_snapshot/prepare_receive", "/_snapshot/finalize_ingest", "/_snapshot/release"}
 	for _, s := range []string{
 		`{"capacity_of_str_len":10,"session_id":"a"}`, `{"session_id":"a"}`, `{"rid":"x","abort_all":true}`,
 		`{"session_id":"s","input_ids":[1,2,3],"max_new_tokens":4,"max_append_tokens":2,"force_seed":true}`,

@@ -293,15 +293,19 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 	op.dumped, op.bytesPushed = dump.NumTokens, dump.BytesPushed
 	switch {
 	case why != "":
+		s.releaseSnapshot(ctx, op)
 		s.syncOutcome(op, "failed", "dump", why)
 		return
 	case !dump.OK && dump.Reason == "session-not-resident":
+		s.releaseSnapshot(ctx, op)
 		s.syncOutcome(op, "skipped", "dump", dump.Reason)
 		return
 	case !dump.OK:
+		s.releaseSnapshot(ctx, op)
 		s.syncOutcome(op, "failed", "dump", dump.Reason)
 		return
 	case len(dump.Blocks) == 0:
+		s.releaseSnapshot(ctx, op)
 		s.syncOutcome(op, "skipped", "dump", "zero-target-tokens")
 		return
 	}
@@ -309,6 +313,7 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 	op.inserted = fin.InsertedPrefixLen
 	switch {
 	case why != "":
+		s.releaseSnapshot(ctx, op) // no answer: P may not have ingested it
 		s.syncOutcome(op, "failed", "finalize", why)
 	case fin.OK:
 		s.syncOutcome(op, "ok", "finalize", "")
@@ -317,6 +322,19 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 	default:
 		s.syncOutcome(op, "failed", "finalize", fin.Reason)
 	}
+}
+
+// releaseSnapshot gives back the space P reserved for a sync that will not
+// ingest (the emulated worker's /_snapshot/release; a P without it answers
+// 404, and the reservation lives until the session's next
+// prepare_receive, as the seed's did). It runs even when the sync's context
+// ended, bounded by the RPC timeout.
+func (s *Server) releaseSnapshot(ctx context.Context, op *syncOp) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DToP.Timeout)
+	defer cancel()
+	var out snapshotReply
+	status, err := s.postJSON(rctx, op.pURL+"/_snapshot/release", map[string]any{"session_id": op.session}, &out)
+	s.log.Debug("d-to-p-sync release", "session", op.session, "to", op.pURL, "status", status, "ok", out.OK, "reason", out.Reason, "err", err)
 }
 
 // syncOutcome counts and logs a sync's end.

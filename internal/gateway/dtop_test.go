@@ -61,9 +61,10 @@ func syncsReach(t *testing.T, gw, outcome string, n float64) {
 // followed, with active sync, by one ok sync. Then lose makes the decoder
 // lose the session ("flush": /flush_cache on it) or the session leave it
 // ("drain": the admin API drains it, so it still holds the session), and
-// turn 5 is reseeded through P. It returns turn 5's answer and the length
-// of turn 4's prompt, the session's KV on D at its last sync.
-func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config), gEdit func(*Config)) (answer, int, string) {
+// turn 5 is reseeded through P. It returns turn 5's answer, the length of
+// turn 4's prompt (the session's KV on D at its last sync), the gateway's
+// URL and the prefill worker's.
+func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config), gEdit func(*Config)) (answer, int, string, string) {
 	t.Helper()
 	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, pEdit)
 	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
@@ -113,7 +114,7 @@ func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config), gEdi
 	if a.status != http.StatusOK || !strings.Contains(a.mode, "reseed") {
 		t.Fatalf("turn 5 after %s: %+v, want a reseed through P", lose, a)
 	}
-	return a, synced, gw.URL
+	return a, synced, gw.URL, p.URL()
 }
 
 // Active sync: after each direct append the session's KV on its decoder
@@ -122,7 +123,7 @@ func dtopRun(t *testing.T, mode, lose string, pEdit func(*emulator.Config), gEdi
 // last synced prompt in P's cache. Without sync P has only turn 1's prompt.
 func TestDToPActiveReseedHitsSyncedPrefix(t *testing.T) {
 	var log lockedBuffer
-	on, synced, gw := dtopRun(t, DToPActive, "flush", nil, func(c *Config) { c.Log, c.LogDebug = &log, true })
+	on, synced, gw, _ := dtopRun(t, DToPActive, "flush", nil, func(c *Config) { c.Log, c.LogDebug = &log, true })
 	if want := synced / 64 * 64; on.cached < want {
 		t.Errorf("active sync: the reseed found %d tokens in P's cache, want the %d synced", on.cached, want)
 	}
@@ -140,7 +141,7 @@ func TestDToPActiveReseedHitsSyncedPrefix(t *testing.T) {
 		}
 	}
 	t.Logf("a debug line: %s", strings.SplitN(log.String(), "\n", 2)[0])
-	off, _, gwOff := dtopRun(t, DToPOff, "flush", nil, nil)
+	off, _, gwOff, _ := dtopRun(t, DToPOff, "flush", nil, nil)
 	if off.cached > 2000 {
 		t.Errorf("sync off: the reseed found %d tokens in P's cache, want at most turn 1's 2,000", off.cached)
 	}
@@ -155,7 +156,7 @@ func TestDToPActiveReseedHitsSyncedPrefix(t *testing.T) {
 // is skipped session-not-resident when it lost it (flushed), the seed's
 // F28; the request goes on either way.
 func TestDToPPassive(t *testing.T) {
-	a, synced, gw := dtopRun(t, DToPPassive, "drain", nil, nil)
+	a, synced, gw, _ := dtopRun(t, DToPPassive, "drain", nil, nil)
 	if want := synced / 64 * 64; a.cached < want {
 		t.Errorf("passive sync from the drained decoder: %d tokens cached, want %d", a.cached, want)
 	}
@@ -163,13 +164,28 @@ func TestDToPPassive(t *testing.T) {
 		t.Errorf("%v ok syncs, want 1 (the reseed's)", n)
 	}
 	t.Logf("passive, drained decoder: the reseed (%s) found %d tokens in P's cache (%d synced)", a.mode, a.cached, synced)
-	a, _, gw = dtopRun(t, DToPPassive, "flush", nil, nil)
+	a, _, gw, pURL := dtopRun(t, DToPPassive, "flush", nil, nil)
 	t.Logf("passive, flushed decoder: the reseed (%s) found %d tokens in P's cache", a.mode, a.cached)
 	if a.cached > 2000 {
 		t.Errorf("passive sync from a flushed decoder: %d tokens cached, want at most turn 1's", a.cached)
 	}
 	if n := syncs(t, gw, "skipped: dump: session-not-resident"); n != 1 {
 		t.Errorf("%v session-not-resident dumps, want 1", n)
+	}
+	// The sync reserved space on P before the dump found nothing: the
+	// gateway gave it back, so P holds no reservation for the session.
+	resp, err := http.Post(pURL+"/_snapshot/release", "application/json", strings.NewReader(`{"session_id":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rel struct {
+		OK     bool   `json:"ok"`
+		Reason string `json:"reason"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&rel)
+	resp.Body.Close()
+	if err != nil || rel.OK || rel.Reason != engine.ReasonNoPendingIngest {
+		t.Errorf("P still held the failed sync's reservation: %+v %v", rel, err)
 	}
 }
 
@@ -178,7 +194,7 @@ func TestDToPPassive(t *testing.T) {
 // every prepare_receive (snapshot-buf-full); the direct appends answer as
 // always and the reseed finds only what P prefilled itself.
 func TestDToPSnapshotBufFull(t *testing.T) {
-	a, _, gw := dtopRun(t, DToPActive, "flush", func(c *emulator.Config) { c.SnapshotBufBytes = 1 }, nil)
+	a, _, gw, _ := dtopRun(t, DToPActive, "flush", func(c *emulator.Config) { c.SnapshotBufBytes = 1 }, nil)
 	syncsReach(t, gw, "failed: prepare: snapshot-buf-full", 3)
 	if n := syncs(t, gw, "ok: finalize"); n != 0 {
 		t.Errorf("%v ok syncs into a full buffer", n)
