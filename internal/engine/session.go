@@ -83,6 +83,21 @@ type dSession struct {
 	tokens   int64   // tokens it last held here (prompt + output), for reports
 }
 
+// resident is whether s counts against the session cap: its KV pinned
+// here, or a request of it here. At block granularity an idle session's
+// KV is plain cache.
+func (s *dSession) resident() bool { return s.pinned || s.inflight > 0 }
+
+// residentChanged keeps nResident in step after s changed from was.
+func (w *Worker) residentChanged(s *dSession, was bool) {
+	switch now := s.resident(); {
+	case now && !was:
+		w.nResident++
+	case was && !now:
+		w.nResident--
+	}
+}
+
 // AdmitQuery is an admission RPC: may this worker take the session's next
 // turn?
 type AdmitQuery struct {
@@ -258,17 +273,10 @@ func (w *Worker) evictable() int64 {
 // reports it in its load (the emulator's /v1/loads extension).
 func (w *Worker) ResidentSessions() int { return w.residentSessions() }
 
-func (w *Worker) residentSessions() int {
-	n := 0
-	for _, s := range w.dsess {
-		// At block granularity an idle session's KV is plain cache: only
-		// sessions with a request here count against the cap.
-		if s.pinned || s.inflight > 0 {
-			n++
-		}
-	}
-	return n
-}
+// residentSessions is kept as sessions change (residentChanged): the cap
+// check asked it on every admission, and it scanned every session the
+// worker had ever seen.
+func (w *Worker) residentSessions() int { return w.nResident }
 
 // trimOne evicts the least recently used session the trim policy allows,
 // other than except, and charges the scheduler stall. It reports whether
@@ -331,6 +339,9 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		}
 	}
 	if w.cfg.Session.Eviction == EvictBlock {
+		if s.resident() {
+			w.nResident-- // a request of it still here: no longer counted
+		}
 		delete(w.dsess, s.id) // nothing pinned: forgetting it is the eviction
 	}
 	w.stats.EvictedTokens += freed
@@ -402,6 +413,7 @@ func (w *Worker) unpinFor(now float64, r *Request) {
 // looks for victims among the pinned sessions only, not every session the
 // worker has seen (most of which it evicted long ago).
 func (w *Worker) setPinned(s *dSession, on bool) {
+	defer w.residentChanged(s, s.resident())
 	s.pinned = on
 	if !on {
 		delete(w.pinnedSess, s.id)
@@ -426,7 +438,9 @@ func (w *Worker) sessionStart(now float64, r *Request) {
 		s = &dSession{id: r.Session}
 		w.dsess[r.Session] = s
 	}
+	was := s.resident()
 	s.inflight++
+	w.residentChanged(s, was)
 	s.lastUse = now
 	r.sessCounted = true
 }
@@ -443,7 +457,9 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 		return
 	}
 	r.sessCounted = false
+	was := s.resident()
 	s.inflight--
+	w.residentChanged(s, was)
 	s.lastUse = now
 	s.tokens = int64(r.Input + r.generated)
 	if w.cfg.Session.Eviction != EvictSession || !r.locked {

@@ -137,6 +137,7 @@ type Worker struct {
 
 	dsess      map[string]*dSession // session.go
 	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
+	nResident  int                  // session.go: the sessions among dsess that count against the cap
 	backups    []backup             // backup.go, oldest first
 	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
 	dumping    int64                // their tokens
@@ -387,7 +388,9 @@ func (w *Worker) Abort(now float64, r *Request) {
 	if r.sessCounted {
 		r.sessCounted = false
 		if s := w.dsess[r.Session]; s != nil {
+			was := s.resident()
 			s.inflight--
+			w.residentChanged(s, was)
 		}
 	}
 	r.Stage = StageAborted

@@ -54,6 +54,15 @@ func checkPool(t *testing.T, w *Worker) {
 	if tails != w.tailTokens {
 		t.Fatalf("%s: output tails hold %d tokens, counter says %d", w.cfg.Name, tails, w.tailTokens)
 	}
+	resident := 0
+	for _, s := range w.dsess {
+		if s.pinned || s.inflight > 0 {
+			resident++
+		}
+	}
+	if resident != w.nResident {
+		t.Fatalf("%s: %d resident sessions, counter says %d", w.cfg.Name, resident, w.nResident)
+	}
 }
 
 // TestWorkerKVProperty drives colocated and prefill workers with random
