@@ -228,6 +228,11 @@ type recorder struct {
 	status int
 	mode   string
 	last   []byte // the last data event, or the whole JSON answer
+	// completed's answer for last, once parsed: the active D→P trigger and
+	// end both ask it
+	parsed     bool
+	completion int
+	done       bool
 }
 
 func (s *Server) record(w http.ResponseWriter, q *request) *recorder {
@@ -236,7 +241,7 @@ func (s *Server) record(w http.ResponseWriter, q *request) *recorder {
 
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
-		r.status = status
+		r.status, r.parsed = status, false
 		r.mode = r.Header().Get("X-PDHybrid-Mode")
 	}
 	r.ResponseWriter.WriteHeader(status)
@@ -251,9 +256,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 		if r.first.IsZero() {
 			r.first = time.Now()
 		}
-		r.last = append(r.last[:0], b[len("data: "):]...)
+		r.last, r.parsed = append(r.last[:0], b[len("data: "):]...), false
 	case !r.q.stream && len(r.last) == 0 && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")):
-		r.last = append(r.last[:0], b...)
+		r.last, r.parsed = append(r.last[:0], b...), false
 	}
 	return r.ResponseWriter.Write(b)
 }
@@ -268,6 +273,15 @@ func (r *recorder) Flush() {
 // whether it finished (status 200, a finish reason other than abort), and
 // its completion tokens.
 func (r *recorder) completed() (tokens int, ok bool) {
+	if !r.parsed {
+		r.completion, r.done = r.parse()
+		r.parsed = true
+	}
+	return r.completion, r.done
+}
+
+// parse reads the completion tokens of a completed answer from last.
+func (r *recorder) parse() (tokens int, ok bool) {
 	var ans struct {
 		MetaInfo struct {
 			CompletionTokens int `json:"completion_tokens"`
