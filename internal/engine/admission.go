@@ -1,0 +1,166 @@
+package engine
+
+// Algorithm 2, the worker's side of an admission RPC: may this decoder take
+// the session's next turn, directly or as a seed, and with what pause hint.
+
+// AdmitQuery is an admission RPC: may this worker take the session's next
+// turn?
+type AdmitQuery struct {
+	Session string
+	Blocks  []uint64
+	Input   int
+	Output  int
+	// MaxAppend is τ_append: the largest direct append the worker accepts
+	// (0 = no limit, when the router gates instead).
+	MaxAppend int
+	// ForceSeed asks for a seed even if the session is resident (the
+	// router's own gate judged the append too large): the old residency is
+	// dropped first.
+	ForceSeed bool
+	// DirectOnly asks for a direct append only (the seed's admission RPC):
+	// a session not resident here is refused with session-not-resident.
+	DirectOnly bool
+}
+
+// AdmitMode is what an admission grants.
+type AdmitMode uint8
+
+const (
+	AdmitNone   AdmitMode = iota
+	AdmitDirect           // the session is resident: append on this worker
+	AdmitSeed             // not resident: receive the whole prompt's KV from P and keep it
+)
+
+func (m AdmitMode) String() string {
+	switch m {
+	case AdmitDirect:
+		return "direct_append"
+	case AdmitSeed:
+		return "seed"
+	}
+	return "none"
+}
+
+// AdmitReply is the worker's answer, with a typed reason.
+type AdmitReply struct {
+	CanAdmit bool
+	Mode     AdmitMode
+	// Reason: for a refusal "real-large-append", "no-space", "session-cap";
+	// for a seed "session-not-resident" or "session-was-evicted" (it was
+	// here once); "" for a direct append.
+	Reason       string
+	CachedTokens int     // prompt tokens this worker holds for the request
+	PauseMs      float64 // recommended_pause_ms: a backpressure hint, 0 when none
+	Trimmed      int     // sessions evicted to make room
+	TrimmedTok   int64
+}
+
+// Reasons of admission replies.
+const (
+	ReasonLargeAppend = "real-large-append"
+	ReasonNoSpace     = "no-space"
+	ReasonSessionCap  = "session-cap"
+	ReasonNotResident = "session-not-resident"
+	ReasonWasEvicted  = "session-was-evicted"
+)
+
+// AdmitSession answers an admission RPC (Algorithm 2). A granted admission
+// reserves nothing: the request that follows is admitted by the scheduler
+// like any other, and can still wait for KV.
+func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
+	if !w.cfg.Session.Enabled || w.tree == nil {
+		return AdmitReply{Reason: "no-session-cache"}
+	}
+	rep := AdmitReply{PauseMs: w.pauseHint()}
+	s := w.dsess[q.Session]
+	if q.ForceSeed && s != nil && s.inflight == 0 {
+		w.evictSession(now, s)
+		s = w.dsess[q.Session]
+	}
+	resident, cached := w.residency(now, s, q)
+	rep.CachedTokens = cached
+	out := int64(max(q.Output, 1))
+	if resident {
+		appendTok := q.Input - cached
+		if q.MaxAppend > 0 && appendTok > q.MaxAppend {
+			rep.Reason = ReasonLargeAppend
+			return rep
+		}
+		if !w.roomFor(now, int64(appendTok)+out, q.Session, &rep) {
+			rep.Reason = ReasonNoSpace
+			return rep
+		}
+		rep.CanAdmit, rep.Mode = true, AdmitDirect
+		return rep
+	}
+	if q.DirectOnly {
+		rep.Reason = ReasonNotResident
+		return rep
+	}
+	if c := w.cfg.Session.Cap; c > 0 && w.residentSessions() >= c && s == nil {
+		if !w.trimOne(now, q.Session, &rep) {
+			rep.Reason = ReasonSessionCap
+			return rep
+		}
+	}
+	if !w.roomFor(now, int64(q.Input)+out, q.Session, &rep) {
+		rep.Reason = ReasonNoSpace
+		return rep
+	}
+	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitSeed, ReasonNotResident
+	if s != nil {
+		rep.Reason = ReasonWasEvicted
+	}
+	return rep
+}
+
+// DefaultHighWater is the share of the pool from which a session-aware
+// decoder's admission replies carry a pause (ρ ≈ 0.95 in the seed's spec).
+const DefaultHighWater = 0.95
+
+// pauseHint is recommended_pause_ms, after the seed's
+// _compute_backpressure_pause_hint(transfer_queue_depth,
+// retracted_queue_depth, token_usage_after): once the KV held for requests
+// and sessions (the pool's use less the evictable cache, plus the output
+// promised to admitted requests) reaches HighWater of the pool, or the
+// queue reaches a quarter of MaxRunning, ask the router to hold off 10 ms
+// per queued request, plus 10 (the router caps it). The queue is the
+// requests waiting for admission or a KV reservation; with
+// PauseCountsTransfers also those whose KV transfer has not landed (off by
+// default: counting them changes the pauses of a default run). This engine
+// never retracts a request (worker.go), so the seed's retracted queue is
+// always empty.
+func (w *Worker) pauseHint() float64 {
+	if w.cfg.Session.NoPauseHint {
+		return 0
+	}
+	hw := w.cfg.Session.HighWater
+	if hw <= 0 {
+		hw = DefaultHighWater
+	}
+	q := w.Queued()
+	if w.cfg.Session.PauseCountsTransfers {
+		q += w.transferring
+	}
+	if float64(w.Used()-w.CachedTokens()+w.reserved) < hw*float64(w.capacity) && q < max(w.cfg.MaxRunning/4, 1) {
+		return 0
+	}
+	return float64(10 * (q + 1))
+}
+
+// roomFor reports whether need tokens can be found, trimming sessions other
+// than except in LRU order when the unpinned cache is not enough.
+func (w *Worker) roomFor(now float64, need int64, except string, rep *AdmitReply) bool {
+	// KV held for dumps in flight is coming free (dump.go).
+	for w.free()+w.evictable()+w.dumping < need {
+		if !w.trimOne(now, except, rep) {
+			return false
+		}
+	}
+	// The low-watermark: trim on to leave headroom for the next admissions.
+	if lw := w.cfg.Session.LowWatermark; lw > 0 && rep.Trimmed > 0 {
+		for w.free()+w.evictable()+w.dumping < need+int64(lw*float64(w.capacity)) && w.trimOne(now, except, rep) {
+		}
+	}
+	return true
+}
