@@ -88,15 +88,7 @@ func TestSnapshotDumpAndIngest(t *testing.T) {
 func TestSnapshotBufferOverHTTP(t *testing.T) {
 	kvb := testProfile(t).Model.KVBytesPerToken()
 	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
-	snap := func(rpc string, body map[string]any) SnapshotResponse {
-		t.Helper()
-		st, b := post(t, p.URL()+"/_snapshot/"+rpc, body)
-		var out SnapshotResponse
-		if err := json.Unmarshal(b, &out); err != nil || st != 200 {
-			t.Fatalf("%s %v: %d %s", rpc, body, st, b)
-		}
-		return out
-	}
+	snap := snapshotRPC(t, p.URL())
 	promptA := ids(11, 3000)
 	if out := snap("prepare_receive", map[string]any{"session_id": "A", "num_tokens": 3000}); !out.OK || out.BufCapacityBytes != 4000*kvb {
 		t.Fatalf("prepare A: %+v", out)
@@ -148,15 +140,7 @@ func TestSnapshotBufferOverHTTP(t *testing.T) {
 func TestSnapshotRelease(t *testing.T) {
 	kvb := testProfile(t).Model.KVBytesPerToken()
 	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
-	snap := func(rpc string, body map[string]any) SnapshotResponse {
-		t.Helper()
-		st, b := post(t, p.URL()+"/_snapshot/"+rpc, body)
-		var out SnapshotResponse
-		if err := json.Unmarshal(b, &out); err != nil || st != 200 {
-			t.Fatalf("%s %v: %d %s", rpc, body, st, b)
-		}
-		return out
-	}
+	snap := snapshotRPC(t, p.URL())
 	if out := snap("prepare_receive", map[string]any{"session_id": "A", "num_tokens": 3000}); !out.OK {
 		t.Fatalf("prepare A: %+v", out)
 	}
@@ -178,5 +162,19 @@ func TestSnapshotRelease(t *testing.T) {
 	d := start(t, Config{Role: engine.RoleDecode, TimeScale: 20})
 	if st, b := post(t, d.URL()+"/_snapshot/release", map[string]any{"session_id": "B"}); st != 400 {
 		t.Fatalf("release on a decoder: %d %s, want 400", st, b)
+	}
+}
+
+// snapshotRPC posts one /_snapshot/ RPC to the worker at url and decodes a
+// 200 answer.
+func snapshotRPC(t *testing.T, url string) func(rpc string, body map[string]any) SnapshotResponse {
+	return func(rpc string, body map[string]any) SnapshotResponse {
+		t.Helper()
+		st, b := post(t, url+"/_snapshot/"+rpc, body)
+		var out SnapshotResponse
+		if err := json.Unmarshal(b, &out); err != nil || st != 200 {
+			t.Fatalf("%s %v: %d %s", rpc, body, st, b)
+		}
+		return out
 	}
 }

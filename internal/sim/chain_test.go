@@ -10,20 +10,30 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/synth"
 )
 
+// overloaded is a BLIS-spec run small enough for a test (120 sessions,
+// whose turns still queue behind each other) and one configuration of
+// each mechanism family: naive PD, DP kv-aware, the peers' decode radix
+// and pd-conditional, KVC v2 and v3.
+func overloaded(t *testing.T) (synth.Groups, []Config) {
+	p := profile(t)
+	g := synth.DefaultGroups()
+	g.Sessions = 120
+	return g, append([]Config{
+		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: "kv-aware", Profile: p},
+		{Name: "decode-radix", Mechanism: PDDecodeRadix, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "conditional", Mechanism: PDConditional, Prefill: 1, Decode: 3, Profile: p},
+	}, kvcBench(p)...)
+}
+
 // Frozen chains let the caches keep requests' blocks without copying them
 // (chain.go). A cache keying on an array someone rewrites would match KV it
 // never had; so every record of an overloaded run (turns of a session
 // queued behind each other, the case that freezes chains) must be the same
 // with and without freezing, for each mechanism whose caches key on them.
 func TestFrozenChainsChangeNoResult(t *testing.T) {
-	p := profile(t)
-	g := synth.DefaultGroups()
-	g.Sessions = 120
-	for _, cfg := range append([]Config{
-		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
-		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: "kv-aware", Profile: p},
-		{Name: "decode-radix", Mechanism: PDDecodeRadix, Prefill: 1, Decode: 3, Profile: p},
-	}, kvcBench(p)...) {
+	g, cfgs := overloaded(t)
+	for _, cfg := range cfgs {
 		runOnce := func(freeze bool) (*memSink, int) {
 			freezeChains = freeze
 			defer func() { freezeChains = true }()
@@ -62,14 +72,8 @@ func TestFrozenChainsChangeNoResult(t *testing.T) {
 // everything, for every mechanism family: benchmarks and in-process
 // callers (the sweep's floors, tests) run quiet.
 func TestQuietRunSameResult(t *testing.T) {
-	p := profile(t)
-	g := synth.DefaultGroups()
-	g.Sessions = 120
-	for _, cfg := range append([]Config{
-		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
-		{Name: "dp-kv-aware", Mechanism: PDColo, Colo: 4, Policy: "kv-aware", Profile: p},
-		{Name: "conditional", Mechanism: PDConditional, Prefill: 1, Decode: 3, Profile: p},
-	}, kvcBench(p)...) {
+	g, cfgs := overloaded(t)
+	for _, cfg := range cfgs {
 		results := make([]*Result, 2)
 		for i, sink := range []Sink{nil, &memSink{}} {
 			src, err := synth.NewGroups(g)
