@@ -95,7 +95,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 			break
 		}
 		n := &r.nodes[child]
-		k := commonPrefix(n.key, blocks[i:])
+		k := CommonPrefix(n.key, blocks[i:])
 		if k < len(n.key) {
 			// Partial edge match: count the full blocks matched; the tree
 			// must be split before a request can lock them (see Lock).
@@ -234,7 +234,7 @@ func (r *Tree) insert(at int32, blocks []uint64, from int, lastTokens int64, now
 			break
 		}
 		n := &r.nodes[child]
-		k := commonPrefix(n.key, blocks[i:])
+		k := CommonPrefix(n.key, blocks[i:])
 		if k < len(n.key) {
 			child = r.split(child, k)
 			n = &r.nodes[child]
@@ -276,12 +276,12 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 	return grow
 }
 
-// commonPrefix is the number of leading blocks a and b share. Session
+// CommonPrefix is the number of leading blocks a and b share. Session
 // prompts share thousands of blocks with what a tree holds, so it compares
 // 64 blocks at a time first (an array comparison, which the runtime does
 // with vector instructions), then the rest one by one: a fifth of a
 // KV-aware simulation's time went to the one-by-one loop alone.
-func commonPrefix(a, b []uint64) int {
+func CommonPrefix(a, b []uint64) int {
 	n := min(len(a), len(b))
 	a, b = a[:n], b[:n]
 	const run = 64

@@ -268,10 +268,10 @@ func TestCommonPrefix(t *testing.T) {
 				for i := cut; i < m; i++ {
 					b[i] = ^uint64(i) // differs from a from cut on
 				}
-				if got, want := commonPrefix(a, b), plain(a, b); got != want {
+				if got, want := CommonPrefix(a, b), plain(a, b); got != want {
 					t.Fatalf("n %d, b %d long differing from %d: commonPrefix %d, want %d", n, m, cut, got, want)
 				}
-				if got, want := commonPrefix(b, a), plain(b, a); got != want {
+				if got, want := CommonPrefix(b, a), plain(b, a); got != want {
 					t.Fatalf("n %d, b %d long differing from %d (swapped): commonPrefix %d, want %d", n, m, cut, got, want)
 				}
 			}

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/pdhybrid/pdhybrid/internal/radix"
+
 // Hash chains of consecutive turns share almost everything (≈99% for the
 // Claude Code sessions), so the simulator stores a session's chain once and
 // lets each turn's request refer to a prefix of it: a turn that extends the
@@ -39,7 +41,7 @@ var freezeChains = true
 // aliases it.
 func (s *Sim) adoptChain(sess *session, ids []uint64) ([]uint64, bool) {
 	c := sess.chain
-	k := commonLen(c, ids)
+	k := radix.CommonPrefix(c, ids)
 	inPlace := k == len(c) || (sess.readers == 0 && !sess.frozen)
 	switch {
 	case k == len(ids):
@@ -69,22 +71,6 @@ func (s *Sim) adoptChain(sess *session, ids []uint64) ([]uint64, bool) {
 		sess.frozen = true // overlapping turns: see above
 	}
 	return sess.chain[:len(ids)], sess.frozen
-}
-
-// commonLen is the number of leading ids a and b share, compared 64 at a
-// time first (an array comparison, done with vector instructions).
-func commonLen(a, b []uint64) int {
-	n := min(len(a), len(b))
-	a, b = a[:n], b[:n]
-	const run = 64
-	k := 0
-	for k+run <= n && *(*[run]uint64)(a[k : k+run]) == *(*[run]uint64)(b[k : k+run]) {
-		k += run
-	}
-	for k < n && a[k] == b[k] {
-		k++
-	}
-	return k
 }
 
 // sessionIdle files a session whose last request in flight ended; chains of
