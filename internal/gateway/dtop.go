@@ -328,9 +328,14 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 // ingest (the emulated worker's /_snapshot/release; a P without it answers
 // 404, and the reservation lives until the session's next
 // prepare_receive, as the seed's did). It runs even when the sync's context
-// ended, bounded by the RPC timeout.
+// ended (Close, a passive sync's client gone), then within a second so that
+// Close is not held up, else within the RPC timeout.
 func (s *Server) releaseSnapshot(ctx context.Context, op *syncOp) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DToP.Timeout)
+	timeout := s.cfg.DToP.Timeout
+	if ctx.Err() != nil {
+		timeout = min(timeout, time.Second)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	var out snapshotReply
 	status, err := s.postJSON(rctx, op.pURL+"/_snapshot/release", map[string]any{"session_id": op.session}, &out)
