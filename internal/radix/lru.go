@@ -39,7 +39,7 @@ type lruEntry struct {
 
 // lruHeap is a min-heap of unreferenced leaves by (access, seq), typed so
 // that a push or pop does not box its entry (container/heap allocated on
-// every one: a fifth of a KVC simulation's allocations). Entries go stale
+// every one: a seventh of a KVC simulation's allocations). Entries go stale
 // when their node changes (ver); the readers skip them.
 type lruHeap []lruEntry
 
