@@ -164,17 +164,23 @@ them, and exits with status 130.`,
 		if err := man.HashTraces(); err != nil {
 			return err
 		}
-		if _, err := openSweepOut(out, man, force); err != nil {
+		resumed, err := openSweepOut(out, man, force)
+		if err != nil {
 			return err
 		}
-		return runSweep(ctx, e, g, cells, out, jobs)
+		var kept map[string]sweep.Floor
+		if resumed {
+			kept = keptFloors(out)
+		}
+		return runSweep(ctx, e, g, cells, out, jobs, kept)
 	})
 	return c
 }
 
 // runSweep runs the cells not finished yet, then writes the tables and
-// the page for every finished cell.
-func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out string, jobs int) error {
+// the page for every finished cell. kept are the latency floors of the
+// last run of the same sweep in out, by workload.
+func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out string, jobs int, kept map[string]sweep.Floor) error {
 	var todo []int
 	for i, c := range cells {
 		if st, _ := sweep.CellState(filepath.Join(out, c.Name())); st != sweep.Done {
@@ -237,7 +243,7 @@ func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out
 		fmt.Fprintf(e.stderr, "sweep: %d cells warned while they ran (an overload building up, say): see their summary.json \"warnings\" and %s\n", warned, filepath.Join(out, sweep.LogFile))
 	}
 	sweep.MarkFront(t.Rows)
-	t.Floors = sweepFloors(e, g, cells)
+	t.Floors = sweepFloors(e, g, cells, kept)
 	if err := writeTables(out, t); err != nil {
 		return err
 	}

@@ -207,10 +207,24 @@ func TestSweepResumes(t *testing.T) {
 	os.Remove(filepath.Join(dir, tinyCells[1], "summary.json"))
 	os.WriteFile(filepath.Join(dir, tinyCells[2], "summary.json"), []byte(`{"mechanism": "pd-disaggregation", "complete": false, "stop_reason": "interrupted by SIGINT"}`), 0o644)
 	kept3 := mustRead(t, filepath.Join(dir, tinyCells[3], "summary.json"))
+	// The workload's floor: marked too, so that the resume shows it kept it.
+	js := filepath.Join(dir, sweep.JSONFile)
+	var tab sweep.Table
+	if err := json.Unmarshal(mustRead(t, js), &tab); err != nil || len(tab.Floors) != 1 {
+		t.Fatalf("sweep.json floors: %v %+v", err, tab.Floors)
+	}
+	tab.Floors[0].TTFTP50 = 12345
+	b, _ := json.Marshal(tab)
+	os.WriteFile(js, b, 0o644)
 
 	_, stderr, err := runCLI(tinySweep(dir)...)
 	if err != nil {
 		t.Fatalf("resume: %v\n%s", err, stderr)
+	}
+	tab = sweep.Table{}
+	if err := json.Unmarshal(mustRead(t, js), &tab); err != nil || len(tab.Floors) != 1 || tab.Floors[0].TTFTP50 != 12345 ||
+		!strings.Contains(stderr, "kept the latency floors of 1 workload(s)") {
+		t.Errorf("the resume computed the workload's floor again (floors %+v):\n%s", tab.Floors, stderr)
 	}
 	if !strings.Contains(stderr, "2 cells already finished in this folder are kept; 2 to run") {
 		t.Errorf("resume does not say what it kept:\n%s", stderr)

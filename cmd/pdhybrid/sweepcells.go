@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -260,6 +261,24 @@ func runCell(ctx context.Context, e *env, g sweep.Grid, c sweep.Cell, dir string
 	return nil // finished, or stopped at a limit of its own: a result
 }
 
+// keptFloors reads the latency floors out's sweep.json holds, by workload
+// (none when it has none or cannot be read: they are computed again).
+func keptFloors(out string) map[string]sweep.Floor {
+	b, err := os.ReadFile(filepath.Join(out, sweep.JSONFile))
+	if err != nil {
+		return nil
+	}
+	var t sweep.Table
+	if json.Unmarshal(b, &t) != nil {
+		return nil
+	}
+	kept := map[string]sweep.Floor{}
+	for _, f := range t.Floors {
+		kept[f.Workload] = f
+	}
+	return kept
+}
+
 // openSweepOut makes out ready for the sweep described by m: a new or empty
 // folder, or one holding the same sweep (resumed: its finished cells are
 // kept). A folder holding another sweep is refused unless force, which
@@ -335,15 +354,28 @@ func (m *moot) notes() []string {
 // cell of a workload gives its profile, chunk and context length), for
 // sweep.json and the page: what no cell of that workload can be below. A
 // workload whose floor cannot be had (a trace with a bad line, whose cells
-// failed too) is said on stderr and left out.
-func sweepFloors(e *env, g sweep.Grid, cells []sweep.Cell) []sweep.Floor {
+// failed too) is said on stderr and left out. A workload's floor in kept
+// (the last run of the same sweep: the same base flags and traces, so the
+// same floor) is taken as it is.
+func sweepFloors(e *env, g sweep.Grid, cells []sweep.Cell, kept map[string]sweep.Floor) []sweep.Floor {
 	var out []sweep.Floor
 	seen := map[string]bool{}
+	reused := 0
+	defer func() {
+		if reused > 0 {
+			fmt.Fprintf(e.stderr, "sweep: kept the latency floors of %d workload(s) from the folder's last run of this sweep\n", reused)
+		}
+	}()
 	for _, c := range cells {
 		if seen[c.Workload.Name] {
 			continue
 		}
 		seen[c.Workload.Name] = true
+		if f, ok := kept[c.Workload.Name]; ok {
+			out = append(out, f)
+			reused++
+			continue
+		}
 		ce := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, now: e.now}
 		r, err := resolveCell(ce, g, c, true)
 		if err != nil {
