@@ -19,8 +19,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/pdhybrid/pdhybrid/internal/promtest"
 )
 
 // startUp runs pdhybrid up with args as a subprocess (killed at test end)
@@ -261,17 +261,7 @@ func replayInto(t *testing.T, gw string) string {
 // Prometheus' text parser.
 func scrapeFamily(t *testing.T, url, name string) *dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("%s: %v", url, err)
-	}
-	f, ok := fams[name]
+	f, ok := promtest.Scrape(t, url)[name]
 	if !ok {
 		t.Fatalf("%s has no %s", url, name)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/pdhybrid/pdhybrid/internal/promtest"
 )
 
 // scrape parses /metrics with Prometheus' own text parser and returns each
@@ -38,12 +38,7 @@ func scrapeFamilies(t *testing.T, s *Server) map[string]*dto.MetricFamily {
 	if st != 200 {
 		t.Fatalf("/metrics: %d", st)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v\n%s", err, b)
-	}
-	return fams
+	return promtest.Parse(t, bytes.NewReader(b))
 }
 
 // TestMetrics: SGLang's metric names, labels and values after a request.
@@ -130,9 +125,8 @@ func TestLoads(t *testing.T) {
 		t.Errorf("include=bogus: %d %s", st, b)
 	}
 	st, b = get(t, s.URL()+"/v1/loads?format=prometheus")
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	if _, err := tp.TextToMetricFamilies(bytes.NewReader(b)); st != 200 || err != nil || !strings.Contains(string(b), `sglang_num_running_reqs{dp_rank="0"} 0`) {
-		t.Errorf("format=prometheus: %d %v\n%s", st, err, b)
+	if promtest.Parse(t, bytes.NewReader(b)); st != 200 || !strings.Contains(string(b), `sglang_num_running_reqs{dp_rank="0"} 0`) {
+		t.Errorf("format=prometheus: %d\n%s", st, b)
 	}
 	st, b = get(t, s.URL()+"/v1/models")
 	if st != 200 || !strings.Contains(string(b), `"id":"qwen3-30b-a3b"`) {

@@ -12,13 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/promtest"
 )
 
 // testConfig is the gateway() helper's configuration, for tests that set
@@ -60,57 +59,15 @@ func start(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 	return ts, g
 }
 
-// scrape reads /metrics with Prometheus' own parser.
+// scrape reads the gateway's /metrics with Prometheus' own parser.
 func scrape(t testing.TB, gw string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(gw + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return fams
+	return promtest.Scrape(t, gw+"/metrics")
 }
 
-// sample finds the family's series whose labels include want; ok false
-// when there is none.
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (*dto.Metric, bool) {
-	f := fams[name]
-	if f == nil {
-		return nil, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		return m, true
-	}
-	return nil, false
-}
-
-// value is a counter's or gauge's value (0 when absent); sum adds every
-// series matching want.
-func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	m, ok := sample(fams, name, want)
-	if !ok {
-		return 0
-	}
-	if m.Counter != nil {
-		return m.Counter.GetValue()
-	}
-	return m.Gauge.GetValue()
-}
+// sample and value are promtest's: the family's series whose labels
+// include want, and its counter's or gauge's value (0 when absent).
+var sample, value = promtest.Sample, promtest.Value
 
 func sum(fams map[string]*dto.MetricFamily, name string) float64 {
 	total := 0.0

@@ -2,15 +2,10 @@ package replay
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
@@ -18,6 +13,7 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/gateway"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/promtest"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
@@ -64,21 +60,12 @@ func TestGatewayMetricsAgreeWithTheReplaySummary(t *testing.T) {
 		t.Fatalf("summary: %d completed, %d failed; want %d and 1", sum.Completed, sum.Failures, len(reqs)-1)
 	}
 
-	resp, err := http.Get(ts.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := promtest.Scrape(t, ts.URL+"/metrics")
 	counted := map[string]float64{} // mode → requests, any outcome
 	ok := map[string]float64{}
 	workerErrors := 0.0
 	for _, m := range fams["pdhybrid_requests_total"].GetMetric() {
-		l := labels(m)
+		l := promtest.Labels(m)
 		counted[l["mode"]] += m.GetCounter().GetValue()
 		switch l["outcome"] {
 		case "ok":
@@ -90,7 +77,7 @@ func TestGatewayMetricsAgreeWithTheReplaySummary(t *testing.T) {
 	hist := func(name string) map[string]float64 {
 		out := map[string]float64{}
 		for _, m := range fams[name].GetMetric() {
-			out[labels(m)["mode"]] = float64(m.GetHistogram().GetSampleCount())
+			out[promtest.Labels(m)["mode"]] = float64(m.GetHistogram().GetSampleCount())
 		}
 		return out
 	}
@@ -114,12 +101,4 @@ func TestGatewayMetricsAgreeWithTheReplaySummary(t *testing.T) {
 	if okTotal != float64(sum.Completed) || workerErrors != float64(sum.Failures) {
 		t.Errorf("/metrics: %v ok, %v worker errors; the summary %d completed, %d failed", okTotal, workerErrors, sum.Completed, sum.Failures)
 	}
-}
-
-func labels(m *dto.Metric) map[string]string {
-	out := map[string]string{}
-	for _, l := range m.GetLabel() {
-		out[l.GetName()] = l.GetValue()
-	}
-	return out
 }
