@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -35,7 +36,9 @@ func (h *HealthConfig) defaults() {
 
 // healthLoop runs until stop is closed. It reads the worker table each
 // round, so workers added at run time are checked too and removed ones are
-// not.
+// not. A round asks every worker at once: one after the other, each hung
+// worker added a Timeout to the round, and a pool with several down took
+// several times Failures × Timeout to notice them.
 func (s *Server) healthLoop(stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -60,10 +63,21 @@ func (s *Server) healthLoop(stop <-chan struct{}) {
 				}
 			}
 		})
-		for _, w := range ws {
-			if ok := s.healthy(ctx, w.URL); ctx.Err() == nil {
-				s.noteHealth(w, ok, fails)
-			}
+		oks := make([]bool, len(ws))
+		var wg sync.WaitGroup
+		for i, w := range ws {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				oks[i] = s.healthy(ctx, w.URL)
+			}()
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return
+		}
+		for i, w := range ws {
+			s.noteHealth(w, oks[i], fails)
 		}
 	}
 }
