@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
@@ -29,9 +28,10 @@ func TestHealthChecksRunTogether(t *testing.T) {
 		hung = append(hung, ts.URL)
 	}
 	t.Cleanup(func() { close(release) }) // runs before the servers close
-	ok := worker(t, engine.RoleColocated, false)
-	g, err := New(Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: append([]string{ok.URL()}, hung...),
-		Health: HealthConfig{Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond, Failures: 1}})
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})) // 200 to everything
+	t.Cleanup(ok.Close)
+	g, err := New(Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: append([]string{ok.URL}, hung...),
+		Health: HealthConfig{Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond, Failures: 1}, Ops: Ops{LoadPoll: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
