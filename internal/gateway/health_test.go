@@ -27,7 +27,7 @@ func TestHealthChecksRunTogether(t *testing.T) {
 		t.Cleanup(ts.Close)
 		hung = append(hung, ts.URL)
 	}
-	t.Cleanup(func() { close(release) }) // runs before the servers close
+	t.Cleanup(func() { close(release) })                                                        // runs before the servers close
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})) // 200 to everything
 	t.Cleanup(ok.Close)
 	g, err := New(Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: append([]string{ok.URL}, hung...),
