@@ -27,8 +27,9 @@ func TestHealthChecksRunTogether(t *testing.T) {
 		t.Cleanup(ts.Close)
 		hung = append(hung, ts.URL)
 	}
-	t.Cleanup(func() { close(release) })                                                        // runs before the servers close
-	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})) // 200 to everything
+	// Cleanups run last first: the handlers are let go before the servers close.
+	t.Cleanup(func() { close(release) })
+	ok := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // answers 200
 	t.Cleanup(ok.Close)
 	g, err := New(Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: append([]string{ok.URL}, hung...),
 		Health: HealthConfig{Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond, Failures: 1}, Ops: Ops{LoadPoll: -1}})
