@@ -42,14 +42,8 @@ func TestGatewayBackpressurePause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := kvc.Defaults(kvc.MechKVC)
 			tc.edit(&cfg)
-			g, err := New(Config{Prefill: []Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{busy.URL},
+			gw, _ := serve(t, Config{Prefill: []Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{busy.URL},
 				Health: HealthConfig{Interval: -1}, Dispatch: cfg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			gw := httptest.NewServer(g.Handler())
-			defer gw.Close()
 			start := time.Now()
 			a := generate(t, gw.URL, map[string]any{"input_ids": ids(1, 300), "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 4}})
 			took := time.Since(start)

@@ -202,16 +202,10 @@ func TestGatewayStalledAdmissionFallsBack(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer stalled.Close()
-	g, err := New(Config{Prefill: []Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{stalled.URL},
+	gw, g := serve(t, Config{Prefill: []Prefill{{URL: p.URL(), BootstrapPort: p.BootstrapPort()}}, Decode: []string{stalled.URL},
 		AdmissionTimeout: 100 * time.Millisecond, Health: HealthConfig{Interval: -1},
 		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechKVC, Policy: kvc.PolicyKVAware, TauReject: 1, TauAppend: 8192,
 			MaxRetries: -1, SeedMinTurn: 1, Gate: kvc.GateWorker, Reset: kvc.ResetDirect, Belief: kvc.BeliefTrack}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	gw := httptest.NewServer(g.Handler())
-	defer gw.Close()
 	start := time.Now()
 	a := generate(t, gw.URL, map[string]any{"input_ids": ids(1, 300), "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 4}})
 	if a.status != http.StatusOK || !strings.HasPrefix(a.mode, "pd-router-") || len(a.outputIDs) != 4 {
@@ -246,16 +240,10 @@ func TestGatewayTransferFailureDoesNotBlacklistForGood(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer flaky.Close()
-	g, err := New(Config{Prefill: []Prefill{{URL: flaky.URL, BootstrapPort: p.BootstrapPort()}}, Decode: []string{d0.URL(), d1.URL()},
+	gw, _ := serve(t, Config{Prefill: []Prefill{{URL: flaky.URL, BootstrapPort: p.BootstrapPort()}}, Decode: []string{d0.URL(), d1.URL()},
 		Health: HealthConfig{Interval: -1},
 		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechPD, Policy: kvc.PolicyKVAware,
 			Breaker: kvc.BreakerConfig{Failures: 1, WindowS: 60, CooldownS: 0.3}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	gw := httptest.NewServer(g.Handler())
-	defer gw.Close()
 	ask := func(i int) answer {
 		return generate(t, gw.URL, map[string]any{"input_ids": ids(100*i, 200), "sampling_params": map[string]any{"max_new_tokens": 2}})
 	}

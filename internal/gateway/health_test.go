@@ -31,12 +31,8 @@ func TestHealthChecksRunTogether(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	ok := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // answers 200
 	t.Cleanup(ok.Close)
-	g, err := New(Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: append([]string{ok.URL}, hung...),
+	_, g := serve(t, Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: append([]string{ok.URL}, hung...),
 		Health: HealthConfig{Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond, Failures: 1}, Ops: Ops{LoadPoll: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
 	start := time.Now()
 	for {
 		down, okDown := 0, false

@@ -37,8 +37,8 @@ func testConfig(mech kvc.Mechanism, prefill, decode []*emulator.Server) Config {
 	return cfg
 }
 
-// start runs a gateway of cfg on loopback (its HTTPServer, so the header
-// cap applies), stopped at the end of the test.
+// start runs a gateway of cfg on loopback once its workers answer /health
+// (serve).
 func start(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 	t.Helper()
 	var urls []string
@@ -47,6 +47,14 @@ func start(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 	}
 	urls = append(append(urls, cfg.Decode...), cfg.Colo...)
 	emulatortest.WaitHealthy(t, urls...)
+	return serve(t, cfg)
+}
+
+// serve runs a gateway of cfg on loopback (its HTTPServer, so the header
+// cap applies), stopped at the end of the test, without waiting for its
+// workers: for tests whose workers are stand-ins that stall or fail.
+func serve(t *testing.T, cfg Config) (*httptest.Server, *Server) {
+	t.Helper()
 	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
