@@ -33,9 +33,8 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 	if !allow(w, r, http.MethodGet) {
 		return
 	}
-	l, ok := s.takeSnapshot()
+	l, ok := s.snapshotOr503(w)
 	if !ok {
-		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}
 	c := s.cfg

@@ -49,9 +49,8 @@ func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
 		}
 		rank = n
 	}
-	l, ok := s.takeSnapshot()
+	l, ok := s.snapshotOr503(w)
 	if !ok {
-		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}
 	load := map[string]any{}
@@ -190,9 +189,8 @@ func (s *Server) handleGetLoad(w http.ResponseWriter, r *http.Request) {
 	if !allow(w, r, http.MethodGet) {
 		return
 	}
-	l, ok := s.takeSnapshot()
+	l, ok := s.snapshotOr503(w)
 	if !ok {
-		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}
 	writeJSON(w, http.StatusOK, []map[string]any{{

@@ -92,6 +92,16 @@ func (s *Server) stats() engine.Stats {
 	return a
 }
 
+// snapshotOr503 is takeSnapshot for a handler: when the driver has
+// stopped it answers 503 and reports false.
+func (s *Server) snapshotOr503(w http.ResponseWriter) (loadSnap, bool) {
+	l, ok := s.takeSnapshot()
+	if !ok {
+		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
+	}
+	return l, ok
+}
+
 // takeSnapshot asks the driver; false when it has stopped.
 func (s *Server) takeSnapshot() (loadSnap, bool) {
 	var l loadSnap
