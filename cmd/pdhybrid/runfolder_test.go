@@ -89,17 +89,10 @@ func TestInterruptMarksRunIncomplete(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "metrics.jsonl")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.Process.Kill()
-			t.Fatal("the run never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, c, "the run never started", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "metrics.jsonl"))
+		return err == nil
+	})
 	time.Sleep(300 * time.Millisecond)
 	sent := time.Now()
 	interruptAndWait(t, c, &stderr)
@@ -227,15 +220,10 @@ func TestInterruptRemovesPartialOutput(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if st, err := os.Stat(out); err == nil && st.Size() > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.Process.Kill()
-			t.Fatal("nothing written")
-		}
-	}
+	waitFor(t, c, "nothing written", func() bool {
+		st, err := os.Stat(out)
+		return err == nil && st.Size() > 0
+	})
 	signalAndWait(t, c, syscall.SIGTERM, &stderr)
 	if !strings.Contains(stderr.String(), "interrupted by SIGTERM") {
 		t.Fatalf("stderr %q", stderr.String())
@@ -267,5 +255,17 @@ func signalAndWait(t *testing.T, c *exec.Cmd, sig os.Signal, stderr *bytes.Buffe
 	}
 	if code := c.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Fatalf("exit %d, want 130\n%s", code, stderr.String())
+	}
+}
+
+// waitFor polls ready until it holds, for at most 30 s; then it kills the
+// process c and fails the test with why.
+func waitFor(t *testing.T, c *exec.Cmd, why string, ready func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ready(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatal(why)
+		}
 	}
 }

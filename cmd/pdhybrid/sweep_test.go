@@ -428,18 +428,10 @@ func TestSweepSIGINT(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, c, "the sweep never started a cell", func() bool {
 		ents, _ := os.ReadDir(dir)
-		if len(ents) > 2 { // sweep-grid.json, sweep.log and a cell
-			break
-		}
-		if time.Now().After(deadline) {
-			c.Process.Kill()
-			t.Fatal("the sweep never started a cell")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(ents) > 2 // sweep-grid.json, sweep.log and a cell
+	})
 	interruptAndWait(t, c, &stderr)
 	ents, _ := os.ReadDir(dir)
 	for _, en := range ents {
