@@ -36,14 +36,16 @@ func (t *Dispatch) pickD(key string, allowed func(int) bool) Decision {
 	return t.x.d.pickAmong(&t.dOv, key, t.r.Blocks, allowed)
 }
 
-// prefillWorker is P's router's pick for the prompt, −1 when none. With a
-// single prefill worker in service there is nothing to score, so its index
-// is not walked (the pick's overlap would go unread).
-func (t *Dispatch) prefillWorker() int {
-	if p := t.x.p; len(p.names) == 1 && p.nOut == 0 {
+// prefillWorker is P's router's pick for the prompt, −1 when none.
+func (t *Dispatch) prefillWorker() int { return t.x.p.pickWorker(&t.pOv, t.r.Session, t.r.Blocks) }
+
+// pickWorker is pick's worker alone. With a single worker in service there
+// is nothing to score, so no index is walked for an overlap nobody reads.
+func (r *Router) pickWorker(m *overlaps, session string, blocks []uint64) int {
+	if len(r.names) == 1 && r.nOut == 0 {
 		return 0
 	}
-	return t.x.p.pick(&t.pOv, t.r.Session, t.r.Blocks).Worker
+	return r.pick(m, session, blocks).Worker
 }
 
 func (t *Dispatch) pickPAmong(allowed func(int) bool) Decision {
