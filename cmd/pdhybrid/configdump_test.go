@@ -97,6 +97,8 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"cold-on-p":                        append(kvcFlags, "--kvc-preset", "v3", "--cold-on-p"),
 		"p-hosts-sessions":                 append(kvcFlags, "--kvc-preset", "v3", "--p-hosts-sessions=false"),
 		"cold-route-inflight-tokens":       append(kvcFlags, "--kvc-preset", "v3", "--cold-route-inflight-tokens", "77"),
+		"balance-starts":                   append(kvcFlags, "--kvc-preset", "v3", "--balance-starts=false"),
+		"p-host-queue-tokens":              append(kvcFlags, "--kvc-preset", "v3", "--p-host-queue-tokens", "77"),
 		"count-transfer":                   append(kvcFlags, "--kvc-preset", "v3", "--count-transfer"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),

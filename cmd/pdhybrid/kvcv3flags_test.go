@@ -45,6 +45,11 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v3"}, "p_hosts_sessions", true},
 		{[]string{"--kvc-preset", "v3"}, "cold_route_inflight_tokens", float64(v3ColdInflight)},
 		{nil, "p_hosts_sessions", false},
+		{nil, "balance_session_starts", false},
+		{[]string{"--kvc-preset", "v3"}, "balance_session_starts", true},
+		{[]string{"--kvc-preset", "v3"}, "p_host_queue_tokens", float64(v3PHostQueue)},
+		{[]string{"--kvc-preset", "v3", "--p-host-queue-tokens", "0"}, "p_host_queue_tokens", 0.0},
+		{[]string{"--kvc-preset", "v3", "--p-hosts-sessions=false"}, "p_host_queue_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--cold-route-inflight-tokens", "0"}, "cold_route_inflight_tokens", 0.0},
 		// A preset option whose base is turned off stays off.
 		{[]string{"--kvc-preset", "v3", "--whole-on-p=false"}, "p_hosts_sessions", false},
@@ -63,6 +68,8 @@ func TestKVCPreset(t *testing.T) {
 		{"--whole-on-p"},                         // without --local-fallback
 		{"--p-hosts-sessions"},                   // without --whole-on-p
 		{"--cold-route-inflight-tokens", "4096"}, // without --cold-route
+		{"--p-host-queue-tokens", "4096"},        // without --balance-starts
+		{"--p-host-queue-tokens", "-1", "--kvc-preset", "v3"},
 	} {
 		args := append([]string{"sim", "--synth-sessions", "2", "--mechanism", "kvcache-centric"}, bad...)
 		_, se, err := runCLI(args...)

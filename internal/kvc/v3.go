@@ -78,6 +78,14 @@ type V3Config struct {
 	// decoder has in flight: P hosts its share of the sessions, as one
 	// more colocated worker, and keeps them while its queue allows.
 	PHosts bool
+	// BalanceStarts spreads new sessions by the count each GPU started,
+	// as DP's round robin does (v3starts.go): cold routing's ties go to
+	// the decoder that started the fewest, and with PHosts a prefill
+	// worker starts a session while it has started at most its equal share
+	// of them and has at most PHostQueueTokens of prefill queued (this
+	// replaces PHosts' in-flight rule).
+	BalanceStarts    bool
+	PHostQueueTokens int
 }
 
 // On reports whether any v3 option is set.
@@ -106,6 +114,7 @@ type v3Load struct {
 	// whole is the requests each prefill worker serves whole, in flight;
 	// hosted the sessions whose last turn it served whole.
 	whole, hosted []int
+	started       v3Starts // BalanceStarts (v3starts.go)
 }
 
 func (x *Dispatcher) v3() *V3Config { return &x.cfg.V3 }
@@ -123,6 +132,11 @@ func (x *Dispatcher) ensureLoad() {
 		x.load.d = append(x.load.d, make([]int, len(x.d.names)-len(x.load.d))...)
 		x.load.pend = append(x.load.pend, make([]int, len(x.d.names)-len(x.load.pend))...)
 	}
+	nP := 0
+	if x.p != nil {
+		nP = len(x.p.names)
+	}
+	x.load.started.grow(nP, len(x.d.names))
 }
 
 // PrefillQueued is v3's queued prefill tokens on prefill worker p and
@@ -188,7 +202,7 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 		if !allowed(d) || x.d.Out(d) || d == first {
 			continue
 		}
-		if c := cost(d); best < 0 || c < bestCost {
+		if c := cost(d); best < 0 || c < bestCost || c == bestCost && x.v3FewerStarts(d, best) {
 			best, bestCost = d, c
 		}
 	}
@@ -223,6 +237,7 @@ func (t *Dispatch) v3Accepted() {
 		return
 	}
 	x.ensureLoad()
+	t.v3Started()
 	if t.kind != ActWholeP {
 		x.setOnP(x.session(t.r.Session), 0)
 	}
@@ -348,140 +363,6 @@ func (t *Dispatch) v3Fallback() bool {
 	}
 	t.dTok = max(t.r.Input-t.overlapOn(d)*max(x.cfg.BlockSize, 1), 1)
 	t.decide(ActDirect, -1, d, ModeLocalFall)
-	return true
-}
-
-// v3AcceptedWholeP moves the routers' state for a request served whole on
-// a prefill worker: P's cache holds it now, no decoder holds the session.
-func (t *Dispatch) v3AcceptedWholeP() {
-	x := t.x
-	t.sendTo(x.p, t.chosenP)
-	s := x.session(t.r.Session)
-	if s.pin >= 0 {
-		x.d.Unpin(t.r.Session, s.pin)
-		x.unpin(t.r.Session)
-	}
-	x.setOnP(s, 1+t.chosenP)
-	x.load.whole[t.chosenP]++
-	t.wholeAt = 1 + t.chosenP
-}
-
-// setOnP moves session s to prefill worker onP−1 (0: to none), keeping
-// the count of sessions each one hosts.
-func (x *Dispatcher) setOnP(s *sessState, onP int) {
-	if s.onP > 0 {
-		x.load.hosted[s.onP-1]--
-	}
-	if s.onP = onP; onP > 0 {
-		x.load.hosted[onP-1]++
-	}
-}
-
-// v3FinishedWholeP ends a request served whole on a prefill worker.
-func (t *Dispatch) v3FinishedWholeP() {
-	if t.wholeAt > 0 {
-		t.x.load.whole[t.wholeAt-1]--
-		t.wholeAt = 0
-	}
-}
-
-// v3HostOnP reports whether a new session starts whole on prefill worker
-// p (PHosts): p serves fewer requests whole than every decoder in service
-// has in flight, or p has no prefill queued and hosts fewer sessions than
-// every decoder (so P takes its share of sessions that arrive while some
-// decoder is idle).
-func (t *Dispatch) v3HostOnP(p int) bool {
-	x := t.x
-	least, fewest := -1, -1
-	for d := range x.d.names {
-		if x.d.Out(d) {
-			continue
-		}
-		if n := x.d.Inflight(d) + min(x.load.pend[d], 1); least < 0 || n < least {
-			least = n
-		}
-		if fewest < 0 || x.onD[d] < fewest {
-			fewest = x.onD[d]
-		}
-	}
-	ok := least < 0 || x.load.whole[p] < least || (x.load.p[p] == 0 && x.load.hosted[p] < fewest)
-	if t.paths() {
-		t.note("v3: %s serves %d requests whole and hosts %d sessions; the least busy decoder has %d in flight, the emptiest %d sessions: %s",
-			x.p.names[p], x.load.whole[p], x.load.hosted[p], least, fewest, verdict(ok, "the session starts on P", "a decoder"))
-	}
-	return ok
-}
-
-// v3HostPick is the prefill worker that would host a new session: the one
-// serving the fewest requests whole, then hosting the fewest sessions
-// (P's router's pick on a tie); −1 when every one is out of service.
-func (x *Dispatcher) v3HostPick(r Request) int {
-	p := x.p.Pick(r.Session, r.Blocks).Worker
-	for i := range x.p.names {
-		if x.p.Out(i) {
-			continue
-		}
-		if p < 0 || x.p.Out(p) || x.load.whole[i] < x.load.whole[p] ||
-			x.load.whole[i] == x.load.whole[p] && x.load.hosted[i] < x.load.hosted[p] {
-			p = i
-		}
-	}
-	if p >= 0 && x.p.Out(p) {
-		return -1
-	}
-	return p
-}
-
-// v3StayOnP serves a session's turn whole on a prefill worker: a new
-// session's first when PHosts (v3HostOnP) or ColdOnP let it start there,
-// and a later one on the worker that served its last turn whole, with no
-// admission round trip, when that worker's queue with what it lacks of the
-// prompt is no longer than the least-loaded decoder's would be with the
-// whole prompt. It reports whether it did. P's prefix cache holds the
-// session then, as a colocated worker's would.
-func (t *Dispatch) v3StayOnP() bool {
-	x := t.x
-	s := x.session(t.r.Session)
-	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil {
-		return false
-	}
-	x.ensureLoad()
-	p := s.onP - 1
-	if s.onP == 0 {
-		// A new session may start on P as on one more decoder; an old one
-		// stays where it is.
-		switch {
-		case s.seen:
-			return false
-		case x.cfg.V3.PHosts:
-			if p = x.v3HostPick(t.r); p < 0 || !t.v3HostOnP(p) {
-				return false
-			}
-			t.decide(ActWholeP, p, -1, ModeWholeOnP)
-			return true
-		case x.cfg.V3.ColdOnP:
-			p = t.prefillWorker()
-		default:
-			return false
-		}
-	}
-	if p < 0 || x.p.Out(p) {
-		return false
-	}
-	pq := x.load.p[p] + t.pUncached(p)
-	dq := -1
-	for d := range x.d.names {
-		if q := x.load.d[d] + x.load.pend[d] + t.r.Input; !x.d.Out(d) && (dq < 0 || q < dq) {
-			dq = q
-		}
-	}
-	if dq >= 0 && pq > dq {
-		return false
-	}
-	if t.paths() {
-		t.note("v3: %s served the session's last turn whole; again (%d prefill tokens queued with this, a decoder %d)", x.p.names[p], pq, dq)
-	}
-	t.decide(ActWholeP, p, -1, ModeWholeOnP)
 	return true
 }
 

@@ -42,6 +42,11 @@ type KVCv3 struct {
 	// PHosts: with WholeOnP, a new session starts whole on P while P
 	// serves fewer requests whole than every decoder has in flight.
 	PHosts bool `json:"p_hosts_sessions"`
+	// BalanceStarts: new sessions spread by the count each GPU started
+	// (cold routing's ties; with PHosts, P's equal share while its prefill
+	// queue is at most PHostQueueTokens).
+	BalanceStarts    bool `json:"balance_session_starts"`
+	PHostQueueTokens int  `json:"p_host_queue_tokens"`
 }
 
 func (v *KVCv3) validate() error {
@@ -53,6 +58,9 @@ func (v *KVCv3) validate() error {
 	}
 	if v.MarginTokens < -(1<<24) || v.MarginTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC local_prefill_margin_tokens %d, expected tokens in [-16777216, 16777216]", v.MarginTokens)
+	}
+	if v.PHostQueueTokens < 0 || v.PHostQueueTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC p_host_queue_tokens %d, expected tokens in [0, 16777216]", v.PHostQueueTokens)
 	}
 	if v.ColdInflightTokens < 0 || v.ColdInflightTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC cold_route_inflight_tokens %d, expected tokens in [0, 16777216]", v.ColdInflightTokens)
@@ -68,5 +76,6 @@ func (v *KVCv3) config(rtt, xfer float64) kvc.V3Config {
 		xfer = 0
 	}
 	return kvc.V3Config{TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
-		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts}
+		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
+		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens}
 }

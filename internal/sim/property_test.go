@@ -120,6 +120,10 @@ func TestSimProperty(t *testing.T) {
 						cfg.KVC.V3.ColdInflightTokens = r4.IntN(2) * r4.IntN(10000)
 					}
 				}
+				if r5 := rand.New(rand.NewPCG(seed, 5)); r5.IntN(2) == 0 {
+					cfg.KVC.V3.BalanceStarts = true
+					cfg.KVC.V3.PHostQueueTokens = r5.IntN(3) * r5.IntN(40000)
+				}
 				v3Runs++
 			}
 		case 3:
