@@ -325,10 +325,13 @@ func (t *Dispatch) v3Placed(d int, rep AdmitReply) bool {
 func (t *Dispatch) v3Fallback() bool {
 	x := t.x
 	c := x.v3()
-	if x.cfg.Mechanism != MechKVC || x.p == nil || !c.LocalFallback || t.suffix != "-no-d-capacity" {
+	if x.cfg.Mechanism != MechKVC || x.p == nil || !c.LocalFallback {
 		return false
 	}
 	x.ensureLoad()
+	if t.suffix != "-no-d-capacity" {
+		return t.v3WarmOnP()
+	}
 	d := -1
 	if s := x.session(t.r.Session); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
 		d = s.pin // the session's home: only the append is new there

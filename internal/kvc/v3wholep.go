@@ -147,3 +147,30 @@ func (t *Dispatch) v3StayOnP() bool {
 	t.decide(ActWholeP, p, -1, ModeWholeOnP)
 	return true
 }
+
+// v3WarmOnP serves whole on a prefill worker a request that falls back to
+// plain PD for a reason other than space (every decoder blacklisted for
+// the session, a large append over the stall budget) when that worker
+// caches the prompt but for at most τ_append tokens: plain PD would
+// prefill those few tokens there and then move the whole context's KV to a
+// decoder that keeps none of it, turn after turn. It reports whether it
+// did.
+func (t *Dispatch) v3WarmOnP() bool {
+	x := t.x
+	if !x.cfg.V3.WholeOnP {
+		return false
+	}
+	p := t.prefillWorker()
+	if p < 0 || x.p.Out(p) {
+		return false
+	}
+	unc := t.pUncached(p)
+	if unc > x.cfg.TauAppend {
+		return false
+	}
+	if t.paths() {
+		t.note("v3 fallback: %s caches all but %d tokens of the prompt: served whole there", x.p.names[p], unc)
+	}
+	t.decide(ActWholeP, p, -1, ModeWholeOnP)
+	return true
+}
