@@ -99,6 +99,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"cold-route-inflight-tokens":       append(kvcFlags, "--kvc-preset", "v3", "--cold-route-inflight-tokens", "77"),
 		"balance-starts":                   append(kvcFlags, "--kvc-preset", "v3", "--balance-starts=false"),
 		"p-host-queue-tokens":              append(kvcFlags, "--kvc-preset", "v3", "--p-host-queue-tokens", "77"),
+		"balance-half-life":                append(kvcFlags, "--kvc-preset", "v3", "--balance-half-life", "77"),
 		"count-transfer":                   append(kvcFlags, "--kvc-preset", "v3", "--count-transfer"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),

@@ -48,6 +48,8 @@ func TestKVCPreset(t *testing.T) {
 		{nil, "balance_session_starts", false},
 		{[]string{"--kvc-preset", "v3"}, "balance_session_starts", true},
 		{[]string{"--kvc-preset", "v3"}, "p_host_queue_tokens", float64(v3PHostQueue)},
+		{[]string{"--kvc-preset", "v3"}, "balance_half_life_s", float64(v3BalanceHalfLife)},
+		{[]string{"--kvc-preset", "v3", "--balance-starts=false"}, "balance_half_life_s", 0.0},
 		{[]string{"--kvc-preset", "v3", "--p-host-queue-tokens", "0"}, "p_host_queue_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--p-hosts-sessions=false"}, "p_host_queue_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--cold-route-inflight-tokens", "0"}, "cold_route_inflight_tokens", 0.0},
@@ -69,6 +71,8 @@ func TestKVCPreset(t *testing.T) {
 		{"--p-hosts-sessions"},                   // without --whole-on-p
 		{"--cold-route-inflight-tokens", "4096"}, // without --cold-route
 		{"--p-host-queue-tokens", "4096"},        // without --balance-starts
+		{"--balance-half-life", "30"},            // without --balance-starts
+		{"--balance-half-life", "-1", "--kvc-preset", "v3"},
 		{"--p-host-queue-tokens", "-1", "--kvc-preset", "v3"},
 	} {
 		args := append([]string{"sim", "--synth-sessions", "2", "--mechanism", "kvcache-centric"}, bad...)

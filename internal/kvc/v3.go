@@ -86,6 +86,12 @@ type V3Config struct {
 	// replaces PHosts' in-flight rule).
 	BalanceStarts    bool
 	PHostQueueTokens int
+	// BalanceHalfLifeS: with BalanceStarts, cold routing's ties go first
+	// to the decoder that took the fewest requests lately, counted with
+	// this half-life in seconds (0 = sessions started only). A session
+	// that is active now brings its decoder load for a while; one started
+	// an hour ago may have ended.
+	BalanceHalfLifeS float64
 }
 
 // On reports whether any v3 option is set.
@@ -202,7 +208,7 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 		if !allowed(d) || x.d.Out(d) || d == first {
 			continue
 		}
-		if c := cost(d); best < 0 || c < bestCost || c == bestCost && x.v3FewerStarts(d, best) {
+		if c := cost(d); best < 0 || c < bestCost || c == bestCost && t.v3FewerStarts(d, best) {
 			best, bestCost = d, c
 		}
 	}

@@ -1,5 +1,7 @@
 package kvc
 
+import "math"
+
 // Balanced session starts (V3Config.BalanceStarts). A data-parallel
 // cluster with sticky routing starts its sessions round-robin, so every GPU
 // holds the same number of them; v3's load-based placement of a new session
@@ -16,6 +18,18 @@ package kvc
 type v3Starts struct {
 	d, p []int
 	all  int
+	// recent is the requests each decoder took, decayed with the half-life
+	// BalanceHalfLifeS; recentAt when each was last brought up to date.
+	recent, recentAt []float64
+}
+
+func (s *v3Starts) took(d int, now, half float64) {
+	s.recent[d] = s.recentOn(d, now, half) + 1
+	s.recentAt[d] = now
+}
+
+func (s *v3Starts) recentOn(d int, now, half float64) float64 {
+	return s.recent[d] * math.Exp2(-(now-s.recentAt[d])/half)
 }
 
 func (s *v3Starts) grow(nP, nD int) {
@@ -24,12 +38,17 @@ func (s *v3Starts) grow(nP, nD int) {
 	}
 	if len(s.d) < nD {
 		s.d = append(s.d, make([]int, nD-len(s.d))...)
+		s.recent = append(s.recent, make([]float64, nD-len(s.recent))...)
+		s.recentAt = append(s.recentAt, make([]float64, nD-len(s.recentAt))...)
 	}
 }
 
 // v3Started counts an accepted request that starts its session.
 func (t *Dispatch) v3Started() {
 	x := t.x
+	if half := x.cfg.V3.BalanceHalfLifeS; half > 0 && t.kind != ActWholeP && t.chosenD >= 0 {
+		x.load.started.took(t.chosenD, t.now, half)
+	}
 	if x.session(t.r.Session).seen {
 		return
 	}
@@ -44,9 +63,20 @@ func (t *Dispatch) v3Started() {
 }
 
 // v3FewerStarts reports whether cold routing prefers decoder d to best at
-// equal cost: d started fewer sessions.
-func (x *Dispatcher) v3FewerStarts(d, best int) bool {
-	return x.cfg.V3.BalanceStarts && x.load.started.d[d] < x.load.started.d[best]
+// equal cost: d took fewer requests lately (BalanceHalfLifeS), or as many
+// and started fewer sessions.
+func (t *Dispatch) v3FewerStarts(d, best int) bool {
+	x := t.x
+	if !x.cfg.V3.BalanceStarts {
+		return false
+	}
+	st := &x.load.started
+	if half := x.cfg.V3.BalanceHalfLifeS; half > 0 {
+		if a, b := st.recentOn(d, t.now, half), st.recentOn(best, t.now, half); a != b {
+			return a < b
+		}
+	}
+	return st.d[d] < st.d[best]
 }
 
 // v3ShareOnP reports whether prefill worker p may start a new session as

@@ -97,3 +97,38 @@ func TestV3BalanceStartsQueueCap(t *testing.T) {
 		}
 	}
 }
+
+// TestV3BalanceHalfLife: cold routing's ties go first to the decoder that
+// took the fewest requests lately. a and e start on d0 and b on d1 at time
+// 0; b then takes five turns on d1 just before c arrives at 1,000 s. With a
+// 90 s half-life d0's two requests of long ago count for nothing against
+// d1's five of the last ten seconds, and c starts on d0; counting sessions
+// started alone (d0 two, d1 one), c starts on d1, beside the active one.
+func TestV3BalanceHalfLife(t *testing.T) {
+	for _, tc := range []struct {
+		half float64
+		want int
+	}{{90, 0}, {0, 1}} {
+		x := v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true, BalanceStarts: true, BalanceHalfLifeS: tc.half})
+		at := func(now float64, s string, turn int, blocks []uint64, rep AdmitReply) int {
+			d := x.Begin(now, Request{Session: s, Turn: turn, Blocks: blocks, Input: 1000 * len(blocks), Output: 10})
+			d.Reply(rep)
+			d.Accepted()
+			d.PrefillDone()
+			d.Finished(true)
+			return d.Decoder()
+		}
+		cold := AdmitReply{CanAdmit: true, Reason: "session-not-resident"}
+		for i, s := range []string{"a", "b", "e"} {
+			if got, want := at(0, s, 1, []uint64{uint64(100 * (i + 1))}, cold), []int{0, 1, 0}[i]; got != want {
+				t.Fatalf("half-life %v: %s on d%d, want d%d", tc.half, s, got, want)
+			}
+		}
+		for turn := 2; turn <= 6; turn++ {
+			at(float64(988+2*turn), "b", turn, []uint64{200, uint64(200 + turn)}, AdmitReply{CanAdmit: true, Direct: true, CachedTokens: 1000})
+		}
+		if got := at(1000, "c", 1, []uint64{900}, cold); got != tc.want {
+			t.Errorf("half-life %v: c on d%d, want d%d", tc.half, got, tc.want)
+		}
+	}
+}

@@ -47,6 +47,9 @@ type KVCv3 struct {
 	// queue is at most PHostQueueTokens).
 	BalanceStarts    bool `json:"balance_session_starts"`
 	PHostQueueTokens int  `json:"p_host_queue_tokens"`
+	// BalanceHalfLifeS: with BalanceStarts, cold routing's ties go first
+	// to the decoder with the fewest recent requests, at this half-life.
+	BalanceHalfLifeS float64 `json:"balance_half_life_s"`
 }
 
 func (v *KVCv3) validate() error {
@@ -58,6 +61,9 @@ func (v *KVCv3) validate() error {
 	}
 	if v.MarginTokens < -(1<<24) || v.MarginTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC local_prefill_margin_tokens %d, expected tokens in [-16777216, 16777216]", v.MarginTokens)
+	}
+	if !(v.BalanceHalfLifeS >= 0 && v.BalanceHalfLifeS <= 86400) {
+		return fmt.Errorf("sim: KVC balance_half_life_s %v, expected seconds in [0, 86400]", v.BalanceHalfLifeS)
 	}
 	if v.PHostQueueTokens < 0 || v.PHostQueueTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC p_host_queue_tokens %d, expected tokens in [0, 16777216]", v.PHostQueueTokens)
@@ -77,5 +83,5 @@ func (v *KVCv3) config(rtt, xfer float64) kvc.V3Config {
 	}
 	return kvc.V3Config{TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
-		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens}
+		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
 }

@@ -123,6 +123,7 @@ func TestSimProperty(t *testing.T) {
 				if r5 := rand.New(rand.NewPCG(seed, 5)); r5.IntN(2) == 0 {
 					cfg.KVC.V3.BalanceStarts = true
 					cfg.KVC.V3.PHostQueueTokens = r5.IntN(3) * r5.IntN(40000)
+					cfg.KVC.V3.BalanceHalfLifeS = float64(r5.IntN(2) * r5.IntN(300))
 				}
 				v3Runs++
 			}
