@@ -12,7 +12,7 @@ import (
 // names where it had one). Defaults are the seed's KVC v2.
 type kvcFlags struct {
 	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
-	seedMaxInflight, dToPDelta                             int
+	seedMaxInflight, dToPDelta, tailMaxWaiting             int
 	dToP, backup                                           string
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
@@ -24,7 +24,7 @@ type kvcFlags struct {
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
-	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "low-watermark",
+	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "tail-trim-max-waiting", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
 	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
 	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds"}
@@ -52,7 +52,8 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&k.homeHolds, "home-holds", false, "kvcache-centric: a turn its session's decoder refuses (before the refusals reach τ_reject) goes plain PD at once, the session staying pinned there, instead of along the retry chain, whose next decoder would be seeded and become its home; a session then moves only when its decoder is blacklisted. Off: the spec's retry chain")
 	fs.StringVar(&k.belief, "residency-belief", "track", "kvcache-centric: the router's picture of decoder residency: `track` (follows eviction reports) or never-shrink (the seed)")
 	fs.StringVar(&k.trim, "trim", "idle", "kvcache-centric: which sessions a decoder's trim may evict: `idle` (no request running, the seed) or any")
-	fs.StringVar(&k.eviction, "eviction", "session", "kvcache-centric: eviction `granularity`: session (a whole session at once, the seed) or block (LRU nibbles the oldest blocks)")
+	fs.StringVar(&k.eviction, "eviction", "session", "kvcache-centric: eviction `granularity`: session (a whole session at once, the seed), block (LRU nibbles the oldest blocks) or tail (a trim cuts the least recently used session's last blocks, as many as the room needs, and the session stays resident on the rest)")
+	fs.IntVar(&k.tailMaxWaiting, "tail-trim-max-waiting", 8, "kvcache-centric, with --eviction tail: a trim cuts a session's tail only while at most this many `requests` wait in the decoder's queue, in [0, 1048576]; a longer queue wants whole sessions' KV and the trim frees whole sessions (default 8)")
 	fs.Float64Var(&k.lowWatermark, "low-watermark", 0, "kvcache-centric: `share` of a decoder's pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&k.trimStall, "trim-stall", 0, "kvcache-centric: scheduler stall per trimmed session in `seconds` (the seed's trim blocked the scheduler loop)")
 	fs.Float64Var(&k.trimStallTok, "trim-stall-per-token", 0, "kvcache-centric: scheduler stall per freed token in `seconds`")
@@ -91,12 +92,14 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.num("snapshot-buf", above(0).upTo(1024).is("a number of GiB"))
 	ck.only("d-to-p-delta-tokens", k.dToP == "active", "with --d-to-p-sync active")
 	ck.only("snapshot-buf", k.dToP != "off", "with --d-to-p-sync")
+	ck.num("tail-trim-max-waiting", between(0, 1<<20).is("a number of requests"))
+	ck.only("tail-trim-max-waiting", k.eviction == "tail", "with --eviction tail")
 	ck.oneOf("prefill-backup", "release-after-transfer", "capacity-backup")
 	ck.oneOf("admission-gate", "worker", "router")
 	ck.oneOf("reject-reset", "direct", "any", "off")
 	ck.oneOf("residency-belief", "track", "never-shrink")
 	ck.oneOf("trim", "idle", "any")
-	ck.oneOf("eviction", "session", "block")
+	ck.oneOf("eviction", "session", "block", "tail")
 	ck.num("backpressure-high-water", above(0).upTo(1).is("a share of the pool"))
 	ck.num("backpressure-max-pause-ms", between(0, 3.6e6).is("a number of milliseconds").orZero("never wait"))
 	for _, n := range []string{"backpressure-high-water", "backpressure-max-pause-ms", "backpressure-transfer-queue"} {
@@ -115,7 +118,7 @@ func (k *kvcFlags) config() sim.KVC {
 		tau = -1 // the flag's 0 is "never"; the config's is "the default"
 	}
 	return sim.KVC{TauAppend: k.tauAppend, TauReject: tau, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
-		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction,
+		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction, TailMaxWaiting: k.tailMaxWaiting,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
 		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction,

@@ -26,7 +26,7 @@ type workerFlags struct {
 	maxTotal                            int64
 	mixed, incremental                  bool
 	sessionCache, serveWhole, priority  bool
-	sessionCap                          int
+	sessionCap, tailMaxWaiting          int
 	trim, eviction                      string
 	lowWatermark, trimStall, trimTok    float64
 	backpressure, bpTransfers           bool
@@ -90,7 +90,8 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
-	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once) or block (LRU nibbles the oldest blocks)")
+	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once), block (LRU nibbles the oldest blocks) or tail (a trim cuts the least recently used session's last blocks, as many as the room needs)")
+	fs.IntVar(&f.tailMaxWaiting, "tail-trim-max-waiting", 8, "with --eviction tail: a trim cuts a session's tail only while at most this many `requests` wait in the queue, in [0, 1048576] (default 8)")
 	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&f.trimStall, "trim-stall", 0, "with --session-cache: scheduler stall per trimmed session in `seconds`")
 	fs.Float64Var(&f.trimTok, "trim-stall-per-token", 0, "with --session-cache: scheduler stall per freed token in `seconds`")
@@ -151,7 +152,9 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.num("snapshot-buf", above(0).upTo(1024).is("a number of GiB"))
 	ck.oneOf("role", "colo", "prefill", "decode")
 	ck.oneOf("trim", "idle", "any")
-	ck.oneOf("eviction", "session", "block")
+	ck.oneOf("eviction", "session", "block", "tail")
+	ck.num("tail-trim-max-waiting", between(0, 1<<20).is("a number of requests"))
+	ck.only("tail-trim-max-waiting", f.eviction == "tail", "with --eviction tail")
 	prefill, decode := f.role == "prefill", f.role == "decode"
 	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction"} {
 		ck.only(n, prefill, "with --role prefill")
@@ -209,8 +212,11 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		if f.trim == "any" {
 			cfg.Session.Trim = engine.TrimAny
 		}
-		if f.eviction == "block" {
+		switch f.eviction {
+		case "block":
 			cfg.Session.Eviction = engine.EvictBlock
+		case "tail":
+			cfg.Session.TrimTail, cfg.Session.TailMaxWaiting = true, f.tailMaxWaiting
 		}
 	}
 	return cfg, nil

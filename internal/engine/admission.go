@@ -152,14 +152,15 @@ func (w *Worker) pauseHint() float64 {
 // than except in LRU order when the unpinned cache is not enough.
 func (w *Worker) roomFor(now float64, need int64, except string, rep *AdmitReply) bool {
 	// KV held for dumps in flight is coming free (dump.go).
-	for w.free()+w.evictable()+w.dumping < need {
-		if !w.trimOne(now, except, rep) {
+	for f := w.free() + w.evictable() + w.dumping; f < need; f = w.free() + w.evictable() + w.dumping {
+		if !w.trimFor(now, except, need-f, rep) {
 			return false
 		}
 	}
 	// The low-watermark: trim on to leave headroom for the next admissions.
 	if lw := w.cfg.Session.LowWatermark; lw > 0 && rep.Trimmed > 0 {
-		for w.free()+w.evictable()+w.dumping < need+int64(lw*float64(w.capacity)) && w.trimOne(now, except, rep) {
+		goal := need + int64(lw*float64(w.capacity))
+		for f := w.free() + w.evictable() + w.dumping; f < goal && w.trimFor(now, except, goal-f, rep); f = w.free() + w.evictable() + w.dumping {
 		}
 	}
 	return true

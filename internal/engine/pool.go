@@ -37,7 +37,7 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 	}
 	if w.cfg.Session.Enabled {
 		var rep AdmitReply
-		for w.free()+w.evictable()+w.dumping < need && w.trimOne(now, except, &rep) {
+		for f := w.free() + w.evictable() + w.dumping; f < need && w.trimFor(now, except, need-f, &rep); f = w.free() + w.evictable() + w.dumping {
 		}
 	}
 	// Backups are a best effort: a request the pool cannot otherwise take

@@ -41,6 +41,14 @@ type SessionConfig struct {
 	Enabled  bool
 	Eviction Eviction
 	Trim     TrimPolicy
+	// TrimTail (with EvictSession): a trim for room frees only the least
+	// recently used session's last blocks, as many as the room needs; the
+	// session stays pinned on the rest, and its next turn appends what it
+	// lost (trimtail.go). TailMaxWaiting: only while at most this many
+	// requests wait in the worker's queue; a longer queue wants the whole
+	// sessions' KV, and the trim frees whole sessions again.
+	TrimTail       bool
+	TailMaxWaiting int
 	// Cap is the most sessions resident at once (0 = no cap); a new
 	// session beyond it is refused with "session-cap" unless a trim makes
 	// room.
@@ -120,8 +128,31 @@ func (w *Worker) residentSessions() int { return w.nResident }
 // other than except, and charges the scheduler stall. It reports whether
 // one was evicted.
 func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
+	victim := w.trimVictim(except)
+	if victim == nil {
+		return false
+	}
+	freed := w.evictSession(now, victim)
+	rep.Trimmed++
+	rep.TrimmedTok += freed
+	w.chargeTrim(now, freed)
+	return true
+}
+
+// trimFor makes at least short more tokens free for a request of session
+// except by one trim: a tail trim with TrimTail, else a whole session.
+func (w *Worker) trimFor(now float64, except string, short int64, rep *AdmitReply) bool {
+	if w.cfg.Session.TrimTail && w.waiting.len() <= w.cfg.Session.TailMaxWaiting {
+		return w.trimTailFor(now, except, short, rep)
+	}
+	return w.trimOne(now, except, rep)
+}
+
+// trimVictim is the least recently used session the trim policy allows,
+// other than except; nil when there is none.
+func (w *Worker) trimVictim(except string) *dSession {
 	if w.cfg.Session.Eviction == EvictBlock {
-		return false // nothing is pinned: LRU frees blocks as the pool needs them
+		return nil // nothing is pinned: LRU frees blocks as the pool needs them
 	}
 	var victim *dSession
 	for _, s := range w.pinnedSess { // at session granularity only pinned sessions hold KV to free
@@ -135,12 +166,11 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 			victim = s
 		}
 	}
-	if victim == nil {
-		return false
-	}
-	freed := w.evictSession(now, victim)
-	rep.Trimmed++
-	rep.TrimmedTok += freed
+	return victim
+}
+
+// chargeTrim charges the scheduler stall of a trim that freed tokens.
+func (w *Worker) chargeTrim(now float64, freed int64) {
 	if cost := w.cfg.Session.TrimStallS + w.cfg.Session.TrimStallPerTokenS*float64(freed); cost > 0 {
 		// The trim runs on the scheduler loop from now: the next step, and
 		// the handling of KV transfers landing here, wait for it.
@@ -148,7 +178,6 @@ func (w *Worker) trimOne(now float64, except string, rep *AdmitReply) bool {
 		w.stats.StallS += cost
 		w.events = append(w.events, Event{Kind: EvStall, Time: now, Stall: cost})
 	}
-	return true
 }
 
 // evictSession frees a session's KV on this worker: its pin, its tail and

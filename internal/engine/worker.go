@@ -97,8 +97,11 @@ type Stats struct {
 	// SessionEvictions counts sessions a session-aware cache evicted;
 	// StallS is the scheduler time lost to their trims.
 	SessionEvictions int64
-	StallS           float64
-	BusyS            float64
+	// TailTrims counts trims that cut a session's tail and left it
+	// pinned on the rest (SessionConfig.TrimTail).
+	TailTrims int64
+	StallS    float64
+	BusyS     float64
 }
 
 // Worker is one engine instance.

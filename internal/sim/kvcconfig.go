@@ -30,10 +30,13 @@ type KVC struct {
 	Belief string `json:"residency_belief"`
 	// SessionCap is the most sessions one decoder keeps (0 = none).
 	SessionCap int `json:"session_cap"`
-	// Trim (idle|any), Eviction (session|block), LowWatermark (share of the
+	// Trim (idle|any), Eviction (session|block|tail), LowWatermark (share of the
 	// pool a trim frees beyond the need) and the trim's scheduler stall.
-	Trim               string  `json:"trim"`
-	Eviction           string  `json:"eviction"`
+	Trim     string `json:"trim"`
+	Eviction string `json:"eviction"`
+	// TailMaxWaiting: with Eviction "tail", a trim cuts a tail only while
+	// at most this many requests wait in the decoder's queue.
+	TailMaxWaiting     int     `json:"tail_trim_max_waiting"`
 	LowWatermark       float64 `json:"low_watermark"`
 	TrimStallS         float64 `json:"trim_stall_s"`
 	TrimStallPerTokenS float64 `json:"trim_stall_per_token_s"`
@@ -158,8 +161,11 @@ func (k *KVC) validate() error {
 	if k.DToPDeltaTokens < 1 || k.SnapshotBufBytes < 1 {
 		return fmt.Errorf("sim: D→P delta %d tokens and snapshot buffer %d bytes must be ≥ 1", k.DToPDeltaTokens, k.SnapshotBufBytes)
 	}
-	if k.Eviction != "session" && k.Eviction != "block" {
-		return fmt.Errorf("sim: unknown eviction granularity %q (want session or block)", k.Eviction)
+	if k.TailMaxWaiting < 0 {
+		return fmt.Errorf("sim: KVC tail_trim_max_waiting %d, expected requests ≥ 0", k.TailMaxWaiting)
+	}
+	if k.Eviction != "session" && k.Eviction != "block" && k.Eviction != "tail" {
+		return fmt.Errorf("sim: unknown eviction granularity %q (want session, block or tail)", k.Eviction)
 	}
 	for name, v := range map[string]float64{"low watermark": k.LowWatermark, "trim stall": k.TrimStallS,
 		"trim stall per token": k.TrimStallPerTokenS, "admission RTT": k.AdmissionRTTS} {
@@ -197,8 +203,11 @@ func (k *KVC) sessionConfig() engine.SessionConfig {
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}
-	if k.Eviction == "block" {
+	switch k.Eviction {
+	case "block":
 		sc.Eviction = engine.EvictBlock
+	case "tail":
+		sc.TrimTail, sc.TailMaxWaiting = true, k.TailMaxWaiting
 	}
 	return sc
 }

@@ -107,6 +107,9 @@ func TestSimProperty(t *testing.T) {
 				SnapshotBufBytes: int64(1+rng.IntN(20000)) * p.Model.KVBytesPerToken()}
 			cfg.Policy = []kvc.Policy{kvc.PolicyDefault, kvc.PolicySticky, kvc.PolicyKVAware}[rng.IntN(3)]
 			cfg.KVC.HomeHolds = rand.New(rand.NewPCG(seed, 4)).IntN(2) == 0 // its own stream too
+			if r6 := rand.New(rand.NewPCG(seed, 6)); cfg.KVC.Eviction == "session" && r6.IntN(2) == 0 {
+				cfg.KVC.Eviction, cfg.KVC.TailMaxWaiting = "tail", r6.IntN(3)*r6.IntN(20)
+			}
 			if r3 := rand.New(rand.NewPCG(seed, 3)); r3.IntN(2) == 0 {
 				// KVC v3's options (their own stream: the other draws stay as they were).
 				cfg.KVC.V3 = KVCv3{DBudgetTokens: r3.IntN(3) * r3.IntN(80000), MarginTokens: r3.IntN(20000) - 10000,
