@@ -17,6 +17,7 @@ type kvcFlags struct {
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
+	rejectWindow                                           float64
 	v3                                                     kvcV3Flags
 	priorityEviction, homeHolds                            bool
 	backpressure, bpTransfers                              bool
@@ -24,7 +25,7 @@ type kvcFlags struct {
 }
 
 var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "seed-min-turn",
-	"session-cap", "admission-gate", "reject-reset", "residency-belief", "trim", "eviction", "tail-trim-max-waiting", "low-watermark",
+	"session-cap", "admission-gate", "reject-reset", "reject-window", "residency-belief", "trim", "eviction", "tail-trim-max-waiting", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
 	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
 	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds"}
@@ -48,6 +49,7 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&k.seedMinTurn, "seed-min-turn", 1, "kvcache-centric: first `turn` that may seed a decoder; earlier turns go plain PD")
 	fs.IntVar(&k.sessionCap, "session-cap", 0, "kvcache-centric: most `sessions` one decoder keeps; 0 = no cap")
 	fs.StringVar(&k.gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append and the session cap: `worker` (the decoder's admission RPC) or router (the router's estimate, the seed's code)")
+	fs.Float64Var(&k.rejectWindow, "reject-window", 0, "kvcache-centric: only a session's refusals by a decoder in the last this many `seconds`, in [0, 86400], count toward --migration-reject-threshold, so a blacklist heals without the success it may never get (the seed's proposed sliding window, P8); 0 = every refusal since the last reset (default 0)")
 	fs.StringVar(&k.reset, "reject-reset", "direct", "kvcache-centric: when a (session, decoder) reject count returns to 0: `direct` (a direct-to-D success, the seed's code), any (any success, the spec), off (never, the seed's v1)")
 	fs.BoolVar(&k.homeHolds, "home-holds", false, "kvcache-centric: a turn its session's decoder refuses (before the refusals reach τ_reject) goes plain PD at once, the session staying pinned there, instead of along the retry chain, whose next decoder would be seeded and become its home; a session then moves only when its decoder is blacklisted. Off: the spec's retry chain")
 	fs.StringVar(&k.belief, "residency-belief", "track", "kvcache-centric: the router's picture of decoder residency: `track` (follows eviction reports) or never-shrink (the seed)")
@@ -97,6 +99,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.oneOf("prefill-backup", "release-after-transfer", "capacity-backup")
 	ck.oneOf("admission-gate", "worker", "router")
 	ck.oneOf("reject-reset", "direct", "any", "off")
+	ck.num("reject-window", between(0, 86400).is("seconds"))
 	ck.oneOf("residency-belief", "track", "never-shrink")
 	ck.oneOf("trim", "idle", "any")
 	ck.oneOf("eviction", "session", "block", "tail")
@@ -118,7 +121,7 @@ func (k *kvcFlags) config() sim.KVC {
 		tau = -1 // the flag's 0 is "never"; the config's is "the default"
 	}
 	return sim.KVC{TauAppend: k.tauAppend, TauReject: tau, MaxAttempts: k.retries, SeedMinTurn: k.seedMinTurn,
-		Gate: k.gate, Reset: k.reset, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction, TailMaxWaiting: k.tailMaxWaiting,
+		Gate: k.gate, Reset: k.reset, RejectWindowS: k.rejectWindow, Belief: k.belief, SessionCap: k.sessionCap, Trim: k.trim, Eviction: k.eviction, TailMaxWaiting: k.tailMaxWaiting,
 		LowWatermark: k.lowWatermark, TrimStallS: k.trimStall, TrimStallPerTokenS: k.trimStallTok, AdmissionRTTS: k.rttMs / 1000,
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
 		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction,

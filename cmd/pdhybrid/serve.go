@@ -24,7 +24,7 @@ func serveCmd(e *env) *cobra.Command {
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
 		noProbe, backpressure, homeHolds        bool
-		maxPauseMs                              float64
+		maxPauseMs, rejectWindow                float64
 		config                                  string
 		drainS                                  float64
 		ops                                     opsFlags
@@ -67,6 +67,7 @@ cut. docs/gateway.md says what is built.`,
 	fs.IntVar(&attempts, "kvc-max-attempts", 0, "kvcache-centric: admission `attempts` before plain PD; 0 = one per decoder")
 	fs.StringVar(&gate, "admission-gate", "worker", "kvcache-centric: who checks τ_append: `worker` (the decoder's admission RPC) or router")
 	fs.StringVar(&reset, "reject-reset", "direct", "kvcache-centric: when reject counts return to 0: `direct`, any, off")
+	fs.Float64Var(&rejectWindow, "reject-window", 0, "kvcache-centric: only a session's refusals by a decoder in the last this many `seconds`, in [0, 86400], count toward --migration-reject-threshold (P8's sliding window); 0 = every refusal since the last reset (default 0)")
 	fs.StringVar(&belief, "residency-belief", "track", "kvcache-centric: the router's residency belief: `track` or never-shrink")
 	fs.BoolVar(&homeHolds, "home-holds", false, "kvcache-centric: a turn its session's decoder refuses (before τ_reject) goes plain PD at once and the session stays pinned there, instead of the retry chain seeding the next decoder")
 	fs.BoolVar(&backpressure, "backpressure", true, "kvcache-centric: honour a decoder's recommended_pause_ms: after a refusal that carries one, wait that long, at most --backpressure-max-pause-ms, before the next decoder or the fallback (labelled -d-backpressure); --backpressure=false ignores it (the seed's --enable-backpressure, off by default there)")
@@ -96,6 +97,7 @@ cut. docs/gateway.md says what is built.`,
 		ck.num("kvc-max-attempts", between(1, 1024).is("a number of attempts").orZero("one per decoder"))
 		ck.oneOf("admission-gate", "worker", "router")
 		ck.oneOf("reject-reset", "direct", "any", "off")
+		ck.num("reject-window", between(0, 86400).is("seconds"))
 		ck.oneOf("residency-belief", "track", "never-shrink")
 		ck.num("backpressure-max-pause-ms", between(0, 3.6e6).is("a number of milliseconds").orZero("never wait"))
 		ck.only("backpressure-max-pause-ms", backpressure, "with --backpressure")
@@ -105,7 +107,7 @@ cut. docs/gateway.md says what is built.`,
 		ops.check(ck)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
-		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "residency-belief", "no-residency-probe", "home-holds",
+		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "reject-window", "residency-belief", "no-residency-probe", "home-holds",
 			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
@@ -131,7 +133,7 @@ cut. docs/gateway.md says what is built.`,
 		r, _ := kvc.ParseReset(reset)
 		b, _ := kvc.ParseBelief(belief)
 		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1},
-			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, Belief: b,
+			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, RejectWindowS: rejectWindow, Belief: b,
 			NoBackpressure: !backpressure, MaxPauseS: maxPauseMs / 1000, HomeHolds: homeHolds}
 		if maxPauseMs == 0 {
 			cfg.Dispatch.MaxPauseS = -1 // kvc: a cap of 0

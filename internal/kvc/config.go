@@ -59,8 +59,13 @@ type DispatchConfig struct {
 	SeedMinTurn int // turns before this one go plain PD (seed-filter-early-turn)
 	Gate        Gate
 	Reset       RejectReset
-	Belief      Belief
-	SessionCap  int // router-gate only: sessions believed on one decoder
+	// RejectWindowS: only a session's refusals by a decoder in the last
+	// this many seconds count toward τ_reject (0 = all of them until a
+	// reset): the seed's proposed sliding window (P8), so a blacklist
+	// heals without a success it may never get.
+	RejectWindowS float64
+	Belief        Belief
+	SessionCap    int // router-gate only: sessions believed on one decoder
 	// Breaker guards each decoder against a failing transport (breaker.go).
 	Breaker BreakerConfig
 	// NoBackpressure ignores the decoders' recommended_pause_ms: no wait

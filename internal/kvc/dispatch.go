@@ -69,6 +69,7 @@ type sessState struct {
 	backup   int            // prefill worker keeping a capacity-backup of it; −1 none
 	handles  []radix.Handle // per decoder: the path the router believes it holds
 	rejects  []int          // per decoder: its refusals of the session (τ_reject), nil while none
+	rejectAt [][]float64    // per decoder: when each counted refusal came (RejectWindowS only)
 	// pd-conditional's session affinity (peers.go): the decoder the session
 	// is bound to and when the binding was last used.
 	bound   bool
@@ -217,14 +218,14 @@ func (t *Dispatch) route() {
 	// over the failing transport; they hold back seeds and plain PD.
 	s := x.session(t.r.Session)
 	allowed := func(d int) bool {
-		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && !x.blacklisted(s, d)
+		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && !x.blacklisted(s, d, t.now)
 	}
 	d := t.pickD(t.routeKey(), allowed).Worker
 	if d < 0 {
 		// Every untried decoder is blacklisted: the least-rejected one.
 		best := -1
 		for i := range t.tried {
-			if !t.tried[i] && !x.d.Out(i) && (best < 0 || s.rejected(i) < s.rejected(best)) {
+			if !t.tried[i] && !x.d.Out(i) && (best < 0 || x.rejectsAt(s, i, t.now) < x.rejectsAt(s, best, t.now)) {
 				best = i
 			}
 		}
@@ -382,7 +383,7 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	x := t.x
 	s := x.session(t.r.Session)
 	if !rep.Unreachable && !(x.cfg.Mechanism == MechKVC && x.cfg.V3.TypedRejects && rep.Reason == "no-space") {
-		s.reject(d)
+		s.reject(d, t.now, x.cfg.RejectWindowS > 0)
 	}
 	if detail == "" {
 		detail = rep.Reason
@@ -414,7 +415,7 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 			t.notResident()
 		}
 	}
-	if x.cfg.HomeHolds && s.pin == d && !rep.Unreachable && !x.blacklisted(s, d) {
+	if x.cfg.HomeHolds && s.pin == d && !rep.Unreachable && !x.blacklisted(s, d, t.now) {
 		if t.paths() {
 			t.note("home %s refused, not blacklisted: the session stays there", x.d.names[d])
 		}

@@ -25,9 +25,12 @@ type KVC struct {
 	SeedMinTurn int `json:"seed_min_turn"`
 	// Gate, Reset and Belief: worker|router, direct|any|off,
 	// track|never-shrink (DispatchConfig).
-	Gate   string `json:"admission_gate"`
-	Reset  string `json:"reject_reset"`
-	Belief string `json:"residency_belief"`
+	Gate  string `json:"admission_gate"`
+	Reset string `json:"reject_reset"`
+	// RejectWindowS: only refusals of the last this many seconds count
+	// toward τ_reject (0 = all since the last reset).
+	RejectWindowS float64 `json:"reject_window_s"`
+	Belief        string  `json:"residency_belief"`
 	// SessionCap is the most sessions one decoder keeps (0 = none).
 	SessionCap int `json:"session_cap"`
 	// Trim (idle|any), Eviction (session|block|tail), LowWatermark (share of the
@@ -167,7 +170,7 @@ func (k *KVC) validate() error {
 	if k.Eviction != "session" && k.Eviction != "block" && k.Eviction != "tail" {
 		return fmt.Errorf("sim: unknown eviction granularity %q (want session, block or tail)", k.Eviction)
 	}
-	for name, v := range map[string]float64{"low watermark": k.LowWatermark, "trim stall": k.TrimStallS,
+	for name, v := range map[string]float64{"reject window": k.RejectWindowS, "low watermark": k.LowWatermark, "trim stall": k.TrimStallS,
 		"trim stall per token": k.TrimStallPerTokenS, "admission RTT": k.AdmissionRTTS} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("sim: KVC %s %v, expected a finite number ≥ 0", name, v)
@@ -240,7 +243,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 		}
 	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
-		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, Belief: belief, SessionCap: k.SessionCap,
+		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, RejectWindowS: k.RejectWindowS, Belief: belief, SessionCap: k.SessionCap,
 		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens()),
 		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause, HomeHolds: k.HomeHolds}
 }
