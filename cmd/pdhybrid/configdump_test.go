@@ -73,6 +73,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"eviction":                         append(kvcFlags, "--eviction", "block"),
 		"tail-trim-max-waiting":            append(kvcFlags, "--eviction", "tail", "--tail-trim-max-waiting", "77"),
 		"reject-window":                    append(kvcFlags, "--reject-window", "77"),
+		"prefill-bypass-tokens":            append(kvcFlags, "--kvc-preset", "v3", "--prefill-bypass-tokens", "77"),
 		"low-watermark":                    append(kvcFlags, "--low-watermark", "0.1"),
 		"trim-stall":                       append(kvcFlags, "--trim-stall", "0.5"),
 		"trim-stall-per-token":             append(kvcFlags, "--trim-stall-per-token", "0.000001"),

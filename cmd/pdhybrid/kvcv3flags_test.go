@@ -49,6 +49,8 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v3"}, "balance_session_starts", true},
 		{[]string{"--kvc-preset", "v3"}, "p_host_queue_tokens", float64(v3PHostQueue)},
 		{[]string{"--kvc-preset", "v3"}, "balance_half_life_s", float64(v3BalanceHalfLife)},
+		{[]string{"--kvc-preset", "v3"}, "prefill_bypass_tokens", float64(v3Bypass)},
+		{nil, "prefill_bypass_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--balance-starts=false"}, "balance_half_life_s", 0.0},
 		{[]string{"--kvc-preset", "v3", "--p-host-queue-tokens", "0"}, "p_host_queue_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--p-hosts-sessions=false"}, "p_host_queue_tokens", 0.0},
@@ -72,6 +74,7 @@ func TestKVCPreset(t *testing.T) {
 		{"--cold-route-inflight-tokens", "4096"}, // without --cold-route
 		{"--p-host-queue-tokens", "4096"},        // without --balance-starts
 		{"--balance-half-life", "30"},            // without --balance-starts
+		{"--prefill-bypass-tokens", "-5"},
 		{"--balance-half-life", "-1", "--kvc-preset", "v3"},
 		{"--p-host-queue-tokens", "-1", "--kvc-preset", "v3"},
 	} {

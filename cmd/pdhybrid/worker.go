@@ -26,7 +26,7 @@ type workerFlags struct {
 	maxTotal                            int64
 	mixed, incremental                  bool
 	sessionCache, serveWhole, priority  bool
-	sessionCap, tailMaxWaiting          int
+	sessionCap, tailMaxWaiting, bypass  int
 	trim, eviction                      string
 	lowWatermark, trimStall, trimTok    float64
 	backpressure, bpTransfers           bool
@@ -91,6 +91,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
 	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once), block (LRU nibbles the oldest blocks) or tail (a trim cuts the least recently used session's last blocks, as many as the room needs)")
+	fs.IntVar(&f.bypass, "prefill-bypass-tokens", 0, "with --session-cache: a step that continues a long chunked prefill also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order (KVC v3's scheduler extension: a direct append does not wait behind a local seed; default 0: SGLang's order)")
 	fs.IntVar(&f.tailMaxWaiting, "tail-trim-max-waiting", 8, "with --eviction tail: a trim cuts a session's tail only while at most this many `requests` wait in the queue, in [0, 1048576] (default 8)")
 	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&f.trimStall, "trim-stall", 0, "with --session-cache: scheduler stall per trimmed session in `seconds`")
@@ -155,6 +156,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.oneOf("eviction", "session", "block", "tail")
 	ck.num("tail-trim-max-waiting", between(0, 1<<20).is("a number of requests"))
 	ck.only("tail-trim-max-waiting", f.eviction == "tail", "with --eviction tail")
+	ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
 	prefill, decode := f.role == "prefill", f.role == "decode"
 	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction"} {
 		ck.only(n, prefill, "with --role prefill")
@@ -162,7 +164,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
 		ck.only(n, decode, "with --role decode")
 	}
-	for _, n := range []string{"session-cap", "trim", "eviction", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
+	for _, n := range []string{"session-cap", "trim", "eviction", "tail-trim-max-waiting", "prefill-bypass-tokens", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
 		"backpressure", "backpressure-high-water", "backpressure-transfer-queue"} {
 		ck.only(n, f.sessionCache, "with --session-cache")
 	}
@@ -206,7 +208,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		cfg.SnapshotBufBytes = int64(f.snapshotBufGiB * (1 << 30))
 	}
 	if f.sessionCache {
-		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark,
+		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark, BypassTokens: f.bypass,
 			TrimStallS: f.trimStall, TrimStallPerTokenS: f.trimTok,
 			NoPauseHint: !f.backpressure, HighWater: f.bpHighWater, PauseCountsTransfers: f.bpTransfers}
 		if f.trim == "any" {

@@ -222,6 +222,10 @@ func (w *Worker) planNext(now float64) {
 		}
 	}
 
+	if open && w.cfg.Session.Enabled && w.cfg.Session.BypassTokens > 0 {
+		w.bypass(now)
+	}
+
 	var dur float64
 	defer func() {
 		if w.busy && w.stepStart < w.stallUntil {
@@ -382,5 +386,33 @@ func (q *queue) remove(r *Request) {
 			q.items = q.items[:len(q.items)-1]
 			return
 		}
+	}
+}
+
+// bypass adds to a step that continues a long chunked prefill the waiting
+// requests whose uncached prompt fits in SessionConfig.BypassTokens, in
+// their queue order: a session-aware decoder's direct append of a few
+// hundred tokens then rides past a 40K-token local seed instead of waiting
+// its seconds out (SGLang's order, where the chunked request holds every
+// step's budget until it is done). Such a step computes at most the chunk
+// budget plus BypassTokens.
+func (w *Worker) bypass(now float64) {
+	room := w.cfg.Session.BypassTokens
+	for i := w.waiting.head; i < len(w.waiting.items) && room > 0; i++ {
+		if w.admitted >= w.cfg.MaxRunning {
+			return
+		}
+		r := w.waiting.items[i]
+		if w.tree == nil || len(r.Blocks) == 0 {
+			continue
+		}
+		m := w.promptMatch(r)
+		if r.Input-min(int(m.Tokens), r.Input-1) > room || !w.admit(now, r) {
+			continue
+		}
+		w.waiting.remove(r)
+		i--
+		w.plan.chunks = append(w.plan.chunks, chunk{req: r, n: r.Uncached(), p: r.CachedTokens})
+		room -= r.Uncached()
 	}
 }

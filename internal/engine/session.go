@@ -49,6 +49,10 @@ type SessionConfig struct {
 	// sessions' KV, and the trim frees whole sessions again.
 	TrimTail       bool
 	TailMaxWaiting int
+	// BypassTokens: a step that continues a long chunked prefill also
+	// takes waiting requests whose uncached prompt fits in this many
+	// tokens (schedule.go's bypass; 0 = none, SGLang's order).
+	BypassTokens int
 	// Cap is the most sessions resident at once (0 = no cap); a new
 	// session beyond it is refused with "session-cap" unless a trim makes
 	// room.

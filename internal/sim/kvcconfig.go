@@ -206,6 +206,7 @@ func (k *KVC) sessionConfig() engine.SessionConfig {
 	if k.Trim == "any" {
 		sc.Trim = engine.TrimAny
 	}
+	sc.BypassTokens = k.V3.PrefillBypassTokens
 	switch k.Eviction {
 	case "block":
 		sc.Eviction = engine.EvictBlock

@@ -50,6 +50,10 @@ type KVCv3 struct {
 	// BalanceHalfLifeS: with BalanceStarts, cold routing's ties go first
 	// to the decoder with the fewest recent requests, at this half-life.
 	BalanceHalfLifeS float64 `json:"balance_half_life_s"`
+	// PrefillBypassTokens: a KVC decoder's step that continues a long
+	// chunked prefill also takes waiting requests whose uncached prompt
+	// fits in this many tokens (engine.SessionConfig.BypassTokens).
+	PrefillBypassTokens int `json:"prefill_bypass_tokens"`
 }
 
 func (v *KVCv3) validate() error {
@@ -64,6 +68,9 @@ func (v *KVCv3) validate() error {
 	}
 	if !(v.BalanceHalfLifeS >= 0 && v.BalanceHalfLifeS <= 86400) {
 		return fmt.Errorf("sim: KVC balance_half_life_s %v, expected seconds in [0, 86400]", v.BalanceHalfLifeS)
+	}
+	if v.PrefillBypassTokens < 0 || v.PrefillBypassTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC prefill_bypass_tokens %d, expected tokens in [0, 16777216]", v.PrefillBypassTokens)
 	}
 	if v.PHostQueueTokens < 0 || v.PHostQueueTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC p_host_queue_tokens %d, expected tokens in [0, 16777216]", v.PHostQueueTokens)
