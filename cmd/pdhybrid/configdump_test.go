@@ -74,6 +74,8 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"tail-trim-max-waiting":            append(kvcFlags, "--eviction", "tail", "--tail-trim-max-waiting", "77"),
 		"reject-window":                    append(kvcFlags, "--reject-window", "77"),
 		"prefill-bypass-tokens":            append(kvcFlags, "--kvc-preset", "v3", "--prefill-bypass-tokens", "77"),
+		"prefill-order":                    append(kvcFlags, "--kvc-preset", "v3", "--prefill-order", "fcfs"),
+		"prefill-max-wait":                 append(kvcFlags, "--kvc-preset", "v3", "--prefill-max-wait", "77"),
 		"low-watermark":                    append(kvcFlags, "--low-watermark", "0.1"),
 		"trim-stall":                       append(kvcFlags, "--trim-stall", "0.5"),
 		"trim-stall-per-token":             append(kvcFlags, "--trim-stall-per-token", "0.000001"),

@@ -22,6 +22,8 @@ type kvcV3Flags struct {
 	pHostQueue        int
 	balanceHalfLife   float64
 	bypass            int
+	order             string
+	maxWait           float64
 	coldInflight      int
 	countTransfer     bool
 }
@@ -46,17 +48,24 @@ const (
 	// v3Bypass: 256-1,024 tokens scored 57 of 72, 4,096 56, none 55
 	// (docs/kvc-v3.md).
 	v3Bypass = 512
+	// v3Order and v3MaxWait: shortest-first with a 30 s bound scored 61 of
+	// 72 (10-120 s: 61), without a bound 63 at the cost of a 4,755 s wait
+	// on the overloaded BLIS spec (docs/kvc-v3.md).
+	v3Order   = "shortest"
+	v3MaxWait = 30
 	// v3ColdInflight: 6,144 scored best of 6,144, 8,192 and 12,288 in the sweep (docs/kvc-v3.md).
 	v3ColdInflight = 6144
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	v.registerLive(fs)
 	fs.BoolVar(&v.countTransfer, "count-transfer", false, "kvcache-centric (v3), with --d-prefill-budget: the placement of a session's first turn counts, beside the prefill worker's queue, the P→D transfer of the whole prompt a prefill through P costs, in prefill tokens from the profile's link and timing (off by default)")
 	fs.IntVar(&v.bypass, "prefill-bypass-tokens", 0, "kvcache-centric (v3): a decoder's step that continues a long chunked prefill (a local seed, a large append) also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order, so a direct append of a few hundred tokens does not wait seconds behind it; the step computes at most the chunk budget plus this (default 0: SGLang's order; the v3 preset: 512; live: the decode workers' --prefill-bypass-tokens)")
+	fs.StringVar(&v.order, "prefill-order", "fcfs", "kvcache-centric (v3): how the prefill workers and decoders admit their waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first, so a short prompt does not wait behind every larger one; see --prefill-max-wait) (the v3 preset: shortest; live: the workers' --prefill-order)")
+	fs.Float64Var(&v.maxWait, "prefill-max-wait", 0, "kvcache-centric (v3), with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order, which bounds what shortest-first costs the largest prompts; 0 = no bound (default 0; the v3 preset: 30)")
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
 
@@ -64,7 +73,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 90 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission and --prefill-bypass-tokens 512); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 90 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 131072)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
@@ -96,6 +105,12 @@ func (v *kvcV3Flags) check(ck *checks) {
 			{"cold-route", func() { v.coldRoute = v3ColdRoute }},
 			{"inline-admission", func() { v.inline = v3Inline }},
 			{"prefill-bypass-tokens", func() { v.bypass = v3Bypass }},
+			{"prefill-order", func() { v.order = v3Order }},
+			{"prefill-max-wait", func() {
+				if v.order == "shortest" {
+					v.maxWait = v3MaxWait
+				}
+			}},
 			{"local-fallback", func() { v.fallback = v3Fallback }},
 			{"typed-rejects", func() { v.typed = v3Typed }},
 			{"whole-on-p", func() { v.wholeP = v3WholeP }},
@@ -136,6 +151,9 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.num("cold-route-inflight-tokens", between(0, 1<<24).is("a number of tokens"))
 	if ck.fs.Lookup("prefill-bypass-tokens") != nil { // the simulator's: the gateway configures no worker
 		ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+		ck.oneOf("prefill-order", "fcfs", "shortest")
+		ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
+		ck.only("prefill-max-wait", v.order == "shortest", "with --prefill-order shortest")
 	}
 	ck.only("cold-route-inflight-tokens", v.coldRoute, "with --cold-route")
 }
@@ -150,6 +168,7 @@ func (v *kvcV3Flags) live() kvc.V3Config {
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
 	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass,
+		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
 		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife}
 }

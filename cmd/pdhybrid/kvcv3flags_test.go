@@ -51,6 +51,9 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v3"}, "balance_half_life_s", float64(v3BalanceHalfLife)},
 		{[]string{"--kvc-preset", "v3"}, "prefill_bypass_tokens", float64(v3Bypass)},
 		{nil, "prefill_bypass_tokens", 0.0},
+		{[]string{"--kvc-preset", "v3"}, "prefill_order", v3Order},
+		{[]string{"--kvc-preset", "v3"}, "prefill_max_wait_s", float64(v3MaxWait)},
+		{[]string{"--kvc-preset", "v3", "--prefill-order", "fcfs"}, "prefill_max_wait_s", 0.0},
 		{[]string{"--kvc-preset", "v3", "--balance-starts=false"}, "balance_half_life_s", 0.0},
 		{[]string{"--kvc-preset", "v3", "--p-host-queue-tokens", "0"}, "p_host_queue_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--p-hosts-sessions=false"}, "p_host_queue_tokens", 0.0},
@@ -75,6 +78,8 @@ func TestKVCPreset(t *testing.T) {
 		{"--p-host-queue-tokens", "4096"},        // without --balance-starts
 		{"--balance-half-life", "30"},            // without --balance-starts
 		{"--prefill-bypass-tokens", "-5"},
+		{"--prefill-order", "sjf"},
+		{"--prefill-max-wait", "30"}, // without --prefill-order shortest
 		{"--balance-half-life", "-1", "--kvc-preset", "v3"},
 		{"--p-host-queue-tokens", "-1", "--kvc-preset", "v3"},
 	} {

@@ -27,8 +27,9 @@ type workerFlags struct {
 	mixed, incremental                  bool
 	sessionCache, serveWhole, priority  bool
 	sessionCap, tailMaxWaiting, bypass  int
-	trim, eviction                      string
+	trim, eviction, order               string
 	lowWatermark, trimStall, trimTok    float64
+	maxWait                             float64
 	backpressure, bpTransfers           bool
 	bpHighWater                         float64
 	timeScale, startup                  float64
@@ -91,6 +92,8 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
 	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once), block (LRU nibbles the oldest blocks) or tail (a trim cuts the least recently used session's last blocks, as many as the room needs)")
+	fs.StringVar(&f.order, "prefill-order", "fcfs", "how the worker admits its waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first: KVC v3's scheduler extension; see --prefill-max-wait)")
+	fs.Float64Var(&f.maxWait, "prefill-max-wait", 0, "with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order; 0 = no bound (default 0)")
 	fs.IntVar(&f.bypass, "prefill-bypass-tokens", 0, "with --session-cache: a step that continues a long chunked prefill also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order (KVC v3's scheduler extension: a direct append does not wait behind a local seed; default 0: SGLang's order)")
 	fs.IntVar(&f.tailMaxWaiting, "tail-trim-max-waiting", 8, "with --eviction tail: a trim cuts a session's tail only while at most this many `requests` wait in the queue, in [0, 1048576] (default 8)")
 	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
@@ -157,6 +160,9 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.num("tail-trim-max-waiting", between(0, 1<<20).is("a number of requests"))
 	ck.only("tail-trim-max-waiting", f.eviction == "tail", "with --eviction tail")
 	ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.oneOf("prefill-order", "fcfs", "shortest")
+	ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
+	ck.only("prefill-max-wait", f.order == "shortest", "with --prefill-order shortest")
 	prefill, decode := f.role == "prefill", f.role == "decode"
 	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction"} {
 		ck.only(n, prefill, "with --role prefill")
@@ -203,6 +209,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		Faults: emulator.Faults{ErrorRate: f.errRate, StallS: f.stall, CrashAfter: f.crashAfter, SlowTransfer: f.slowXfer,
 			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
 		ServeWhole: f.serveWhole, PriorityEviction: f.priority,
+		ShortestFirst: f.order == "shortest", MaxWaitS: f.maxWait,
 	}
 	if prefill {
 		cfg.SnapshotBufBytes = int64(f.snapshotBufGiB * (1 << 30))

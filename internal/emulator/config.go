@@ -36,6 +36,10 @@ type Config struct {
 	// once they are done, as the simulator's --prefill-priority-eviction
 	// does (engine/priority.go); other roles ignore it.
 	PriorityEviction bool
+	// ShortestFirst and MaxWaitS: the engine admits waiting requests fewest
+	// uncached tokens first, bounded by MaxWaitS (engine.Config; KVC v3).
+	ShortestFirst bool
+	MaxWaitS      float64
 	// IncrementalStream streams only the new text and ids per event
 	// (SGLang --incremental-streaming-output); by default each event
 	// carries everything so far, as SGLang's /generate does.

@@ -117,6 +117,7 @@ func (s *Server) newWorker() (*engine.Worker, error) {
 		PoolTokens: pool, ChunkTokens: c.ChunkTokens, MaxRunning: c.MaxRunning,
 		PrefixCache: c.Role != engine.RoleDecode, MixedChunk: c.MixedChunk, Session: c.Session,
 		PriorityEviction: c.PriorityEviction && c.Role == engine.RolePrefill,
+		ShortestFirst:    c.ShortestFirst, MaxWaitS: c.MaxWaitS,
 	})
 }
 

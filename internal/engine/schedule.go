@@ -202,6 +202,9 @@ func (w *Worker) planNext(now float64) {
 		open = r.prefilled+n < r.Uncached()
 	}
 	w.blocked = false
+	if w.cfg.ShortestFirst && !open {
+		w.orderWaiting(now)
+	}
 	for budget > 0 && !open && w.waiting.len() > 0 {
 		if w.admitted >= w.cfg.MaxRunning {
 			w.blocked = true

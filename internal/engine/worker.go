@@ -78,6 +78,12 @@ type Config struct {
 	// with its decode batch (the peers' "local prefill on D").
 	DecodeRadix  bool
 	LocalPrefill bool
+	// ShortestFirst admits waiting requests fewest uncached prompt tokens
+	// first instead of in arrival order; a request waiting longer than
+	// MaxWaitS seconds goes first, in arrival order (0 = no such bound).
+	// KVC v3's workers (order.go).
+	ShortestFirst bool
+	MaxWaitS      float64
 	// Gaps, when set, receives every inter-token gap of the requests this
 	// worker decodes (itl.go); several workers may share one.
 	Gaps *metrics.GapHistogram
@@ -140,6 +146,7 @@ type Worker struct {
 
 	dsess      map[string]*dSession // session.go
 	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
+	orderKeys  []orderKey           // order.go: reused by each shortest-first sort
 	nResident  int                  // session.go: the sessions among dsess that count against the cap
 	backups    []backup             // backup.go, oldest first
 	dumps      []dumpHold           // dump.go: paths held for on-evict dumps

@@ -54,6 +54,12 @@ type KVCv3 struct {
 	// chunked prefill also takes waiting requests whose uncached prompt
 	// fits in this many tokens (engine.SessionConfig.BypassTokens).
 	PrefillBypassTokens int `json:"prefill_bypass_tokens"`
+	// PrefillOrder: how KVC's workers (prefill and decode) admit their
+	// waiting requests: "fcfs" (arrival order, SGLang's; "" too) or
+	// "shortest" (fewest uncached tokens first; engine.Config.ShortestFirst),
+	// with PrefillMaxWaitS bounding the wait (0 = no bound).
+	PrefillOrder    string  `json:"prefill_order,omitempty"`
+	PrefillMaxWaitS float64 `json:"prefill_max_wait_s"`
 }
 
 func (v *KVCv3) validate() error {
@@ -68,6 +74,12 @@ func (v *KVCv3) validate() error {
 	}
 	if !(v.BalanceHalfLifeS >= 0 && v.BalanceHalfLifeS <= 86400) {
 		return fmt.Errorf("sim: KVC balance_half_life_s %v, expected seconds in [0, 86400]", v.BalanceHalfLifeS)
+	}
+	if v.PrefillOrder != "" && v.PrefillOrder != "fcfs" && v.PrefillOrder != "shortest" {
+		return fmt.Errorf("sim: KVC prefill_order %q, want fcfs or shortest", v.PrefillOrder)
+	}
+	if !(v.PrefillMaxWaitS >= 0 && v.PrefillMaxWaitS <= 86400) {
+		return fmt.Errorf("sim: KVC prefill_max_wait_s %v, expected seconds in [0, 86400]", v.PrefillMaxWaitS)
 	}
 	if v.PrefillBypassTokens < 0 || v.PrefillBypassTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC prefill_bypass_tokens %d, expected tokens in [0, 16777216]", v.PrefillBypassTokens)

@@ -128,6 +128,9 @@ func TestSimProperty(t *testing.T) {
 					cfg.KVC.V3.PHostQueueTokens = r5.IntN(3) * r5.IntN(40000)
 					cfg.KVC.V3.BalanceHalfLifeS = float64(r5.IntN(2) * r5.IntN(300))
 					cfg.KVC.V3.PrefillBypassTokens = r5.IntN(2) * r5.IntN(2000)
+					if r5.IntN(2) == 0 {
+						cfg.KVC.V3.PrefillOrder, cfg.KVC.V3.PrefillMaxWaitS = "shortest", float64(r5.IntN(3)*r5.IntN(60))
+					}
 				}
 				v3Runs++
 			}

@@ -213,6 +213,8 @@ func (s *Sim) build() error {
 			PriorityEviction:  c.Mechanism == KVCacheCentric && c.KVC.PrefillPriorityEviction && role == engine.RolePrefill,
 			SessionOutputOnly: c.OutputReuse == OutputReuseSessions,
 			DecodeRadix:       dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
+			ShortestFirst: c.Mechanism == KVCacheCentric && c.KVC.V3.PrefillOrder == "shortest",
+			MaxWaitS:      c.KVC.V3.PrefillMaxWaitS,
 		})
 		if err != nil {
 			return 0, err
