@@ -1,6 +1,9 @@
 package engine
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // Shortest-first admission (Config.ShortestFirst). SGLang admits a
 // worker's waiting requests in arrival order (or by longest prefix match),
@@ -37,7 +40,7 @@ func (w *Worker) orderWaiting(now float64) {
 	slices.SortStableFunc(keys, func(a, b orderKey) int {
 		switch {
 		case a.aged && b.aged:
-			return cmpFloat(a.r.SubmittedAt, b.r.SubmittedAt)
+			return cmp.Compare(a.r.SubmittedAt, b.r.SubmittedAt)
 		case a.aged:
 			return -1
 		case b.aged:
@@ -50,14 +53,4 @@ func (w *Worker) orderWaiting(now float64) {
 	}
 	clear(keys)
 	w.orderKeys = keys[:0]
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,9 @@
 package engine
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // Shortest-first admission: a prefill worker busy with a 16,384-token
 // prompt (four steps of 4,096) gets, in this order, prompts of 12,288,
@@ -36,7 +39,7 @@ func TestShortestFirst(t *testing.T) {
 		for len(ids) < len(rs) {
 			next := (*Request)(nil)
 			for _, r := range rs {
-				if !contains(ids, int(r.ID)) && (next == nil || r.PrefillEndAt < next.PrefillEndAt) {
+				if !slices.Contains(ids, int(r.ID)) && (next == nil || r.PrefillEndAt < next.PrefillEndAt) {
 					next = r
 				}
 			}
@@ -53,29 +56,8 @@ func TestShortestFirst(t *testing.T) {
 		{true, 0, []int{4, 3, 2}},
 		{true, 0.0005, []int{2, 3, 4}}, // every one has waited past the bound: arrival order
 	} {
-		if got := order(tc.shortest, tc.maxWait); !equalInts(got, tc.want) {
+		if got := order(tc.shortest, tc.maxWait); !slices.Equal(got, tc.want) {
 			t.Errorf("shortest %v, max wait %v s: admitted %v, want %v", tc.shortest, tc.maxWait, got, tc.want)
 		}
 	}
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
