@@ -30,7 +30,11 @@ type kvcV3Flags struct {
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
 const (
-	v3Budget    = 131072
+	// v3Budget: with the bypass and shortest-first admission a decoder can
+	// take more local prefill without stalling its direct appends: 262,144
+	// and 393,216 score 63-64 of 72 at half-lives of 30-60 s, 131,072 61-63,
+	// 65,536 46-49 (docs/kvc-v3.md).
+	v3Budget    = 262144
 	v3Margin    = 0
 	v3ColdRoute = true
 	v3Inline    = true
@@ -42,9 +46,10 @@ const (
 	// ratio of 0.993, against 31 at 0.998 without (docs/kvc-v3.md).
 	v3BalanceStarts = true
 	v3PHostQueue    = 16384
-	// v3BalanceHalfLife: 30–120 s scored 53–55 of 72, 10 s 52, 240 s 42,
-	// none (sessions started only) 47 (docs/kvc-v3.md).
-	v3BalanceHalfLife = 90
+	// v3BalanceHalfLife: 30 s with the final budget, 64 of 72 (45 and 60 s
+	// 63, 20 s 59); before the bypass 30-120 s scored 53-55, none 47
+	// (docs/kvc-v3.md).
+	v3BalanceHalfLife = 30
 	// v3Bypass: 256-1,024 tokens scored 57 of 72, 4,096 56, none 55
 	// (docs/kvc-v3.md).
 	v3Bypass = 512
@@ -73,8 +78,8 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 131072 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 90 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
-	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 131072)")
+	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
+	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
 	fs.IntVar(&v.coldInflight, "cold-route-inflight-tokens", 0, "kvcache-centric (v3), with --cold-route: each request in flight on a decoder adds this many `tokens`, in [0, 16777216], to its cold-routing cost, so new sessions spread over the decode batches and not only over the prefill queues (default 0; the v3 preset: 6144)")
@@ -85,7 +90,7 @@ func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
 	fs.BoolVar(&v.coldP, "cold-on-p", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker when its queued prefill tokens are no more than every decoder's, and the session stays there as --whole-on-p says (P as one more colocated worker; off by default)")
 	fs.BoolVar(&v.pHosts, "p-hosts-sessions", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker while it serves fewer requests whole than every decoder has in flight, or while its prefill queue is empty and it hosts fewer sessions than every decoder; the session stays there as --whole-on-p says: P hosts its share of the sessions as one more colocated worker (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.balanceStarts, "balance-starts", false, "kvcache-centric (v3): new sessions spread by the count of sessions each GPU started, as DP's round robin does: cold routing's ties go to the decoder that started the fewest, and with --p-hosts-sessions a prefill worker starts a session while it has started at most its equal share of them (one in |P|+|D|) and has at most --p-host-queue-tokens of prefill queued, instead of the in-flight rule (off in v2, on in the v3 preset)")
-	fs.Float64Var(&v.balanceHalfLife, "balance-half-life", 0, "kvcache-centric (v3), with --balance-starts: cold routing's ties go first to the decoder that took the fewest requests lately, counted with this half-life in `seconds`, in [0, 86400], then to the one that started the fewest sessions (default 0: sessions started only; the v3 preset: 90)")
+	fs.Float64Var(&v.balanceHalfLife, "balance-half-life", 0, "kvcache-centric (v3), with --balance-starts: cold routing's ties go first to the decoder that took the fewest requests lately, counted with this half-life in `seconds`, in [0, 86400], then to the one that started the fewest sessions (default 0: sessions started only; the v3 preset: 30)")
 	fs.IntVar(&v.pHostQueue, "p-host-queue-tokens", 0, "kvcache-centric (v3), with --balance-starts and --p-hosts-sessions: the most prefill `tokens` queued on a prefill worker, in [0, 16777216], for it to start a new session as its host, so that the cold prompts it prefills for the decoders do not wait behind its own sessions (default 0: only an idle prefill queue; the v3 preset: 16384)")
 	fs.BoolVar(&v.wholeP, "whole-on-p", false, "kvcache-centric (v3), with --local-fallback: such a request is served whole (prefill and decode) on the prefill worker instead when its queued prefill tokens are fewer than the least-loaded decoder's (an idle P takes decode work), and so is a request falling back to plain PD for another reason when the prefill worker caches all but --direct-max-uncached-tokens of its prompt (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.fallback, "local-fallback", false, "kvcache-centric (v3): a request every decoder refused for space queues on the session's decoder, or else the one with the least queued prefill tokens (budget and margin aside: it waits for a decoder's KV either way) instead of going through P as plain PD (off in v2, on in the v3 preset)")

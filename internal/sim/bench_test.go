@@ -12,8 +12,8 @@ import (
 )
 
 // kvcV3Preset is what --kvc-preset v3 sets (cmd/pdhybrid/kvcv3flags.go).
-var kvcV3Preset = KVCv3{Preset: "v3", DBudgetTokens: 131072, ColdRoute: true, ColdInflightTokens: 6144, Inline: true,
-	LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true, BalanceStarts: true, PHostQueueTokens: 16384, BalanceHalfLifeS: 90, PrefillBypassTokens: 512,
+var kvcV3Preset = KVCv3{Preset: "v3", DBudgetTokens: 262144, ColdRoute: true, ColdInflightTokens: 6144, Inline: true,
+	LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true, BalanceStarts: true, PHostQueueTokens: 16384, BalanceHalfLifeS: 30, PrefillBypassTokens: 512,
 	PrefillOrder: "shortest", PrefillMaxWaitS: 30}
 
 // kvcBench are the kvcache-centric mechanism's benchmark configurations on

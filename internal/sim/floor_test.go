@@ -64,7 +64,7 @@ func TestNoMechanismBeatsTheFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v3 := KVCv3{DBudgetTokens: 131072, ColdRoute: true, ColdInflightTokens: 6144, Inline: true, LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true, BalanceStarts: true, PHostQueueTokens: 16384, BalanceHalfLifeS: 90, PrefillBypassTokens: 512, PrefillOrder: "shortest", PrefillMaxWaitS: 30}
+	v3 := KVCv3{DBudgetTokens: 262144, ColdRoute: true, ColdInflightTokens: 6144, Inline: true, LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true, BalanceStarts: true, PHostQueueTokens: 16384, BalanceHalfLifeS: 30, PrefillBypassTokens: 512, PrefillOrder: "shortest", PrefillMaxWaitS: 30}
 	cfgs := map[string]Config{
 		"naive PD":  {Mechanism: PDDisaggregation, Prefill: 1, Decode: 3},
 		"DP sticky": {Mechanism: PDColo, Colo: 4, Policy: kvc.PolicySticky},
