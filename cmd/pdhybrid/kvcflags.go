@@ -109,6 +109,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 		ck.only(n, k.backpressure, "with --backpressure")
 	}
 	k.v3.check(ck)
+	k.v3.checkSim(ck)
 	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
 		ck.only(n, on, "to --mechanism kvcache-centric")
 	}

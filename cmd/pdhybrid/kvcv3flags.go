@@ -154,13 +154,17 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.num("p-host-queue-tokens", between(0, 1<<24).is("a number of tokens"))
 	ck.only("p-host-queue-tokens", v.balanceStarts && v.pHosts, "with --balance-starts and --p-hosts-sessions")
 	ck.num("cold-route-inflight-tokens", between(0, 1<<24).is("a number of tokens"))
-	if ck.fs.Lookup("prefill-bypass-tokens") != nil { // the simulator's: the gateway configures no worker
-		ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
-		ck.oneOf("prefill-order", "fcfs", "shortest")
-		ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
-		ck.only("prefill-max-wait", v.order == "shortest", "with --prefill-order shortest")
-	}
 	ck.only("cold-route-inflight-tokens", v.coldRoute, "with --cold-route")
+}
+
+// checkSim checks the flags only register adds: the workers' scheduler
+// options, which the gateway does not configure (the emulated workers take
+// their own).
+func (v *kvcV3Flags) checkSim(ck *checks) {
+	ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.oneOf("prefill-order", "fcfs", "shortest")
+	ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
+	ck.only("prefill-max-wait", v.order == "shortest", "with --prefill-order shortest")
 }
 
 // live is the gateway's v3 configuration: the same options, with no

@@ -31,11 +31,7 @@ func (w *Worker) orderWaiting(now float64) {
 	}
 	keys := w.orderKeys[:0]
 	for _, r := range q {
-		k := orderKey{r: r, unc: r.Input, aged: w.cfg.MaxWaitS > 0 && now-r.SubmittedAt > w.cfg.MaxWaitS}
-		if w.tree != nil && len(r.Blocks) > 0 {
-			k.unc = r.Input - min(int(w.promptMatch(r).Tokens), r.Input-1)
-		}
-		keys = append(keys, k)
+		keys = append(keys, orderKey{r: r, unc: w.uncachedNow(r), aged: w.cfg.MaxWaitS > 0 && now-r.SubmittedAt > w.cfg.MaxWaitS})
 	}
 	slices.SortStableFunc(keys, func(a, b orderKey) int {
 		switch {
@@ -53,4 +49,14 @@ func (w *Worker) orderWaiting(now float64) {
 	}
 	clear(keys)
 	w.orderKeys = keys[:0]
+}
+
+// uncachedNow is what a waiting request would compute if admitted now: its
+// prompt less what the cache holds of it (at least one token, as admit
+// counts it), or all of it on a worker without a cache.
+func (w *Worker) uncachedNow(r *Request) int {
+	if w.tree == nil || len(r.Blocks) == 0 {
+		return r.Input
+	}
+	return r.Input - min(int(w.promptMatch(r).Tokens), r.Input-1)
 }

@@ -409,8 +409,7 @@ func (w *Worker) bypass(now float64) {
 		if w.tree == nil || len(r.Blocks) == 0 {
 			continue
 		}
-		m := w.promptMatch(r)
-		if r.Input-min(int(m.Tokens), r.Input-1) > room || !w.admit(now, r) {
+		if w.uncachedNow(r) > room || !w.admit(now, r) {
 			continue
 		}
 		w.waiting.remove(r)

@@ -15,14 +15,8 @@ func (r *Tree) Evict(need int64) int64 {
 		if !n.live || n.ver != e.ver || n.ref != 0 || len(n.children) != 0 {
 			continue // stale entry
 		}
-		freed += n.tokens
-		r.tokens -= n.tokens
-		r.ver++
-		r.evictable -= n.tokens
-		parent := n.parent
-		delete(r.nodes[parent].children, n.key[0])
-		*n = node{ver: n.ver + 1, gen: n.gen + 1}
-		r.free = append(r.free, e.node)
+		tok, parent := r.freeNode(e.node)
+		freed += tok
 		if parent != root && r.nodes[parent].ref == 0 {
 			r.pushIfLeaf(parent)
 		}
@@ -89,14 +83,8 @@ func (r *Tree) EvictPath(n int32) int64 {
 		if !nd.live || nd.ref != 0 || len(nd.children) != 0 {
 			break
 		}
-		freed += nd.tokens
-		r.tokens -= nd.tokens
-		r.ver++
-		r.evictable -= nd.tokens
-		parent := nd.parent
-		delete(r.nodes[parent].children, nd.key[0])
-		*nd = node{ver: nd.ver + 1, gen: nd.gen + 1}
-		r.free = append(r.free, n)
+		tok, parent := r.freeNode(n)
+		freed += tok
 		n = parent
 	}
 	if n != root {
@@ -156,4 +144,18 @@ func (r *Tree) OldestAccess() (t float64, ok bool) {
 		r.lru.pop() // stale
 	}
 	return 0, false
+}
+
+// freeNode frees node i, an unreferenced leaf: its tokens leave the tree
+// and its slot goes back for reuse. It returns the tokens and the parent.
+func (r *Tree) freeNode(i int32) (int64, int32) {
+	n := &r.nodes[i]
+	tok, parent := n.tokens, n.parent
+	r.tokens -= tok
+	r.ver++
+	r.evictable -= tok
+	delete(r.nodes[parent].children, n.key[0])
+	*n = node{ver: n.ver + 1, gen: n.gen + 1}
+	r.free = append(r.free, i)
+	return tok, parent
 }
