@@ -95,6 +95,11 @@ type Dispatcher struct {
 	backups  map[int][]string // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
 	noPaths  bool // SetQuiet: nobody reads a request's path, so none is written
+	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
+	// and the violations seen.
+	open         int
+	lcErr        error
+	lcViolations int
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -137,6 +142,7 @@ type Dispatch struct {
 	kind     ActionKind // the executing action, once decided
 	pause    float64
 	accepted bool
+	stage    stage   // where it is in its lifecycle (lifecycle.go)
 	seeding  bool    // counted in its decoder's seeds in flight
 	probe    bool    // the half-open breaker's probe
 	holds    bool    // a direct or seed counted in its session's inflight
@@ -157,6 +163,7 @@ type Dispatch struct {
 // Begin starts a request's dispatch at now; Action says what to do first.
 func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	x.open++
 	if s := x.sessions[r.Session]; s != nil {
 		t.lastD = s.last
 	}
@@ -283,8 +290,8 @@ func (t *Dispatch) Action() Action { return t.act }
 
 // Reply feeds the answer to the last ActAdmit.
 func (t *Dispatch) Reply(rep AdmitReply) {
-	if t.act.Kind != ActAdmit {
-		panic("kvc: Reply without an admission in progress")
+	if !t.expect("Reply", t.stage == stDeciding && t.act.Kind == ActAdmit) {
+		return
 	}
 	d := t.act.D
 	x := t.x
@@ -492,4 +499,10 @@ func (t *Dispatch) plainPD(mode string) {
 func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
 	t.kind, t.chosenP, t.chosenD, t.mode = k, p, d, mode
 	t.act = Action{Kind: k, P: p, D: d, Delay: t.pause} // a pause still owed (v3's inline round trip)
+	if k.CrossesTransport() && d >= 0 {
+		// The half-open breaker's one probe is taken when the request is
+		// decided, not when it is accepted: every dispatch decided in
+		// between would pass allows() too.
+		t.probe = t.x.breakers[d].sent(t.now)
+	}
 }

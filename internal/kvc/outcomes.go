@@ -15,13 +15,12 @@ func (t *Dispatch) Path() []string { return t.path }
 // routers' state moves (only accepted requests pin sessions or enter the
 // cache belief).
 func (t *Dispatch) Accepted() {
-	x := t.x
-	t.accepted = true
-	t.v3Accepted()
-	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
-		// Only what crosses the transport can probe its breaker.
-		t.probe = x.breakers[t.chosenD].sent(t.now)
+	if !t.expect("Accepted", t.stage == stDeciding && t.act.Kind.starts()) {
+		return
 	}
+	x := t.x
+	t.accepted, t.stage = true, stAccepted
+	t.v3Accepted()
 	if x.cfg.Mechanism.IsPeer() {
 		x.bindSession(t)
 		x.dActive[t.chosenD] += t.dBlk
@@ -75,15 +74,29 @@ func (t *Dispatch) Accepted() {
 // Refused tells the dispatcher the workers refused the decided action (a
 // request larger than a pool, say): the request fails with the cause.
 func (t *Dispatch) Refused(cause string) {
+	if !t.expect("Refused", t.stage == stDeciding && t.act.Kind.starts()) {
+		return
+	}
+	t.freeProbe()
 	if t.paths() {
 		t.note("refused: %s", cause)
 	}
 	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
 }
 
-// PrefillDone tells the dispatcher the request left its prefill worker (or,
-// prefilled on its decoder, produced its first token there).
+// PrefillDone tells the dispatcher the request's prefill is over: its KV
+// landed on its decoder (PD, seed), or its first token came (prefilled
+// where it decodes: a direct append, colocated, whole on P). Both executors
+// call it once, at that point (docs/lifecycle.md); Finished implies it.
 func (t *Dispatch) PrefillDone() {
+	if !t.expect("PrefillDone", t.stage == stAccepted) {
+		return
+	}
+	t.stage = stDecoding
+	t.prefillDone()
+}
+
+func (t *Dispatch) prefillDone() {
 	t.v3PrefillDone()
 	if t.accepted && t.dPre > 0 {
 		t.x.dPrefill[t.chosenD] -= t.dPre
@@ -105,16 +118,16 @@ func (t *Dispatch) PrefillDone() {
 // Finished tells the dispatcher the request ended (ok: completed). Reject
 // counts reset per the configured rule.
 func (t *Dispatch) Finished(ok bool) {
+	if !t.expect("Finished", t.stage != stEnded) {
+		return
+	}
 	x := t.x
+	t.stage = stEnded
+	x.open--
 	t.v3Answered()
 	t.v3FinishedWholeP()
-	t.PrefillDone()
-	if t.probe {
-		// A probe that ended with no transport outcome (cut short before
-		// its transfer landed or failed) frees the half-open slot.
-		x.breakers[t.chosenD].probing = false
-		t.probe = false
-	}
+	t.prefillDone()
+	t.freeProbe()
 	if !t.accepted || t.chosenD < 0 {
 		return // not started, or served whole on a prefill worker (v3)
 	}
@@ -144,6 +157,16 @@ func (t *Dispatch) Finished(ok bool) {
 		if s := x.sessions[t.r.Session]; s != nil {
 			s.forgive(t.chosenD)
 		}
+	}
+}
+
+// freeProbe frees the half-open slot of a probe that ended with no
+// transport outcome (refused, or cut short before its transfer landed or
+// failed).
+func (t *Dispatch) freeProbe() {
+	if t.probe {
+		t.x.breakers[t.chosenD].probing = false
+		t.probe = false
 	}
 }
 
