@@ -25,3 +25,27 @@ func TestSessionCapEvictedSessionReturns(t *testing.T) {
 		t.Fatalf("%d sessions resident under a session cap of 1", n)
 	}
 }
+
+// Bug 9 (issue 20): a residency probe changed the pool — it named the
+// session's output tail (pinned tokens 839 → 640 after one probe) — though
+// it is documented to change nothing. It still answers what an admission
+// would find cached.
+func TestSessionResidencyChangesNothing(t *testing.T) {
+	w := sessionWorker(t, EvictSession, 50000)
+	b := chain(1, 120)
+	now := seedOn(t, w, 0, "s", b[:100], 6400, 200)
+	pinned, used, evictable := w.PinnedTokens(), w.Used(), w.evictable()
+	q := AdmitQuery{Session: "s", Blocks: b, Input: 7680, Output: 5, MaxAppend: 8192}
+	resident, cached := w.SessionResidency(now, q)
+	if w.PinnedTokens() != pinned || w.Used() != used || w.evictable() != evictable {
+		t.Fatalf("a probe changed the pool: pinned %d → %d, used %d → %d, evictable %d → %d",
+			pinned, w.PinnedTokens(), used, w.Used(), evictable, w.evictable())
+	}
+	// 6400 prompt + 199 output KV tokens: 103 whole blocks = 6592, as
+	// the admission (which names the tail) finds.
+	rep := w.AdmitSession(now, q)
+	if !resident || cached != rep.CachedTokens || cached != 6592 {
+		t.Fatalf("probe: resident %t cached %d; admission cached %d (want 6592)", resident, cached, rep.CachedTokens)
+	}
+	checkPool(t, w)
+}
