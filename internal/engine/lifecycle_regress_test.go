@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/metrics"
+)
 
 // Bug 1 (issue 20): the session cap was checked only for a session with no
 // record; a session evicted earlier keeps its record (session granularity)
@@ -48,4 +52,38 @@ func TestSessionResidencyChangesNothing(t *testing.T) {
 		t.Fatalf("probe: resident %t cached %d; admission cached %d (want 6592)", resident, cached, rep.CachedTokens)
 	}
 	checkPool(t, w)
+}
+
+// Bug 8 (issue 20): the inter-token gaps counted every decoded token, of
+// failed and timed-out requests too, though ITL is over completed requests
+// only (vLLM's): two requests of 10 tokens, one aborted after its 9th, gave
+// 18 gaps where 9 are right.
+func TestITLCompletedRequestsOnly(t *testing.T) {
+	h := metrics.NewGapHistogram()
+	w, err := New(Config{Name: "c", Role: RoleColocated, Profile: testProfile(t), BlockSize: 64, PoolTokens: 50000, Gaps: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Request{ID: 1, Kind: Full, Blocks: chain(1, 2), Input: 128, Output: 10}
+	b := &Request{ID: 2, Kind: Full, Blocks: chain(2, 2), Input: 128, Output: 11}
+	for _, r := range []*Request{a, b} {
+		if err := w.Submit(0, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := 0.0
+	for a.Stage != StageDone {
+		next, ok := w.NextTime()
+		if !ok {
+			t.Fatal("idle before a finished")
+		}
+		now = next
+		w.Advance(now)
+		w.TakeEvents()
+	}
+	w.Abort(now, b) // b has its 10 tokens too, its 11th never comes
+	drive(w, now)
+	if h.Count() != 9 {
+		t.Fatalf("%d inter-token gaps recorded, want a's 9 (b was aborted)", h.Count())
+	}
 }
