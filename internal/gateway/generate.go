@@ -330,7 +330,9 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if s.retryable(q, resp.StatusCode) {
 		return s.singleRetry(q, l, base, resp)
 	}
-	resp.Body = &firstByte{ReadCloser: resp.Body, f: l.prefillOver} // the first token: its prefill is over
+	if resp.StatusCode == http.StatusOK {
+		resp.Body = &firstByte{ReadCloser: resp.Body, f: l.prefillOver} // the first token: its prefill is over
+	}
 	ok, committed := relay(w, resp, l.mode(), base, nil, nil)
 	ok = ok && resp.StatusCode == http.StatusOK
 	if !ok && ctx.Err() != nil {

@@ -52,18 +52,18 @@ func (l *life) prefillOver() {
 	})
 }
 
-// landed: the prefill leg answered, so its KV reached the decoder (a
-// probe's success closes the decoder's breaker); the prefill is over.
+// landed: the request's KV reached its decoder — the prefill leg
+// answered (SGLang's prefill worker answers once its transfer is done), or
+// the decoder's first byte came — so its prefill is over too; once, from
+// whichever comes first. A probe's landing closes the decoder's breaker.
 func (l *life) landed() {
 	l.s.locked(func() {
-		if !l.accepted || l.ended {
+		if !l.accepted || l.ended || l.prefilled {
 			return
 		}
+		l.prefilled = true
 		l.d.TransferLanded()
-		if !l.prefilled {
-			l.prefilled = true
-			l.d.PrefillDone()
-		}
+		l.d.PrefillDone()
 	})
 }
 

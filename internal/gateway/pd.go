@@ -38,7 +38,6 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		return x.decodeUnreachable(w, err)
 	}
 	defer resp.Body.Close()
-	resp.Body = &firstByte{ReadCloser: resp.Body, f: l.prefillOver} // D's first byte: its KV landed
 	if resp.StatusCode != http.StatusOK {
 		if pl, failed := x.prefillVerdict(); failed {
 			io.Copy(io.Discard, resp.Body)
@@ -265,6 +264,11 @@ func (x *pdRun) decodeRetry(resp *http.Response) bool {
 // relayDecode relays D's answer, with P's cached_tokens, and ends the
 // attempt: completed only when both legs succeeded.
 func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
+	if resp.StatusCode == http.StatusOK {
+		// D's first byte is its first token: its KV landed (whichever of
+		// this and the prefill leg's answer comes first reports it).
+		resp.Body = &firstByte{ReadCloser: resp.Body, f: x.l.landed}
+	}
 	rewrite := func(m map[string]any) {
 		if x.pl == nil {
 			// The final answer waits for P's leg, whose cached_tokens it

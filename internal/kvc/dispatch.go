@@ -98,6 +98,7 @@ type Dispatcher struct {
 	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
 	// and the violations seen.
 	open         int
+	trace        func(string) // SetTrace (belief.go)
 	lcErr        error
 	lcViolations int
 }
@@ -164,6 +165,9 @@ type Dispatch struct {
 func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now, lastD: -1}
 	x.open++
+	if x.trace != nil {
+		x.traced("Begin %s/%d in=%d out=%d", r.Session, r.Turn, r.Input, r.Output)
+	}
 	if s := x.sessions[r.Session]; s != nil {
 		t.lastD = s.last
 	}
@@ -292,6 +296,9 @@ func (t *Dispatch) Action() Action { return t.act }
 func (t *Dispatch) Reply(rep AdmitReply) {
 	if !t.expect("Reply", t.stage == stDeciding && t.act.Kind == ActAdmit) {
 		return
+	}
+	if t.x.trace != nil {
+		t.x.traced("Reply d%d can=%t direct=%t %s", t.act.D, rep.CanAdmit, rep.Direct, rep.Reason)
 	}
 	d := t.act.D
 	x := t.x

@@ -107,6 +107,7 @@ func (t *Dispatch) TransferFailed(now float64) {
 	if !t.expect("TransferFailed", t.stage == stAccepted || t.stage == stDecoding) {
 		return
 	}
+	t.x.traced("TransferFailed")
 	if !t.kind.CrossesTransport() || t.chosenD < 0 {
 		return
 	}
@@ -123,6 +124,7 @@ func (t *Dispatch) TransferLanded() {
 	if !t.expect("TransferLanded", t.stage == stAccepted || t.stage == stDecoding) {
 		return
 	}
+	t.x.traced("TransferLanded")
 	if t.probe {
 		t.x.breakers[t.chosenD].success()
 		t.probe = false

@@ -18,6 +18,9 @@ func (t *Dispatch) Accepted() {
 	if !t.expect("Accepted", t.stage == stDeciding && t.act.Kind.starts()) {
 		return
 	}
+	if t.x.trace != nil {
+		t.x.traced("Accepted %s p%d d%d %s", t.act.Kind, t.act.P, t.act.D, t.mode)
+	}
 	x := t.x
 	t.accepted, t.stage = true, stAccepted
 	t.v3Accepted()
@@ -77,6 +80,7 @@ func (t *Dispatch) Refused(cause string) {
 	if !t.expect("Refused", t.stage == stDeciding && t.act.Kind.starts()) {
 		return
 	}
+	t.x.traced("Refused")
 	t.freeProbe()
 	if t.paths() {
 		t.note("refused: %s", cause)
@@ -92,6 +96,7 @@ func (t *Dispatch) PrefillDone() {
 	if !t.expect("PrefillDone", t.stage == stAccepted) {
 		return
 	}
+	t.x.traced("PrefillDone")
 	t.stage = stDecoding
 	t.prefillDone()
 }
@@ -121,6 +126,7 @@ func (t *Dispatch) Finished(ok bool) {
 	if !t.expect("Finished", t.stage != stEnded) {
 		return
 	}
+	t.x.traced("Finished %s", verdict(ok, "ok", "failed"))
 	x := t.x
 	t.stage = stEnded
 	x.open--
@@ -188,6 +194,7 @@ func (t *Dispatch) Prefill() int { return t.chosenP }
 // tracking belief the router forgets it was there; never-shrink keeps
 // believing (the seed, F9).
 func (x *Dispatcher) SessionEvicted(d int, session string) {
+	x.traced("SessionEvicted d%d %s", d, session)
 	if x.cfg.Belief != BeliefTrack {
 		return
 	}
