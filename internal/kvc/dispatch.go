@@ -129,30 +129,31 @@ func (x *Dispatcher) DRouter() *Router { return x.d }
 
 // Dispatch is one request's way through the dispatcher.
 type Dispatch struct {
-	x        *Dispatcher
-	r        Request
-	act      Action
-	tried    []bool
-	attempts int
-	why      string // why the request did not go direct (first reason)
-	suffix   string // the fallback's refinement (-session-cap, ...)
-	mode     string
-	path     []string
-	chosenD  int
-	chosenP  int
-	kind     ActionKind // the executing action, once decided
-	pause    float64
-	accepted bool
-	stage    stage   // where it is in its lifecycle (lifecycle.go)
-	seeding  bool    // counted in its decoder's seeds in flight
-	probe    bool    // the half-open breaker's probe
-	holds    bool    // a direct or seed counted in its session's inflight
-	homeHeld bool    // HomeHolds: refused by the home, sent plain PD, the session left pinned there
-	now      float64 // when Begin was called: breakers judge by it
-	lastD    int     // the session's decoder before this request
-	pTok     int     // the peers: prefill tokens counted in pActive
-	dBlk     int     // the peers: blocks counted in dActive
-	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
+	x         *Dispatcher
+	r         Request
+	act       Action
+	tried     []bool
+	attempts  int
+	why       string // why the request did not go direct (first reason)
+	suffix    string // the fallback's refinement (-session-cap, ...)
+	mode      string
+	path      []string
+	chosenD   int
+	chosenP   int
+	kind      ActionKind // the executing action, once decided
+	pause     float64
+	accepted  bool
+	stage     stage   // where it is in its lifecycle (lifecycle.go)
+	seeding   bool    // counted in its decoder's seeds in flight
+	probe     bool    // the half-open breaker's probe
+	holds     bool    // a direct or seed counted in its session's inflight
+	firstSeen bool    // its Accepted made its session seen (a failure undoes it)
+	homeHeld  bool    // HomeHolds: refused by the home, sent plain PD, the session left pinned there
+	now       float64 // when Begin was called: breakers judge by it
+	lastD     int     // the session's decoder before this request
+	pTok      int     // the peers: prefill tokens counted in pActive
+	dBlk      int     // the peers: blocks counted in dActive
+	dPre      int     // pd-conditional: local prefill blocks counted in dPrefill
 	// v3 (v3.go): what this request adds to its queues of prefill work.
 	cached, dTok, dQ, pQ, pQAt int
 	pend, pendD                int      // cold routing's tokens on a decoder until it answers

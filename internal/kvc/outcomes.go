@@ -70,7 +70,9 @@ func (t *Dispatch) Accepted() {
 		}
 		s.handles[t.chosenD] = h
 	}
-	x.session(t.r.Session).seen = true
+	if s := x.session(t.r.Session); !s.seen {
+		s.seen, t.firstSeen = true, true
+	}
 	t.act = Action{Kind: ActDone, P: -1, D: -1}
 }
 
@@ -134,6 +136,20 @@ func (t *Dispatch) Finished(ok bool) {
 	t.v3FinishedWholeP()
 	t.prefillDone()
 	t.freeProbe()
+	if t.firstSeen && !ok {
+		// The session's first accepted request failed: nothing of it was
+		// kept anywhere, so a retry (the gateway's) is its first turn
+		// again, labelled and placed as one.
+		if s := x.sessions[t.r.Session]; s != nil {
+			others := s.inflight
+			if t.holds {
+				others-- // this one, still counted
+			}
+			if others == 0 {
+				s.seen = false
+			}
+		}
+	}
 	if !t.accepted || t.chosenD < 0 {
 		return // not started, or served whole on a prefill worker (v3)
 	}

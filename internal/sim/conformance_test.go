@@ -21,6 +21,9 @@ func TestExecutorConformance(t *testing.T) {
 			}
 			calls, snap, s := simConformance(t, row)
 			t.Logf("calls %q", calls)
+			if sum := s.collector.Summary(0); sum.Completed != len(row.Turns)-row.Failures() {
+				t.Fatalf("%d of %d requests completed; the row wants %d failures", sum.Completed, len(row.Turns), row.Failures())
+			}
 			if err := row.Check(calls, snap, s.disp.LifecycleErr()); err != nil {
 				t.Fatal(err)
 			}
@@ -61,11 +64,24 @@ func simConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, *Sim
 		reqs = append(reqs, r)
 	}
 	cfg := Config{Mechanism: KVCacheCentric, Prefill: 1, Decode: max(row.Decoders, 1), Profile: profile(t)}
-	cfg.KVC.SessionCap = row.SessionCap
-	cfg.KVC.Gate, cfg.KVC.Belief = string(row.Gate), string(row.Belief)
+	cfg.KVC.SessionCap = row.SessionCap // the engine's; the router's is the row's below
 	v := row.V3
 	cfg.KVC.V3 = KVCv3{DBudgetTokens: v.DBudgetTokens, MarginTokens: v.Margin, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens,
 		Inline: v.Inline, LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts}
+	rc := row.Config()
+	cfg.editDispatch = func(dc *kvc.DispatchConfig) {
+		dc.Gate, dc.Belief, dc.SessionCap = rc.Gate, rc.Belief, rc.SessionCap
+		rtt := dc.V3.RTTS
+		dc.V3 = rc.V3
+		dc.V3.RTTS = rtt
+	}
+	switch row.Fault {
+	case "":
+	case kvctest.FaultTransfer:
+		cfg.TransferTimeoutS = 1e-9 // every transfer is still on the link then
+	default:
+		t.Fatalf("the simulator cannot inject %s", row.Fault)
+	}
 	s, err := newSim(cfg, &SliceSource{H: trace.Header{Version: 1, BlockSize: bs}, Reqs: reqs}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

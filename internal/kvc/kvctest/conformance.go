@@ -22,20 +22,42 @@ type Turn struct {
 	Session string
 	New     int
 	Output  int
+	Fails   bool // the client gets no answer (a fault, or it left)
 }
+
+// The faults a row can inject.
+const (
+	// FaultTransfer: every KV transfer P→D fails (the simulator: the
+	// transfer times out; the gateway: the prefill leg answers 500 with a
+	// KV transfer error).
+	FaultTransfer = "transfer-fails"
+	// FaultDecode503Once: the decoder answers the first /generate 503
+	// (gateway only: the simulator's workers never answer an HTTP status).
+	FaultDecode503Once = "decode-503-once"
+	// FaultPauseClientLeaves: the decoder refuses the admission with a
+	// 5 s pause hint and the client leaves during the pause.
+	FaultPauseClientLeaves = "pause-client-leaves"
+	// FaultDecodeDiesMidStream: the decoder's stream breaks off after its
+	// first event (gateway only).
+	FaultDecodeDiesMidStream = "decode-dies-mid-stream"
+)
 
 // Row is one scripted scenario.
 type Row struct {
 	Name string
 	// Decoders is the decode workers behind one prefill worker (1P·nD).
 	Decoders int
-	// SessionCap is each decoder's session cap, as the simulator's
-	// --session-cap sets it: the engine's and the router gate's.
-	SessionCap int
-	Gate       kvc.Gate   // "" takes the worker gate
-	Belief     kvc.Belief // "" takes tracking
-	V3         kvc.V3Config
-	Turns      []Turn
+	// SessionCap is each decoder's session cap (the engine's); RouterCap
+	// the router gate's.
+	SessionCap, RouterCap int
+	Gate                  kvc.Gate   // "" takes the worker gate
+	Belief                kvc.Belief // "" takes tracking
+	V3                    kvc.V3Config
+	// Fault is what the row injects (Fault* below; "" none), Retries the
+	// gateway's retries (the simulator never retries).
+	Fault   string
+	Retries int
+	Turns   []Turn
 	// Want is the dispatcher calls, in order (SessionEvicted excluded:
 	// see Calls).
 	Want []string
@@ -57,6 +79,17 @@ type Row struct {
 	Only, Why string
 }
 
+// Failures is the turns the row expects to fail.
+func (r Row) Failures() int {
+	n := 0
+	for _, t := range r.Turns {
+		if t.Fails {
+			n++
+		}
+	}
+	return n
+}
+
 // Config is the dispatcher configuration of the row, over Defaults.
 func (r Row) Config() kvc.DispatchConfig {
 	c := kvc.Defaults(kvc.MechKVC)
@@ -66,7 +99,7 @@ func (r Row) Config() kvc.DispatchConfig {
 	if r.Belief != "" {
 		c.Belief = r.Belief
 	}
-	c.SessionCap = r.SessionCap
+	c.SessionCap = r.RouterCap
 	c.V3 = r.V3
 	return c
 }
@@ -124,7 +157,7 @@ func (r Row) Check(trace []string, b kvc.Snapshot, err error) error {
 var Rows = []Row{
 	{
 		Name: "seed-then-direct", Decoders: 1, Pins: map[string]int{"s": 0},
-		Turns: []Turn{{"s", 3000, 8}, {"s", 300, 8}},
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}, {Session: "s", New: 300, Output: 8}},
 		Want: []string{
 			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
 			"TransferLanded", "PrefillDone", "Finished ok",
@@ -135,7 +168,7 @@ var Rows = []Row{
 	{
 		// Bug 1: a session evicted earlier came back over the cap.
 		Name: "session-cap-evicted-returns", Decoders: 1, SessionCap: 1, MaxResident: 1,
-		Turns: []Turn{{"a", 3000, 8}, {"b", 3000, 8}, {"a", 300, 8}},
+		Turns: []Turn{{Session: "a", New: 3000, Output: 8}, {Session: "b", New: 3000, Output: 8}, {Session: "a", New: 300, Output: 8}},
 		Want: []string{
 			"Begin a/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
 			"TransferLanded", "PrefillDone", "Finished ok",
@@ -143,6 +176,58 @@ var Rows = []Row{
 			"TransferLanded", "PrefillDone", "Finished ok",
 			"Begin a/2 in=3308 out=8", "Reply d0 can=true direct=false session-was-evicted", "Accepted seed p0 d0 pd-router-d-session-reseed-after-eviction",
 			"TransferLanded", "PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// Bug 4: under the router gate the admission asks for a direct
+		// append only; a decoder that lost the session (b's seed trimmed a
+		// under the decoder's cap; the never-shrink belief still pins a
+		// there) refuses it, live as in the simulator.
+		Name: "router-gate-direct-only", Decoders: 1, SessionCap: 1, Gate: kvc.GateRouter, Belief: kvc.BeliefNeverShrink,
+		Turns: []Turn{{Session: "a", New: 3000, Output: 8}, {Session: "b", New: 3000, Output: 8}, {Session: "a", New: 300, Output: 8}},
+		Want: []string{
+			"Begin a/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "Finished ok", "Begin b/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "Finished ok", "Begin a/2 in=3308 out=8", "Reply d0 can=false direct=false session-not-resident", "Accepted pd p0 d0 pd-router-fallback-session-not-resident", "TransferLanded", "PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// P fails after D accepted: the KV transfer fails; the decoder's
+		// breaker counts it.
+		Name: "transfer-fails", Decoders: 1, Fault: FaultTransfer,
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8, Fails: true}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"TransferFailed", "Finished failed",
+		},
+	},
+	{
+		// Bug 2: a retry is the same turn; a turn-1 request retried after
+		// a 503 is seeded again as turn 1, not labelled a reseed of turn 2.
+		Name: "retry-after-503", Decoders: 2, Fault: FaultDecode503Once, Retries: 1,
+		Only: "gateway", Why: "the simulator's workers answer no HTTP status: nothing to retry",
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}},
+		// The prefill leg answers within the decoder error's grace; the
+		// decoder's 503 counts against its breaker (one failure: closed).
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "TransferFailed", "Finished failed", "Begin s/1 in=3000 out=8", "Reply d1 can=true direct=false session-not-resident", "Accepted seed p0 d1 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// Bug 3: a client leaving during a backpressure pause ends its
+		// dispatch, which gives back cold routing's pending tokens.
+		Name: "client-leaves-during-pause", Decoders: 1, Fault: FaultPauseClientLeaves, V3: kvc.V3Config{ColdRoute: true},
+		Only: "gateway", Why: "the simulator's decoders hint a pause only under load, which a scripted row cannot pin down",
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8, Fails: true}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=false direct=false fault-injected", "Finished failed",
+		},
+	},
+	{
+		// v3 places a turn-1 prefill on its decoder (empty queues on both).
+		Name: "v3-local-seed-on-d", Decoders: 1, Pins: map[string]int{"s": 0},
+		V3:    kvc.V3Config{DBudgetTokens: 131072, ColdRoute: true},
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}, {Session: "s", New: 300, Output: 8}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted direct p-1 d0 kvcache-local-seed-on-d", "PrefillDone", "Finished ok", "Begin s/2 in=3308 out=8", "Reply d0 can=true direct=true ", "Accepted direct p-1 d0 kvcache-direct-to-d-session", "PrefillDone", "Finished ok",
 		},
 	},
 }
