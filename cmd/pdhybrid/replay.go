@@ -189,5 +189,8 @@ func runReplay(ctx context.Context, e *env, f *replayFlags, hdr trace.Header, re
 	if err != nil && errors.Is(err, context.Canceled) {
 		fmt.Fprintf(e.stderr, "replay: stopped after %d of %d requests ended; summary marked \"complete\": false\n", sum.Requests, len(reqs))
 	}
+	if err == nil {
+		err = noneCompleted(&sum)
+	}
 	return err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,9 +91,30 @@ the stop reason, and the exit status is 130.`,
 		if terr := report.WriteTable(e.stdout, "text", []string{cfg.Name}, []metrics.Summary{res.Summary}); err == nil {
 			err = terr
 		}
+		if err == nil {
+			err = noneCompleted(&res.Summary)
+		}
 		return err
 	})
 	return c, &o
+}
+
+// noneCompleted is the error of a run in which no request completed: its
+// table has no latency to show (each is "—"), and exit status 0 would let
+// a script read it as a run that worked.
+func noneCompleted(s *metrics.Summary) error {
+	switch {
+	case s.Completed > 0:
+		return nil
+	case s.Requests == 0:
+		return errors.New("no request completed: the workload had none")
+	}
+	causes := make([]string, 0, len(s.FailureCauses))
+	for c, n := range s.FailureCauses {
+		causes = append(causes, fmt.Sprintf("%d %s", n, c))
+	}
+	sort.Strings(causes)
+	return fmt.Errorf("no request completed: all %d ended without an answer (%s)", s.Requests, strings.Join(causes, ", "))
 }
 
 // resolve checks the parsed flags (ck reads them) and builds the run's
