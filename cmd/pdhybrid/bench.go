@@ -204,10 +204,17 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 				fmt.Fprintf(e.stderr, "bench: no latency floor: %v\n", err)
 			}
 		}
+		verdict := report.BuildVerdict(names, sums)
+		if format == "text" {
+			fmt.Fprintln(e.stdout)
+			if err := report.WriteVerdict(e.stdout, verdict); err != nil {
+				return err
+			}
+		}
 		if out == "" {
 			return stopErr
 		}
-		comparison := map[string]any{"runs": names, "summaries": sums, "complete": stopErr == nil}
+		comparison := map[string]any{"runs": names, "summaries": sums, "complete": stopErr == nil, "verdict": verdict}
 		if floor != nil {
 			comparison["latency_floor"] = floor
 		}
