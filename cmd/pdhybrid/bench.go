@@ -70,7 +70,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		plans := []plan{
 			{sim.PDDisaggregation, nil, fmt.Sprintf("naive-pd-1p%dd", gpus-1), "pd-policy"},
 			{sim.PDColo, nil, fmt.Sprintf("dp-x%d", gpus), "dp-policy"},
-			{sim.KVCacheCentric, nil, fmt.Sprintf("kvc-1p%dd", gpus-1), "kvc-policy"},
+			{sim.KVCacheCentric, nil, fmt.Sprintf("%s-1p%dd", kvcRunName(c, f.kvc.v3.preset), gpus-1), "kvc-policy"},
 		}
 		modes := runModes{pd: true, colo: true, kvc: kvcPolicy != "none"}
 		peerList := splitList(peers)
@@ -246,4 +246,17 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		return nil
 	})
 	return c
+}
+
+// kvcRunName names a KVC run by what ran: kvc-v2 or kvc-v3 by its preset,
+// with -tuned when a v3 flag changed one of the preset's values, so runs
+// of both versions never share a name.
+func kvcRunName(c *cobra.Command, preset string) string {
+	name := "kvc-" + preset
+	for _, n := range kvcV3FlagNames {
+		if n != "kvc-preset" && c.Flags().Changed(n) {
+			return name + "-tuned"
+		}
+	}
+	return name
 }

@@ -122,11 +122,11 @@ func newViews(runs []*Run) []view {
 		mechs[i] = r.Mechanism
 	}
 	colors := RunColors(mechs)
-	names := make([]string, len(runs))
+	names, dirs := make([]string, len(runs)), make([]string, len(runs))
 	for i, r := range runs {
-		names[i] = r.Name
+		names[i], dirs[i] = r.Name, r.Dir
 	}
-	names = UniqueNames(names)
+	names = DistinctNames(names, dirs)
 	vs := make([]view, len(runs))
 	for i, r := range runs {
 		vs[i] = view{Run: r, name: names[i], color: colors[i], direct: len(runs) >= minDirectRuns,
@@ -178,21 +178,6 @@ func firstAtLeast(ys []float64, v float64) int {
 		}
 	}
 	return -1
-}
-
-// UniqueNames suffixes repeated run names with #2, #3… so legends and
-// table columns tell the runs apart.
-func UniqueNames(names []string) []string {
-	seen := map[string]int{}
-	out := make([]string, len(names))
-	for i, n := range names {
-		seen[n]++
-		out[i] = n
-		if k := seen[n]; k > 1 {
-			out[i] = n + " #" + strconv.Itoa(k)
-		}
-	}
-	return out
 }
 
 func runLegend(vs []view, extra func(v view) string) []LegendItem {

@@ -82,3 +82,14 @@ func TestReportVerdictHeadsPage(t *testing.T) {
 		t.Errorf("verdict block:\n%s", page[v:f])
 	}
 }
+
+// Runs that share a name (one per bench output) are told apart by their
+// folders, not by #2.
+func TestReportDistinctNames(t *testing.T) {
+	got := DistinctNames([]string{"kvc-1p3d", "dp-x4", "kvc-1p3d", "x", "x"},
+		[]string{"out/a/kvc-1p3d", "out/a/dp-x4", "out/b/kvc-1p3d", "same/x", "same/x"})
+	want := []string{"a/kvc-1p3d", "dp-x4", "b/kvc-1p3d", "x", "x #2"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("DistinctNames %q, want %q", got, want)
+	}
+}
