@@ -33,8 +33,8 @@ func TestTraceNumbersChecked(t *testing.T) {
 		{[]string{"sim", "--trace", huge}, "huge.jsonl:2: field \"timestamp\""},
 		{[]string{"replay", "--url", "http://127.0.0.1:1", "--trace", huge}, "huge.jsonl:2: field \"timestamp\""},
 	} {
-		_, stderr, err := runCLI(c.args...)
-		if exitCode(err) != exitError || !strings.Contains(stderr, c.want) {
+		out, stderr, err := runCLI(c.args...)
+		if exitCode(err) != exitError || !strings.Contains(out+stderr, c.want) { // validate lists problems on stdout
 			t.Errorf("%s: exit %d, want 1 naming %s\n%s", strings.Join(c.args, " "), exitCode(err), c.want, stderr)
 		}
 	}
