@@ -96,14 +96,21 @@ type page struct {
 	Names                    []string
 	Headline                 []htmlRow
 	Failures                 []CountRow
-	Charts                   []Chart // drawn in the grid
-	Folded                   []Chart // trivially 100% for these runs: folded away
+	ModeLegend               []modeWord // every execution mode the runs took, in plain words
+	Charts                   []Chart    // drawn in the grid
+	Folded                   []Chart    // trivially 100% for these runs: folded away
 	Modes                    []modeTable
 	// OneModeEach: every run took at most one execution mode, so the
 	// per-mode and tail tables repeat the headline and are folded away.
 	OneModeEach bool
 	Tails       []tailTable
 	Events      []CountRow
+}
+
+// modeWord is a legend row: a mode label, what it means, requests per run.
+type modeWord struct {
+	Mode, Words string
+	Counts      []int
 }
 
 type runInfo struct {
@@ -159,6 +166,13 @@ func Render(w io.Writer, runs []*Run, opt Options) error {
 	opt = opt.withDefaults(names)
 	p := page{Title: opt.Title, Version: BuildVersion(), TailQ: opt.TailQuantile, Names: names, Failures: FailureRows(sums)}
 	p.VerdictStats, p.VerdictKVC = BuildVerdict(names, sums).Lines()
+	for _, r := range ModeRows(sums) {
+		w := ModeWords(r.Name)
+		if w == "" {
+			w = "(no description: a label this version does not know)"
+		}
+		p.ModeLegend = append(p.ModeLegend, modeWord{r.Name, w, r.Counts})
+	}
 	facts := make([]Facts, len(vs))
 	for i, v := range vs {
 		facts[i] = v.Facts

@@ -54,6 +54,7 @@ figcaption { font-size: 12px; max-width: 600px; color: #444; margin-top: 4px; }
 figcaption b { color: #222; }
 svg.chart text { fill: #333; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 .muted { color: #777; }
+td.words { white-space: normal; min-width: 24em; max-width: 48em; }
 .verdict { font-size: 13.5px; background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 12px; margin: 10px 0; }
 .verdict ul { margin: 4px 0; padding-left: 20px; }
 .verdict ul.kvc li { font-weight: 600; }
@@ -87,6 +88,13 @@ svg.chart text { fill: #333; font-family: system-ui, -apple-system, "Segoe UI", 
 <tr><th class="l">cause</th>{{range .Names}}<th>{{.}}</th>{{end}}</tr>
 {{range .Failures}}<tr><td class="l">{{.Name}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table></div>{{else}}<p class="muted">No failures in any run.</p>{{end}}
+
+{{if .ModeLegend}}<h3>Execution modes in plain words</h3>
+<p class="muted">Every request is labelled with how it was served; the labels in the charts and tables below mean:</p>
+<div class="wide"><table id="mode-legend">
+<tr><th class="l">label</th><th class="l">what happened</th>{{range .Names}}<th>{{.}}</th>{{end}}</tr>
+{{range .ModeLegend}}<tr><td class="l"><code>{{.Mode}}</code></td><td class="l words">{{.Words}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table></div>{{end}}
 
 <h2>Charts</h2>
 <div class="grid">
