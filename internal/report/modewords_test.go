@@ -49,3 +49,33 @@ func TestModeWords(t *testing.T) {
 		t.Error("the report has no mode legend in plain words")
 	}
 }
+
+// When one run's TTFT p95 is 100× the others', the linear body serves the
+// fast runs (not the pooled p95, which crushed them into a pixel), and a
+// TTFT CDF stands beside the density.
+func TestReportBodyWindowByRuns(t *testing.T) {
+	mk := func(name, mech string, scale float64) *Run {
+		r := oneModeRun(name, mech, "m", 200)
+		for i := range r.Requests {
+			r.Requests[i].TTFTS = scale * float64(1+i%20) / 20
+		}
+		return r
+	}
+	vs := newViews([]*Run{mk("pd", "pd-disaggregation", 40), mk("dp", "pd-colo", 0.4), mk("kvc", "kvcache-centric", 0.3)})
+	cut, note := bodyCut(vs, 95)
+	if cut > 0.5 || !strings.Contains(note, "within 10× of the fastest") {
+		t.Errorf("body cut %g (%s), want the fast runs' p95 ≈ 0.38 s", cut, note)
+	}
+	same := newViews([]*Run{mk("dp", "pd-colo", 0.4), mk("kvc", "kvcache-centric", 0.3)})
+	if _, note := bodyCut(same, 95); !strings.HasPrefix(note, "the pooled p95") {
+		t.Errorf("runs of one scale: %s, want the pooled p95", note)
+	}
+	var b bytes.Buffer
+	if err := Render(&b, []*Run{mk("pd", "pd-disaggregation", 40), mk("dp", "pd-colo", 0.4)}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	d, c := strings.Index(b.String(), `id="ttft-density-linear"`), strings.Index(b.String(), `id="ttft-cdf"`)
+	if d < 0 || c < d {
+		t.Errorf("TTFT CDF at %d, linear density at %d: want the CDF right after the density", c, d)
+	}
+}
