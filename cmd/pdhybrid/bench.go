@@ -194,7 +194,11 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		// on standard input cannot be read twice, so it has none).
 		var floor *sim.FloorStats
 		if f.trace != "-" && stopErr == nil {
-			if st, _, err := workloadFloor(e, &f, prof, runs[0].ChunkTokens, runs[0].MaxInputLen); err == nil {
+			fmt.Fprintf(e.stderr, "bench: the workload's latency floor: timing every request alone on an idle GPU (pdhybrid floor)\n")
+			floorStart := e.now()
+			st, _, err := workloadFloor(e, &f, prof, runs[0].ChunkTokens, runs[0].MaxInputLen)
+			if err == nil {
+				fmt.Fprintf(e.stderr, "bench: latency floor in %.1f s\n", e.now().Sub(floorStart).Seconds())
 				floor = &st
 				if format == "text" {
 					fmt.Fprintf(e.stdout, "\nlatency floor (pdhybrid floor: every request alone on an idle GPU, ideal prefix cache): TTFT p50 %.4g s, p90 %.4g s, p99 %.4g s; e2e p50 %.4g s, p99 %.4g s\n",
@@ -233,6 +237,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		for i, n := range names {
 			dirs[i] = filepath.Join(out, n)
 		}
+		fmt.Fprintf(e.stderr, "bench: writing the HTML report from the %d run folders\n", len(dirs))
 		loaded, err := report.LoadAll(dirs)
 		if err != nil {
 			return err

@@ -205,8 +205,14 @@ func (v Verdict) Lines() (stats, kvc []string) {
 			continue
 		}
 		parts := make([]string, 0, len(s.Others))
+		same := len(s.Others) > 0
 		for _, o := range s.Others {
 			parts = append(parts, o.Run+" "+o.Ratio)
+			same = same && o.Ratio == "same"
+		}
+		if same {
+			stats = append(stats, fmt.Sprintf("%s: the same in every run (%s)", s.Label, s.Value))
+			continue
 		}
 		l := fmt.Sprintf("%s: best %s (%s)", s.Label, s.Best, s.Value)
 		if len(parts) > 0 {

@@ -93,3 +93,12 @@ func TestReportDistinctNames(t *testing.T) {
 		t.Errorf("DistinctNames %q, want %q", got, want)
 	}
 }
+
+// A statistic every run ties on says so instead of naming a "best".
+func TestVerdictAllSame(t *testing.T) {
+	a := metrics.Summary{Requests: 5, Completed: 2, Errors: 3}
+	stats, _ := BuildVerdict([]string{"x", "y"}, []metrics.Summary{a, a}).Lines()
+	if got := stats[len(stats)-1]; got != "failures: the same in every run (3)" {
+		t.Errorf("failures line %q", got)
+	}
+}
