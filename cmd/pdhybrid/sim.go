@@ -226,10 +226,9 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 			removeRun(dir)
 			return nil, werr
 		}
-		if thin.factor() > 1 {
-			fmt.Fprintf(e.stderr, "%s: structural/workers.jsonl keeps one sample every %g s (every %d%s of the %g s period) to stay under %d lines\n",
-				label, s.WorkerSampleIntervalS, thin.factor(), ordinalSuffix(thin.factor()), cfg.SampleIntervalS, maxWorkerSample)
-		}
+		// A thinned workers.jsonl is no news worth a line per run: the
+		// period it kept is summary.json's worker_sample_interval_s, which
+		// report reads.
 	}
 	if stop != nil {
 		where := "nothing written (no --out)"
@@ -249,20 +248,6 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 			label, cfg.TimeScale, cfg.TimeScale)
 	}
 	return res, nil
-}
-
-func ordinalSuffix(n int64) string {
-	switch {
-	case n%100 >= 11 && n%100 <= 13:
-		return "th"
-	case n%10 == 1:
-		return "st"
-	case n%10 == 2:
-		return "nd"
-	case n%10 == 3:
-		return "rd"
-	}
-	return "th"
 }
 
 // removeRun deletes the run files of a failed run from dir.
