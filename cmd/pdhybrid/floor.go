@@ -114,7 +114,7 @@ func workloadFloor(e *env, f *simFlags, prof *model.Profile, chunk, maxInput int
 		closers = append(closers, w.close)
 		desc = w.desc
 		fp.pass++
-		return &floorSource{watchSource: w.src, p: fp}, nil
+		return &floorSource{watchSource: w.src, p: fp, chk: trace.NewChecker(w.src.Header().BlockSize)}, nil
 	}
 	st, err := sim.Floor(open, prof, chunk, maxInput)
 	fp.finish()
@@ -160,17 +160,25 @@ func (p *floorProgress) finish() {
 	}
 }
 
-// floorSource counts the requests the floor reads; it keeps the trace's
-// file and line for the checks' errors.
+// floorSource counts the requests the floor reads and holds each to the
+// checks of trace validate and sim, so a floor is never computed from a
+// trace sim would refuse (a timestamp of 1e308, a negative length).
 type floorSource struct {
 	*watchSource
-	p *floorProgress
+	p   *floorProgress
+	chk *trace.Checker
 }
 
 func (s *floorSource) Next(r *trace.Request) error {
 	if err := s.watchSource.Next(r); err != nil {
 		return err
 	}
+	if errs := s.chk.Check(r, s.Line()); len(errs) > 0 {
+		e := *errs[0]
+		e.File = s.File()
+		return &e
+	}
+	s.chk.Accept(r, s.Line())
 	s.p.request()
 	return nil
 }

@@ -32,6 +32,7 @@ func TestTraceNumbersChecked(t *testing.T) {
 		{[]string{"sim", "--trace", neg}, "neg.jsonl:2: field \"input_length\""},
 		{[]string{"sim", "--trace", huge}, "huge.jsonl:2: field \"timestamp\""},
 		{[]string{"replay", "--url", "http://127.0.0.1:1", "--trace", huge}, "huge.jsonl:2: field \"timestamp\""},
+		{[]string{"floor", "--trace", neg}, "neg.jsonl:2: field \"input_length\""},
 		{[]string{"trace", "sample", "--first", "1", huge, "--out", filepath.Join(dir, "s.jsonl")}, "huge.jsonl:2: field \"timestamp\""},
 	} {
 		out, stderr, err := runCLI(c.args...)
