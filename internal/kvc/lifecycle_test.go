@@ -173,3 +173,23 @@ func TestHalfOpenOneProbe(t *testing.T) {
 		t.Fatalf("each half-open decoder's one probe: %t %t", a.probe, b.probe)
 	}
 }
+
+// The breaker's window is open at its start: a failure exactly WindowS
+// before another no longer counts with it (the manual mutation round's
+// surviving > / >=).
+func TestBreakerWindowBoundary(t *testing.T) {
+	b := breaker{cfg: BreakerConfig{Failures: 2, WindowS: 10, CooldownS: 5}}
+	b.failure(0, false)
+	b.failure(10, false)
+	if !b.allows(10) {
+		t.Fatal("failures exactly a window apart opened the breaker")
+	}
+	b.failure(19.5, false)
+	if b.allows(19.5) {
+		t.Fatal("two failures within the window did not open the breaker")
+	}
+	// The cooldown ends exactly CooldownS after opening.
+	if b.allows(24.4) || !b.allows(24.5) {
+		t.Fatal("the half-open probe is not let through exactly at the cooldown's end")
+	}
+}
