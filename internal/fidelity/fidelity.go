@@ -79,7 +79,24 @@ type Options struct {
 	// in the sixteen runs: every failed request ended at 300–301 s).
 	TimeoutS float64
 	Convert  realrun.Options
+	// Client is the serving path outside the engine model.
+	Client ClientPath
 }
+
+// ClientPath is what a streamed token crosses after the engine step that
+// made it and before the client sees it: vLLM V1's engine core hands each
+// step's output to the API server's output processor (detokenisation, the
+// SSE stream) while it runs the next steps, so a token reaches the client
+// about StepsLate steps after its own plus a constant DelayS (HTTP,
+// tokenisation). Both are fitted to the real runs (`pdhybrid calibrate
+// realruns`); they shift TTFT and end-to-end latency alike.
+type ClientPath struct {
+	DelayS    float64 `json:"delay_s"`
+	StepsLate float64 `json:"steps_late"`
+}
+
+// DefaultClientPath is the fit on the sixteen H100 runs (docs/fidelity.md).
+var DefaultClientPath = ClientPath{DelayS: 0.005, StepsLate: 1.5}
 
 // DefaultTimeoutS is the realruns client's timeout.
 const DefaultTimeoutS = 300
@@ -117,7 +134,7 @@ func Compare(ctx context.Context, r *realrun.Run, p *model.Profile, o Options) (
 		out.PoolTokens = w.PoolTokens
 	}
 	out.Real = realSide(r)
-	out.Sim = simSide(sink)
+	out.Sim = simSide(sink, o.Client)
 	out.Overloaded = out.Real.Failed*2 > len(r.Requests)
 	return out, nil
 }
@@ -140,7 +157,7 @@ func realSide(r *realrun.Run) Side {
 	return s
 }
 
-func simSide(c *collect) Side {
+func simSide(c *collect, cp ClientPath) Side {
 	var ttft, e2e, dec []float64
 	var s Side
 	for _, r := range c.byChat {
@@ -148,10 +165,13 @@ func simSide(c *collect) Side {
 			s.Failed++
 			continue
 		}
-		ttft, e2e = append(ttft, r.TTFTS), append(e2e, r.LatencyS)
+		var gap float64
 		if r.OutputLength > 1 {
-			dec = append(dec, (r.LatencyS-r.TTFTS)/float64(r.OutputLength-1))
+			gap = (r.LatencyS - r.TTFTS) / float64(r.OutputLength-1)
+			dec = append(dec, gap)
 		}
+		late := cp.DelayS + cp.StepsLate*gap
+		ttft, e2e = append(ttft, r.TTFTS+late), append(e2e, r.LatencyS+late)
 	}
 	s.TTFT, s.E2E, s.DecodeS = Of(ttft), Of(e2e), Of(dec).Mean
 	return s
