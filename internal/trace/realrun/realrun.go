@@ -252,11 +252,11 @@ func (r *Run) Trace(o Options) (trace.Header, []trace.Request) {
 		for j := range ids {
 			switch {
 			case j == nb-1 && q.InputTokens%bs != 0:
-				ids[j] = 3<<56 | uint64(q.Index)
+				ids[j] = blockID(3, q.Index, 0)
 			case j < shared:
-				ids[j] = 1<<56 | uint64(group[p])<<24 | uint64(j)
+				ids[j] = blockID(1, group[p], j)
 			default:
-				ids[j] = 2<<56 | uint64(p)<<24 | uint64(j)
+				ids[j] = blockID(2, p, j)
 			}
 		}
 		out[i] = trace.Request{
@@ -266,6 +266,13 @@ func (r *Run) Trace(o Options) (trace.Header, []trace.Request) {
 		}
 	}
 	return h, out
+}
+
+// blockID packs a block's kind (1 a group's system prompt, 2 a prompt's
+// own, 3 a request's partial last block), owner and position below 2⁵³,
+// so that the ids survive tools that read JSON numbers as doubles.
+func blockID(kind, owner, pos int) uint64 {
+	return uint64(kind)<<50 | uint64(owner)<<16 | uint64(pos&0xffff)
 }
 
 // groupOf assigns n prompts to groups of equal size by a permutation drawn
