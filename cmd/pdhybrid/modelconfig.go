@@ -18,6 +18,7 @@ type modelConfigFlags struct {
 	kvDType     string
 	engine      string
 	scheduler   string
+	contextLen  int
 }
 
 func (m *modelConfigFlags) register(fs *pflag.FlagSet) {
@@ -27,18 +28,22 @@ func (m *modelConfigFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&m.dpAttention, "dp-attention", false, "with --model-config: data-parallel attention across the TP group (SGLang --enable-dp-attention): KV never replicated, attention weights on every GPU")
 	fs.StringVar(&m.kvDType, "kv-dtype", "auto", "with --model-config: KV cache element `type`: auto (the checkpoint's: bf16/fp16 as 16 bits), bf16, fp16 or fp8")
 	fs.StringVar(&m.engine, "engine", "sglang", "with --model-config: the serving `engine` whose KV pool formula and defaults apply: sglang (mem_fraction_static, 8192-token chunks) or vllm (gpu_memory_utilization 0.9, 2048 batched tokens, 256 sequences); it also sets the scheduler unless --scheduler says otherwise")
+	fs.IntVar(&m.contextLen, "context-length", 0, "with --model-config: the served context in `tokens` (SGLang --context-length, vLLM --max-model-len), in [1, 16777216]; 0 = the config's max_position_embeddings (× rope_scaling.factor where the config states YaRN)")
 	fs.StringVar(&m.scheduler, "scheduler", "", "the `scheduler` every worker follows: sglang (prefill steps first, its own chunk budget) or vllm (V1: one token budget per step shared by decodes and prefill chunks, decodes first; internal/engine/vllm.go); default: the profile's (built-ins: sglang; --model-config: --engine)")
 }
 
-// check validates the flags; on says whether a profile is resolved at all.
+// check validates the flags.
 func (m *modelConfigFlags) check(ck *checks) {
-	ck.oneOf("scheduler", "sglang", "vllm")
+	if m.scheduler != "" {
+		ck.oneOf("scheduler", "sglang", "vllm")
+	}
 	ck.oneOf("engine", "sglang", "vllm")
 	ck.oneOf("kv-dtype", "auto", "bf16", "fp16", "fp8")
 	ck.num("tp", between(1, 64).is("a number of GPUs"))
 	ck.num("ep", between(1, 64).is("a number of GPUs"))
 	on := m.path != ""
-	for _, n := range []string{"tp", "ep", "dp-attention", "kv-dtype", "engine"} {
+	ck.num("context-length", between(1, 1<<24).is("a number of tokens").orZero("the config's"))
+	for _, n := range []string{"tp", "ep", "dp-attention", "kv-dtype", "engine", "context-length"} {
 		ck.only(n, on, "with --model-config")
 	}
 	if on {
@@ -60,7 +65,7 @@ func (m *modelConfigFlags) profile(hardware string) (*model.Profile, error) {
 	if err != nil {
 		return nil, usagef("--hardware: %v", err)
 	}
-	d := model.Deployment{GPU: g, TP: m.tp, EP: m.ep, DPAttention: m.dpAttention, Engine: m.engine, KVBits: 16}
+	d := model.Deployment{GPU: g, TP: m.tp, EP: m.ep, DPAttention: m.dpAttention, Engine: m.engine, KVBits: 16, MaxModelLen: m.contextLen}
 	if m.kvDType == "fp8" {
 		d.KVBits = 8
 	}

@@ -88,6 +88,12 @@ type hfConfig struct {
 	TextConfig           json.RawMessage `json:"text_config"`
 	OriginalMaxPos       int             `json:"original_max_position_embeddings"`
 	SlidingWindowPattern int             `json:"sliding_window_pattern"`
+	RopeScaling          *struct {
+		Type     string  `json:"type"`
+		RopeType string  `json:"rope_type"`
+		Factor   float64 `json:"factor"`
+		Original int     `json:"original_max_position_embeddings"`
+	} `json:"rope_scaling"`
 }
 
 type hfQuantization struct {
@@ -164,6 +170,14 @@ func FromHF(data []byte) (*Arch, error) {
 	}
 	if a.MaxContext == 0 {
 		a.MaxContext = 4096
+	}
+	// YaRN stretches the trained context by its factor (Qwen2.5's and
+	// Qwen3's long-context recipe); Llama-3's "llama3" scaling and
+	// DeepSeek's YaRN already state the stretched length.
+	if rs := c.RopeScaling; rs != nil && rs.Factor > 1 && (rs.Type == "yarn" || rs.RopeType == "yarn") {
+		if base := cmpOr(rs.Original, c.MaxPos); base > 0 && int(float64(base)*rs.Factor) > a.MaxContext {
+			a.MaxContext = int(float64(base) * rs.Factor)
+		}
 	}
 	// Experts: each family names them its own way.
 	a.Experts = max(c.LocalExperts, c.NumExperts, c.RoutedExperts)
