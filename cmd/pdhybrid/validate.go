@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -133,6 +134,58 @@ JSON to --out (validate --coefficients reads it) and prints the table.`,
 		}
 		fmt.Fprintf(e.stdout, "wrote %s (score %.4f after %d evaluations)\n\n", out, fit.Score, fit.Evals)
 		return fidelity.WriteTable(e.stdout, fit.Results, false)
+	})
+	return c
+}
+
+func calibrateRooflineCmd(e *env) *cobra.Command {
+	var data, cfg, hw string
+	var hold, rounds int
+	c := &cobra.Command{
+		Use:   "roofline [flags]",
+		Short: "fit the roofline's GPU-time coefficients to one GPU's step measurements; print held-out errors",
+		Long: `Fit the roofline step-time model's GPU-time coefficients (GEMM, attention and
+HBM efficiency, the prefill weight-read share, step and per-sequence costs) for
+the model of --model-config on --hardware to measurements taken on that GPU
+(calibration/measure.py), by coordinate search on the fitted points' mean
+prefill and decode-step MAPE, and print the coefficients and the error table
+with the held-out points apart (docs/calibration.md).` + "\n" + calibrateAbout,
+		Args: noArgs,
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&data, "data", defaultCalibrationData, "measurement `folder`")
+	fs.StringVar(&cfg, "model-config", "calibration/qwen3-30b-a3b.config.json", "Hugging Face config.json `file` of the measured model")
+	fs.StringVar(&hw, "hardware", "h200", "datasheet `GPU` the measurements come from ("+strings.Join(model.GPUNames(), ", ")+")")
+	fs.IntVar(&hold, "holdout", calibrate.DefaultHoldout, "held-out split `k`, as for fit, in [1, 1000000]")
+	fs.IntVar(&rounds, "rounds", 30, "coordinate-search `sweeps`, in [1, 1000]")
+	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		ck := newChecks(c)
+		ck.num("holdout", between(1, 1e6).is("a divisor"))
+		ck.num("rounds", between(1, 1000).is("a number of sweeps"))
+		if err := ck.err(); err != nil {
+			return err
+		}
+		d, err := calibrate.Load(data)
+		if err != nil {
+			return err
+		}
+		a, err := model.LoadHF(cfg)
+		if err != nil {
+			return usagef("--model-config: %v", err)
+		}
+		g, err := model.LookupGPU(hw)
+		if err != nil {
+			return usagef("--hardware: %v", err)
+		}
+		f, err := calibrate.FitRoofline(d, a, model.Deployment{GPU: g, TP: 1}, model.DefaultCoefficients, hold, rounds)
+		if err != nil {
+			return err
+		}
+		co := f.Coefficients
+		fmt.Fprintf(e.stdout, "roofline for %s on %s fitted to %s (%d evaluations): GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f), prefill weight-read share %.3f, step %.3f ms, per-sequence %.2f us\n\n",
+			a.Name, g.Name, data, f.Evals, co.GEMMEff, co.AttnEff, co.BWEff, co.KVBWEff, co.PrefillWeightRead, co.StepS*1e3, co.PerSeqS*1e6)
+		return calibrate.WriteErrors(e.stdout, f.Errors)
 	})
 	return c
 }

@@ -109,6 +109,7 @@ type knob struct {
 
 var knobs = []knob{
 	{"bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.BWEff }, 0.3, 1},
+	{"kv_bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.KVBWEff }, 0.1, 1},
 	{"step_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.StepS }, 1e-5, 0.02},
 	{"per_seq_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.PerSeqS }, 1e-7, 1e-3},
 	{"collective_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.CollectiveS }, 1e-7, 1e-4},
@@ -129,42 +130,54 @@ type RealRunsFit struct {
 	Evals        int
 }
 
-// FitRealRuns tunes the coefficients by coordinate search in log space:
-// each knob in turn is multiplied and divided by a step factor, a change
-// kept when it lowers Score; a sweep without a change shrinks the factor,
-// down to 1.02, or rounds sweeps are done. Every evaluation replays all
-// runs; progress, when set, hears each kept change.
+// FitRealRuns tunes the coefficients to the real runs (Score over every
+// run replayed); progress, when set, hears each kept change.
 func FitRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp fidelity.ClientPath, jobs, rounds int, progress func(string)) (*RealRunsFit, error) {
-	eval := func(c model.Coefficients, cp fidelity.ClientPath) (float64, []*fidelity.Result, error) {
+	fit := &RealRunsFit{}
+	eval := func(c model.Coefficients, cp fidelity.ClientPath) (float64, error) {
 		res, err := EvalRealRuns(ctx, runs, c, cp, jobs)
 		if err != nil {
-			return 0, nil, err
+			return 0, err
 		}
-		return Score(res), res, nil
+		s := Score(res)
+		if fit.Results == nil || s < fit.Score {
+			fit.Score, fit.Results = s, res
+		}
+		return s, nil
 	}
-	best, res, err := eval(c, cp)
+	var err error
+	fit.Coefficients, fit.Client, fit.Evals, err = search(c, cp, knobs, rounds, eval, progress)
+	return fit, err
+}
+
+// search tunes the knobs by coordinate search in log space: each knob in
+// turn is multiplied and divided by a step factor, a change kept when it
+// lowers the score; a sweep without a change shrinks the factor, down to
+// 1.02, or rounds sweeps are done.
+func search(c model.Coefficients, cp fidelity.ClientPath, ks []knob, rounds int, eval func(model.Coefficients, fidelity.ClientPath) (float64, error), progress func(string)) (model.Coefficients, fidelity.ClientPath, int, error) {
+	best, err := eval(c, cp)
 	if err != nil {
-		return nil, err
+		return c, cp, 1, err
 	}
-	fit := &RealRunsFit{Coefficients: c, Client: cp, Score: best, Results: res, Evals: 1}
+	evals := 1
 	f := 1.5
 	for round := 0; round < rounds && f > 1.02; round++ {
 		improved := false
-		for _, k := range knobs {
+		for _, k := range ks {
 			for _, m := range []float64{f, 1 / f} {
-				cc, pp := fit.Coefficients, fit.Client
+				cc, pp := c, cp
 				v := k.get(&cc, &pp)
 				*v = math.Min(math.Max(*v*m, k.lo), k.hi)
-				if *v == *k.get(&fit.Coefficients, &fit.Client) {
+				if *v == *k.get(&c, &cp) {
 					continue
 				}
-				s, r, err := eval(cc, pp)
-				fit.Evals++
+				s, err := eval(cc, pp)
+				evals++
 				if err != nil {
-					return nil, err
+					return c, cp, evals, err
 				}
-				if s < fit.Score-1e-5 {
-					fit.Coefficients, fit.Client, fit.Score, fit.Results = cc, pp, s, r
+				if s < best-1e-5 {
+					c, cp, best = cc, pp, s
 					improved = true
 					if progress != nil {
 						progress(fmt.Sprintf("round %d: %s = %.4g, score %.4f", round+1, k.name, *v, s))
@@ -177,5 +190,5 @@ func FitRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp f
 			f = math.Sqrt(f)
 		}
 	}
-	return fit, nil
+	return c, cp, evals, nil
 }

@@ -44,8 +44,10 @@ type Coefficients struct {
 	GEMMEff float64 `json:"gemm_eff"`
 	// AttnEff is the share of dense peak prefill attention reaches.
 	AttnEff float64 `json:"attn_eff"`
-	// BWEff is the share of HBM bandwidth weight and KV reads reach.
-	BWEff float64 `json:"bw_eff"`
+	// BWEff is the share of HBM bandwidth weight reads reach; KVBWEff the
+	// share decode attention's KV reads reach (0 = BWEff).
+	BWEff   float64 `json:"bw_eff"`
+	KVBWEff float64 `json:"kv_bw_eff,omitempty"`
 	// PrefillWeightRead is the share of the weight read charged to every
 	// prefill step as fixed cost (a chunk's GEMMs only partly hide it).
 	PrefillWeightRead float64 `json:"prefill_weight_read"`
@@ -71,7 +73,7 @@ type Coefficients struct {
 // DefaultCoefficients are the ones fitted to the real vLLM runs on H100
 // (docs/fidelity.md; `pdhybrid calibrate realruns`).
 var DefaultCoefficients = Coefficients{
-	GEMMEff: 0.6, AttnEff: 0.4, BWEff: 0.8, PrefillWeightRead: 0.5,
+	GEMMEff: 0.6, AttnEff: 0.4, BWEff: 0.8, KVBWEff: 0.8, PrefillWeightRead: 0.5,
 	StepS: 0.0015, PerSeqS: 20e-6, CollectiveS: 10e-6, LinkEff: 0.7,
 	WorkspaceBytes: 453e6, TPWorkspaceBytes: 500e6,
 	Source: "initial assumption",
@@ -240,7 +242,7 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		PrefillAttnS:       g.attnFLOPs / (peak * c.AttnEff),
 		DecodeOverheadS:    c.StepS + collLat + denseRead,
 		DecodePerSeqS:      c.PerSeqS + collPerTok + g.activeFLOPs/peak,
-		DecodePerCtxTokenS: float64(g.kvPerToken) / bw,
+		DecodePerCtxTokenS: float64(g.kvPerToken) / (d.GPU.HBMBandwidth * cmpOrF(c.KVBWEff, c.BWEff)),
 		DecodeExpertsS:     expertRead,
 	}
 	if a.Experts == 0 {
@@ -255,6 +257,13 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		tm.DecodePerCtxTokenS *= math.Max(full, 0.05)
 	}
 	return tm
+}
+
+func cmpOrF(a, b float64) float64 {
+	if a > 0 {
+		return a
+	}
+	return b
 }
 
 // Profile binds the model to the deployment as an engine profile: one
@@ -328,9 +337,9 @@ func (d Deployment) sources(a *Arch, c Coefficients, g perGPU, pool int64) map[s
 		"hardware.mem_fraction": fmt.Sprintf("%s memory fraction %v (vLLM gpu_memory_utilization / SGLang mem_fraction_static)", d.Engine, d.MemFraction),
 		"hardware.workspace_bytes": fmt.Sprintf("what the %s pool formula takes besides weights and KV: workspace %.3f GB per GPU (+%.3f GB per GPU at TP > 1); pool %d tokens per worker; %s",
 			d.Engine, float64(c.WorkspaceBytes)/1e9, float64(c.TPWorkspaceBytes)/1e9, pool, fit),
-		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f, link %.3f, collective latency %.1f us, step %.2f ms, per-sequence %.1f us, prefill weight-read share %.2f; %s",
+		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f), link %.3f, collective latency %.1f us, step %.2f ms, per-sequence %.1f us, prefill weight-read share %.2f; %s",
 			d.GPU.Name, d.GPU.Peak(a.denseWeightBits)/1e12, d.GPU.HBMBandwidth/1e12, d.GPU.ScaleUpName, d.GPU.ScaleUpBandwidth/1e9, d.TP,
-			c.GEMMEff, c.AttnEff, c.BWEff, c.LinkEff, c.CollectiveS*1e6, c.StepS*1e3, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
+			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), c.LinkEff, c.CollectiveS*1e6, c.StepS*1e3, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
 		"server":       fmt.Sprintf("%s scheduler: max %d running sequences, %d batched tokens per step", d.Engine, d.MaxSeqs, d.MaxBatchedTokens),
 		"links.nvlink": fmt.Sprintf("%s datasheet bandwidth at 90 %% × %d GPUs", d.GPU.ScaleUpName, d.TP),
 	}
