@@ -109,8 +109,10 @@ type knob struct {
 
 var knobs = []knob{
 	{"bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.BWEff }, 0.3, 1},
+	{"expert_bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.ExpertBWEff }, 0.1, 1},
 	{"kv_bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.KVBWEff }, 0.1, 1},
 	{"step_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.StepS }, 1e-5, 0.02},
+	{"layer_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.LayerS }, 1e-7, 5e-4},
 	{"per_seq_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.PerSeqS }, 1e-7, 1e-3},
 	{"collective_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.CollectiveS }, 1e-7, 1e-4},
 	{"gemm_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.GEMMEff }, 0.1, 1},

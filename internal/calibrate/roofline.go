@@ -11,7 +11,7 @@ var gpuKnobs = func() []knob {
 	var out []knob
 	for _, k := range knobs {
 		switch k.name {
-		case "gemm_eff", "attn_eff", "bw_eff", "kv_bw_eff", "prefill_weight_read", "step_s", "per_seq_s":
+		case "gemm_eff", "attn_eff", "bw_eff", "kv_bw_eff", "expert_bw_eff", "prefill_weight_read", "step_s", "layer_s", "per_seq_s":
 			out = append(out, k)
 		}
 	}

@@ -46,16 +46,22 @@ type Coefficients struct {
 	AttnEff float64 `json:"attn_eff"`
 	// BWEff is the share of HBM bandwidth weight reads reach; KVBWEff the
 	// share decode attention's KV reads reach (0 = BWEff).
-	BWEff   float64 `json:"bw_eff"`
-	KVBWEff float64 `json:"kv_bw_eff,omitempty"`
+	// ExpertBWEff the share a MoE layer's expert reads reach (0 = BWEff).
+	BWEff       float64 `json:"bw_eff"`
+	KVBWEff     float64 `json:"kv_bw_eff,omitempty"`
+	ExpertBWEff float64 `json:"expert_bw_eff,omitempty"`
 	// PrefillWeightRead is the share of the weight read charged to every
 	// prefill step as fixed cost (a chunk's GEMMs only partly hide it).
 	PrefillWeightRead float64 `json:"prefill_weight_read"`
-	// StepS is a step's fixed scheduling, launch and sampling cost.
-	StepS float64 `json:"step_s"`
+	// StepS is a step's fixed scheduling, launch and sampling cost;
+	// LayerS what each layer adds to every step (kernel launches and the
+	// small kernels between GEMMs: norms, RoPE, KV stores).
+	StepS  float64 `json:"step_s"`
+	LayerS float64 `json:"layer_s,omitempty"`
 	// PerSeqS is a decode sequence's own per-step cost (metadata, sampling).
 	PerSeqS float64 `json:"per_seq_s"`
-	// CollectiveS is the latency of one all-reduce (or all-to-all) call.
+	// CollectiveS is the latency of one all-reduce (or all-to-all) call
+	// per peer: a ring over t GPUs takes t − 1 latency-bound steps.
 	CollectiveS float64 `json:"collective_s"`
 	// LinkEff is the share of the scale-up link's bandwidth a collective's
 	// payload moves at.
@@ -73,8 +79,8 @@ type Coefficients struct {
 // DefaultCoefficients are the ones fitted to the real vLLM runs on H100
 // (docs/fidelity.md; `pdhybrid calibrate realruns`).
 var DefaultCoefficients = Coefficients{
-	GEMMEff: 0.6, AttnEff: 0.4, BWEff: 0.8, KVBWEff: 0.8, PrefillWeightRead: 0.5,
-	StepS: 0.0015, PerSeqS: 20e-6, CollectiveS: 10e-6, LinkEff: 0.7,
+	GEMMEff: 0.667, AttnEff: 0.4, BWEff: 1, KVBWEff: 1, ExpertBWEff: 0.85, PrefillWeightRead: 0.5,
+	StepS: 0.001, LayerS: 20e-6, PerSeqS: 13.3e-6, CollectiveS: 12e-6, LinkEff: 0.7,
 	WorkspaceBytes: 453e6, TPWorkspaceBytes: 500e6,
 	Source: "initial assumption",
 }
@@ -227,15 +233,16 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 	var collLat, collPerTok float64
 	if d.TP > 1 {
 		calls := 2 * float64(a.Layers)
-		collLat = calls * c.CollectiveS
+		collLat = calls * c.CollectiveS * float64(d.TP-1)
 		// Ring all-reduce: each GPU sends and receives 2(t−1)/t of the
 		// payload (one bf16 hidden vector per token).
 		t := float64(d.TP)
 		payload := float64(a.Hidden) * 2 * 2 * (t - 1) / t
 		collPerTok = calls * payload / (d.GPU.ScaleUpBandwidth * c.LinkEff)
 	}
+	collLat += float64(a.Layers) * c.LayerS
 	denseRead := float64(g.weights-g.expertWeights) / bw
-	expertRead := float64(g.expertWeights) / bw
+	expertRead := float64(g.expertWeights) / (d.GPU.HBMBandwidth * cmpOrF(c.ExpertBWEff, c.BWEff))
 	tm := Timing{
 		PrefillOverheadS:   c.StepS + collLat + c.PrefillWeightRead*(denseRead+expertRead),
 		PrefillPerTokenS:   g.activeFLOPs/(peak*c.GEMMEff) + collPerTok,
@@ -337,9 +344,9 @@ func (d Deployment) sources(a *Arch, c Coefficients, g perGPU, pool int64) map[s
 		"hardware.mem_fraction": fmt.Sprintf("%s memory fraction %v (vLLM gpu_memory_utilization / SGLang mem_fraction_static)", d.Engine, d.MemFraction),
 		"hardware.workspace_bytes": fmt.Sprintf("what the %s pool formula takes besides weights and KV: workspace %.3f GB per GPU (+%.3f GB per GPU at TP > 1); pool %d tokens per worker; %s",
 			d.Engine, float64(c.WorkspaceBytes)/1e9, float64(c.TPWorkspaceBytes)/1e9, pool, fit),
-		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f), link %.3f, collective latency %.1f us, step %.2f ms, per-sequence %.1f us, prefill weight-read share %.2f; %s",
+		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f, expert reads %.3f), link %.3f, collective latency %.1f us per peer, step %.2f ms + %.1f us per layer, per-sequence %.1f us, prefill weight-read share %.2f; %s",
 			d.GPU.Name, d.GPU.Peak(a.denseWeightBits)/1e12, d.GPU.HBMBandwidth/1e12, d.GPU.ScaleUpName, d.GPU.ScaleUpBandwidth/1e9, d.TP,
-			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), c.LinkEff, c.CollectiveS*1e6, c.StepS*1e3, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
+			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), cmpOrF(c.ExpertBWEff, c.BWEff), c.LinkEff, c.CollectiveS*1e6, c.StepS*1e3, c.LayerS*1e6, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
 		"server":       fmt.Sprintf("%s scheduler: max %d running sequences, %d batched tokens per step", d.Engine, d.MaxSeqs, d.MaxBatchedTokens),
 		"links.nvlink": fmt.Sprintf("%s datasheet bandwidth at 90 %% × %d GPUs", d.GPU.ScaleUpName, d.TP),
 	}
