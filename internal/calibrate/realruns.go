@@ -77,7 +77,9 @@ func EvalRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp 
 
 // Score is the fit's objective: over the runs that were not overloaded,
 // the mean of |error| of e2e and TTFT means (weight 1 each) and p90s
-// (weight ½ each); an overloaded run adds ¼ of its failure-count error.
+// (weight ½ each); an overloaded run adds the error of its mean decode
+// time per token (its batches are full: max_num_seqs binds) and ¼ of its
+// failure-count error.
 func Score(res []*fidelity.Result) float64 {
 	var s, n float64
 	ab := func(sim, real float64) float64 {
@@ -89,8 +91,8 @@ func Score(res []*fidelity.Result) float64 {
 	}
 	for _, r := range res {
 		if r.Overloaded {
-			s += 0.25 * ab(float64(r.Sim.Failed), float64(r.Real.Failed))
-			n += 0.25
+			s += ab(r.Sim.DecodeS, r.Real.DecodeS) + 0.25*ab(float64(r.Sim.Failed), float64(r.Real.Failed))
+			n += 1.25
 			continue
 		}
 		s += ab(r.Sim.E2E.Mean, r.Real.E2E.Mean) + ab(r.Sim.TTFT.Mean, r.Real.TTFT.Mean) +

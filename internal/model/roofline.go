@@ -80,7 +80,7 @@ type Coefficients struct {
 // (docs/fidelity.md; `pdhybrid calibrate realruns`).
 var DefaultCoefficients = Coefficients{
 	GEMMEff: 0.667, AttnEff: 0.4, BWEff: 1, KVBWEff: 1, ExpertBWEff: 0.85, PrefillWeightRead: 0.5,
-	StepS: 0.001, LayerS: 20e-6, PerSeqS: 13.3e-6, CollectiveS: 12e-6, LinkEff: 0.7,
+	StepS: 0.001, LayerS: 20e-6, PerSeqS: 13.3e-6, CollectiveS: 5e-6, LinkEff: 0.7,
 	WorkspaceBytes: 453e6, TPWorkspaceBytes: 500e6,
 	Source: "initial assumption",
 }
@@ -237,8 +237,16 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		// Ring all-reduce: each GPU sends and receives 2(t−1)/t of the
 		// payload (one bf16 hidden vector per token).
 		t := float64(d.TP)
-		payload := float64(a.Hidden) * 2 * 2 * (t - 1) / t
-		collPerTok = calls * payload / (d.GPU.ScaleUpBandwidth * c.LinkEff)
+		vec := float64(a.Hidden) * 2
+		bytes := calls * vec * 2 * (t - 1) / t
+		if d.EP > 1 {
+			// A MoE layer under EP moves each token to its top-k experts'
+			// GPUs and back (two all-to-alls, (e−1)/e of it off-GPU)
+			// instead of reducing the FFN's output.
+			e, moe := float64(d.EP), float64(a.MoELayers)
+			bytes += moe * (2*float64(a.TopK)*vec*(e-1)/e - vec*2*(t-1)/t)
+		}
+		collPerTok = bytes / (d.GPU.ScaleUpBandwidth * c.LinkEff)
 	}
 	collLat += float64(a.Layers) * c.LayerS
 	denseRead := float64(g.weights-g.expertWeights) / bw
@@ -251,6 +259,10 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		DecodePerSeqS:      c.PerSeqS + collPerTok + g.activeFLOPs/peak,
 		DecodePerCtxTokenS: float64(g.kvPerToken) / (d.GPU.HBMBandwidth * cmpOrF(c.KVBWEff, c.BWEff)),
 		DecodeExpertsS:     expertRead,
+	}
+	if d.DPAttention {
+		// Each GPU reads the whole KV of its own share of the batch.
+		tm.DecodePerCtxTokenS /= float64(d.TP)
 	}
 	if a.Experts == 0 {
 		tm.DecodeOverheadS += expertRead

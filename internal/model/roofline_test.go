@@ -144,3 +144,18 @@ func TestExperimentAProfile(t *testing.T) {
 		t.Errorf("server %+v, KV %d B/token over the group", p.Server, p.Model.KVBytesPerToken())
 	}
 }
+
+// Expert parallelism swaps a MoE layer's all-reduce for two all-to-alls of
+// the top-k copies: Qwen3-30B-A3B (top-8) at TP4 moves more per token.
+func TestEPAllToAll(t *testing.T) {
+	a := arch(t, "qwen3-30b-a3b.json")
+	c := DefaultCoefficients
+	tp := Deployment{GPU: gpu(t, "h200"), TP: 4}
+	ep := tp
+	ep.EP = 4
+	vec := 2048.0 * 2
+	want := 48 * (2*8*vec*0.75 - vec*2*0.75) / (450e9 * c.LinkEff)
+	if got := ep.Timing(a, c).PrefillPerTokenS - tp.Timing(a, c).PrefillPerTokenS; !near(got, want, 1e-9) {
+		t.Fatalf("EP4 adds %g s per token, want 48 MoE layers × (two top-8 all-to-alls − one all-reduce) = %g", got, want)
+	}
+}
