@@ -76,7 +76,7 @@ func WriteTable(w io.Writer, res []*Result, markdown bool) error {
 	for _, s := range Stat {
 		head = append(head, s+" real", "sim", "err")
 	}
-	head = append(head, "failed real", "sim", "KV pool real", "sim")
+	head = append(head, "decode ms/token real", "sim", "err", "failed real", "sim", "KV pool real", "sim")
 	b.WriteString(strings.Join(head, sep) + end)
 	if markdown {
 		b.WriteString("|" + strings.Repeat("---|", len(head)) + "\n")
@@ -90,6 +90,7 @@ func WriteTable(w io.Writer, res []*Result, markdown bool) error {
 		for i := range sv {
 			row = append(row, fmt.Sprintf("%.3f", rv[i]), fmt.Sprintf("%.3f", sv[i]), pct(ev[i]))
 		}
+		row = append(row, fmt.Sprintf("%.2f", 1e3*r.Real.DecodeS), fmt.Sprintf("%.2f", 1e3*r.Sim.DecodeS), pct(Err(r.Sim.DecodeS, r.Real.DecodeS)))
 		row = append(row, fmt.Sprint(r.Real.Failed), fmt.Sprint(r.Sim.Failed), fmt.Sprint(r.RealPool), fmt.Sprint(r.PoolTokens))
 		if markdown {
 			b.WriteString("| ")
