@@ -159,3 +159,18 @@ func TestEPAllToAll(t *testing.T) {
 		t.Fatalf("EP4 adds %g s per token, want 48 MoE layers × (two top-8 all-to-alls − one all-reduce) = %g", got, want)
 	}
 }
+
+// SGLang's pool: mem_fraction_static · total − weights − workspace, in
+// whole blocks; its default fraction 0.88 when none is given.
+func TestSGLangPoolFormula(t *testing.T) {
+	a := arch(t, "llama-2-7b-hf.json")
+	g := gpu(t, "h100-sxm")
+	c := DefaultCoefficients
+	d := Deployment{GPU: g, TP: 1, Engine: "sglang"}
+	free := int64(float64(g.UsableBytes)*0.88) - a.WeightBytes() - c.WorkspaceBytes
+	want := free / (32 * 2 * 32 * 128 * 2)
+	want -= want % 16
+	if got := d.PoolTokens(a, c, 16); got != want {
+		t.Fatalf("pool %d tokens, want (0.88 · %d − %d − %d) / 524,288 = %d", got, g.UsableBytes, a.WeightBytes(), c.WorkspaceBytes, want)
+	}
+}
