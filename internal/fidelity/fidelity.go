@@ -103,7 +103,7 @@ type ClientPath struct {
 }
 
 // DefaultClientPath is the fit on the sixteen H100 runs (docs/fidelity.md).
-var DefaultClientPath = ClientPath{DelayS: 0.005, StepsLate: 1.5}
+var DefaultClientPath = ClientPath{DelayS: 5.533e-3, StepsLate: 1.5}
 
 // DefaultTimeoutS is the realruns client's timeout.
 const DefaultTimeoutS = 300
