@@ -55,6 +55,10 @@ twice, so --trace takes a file, not standard input.`,
 		if f.trace == "-" {
 			ck.fail("--trace -: the floor reads the workload twice; give a file")
 		}
+		if ck.set("profile") {
+			ck.only("model", false, "without --profile (the profile names its model)")
+		}
+		f.mc.check(ck)
 		if err := ck.err(); err != nil {
 			return err
 		}
