@@ -40,6 +40,14 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"model":                            nil, // one built-in model
 		"hardware":                         {"--hardware", "h100-80g"},
 		"profile":                          nil, // a file: covered by TestSimProfileFile
+		"model-config":                     nil, // a file: TestModelConfigDumpProfile covers it and the flags below
+		"tp":                               nil, // with --model-config only
+		"ep":                               nil, // with --model-config only
+		"dp-attention":                     nil, // with --model-config only
+		"kv-dtype":                         nil, // with --model-config only
+		"engine":                           nil, // with --model-config only
+		"context-length":                   nil, // with --model-config only
+		"scheduler":                        {"--scheduler", "vllm"},
 		"link":                             {"--link", "nvlink"},
 		"mem-fraction-prefill":             {"--mem-fraction-prefill", "0.8"},
 		"mem-fraction-decode":              {"--mem-fraction-decode", "0.8"},

@@ -27,7 +27,7 @@ func (f *realRunFlags) register(c *cobra.Command) {
 	fs := c.Flags()
 	fs.StringVar(&f.data, "data", defaultRealRuns, "realruns `folder` (runs/*.csv with their meta.json, model_configs/*.json)")
 	fs.StringVar(&f.coeffs, "coefficients", "", "fitted coefficients JSON `file` from calibrate realruns (default: the built-in fit, docs/fidelity.md)")
-	fs.IntVar(&f.jobs, "jobs", 2, "runs replayed at once, in [1, 256]")
+	fs.IntVar(&f.jobs, "jobs", 2, "`runs` replayed at once, in [1, 256]")
 }
 
 func (f *realRunFlags) load(c *cobra.Command) ([]calibrate.RealRun, model.Coefficients, fidelity.ClientPath, error) {
