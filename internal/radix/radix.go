@@ -29,6 +29,9 @@ type Tree struct {
 	tokens    int64  // tokens held by all nodes
 	evictable int64  // tokens in nodes with ref == 0
 	ver       uint64 // changes whenever a match could change (Version)
+
+	journal bool   // record changed slots (Journal)
+	changes []Slot // slots changed since the last TakeChanges
 }
 
 type node struct {
@@ -69,6 +72,7 @@ type Match struct {
 	Node   int32 // deepest node fully matched (root when nothing matched)
 	Blocks int   // blocks matched
 	Tokens int64 // tokens matched
+	depth  int   // blocks from the root to Node (Blocks less a partial edge)
 }
 
 // Match finds the longest cached prefix of blocks. It does not change LRU
@@ -119,6 +123,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		m.Node = child
 		cur = child
 		i += k
+		m.depth = i
 	}
 	return m
 }
@@ -270,6 +275,7 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 	nd.tokens += grow
 	r.tokens += grow
 	r.ver++
+	r.touch(nd.parent, nd.key[0])
 	if nd.ref == 0 {
 		r.evictable += grow
 	}
@@ -326,6 +332,7 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	}
 	nd := &r.nodes[idx]
 	nd.parent, nd.key, nd.live = parent, key, true
+	r.touch(parent, key[0])
 	p := &r.nodes[parent]
 	if p.children == nil {
 		p.children = make(map[uint64]int32, 2)
