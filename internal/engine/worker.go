@@ -146,6 +146,8 @@ type Worker struct {
 
 	dsess      map[string]*dSession // session.go
 	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
+	trimOrder  trimHeap             // trimorder.go: pinned sessions, least recently used first
+	trimAside  []trimEntry          // trimorder.go: reused by each trim
 	order      waitOrder            // order.go: uncached counts and shortest-first order
 	aside      []*Request           // order.go: reused by each shortest-first bypass
 	nResident  int                  // session.go: the sessions among dsess that count against the cap
