@@ -44,6 +44,7 @@ type waitOrder struct {
 	refs  int                       // entries in watch, stale ones included
 	live  int                       // watched requests
 	dirty []*Request                // matches to take again
+	work  uint64                    // requests and entries looked at (Worker.Work)
 }
 
 type watchRef struct {
@@ -57,6 +58,19 @@ func (w *Worker) initOrder() {
 		w.tree.Journal(true)
 		w.order.watch = map[radix.Slot][]watchRef{}
 	}
+}
+
+// Work is a deterministic measure of the worker's scheduling cost so far:
+// the waiting requests, watch entries, heap moves and trim-order entries
+// its decisions looked at, and the nodes and blocks its prefix cache's
+// lookups visited. Tests bound how it grows with the workload; wall time on
+// a shared machine cannot.
+func (w *Worker) Work() uint64 {
+	n := w.order.work + w.schedWork
+	if w.tree != nil {
+		n += w.tree.Work()
+	}
+	return n
 }
 
 // enqueue adds r to the waiting queue (and the order).
@@ -188,6 +202,7 @@ func (w *Worker) syncOrder() {
 		}
 		delete(o.watch, s)
 		o.refs -= len(refs)
+		o.work += uint64(len(refs))
 		for _, ref := range refs {
 			if r := ref.r; ref.gen == r.wait.gen && r.wait.fresh {
 				r.wait.fresh = false
@@ -208,6 +223,7 @@ func (w *Worker) syncOrder() {
 // compact drops stale watch entries, so that the index follows the
 // waiting queue, not every request that ever waited.
 func (o *waitOrder) compact() {
+	o.work += uint64(o.refs)
 	o.refs = 0
 	for s, refs := range o.watch {
 		kept := refs[:0]
@@ -243,12 +259,14 @@ func (o *waitOrder) swap(i, j int) {
 }
 
 func (o *waitOrder) push(r *Request) {
+	o.work++
 	o.heap = append(o.heap, r)
 	r.wait.hidx = len(o.heap)
 	o.up(len(o.heap) - 1)
 }
 
 func (o *waitOrder) remove(r *Request) {
+	o.work++
 	i, n := r.wait.hidx-1, len(o.heap)-1
 	if i != n {
 		o.swap(i, n)
@@ -262,6 +280,7 @@ func (o *waitOrder) remove(r *Request) {
 }
 
 func (o *waitOrder) fix(i int) {
+	o.work++
 	if !o.down(i) {
 		o.up(i)
 	}

@@ -206,6 +206,7 @@ func (w *Worker) planNext(now float64) {
 			break
 		}
 		r := w.nextWaiting(now)
+		w.schedWork++
 		if !w.admit(now, r) {
 			w.blocked = true
 			w.countKVWait(r)
@@ -360,6 +361,7 @@ func (w *Worker) bypass(now float64) {
 	room := w.cfg.Session.BypassTokens
 	q := &w.waiting
 	for i := q.head; i < len(q.items) && room > 0; i++ {
+		w.schedWork++
 		if w.admitted >= w.cfg.MaxRunning {
 			return
 		}
@@ -388,6 +390,7 @@ func (w *Worker) bypassShortest(now float64) {
 		}
 		r := o.heap[0]
 		o.remove(r)
+		w.schedWork++
 		if len(r.Blocks) == 0 || !w.admit(now, r) {
 			aside = append(aside, r)
 			continue

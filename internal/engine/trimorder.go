@@ -35,6 +35,7 @@ func (w *Worker) sessionMoved(s *dSession) {
 	}
 	w.trimOrder.push(trimEntry{lastUse: s.lastUse, s: s, stamp: s.trimStamp})
 	if len(w.trimOrder) > 64 && len(w.trimOrder) > 4*len(w.pinnedSess) {
+		w.schedWork += uint64(len(w.trimOrder))
 		kept := w.trimOrder[:0]
 		for _, e := range w.trimOrder {
 			if e.live() {
@@ -54,6 +55,7 @@ func (w *Worker) oldestPinned(except string) *dSession {
 	aside := w.trimAside[:0]
 	var victim *dSession
 	for len(*h) > 0 {
+		w.schedWork++
 		e := (*h)[0]
 		if !e.live() {
 			h.pop()

@@ -148,6 +148,7 @@ type Worker struct {
 	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
 	trimOrder  trimHeap             // trimorder.go: pinned sessions, least recently used first
 	trimAside  []trimEntry          // trimorder.go: reused by each trim
+	schedWork  uint64               // order.go: Work's count outside the order and the tree
 	order      waitOrder            // order.go: uncached counts and shortest-first order
 	aside      []*Request           // order.go: reused by each shortest-first bypass
 	nResident  int                  // session.go: the sessions among dsess that count against the cap

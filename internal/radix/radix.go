@@ -32,6 +32,7 @@ type Tree struct {
 
 	journal bool   // record changed slots (Journal)
 	changes []Slot // slots changed since the last TakeChanges
+	work    uint64 // nodes and blocks lookups visited (Work)
 }
 
 type node struct {
@@ -60,6 +61,11 @@ func New(blockSize int) *Tree {
 // grown or freed), so a Match taken at one version holds while the version
 // is the same: a request that waits for room matches again only then.
 func (r *Tree) Version() uint64 { return r.ver }
+
+// Work is the number of nodes and blocks the tree's lookups have visited:
+// a deterministic measure of their cost, for tests that bound how it grows
+// with the workload (wall time on a shared machine is not one).
+func (r *Tree) Work() uint64 { return r.work }
 
 // Tokens is the number of tokens the tree holds.
 func (r *Tree) Tokens() int64 { return r.tokens }
@@ -100,6 +106,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		}
 		n := &r.nodes[child]
 		k := CommonPrefix(n.key, blocks[i:])
+		r.work += uint64(k) + 1
 		if k < len(n.key) {
 			// Partial edge match: count the full blocks matched; the tree
 			// must be split before a request can lock them (see Lock).

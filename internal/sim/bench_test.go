@@ -121,9 +121,12 @@ func BenchmarkSimGroups(b *testing.B) {
 // groups --groups 1 --prefix-tokens 0 --rounds 1 --rate 400 --append-mean
 // 512 --append-std 256 --output-mean 128 --output-std 64 --sessions n`
 // writes the same stream).
-func shortStream(tb testing.TB, n int) synth.Stream {
+func shortStream(tb testing.TB, n int) synth.Stream { return shortStreamAt(tb, n, 400) }
+
+// shortStreamAt is shortStream arriving at rate requests/s.
+func shortStreamAt(tb testing.TB, n int, rate float64) synth.Stream {
 	g := synth.DefaultGroups()
-	g.Groups, g.PrefixTokens, g.Sessions, g.ArrivalRate, g.Rounds = 1, 0, n, 400, 1
+	g.Groups, g.PrefixTokens, g.Sessions, g.ArrivalRate, g.Rounds = 1, 0, n, rate, 1
 	g.AppendMean, g.AppendStd, g.OutputMean, g.OutputStd = 512, 256, 128, 64
 	st, err := synth.NewGroups(g)
 	if err != nil {
