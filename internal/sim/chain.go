@@ -58,7 +58,7 @@ func (s *Sim) adoptChain(sess *session, ids []uint64) ([]uint64, bool) {
 	case inPlace:
 		// As above, out of room: a new array with room for the turns to
 		// come (contexts grow by a few percent a turn).
-		sess.chain, sess.frozen = append(make([]uint64, 0, max(2*len(ids), 256)), ids...), false
+		sess.chain, sess.frozen = append(make([]uint64, 0, 2*len(ids)+16), ids...), false
 	case sess.readers > 0:
 		// Another turn of the session still reads the old array: this turn
 		// gets its own, frozen below. Its successor will diverge at its
