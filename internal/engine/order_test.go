@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -58,6 +59,130 @@ func TestShortestFirst(t *testing.T) {
 	} {
 		if got := order(tc.shortest, tc.maxWait); !slices.Equal(got, tc.want) {
 			t.Errorf("shortest %v, max wait %v s: admitted %v, want %v", tc.shortest, tc.maxWait, got, tc.want)
+		}
+	}
+}
+
+// checkOrder recomputes what the waiting order caches: every watched
+// request's match against the tree as it stands, the heap's order, and the
+// request admission would take next, brute force.
+func checkOrder(t *testing.T, w *Worker, now float64) {
+	t.Helper()
+	w.syncOrder()
+	o := &w.order
+	for i := w.waiting.head; i < len(w.waiting.items); i++ {
+		r := w.waiting.items[i]
+		if r == nil {
+			continue
+		}
+		if r.wait.track {
+			fresh := w.tree.Match(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)))
+			if !r.wait.fresh || r.memo.m.Tokens != fresh.Tokens || r.memo.m.Blocks != fresh.Blocks {
+				t.Fatalf("t=%v: request %d's cached match %d blocks/%d tokens (fresh %v), the tree's %d/%d",
+					now, r.ID, r.memo.m.Blocks, r.memo.m.Tokens, r.wait.fresh, fresh.Blocks, fresh.Tokens)
+			}
+		}
+		if unc := w.uncachedNow(r); unc != r.wait.unc {
+			t.Fatalf("t=%v: request %d caches %d uncached tokens, has %d", now, r.ID, r.wait.unc, unc)
+		}
+	}
+	if !w.cfg.ShortestFirst {
+		return
+	}
+	if len(o.heap) != w.waiting.len() {
+		t.Fatalf("t=%v: heap holds %d requests, queue %d", now, len(o.heap), w.waiting.len())
+	}
+	for i := 1; i < len(o.heap); i++ {
+		if o.heap[i].wait.hidx != i+1 || o.less(i, (i-1)/2) {
+			t.Fatalf("t=%v: heap order broken at %d", now, i)
+		}
+	}
+	if w.waiting.len() == 0 {
+		return
+	}
+	var best *Request
+	for i := w.waiting.head; i < len(w.waiting.items); i++ {
+		r := w.waiting.items[i]
+		if r == nil {
+			continue
+		}
+		aged := func(r *Request) bool { return w.cfg.MaxWaitS > 0 && now-r.SubmittedAt > w.cfg.MaxWaitS }
+		switch {
+		case best == nil:
+			best = r
+		case aged(best) || aged(r):
+			if aged(r) && (!aged(best) || r.wait.seq < best.wait.seq) {
+				best = r
+			}
+		case r.wait.unc < best.wait.unc || r.wait.unc == best.wait.unc && r.wait.seq < best.wait.seq:
+			best = r
+		}
+	}
+	if got := w.nextWaiting(now); got != best {
+		t.Fatalf("t=%v: next waiting is request %d, brute force says %d", now, got.ID, best.ID)
+	}
+}
+
+// TestWaitOrderProperty drives workers that keep a waiting queue (small
+// pools, prompts sharing prefixes of a few families, partial last blocks,
+// aborts) and checks the cached order against brute force after every
+// step: shortest first with and without a wait bound, with and without the
+// bypass, and arrival order with the bypass.
+func TestWaitOrderProperty(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		shortest bool
+		maxWait  float64
+		bypass   int
+	}{
+		{"shortest", true, 0, 0},
+		{"shortest-aged", true, 0.05, 0},
+		{"shortest-bypass", true, 0.05, 512},
+		{"fcfs-bypass", false, 0, 512},
+	} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 3))
+			cfg := Config{Name: "w", Role: RoleColocated, Profile: testProfile(t), BlockSize: 16, PoolTokens: 6000, ChunkTokens: 1024,
+				MaxRunning: 6, PrefixCache: true, ShortestFirst: tc.shortest, MaxWaitS: tc.maxWait}
+			if tc.bypass > 0 {
+				cfg.Session = SessionConfig{Enabled: true, BypassTokens: tc.bypass}
+			}
+			w, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var live []*Request
+			now := 0.0
+			for step := 0; step < 600; step++ {
+				if rng.IntN(3) > 0 {
+					fam := uint64(1 + rng.IntN(4))
+					n := 1 + rng.IntN(40)
+					blocks := chain(fam, n)
+					for i := rng.IntN(n + 1); i < n; i++ {
+						blocks[i] = uint64(step)<<40 | uint64(i) // diverge from the family here
+					}
+					in := (n-1)*16 + 1 + rng.IntN(16)
+					r := &Request{ID: int64(step), Kind: Full, Blocks: blocks, Input: in, Output: 1 + rng.IntN(8)}
+					if tc.bypass > 0 {
+						r.Session = "s" + string(rune('a'+rng.IntN(20)))
+					}
+					if err := w.Submit(now, r); err == nil {
+						live = append(live, r)
+					}
+				}
+				if len(live) > 0 && rng.IntN(25) == 0 {
+					w.Abort(now, live[rng.IntN(len(live))])
+				}
+				if t2, ok := w.NextTime(); ok {
+					now = max(now, t2)
+					w.Advance(now)
+					w.TakeEvents()
+				} else {
+					now += 0.001
+				}
+				checkOrder(t, w, now)
+				checkPool(t, w)
+			}
 		}
 	}
 }

@@ -89,6 +89,7 @@ type Request struct {
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
 	memo         promptMemo
+	wait         waitState // order.go
 
 	// Times on the owner's clock.
 	SubmittedAt   float64

@@ -3,8 +3,6 @@ package engine
 import (
 	"fmt"
 	"math"
-
-	"github.com/pdhybrid/pdhybrid/internal/radix"
 )
 
 // wake makes the worker notice new work at time now: an idle worker plans a
@@ -203,21 +201,19 @@ func (w *Worker) planNext(now float64) {
 		open = r.prefilled+n < r.Uncached()
 	}
 	w.blocked = false
-	if w.cfg.ShortestFirst && !open {
-		w.orderWaiting(now)
-	}
 	for budget > 0 && !open && w.waiting.len() > 0 {
 		if w.admitted >= w.cfg.MaxRunning {
 			w.blocked = true
 			break
 		}
-		r := w.waiting.peek()
+		r := w.nextWaiting(now)
+		w.schedWork++
 		if !w.admit(now, r) {
 			w.blocked = true
 			w.countKVWait(r)
 			break
 		}
-		w.waiting.pop()
+		w.dequeue(r)
 		n := min(r.Uncached(), budget)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens})
 		budget -= n
@@ -347,75 +343,72 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	return true
 }
 
-// promptMatch is the prefix cache's match of r's prompt, the one taken at
-// r's last admission attempt while the cache is unchanged since: a request
-// waiting for room is tried at every step, and each try walked its whole
-// prompt again (KVC v3's decoders on the BLIS spec: 8,742 of 13,814 tries).
-func (w *Worker) promptMatch(r *Request) radix.Match {
-	mm := &r.memo
-	if mm.tree != w.tree || mm.ver != w.tree.Version() || mm.blocks != &r.Blocks[0] || mm.n != len(r.Blocks) || mm.input != r.Input {
-		mm.tree, mm.ver, mm.blocks, mm.n, mm.input = w.tree, w.tree.Version(), &r.Blocks[0], len(r.Blocks), r.Input
-		mm.m = w.tree.Match(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)))
-	}
-	return mm.m
-}
-
-// queue is a FIFO of requests that reuses its storage.
-type queue struct {
-	items []*Request
-	head  int
-}
-
-func (q *queue) len() int        { return len(q.items) - q.head }
-func (q *queue) peek() *Request  { return q.items[q.head] }
-func (q *queue) push(r *Request) { q.items = append(q.items, r) }
-func (q *queue) pop() *Request {
-	r := q.items[q.head]
-	q.items[q.head] = nil
-	q.head++
-	if q.head > 64 && q.head*2 >= len(q.items) {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items = q.items[:n]
-		q.head = 0
-	}
-	return r
-}
-
-func (q *queue) remove(r *Request) {
-	for i := q.head; i < len(q.items); i++ {
-		if q.items[i] == r {
-			copy(q.items[i:], q.items[i+1:])
-			q.items[len(q.items)-1] = nil
-			q.items = q.items[:len(q.items)-1]
-			return
-		}
-	}
-}
-
 // bypass adds to a step that continues a long chunked prefill the waiting
 // requests whose uncached prompt fits in SessionConfig.BypassTokens, in
-// their queue order: a session-aware decoder's direct append of a few
+// their admission order (arrival order, or with ShortestFirst fewest
+// uncached tokens first): a session-aware decoder's direct append of a few
 // hundred tokens then rides past a 40K-token local seed instead of waiting
 // its seconds out (SGLang's order, where the chunked request holds every
 // step's budget until it is done). Such a step computes at most the chunk
 // budget plus BypassTokens.
 func (w *Worker) bypass(now float64) {
+	if w.tree == nil {
+		return
+	}
+	if w.cfg.ShortestFirst {
+		w.bypassShortest(now)
+		return
+	}
 	room := w.cfg.Session.BypassTokens
-	for i := w.waiting.head; i < len(w.waiting.items) && room > 0; i++ {
+	q := &w.waiting
+	for i := q.head; i < len(q.items) && room > 0; i++ {
+		w.schedWork++
 		if w.admitted >= w.cfg.MaxRunning {
 			return
 		}
-		r := w.waiting.items[i]
-		if w.tree == nil || len(r.Blocks) == 0 {
+		r := q.items[i]
+		if r == nil || len(r.Blocks) == 0 {
 			continue
 		}
 		if w.uncachedNow(r) > room || !w.admit(now, r) {
 			continue
 		}
-		w.waiting.remove(r)
-		i--
-		w.plan.chunks = append(w.plan.chunks, chunk{req: r, n: r.Uncached(), p: r.CachedTokens})
+		w.take(r)
 		room -= r.Uncached()
 	}
+}
+
+// bypassShortest is bypass in shortest-first order: the heap's requests
+// while they fit, those that cannot be admitted set aside and put back.
+func (w *Worker) bypassShortest(now float64) {
+	room := w.cfg.Session.BypassTokens
+	o := &w.order
+	aside := w.aside[:0]
+	for room > 0 && w.admitted < w.cfg.MaxRunning {
+		w.syncOrder()
+		if len(o.heap) == 0 || o.heap[0].wait.unc > room {
+			break
+		}
+		r := o.heap[0]
+		o.remove(r)
+		w.schedWork++
+		if len(r.Blocks) == 0 || !w.admit(now, r) {
+			aside = append(aside, r)
+			continue
+		}
+		w.take(r)
+		room -= r.Uncached()
+	}
+	w.syncOrder()
+	for _, r := range aside {
+		o.push(r)
+	}
+	clear(aside)
+	w.aside = aside[:0]
+}
+
+// take moves r, just admitted by the bypass, from the queue into the step.
+func (w *Worker) take(r *Request) {
+	w.dequeue(r)
+	w.plan.chunks = append(w.plan.chunks, chunk{req: r, n: r.Uncached(), p: r.CachedTokens})
 }

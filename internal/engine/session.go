@@ -93,6 +93,8 @@ type dSession struct {
 	inflight int     // its requests admitted or queued here
 	lastUse  float64 // for LRU trims
 	tokens   int64   // tokens it last held here (prompt + output), for reports
+
+	trimStamp uint32 // trimorder.go: moves with pinned and lastUse
 }
 
 // resident is whether s counts against the session cap: its KV pinned
@@ -158,19 +160,7 @@ func (w *Worker) trimVictim(except string) *dSession {
 	if w.cfg.Session.Eviction == EvictBlock {
 		return nil // nothing is pinned: LRU frees blocks as the pool needs them
 	}
-	var victim *dSession
-	for _, s := range w.pinnedSess { // at session granularity only pinned sessions hold KV to free
-		if s.id == except {
-			continue
-		}
-		if s.inflight > 0 && w.cfg.Session.Trim == TrimIdle {
-			continue
-		}
-		if victim == nil || s.lastUse < victim.lastUse || (s.lastUse == victim.lastUse && s.id < victim.id) {
-			victim = s
-		}
-	}
-	return victim
+	return w.oldestPinned(except) // at session granularity only pinned sessions hold KV to free
 }
 
 // chargeTrim charges the scheduler stall of a trim that freed tokens.
@@ -292,6 +282,7 @@ func (w *Worker) unpinFor(now float64, r *Request) {
 func (w *Worker) setPinned(s *dSession, on bool) {
 	defer w.residentChanged(s, s.resident())
 	s.pinned = on
+	defer w.sessionMoved(s)
 	if !on {
 		delete(w.pinnedSess, s.id)
 		return
@@ -319,6 +310,7 @@ func (w *Worker) sessionStart(now float64, r *Request) {
 	s.inflight++
 	w.residentChanged(s, was)
 	s.lastUse = now
+	w.sessionMoved(s)
 	r.sessCounted = true
 }
 
@@ -338,6 +330,7 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 	s.inflight--
 	w.residentChanged(s, was)
 	s.lastUse = now
+	w.sessionMoved(s)
 	s.tokens = int64(r.Input + r.generated)
 	if w.cfg.Session.Eviction != EvictSession || !r.locked {
 		return

@@ -146,7 +146,11 @@ type Worker struct {
 
 	dsess      map[string]*dSession // session.go
 	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
-	orderKeys  []orderKey           // order.go: reused by each shortest-first sort
+	trimOrder  trimHeap             // trimorder.go: pinned sessions, least recently used first
+	trimAside  []trimEntry          // trimorder.go: reused by each trim
+	schedWork  uint64               // order.go: Work's count outside the order and the tree
+	order      waitOrder            // order.go: uncached counts and shortest-first order
+	aside      []*Request           // order.go: reused by each shortest-first bypass
 	nResident  int                  // session.go: the sessions among dsess that count against the cap
 	backups    []backup             // backup.go, oldest first
 	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
@@ -195,6 +199,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.PrefixCache || cfg.Session.Enabled || cfg.DecodeRadix {
 		w.tree = radix.New(cfg.BlockSize)
 	}
+	w.initOrder()
 	return w, nil
 }
 
@@ -290,7 +295,7 @@ func (w *Worker) Submit(now float64, r *Request) error {
 	}
 	w.sessionStart(now, r)
 	r.Stage, r.SubmittedAt = StageWaiting, now
-	w.waiting.push(r)
+	w.enqueue(r)
 	if w.busy && w.blocked && w.waiting.len() > 1 {
 		return nil // the queue head is stuck; r cannot be admitted before it
 	}
@@ -378,7 +383,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 	case StageDone, StageAborted, StageNew:
 		return
 	case StageWaiting:
-		w.waiting.remove(r)
+		w.dequeue(r)
 		w.prealloc.remove(r)
 	case StageHeld:
 		// prefillDone already stopped counting it as running

@@ -63,6 +63,19 @@ func checkPool(t *testing.T, w *Worker) {
 	if resident != w.nResident {
 		t.Fatalf("%s: %d resident sessions, counter says %d", w.cfg.Name, resident, w.nResident)
 	}
+	// The trim order's heap finds the session a scan of the pinned ones would.
+	var oldest *dSession
+	for _, s := range w.pinnedSess {
+		if s.inflight > 0 && w.cfg.Session.Trim == TrimIdle {
+			continue
+		}
+		if oldest == nil || s.lastUse < oldest.lastUse || (s.lastUse == oldest.lastUse && s.id < oldest.id) {
+			oldest = s
+		}
+	}
+	if got := w.oldestPinned(""); got != oldest {
+		t.Fatalf("%s: the trim order's oldest pinned session is %v, a scan says %v", w.cfg.Name, got, oldest)
+	}
 }
 
 // TestWorkerKVProperty drives colocated and prefill workers with random

@@ -65,9 +65,56 @@ func (h *GapHistogram) Add(gapS float64, count int64) {
 	h.n = n
 }
 
+// bucketOf is the bucket of a gap in [gapMin, gapMax): bucketLog's
+// answer, found without a logarithm. A simulation adds a gap per running
+// sequence per decode step, and the logarithm was a fifth of a DP run's
+// time. The float's exponent and top mantissa bits pick a slice of an
+// octave narrower than a bucket (1/256 of an octave, a ratio under 1.003),
+// which holds at most one bucket boundary; the boundaries are the exact
+// smallest floats bucketLog puts in each bucket, so the answer is the same.
 func bucketOf(x float64) int {
+	b := math.Float64bits(x)
+	k := int(b>>(52-gapSliceBits)) - gapFirstSlice
+	i := int(gapSliceBucket[k])
+	if i+1 < gapBuckets && x >= gapBound[i+1] {
+		i++
+	}
+	return i
+}
+
+// bucketLog is the bucket definition: floor(log(x/gapMin)/log(gapRatio)).
+func bucketLog(x float64) int {
 	i := int(math.Log(x/gapMin) / gapLogRatio)
 	return min(max(i, 0), gapBuckets-1)
+}
+
+const gapSliceBits = 8 // top mantissa bits per slice: 256 slices an octave
+
+var (
+	gapBound       []float64 // gapBound[i]: the smallest x in bucket i
+	gapFirstSlice  int       // slice index of gapMin
+	gapSliceBucket []uint16  // bucket of each slice's first float
+)
+
+func init() {
+	gapBound = make([]float64, gapBuckets)
+	for i := range gapBound {
+		x := max(gapMin*math.Exp(float64(i)*gapLogRatio), gapMin)
+		for x > gapMin && bucketLog(math.Nextafter(x, 0)) >= i {
+			x = math.Nextafter(x, 0)
+		}
+		for bucketLog(x) < i {
+			x = math.Nextafter(x, math.Inf(1))
+		}
+		gapBound[i] = x
+	}
+	gapFirstSlice = int(math.Float64bits(gapMin) >> (52 - gapSliceBits))
+	last := int(math.Float64bits(gapMax) >> (52 - gapSliceBits))
+	gapSliceBucket = make([]uint16, last-gapFirstSlice+1)
+	for k := range gapSliceBucket {
+		start := max(math.Float64frombits(uint64(k+gapFirstSlice)<<(52-gapSliceBits)), gapMin)
+		gapSliceBucket[k] = uint16(bucketLog(start))
+	}
 }
 
 // Merge adds every gap of o to h.

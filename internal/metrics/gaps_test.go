@@ -119,3 +119,28 @@ func TestRecordJSONNullLatencies(t *testing.T) {
 		t.Errorf("completed record %s", b)
 	}
 }
+
+// TestBucketOfIsTheLogBucket: the table lookup gives the logarithm's bucket
+// at and around every bucket boundary and across the whole range.
+func TestBucketOfIsTheLogBucket(t *testing.T) {
+	check := func(x float64) {
+		if x < gapMin || x >= gapMax {
+			return
+		}
+		if got, want := bucketOf(x), bucketLog(x); got != want {
+			t.Fatalf("bucketOf(%v) = %d, the logarithm says %d", x, got, want)
+		}
+	}
+	for _, b := range gapBound {
+		x, y := b, b
+		for range 64 {
+			check(x)
+			check(y)
+			x, y = math.Nextafter(x, 0), math.Nextafter(y, math.Inf(1))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		check(gapMin * math.Exp(rng.Float64()*math.Log(gapMax/gapMin)))
+	}
+}

@@ -62,6 +62,7 @@ func (r *Tree) NibbleOne(need int64) int64 {
 		}
 		k++
 	}
+	r.touch(n.parent, n.key[0])
 	n.key = n.key[:len(n.key)-k]
 	n.tokens -= cut
 	n.partial = 0
@@ -154,6 +155,7 @@ func (r *Tree) freeNode(i int32) (int64, int32) {
 	r.tokens -= tok
 	r.ver++
 	r.evictable -= tok
+	r.touch(parent, n.key[0])
 	delete(r.nodes[parent].children, n.key[0])
 	*n = node{ver: n.ver + 1, gen: n.gen + 1}
 	r.free = append(r.free, i)

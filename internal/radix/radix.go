@@ -29,6 +29,10 @@ type Tree struct {
 	tokens    int64  // tokens held by all nodes
 	evictable int64  // tokens in nodes with ref == 0
 	ver       uint64 // changes whenever a match could change (Version)
+
+	journal bool   // record changed slots (Journal)
+	changes []Slot // slots changed since the last TakeChanges
+	work    uint64 // nodes and blocks lookups visited (Work)
 }
 
 type node struct {
@@ -58,6 +62,11 @@ func New(blockSize int) *Tree {
 // is the same: a request that waits for room matches again only then.
 func (r *Tree) Version() uint64 { return r.ver }
 
+// Work is the number of nodes and blocks the tree's lookups have visited:
+// a deterministic measure of their cost, for tests that bound how it grows
+// with the workload (wall time on a shared machine is not one).
+func (r *Tree) Work() uint64 { return r.work }
+
 // Tokens is the number of tokens the tree holds.
 func (r *Tree) Tokens() int64 { return r.tokens }
 
@@ -69,6 +78,7 @@ type Match struct {
 	Node   int32 // deepest node fully matched (root when nothing matched)
 	Blocks int   // blocks matched
 	Tokens int64 // tokens matched
+	depth  int   // blocks from the root to Node (Blocks less a partial edge)
 }
 
 // Match finds the longest cached prefix of blocks. It does not change LRU
@@ -96,6 +106,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		}
 		n := &r.nodes[child]
 		k := CommonPrefix(n.key, blocks[i:])
+		r.work += uint64(k) + 1
 		if k < len(n.key) {
 			// Partial edge match: count the full blocks matched; the tree
 			// must be split before a request can lock them (see Lock).
@@ -119,6 +130,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		m.Node = child
 		cur = child
 		i += k
+		m.depth = i
 	}
 	return m
 }
@@ -270,6 +282,7 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 	nd.tokens += grow
 	r.tokens += grow
 	r.ver++
+	r.touch(nd.parent, nd.key[0])
 	if nd.ref == 0 {
 		r.evictable += grow
 	}
@@ -326,6 +339,7 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	}
 	nd := &r.nodes[idx]
 	nd.parent, nd.key, nd.live = parent, key, true
+	r.touch(parent, key[0])
 	p := &r.nodes[parent]
 	if p.children == nil {
 		p.children = make(map[uint64]int32, 2)

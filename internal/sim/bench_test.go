@@ -2,7 +2,10 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -109,5 +112,73 @@ func BenchmarkSimGroups(b *testing.B) {
 				b.ReportMetric(float64(res.Replay.Requests), "requests/op")
 			}
 		})
+	}
+}
+
+// shortStream is the issue's scale workload: n independent one-turn
+// requests, 512±256 tokens in, 128±64 out, arriving at 400/s (the groups
+// generator with no shared prefix and one round; `pdhybrid trace synth
+// groups --groups 1 --prefix-tokens 0 --rounds 1 --rate 400 --append-mean
+// 512 --append-std 256 --output-mean 128 --output-std 64 --sessions n`
+// writes the same stream).
+func shortStream(tb testing.TB, n int) synth.Stream { return shortStreamAt(tb, n, 400) }
+
+// shortStreamAt is shortStream arriving at rate requests/s.
+func shortStreamAt(tb testing.TB, n int, rate float64) synth.Stream {
+	g := synth.DefaultGroups()
+	g.Groups, g.PrefixTokens, g.Sessions, g.ArrivalRate, g.Rounds = 1, 0, n, rate, 1
+	g.AppendMean, g.AppendStd, g.OutputMean, g.OutputStd = 512, 256, 128, 64
+	st, err := synth.NewGroups(g)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+// scaleConfigs are the mechanisms the scale benchmark runs: the ones that
+// keep up with 400 short requests/s on 8 GPUs, and those of the 4-GPU
+// comparison.
+func scaleConfigs(p *model.Profile) []Config {
+	return []Config{
+		{Name: "pd-1p3d", Mechanism: PDDisaggregation, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "dp4-kv-aware", Mechanism: PDColo, Colo: 4, Policy: kvc.PolicyKVAware, Profile: p},
+		{Name: "dp8-mixed", Mechanism: PDColo, Colo: 8, MixedChunk: true, Profile: p},
+		{Name: "kvc-1p3d", Mechanism: KVCacheCentric, Prefill: 1, Decode: 3, Profile: p},
+		{Name: "kvc-v3-1p3d", Mechanism: KVCacheCentric, Prefill: 1, Decode: 3, Profile: p, KVC: KVC{V3: kvcV3Preset}},
+		{Name: "kvc-1p7d", Mechanism: KVCacheCentric, Prefill: 1, Decode: 7, Profile: p},
+		{Name: "kvc-v3-1p7d", Mechanism: KVCacheCentric, Prefill: 1, Decode: 7, Profile: p, KVC: KVC{V3: kvcV3Preset}},
+	}
+}
+
+// BenchmarkSimScale runs the short-request workload at 10K, 100K and 1M
+// requests per mechanism (PDHYBRID_SCALE=10000,100000 picks sizes): the
+// ns/op of one size over the one before shows the growth, which the issue
+// wants linear (within 12× from 100K to 1M).
+func BenchmarkSimScale(b *testing.B) {
+	sizes := []int{10_000, 100_000, 1_000_000}
+	if s := os.Getenv("PDHYBRID_SCALE"); s != "" {
+		sizes = sizes[:0]
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				b.Fatalf("PDHYBRID_SCALE=%q: want comma-separated request counts > 0", s)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	p := profile(b)
+	for _, cfg := range scaleConfigs(p) {
+		cfg.MaxBacklog = -1
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/%d", cfg.Name, n), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					res, err := Run(context.Background(), cfg, shortStream(b, n), nil, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(res.Replay.Requests), "requests/op")
+				}
+			})
+		}
 	}
 }

@@ -24,9 +24,12 @@ import "github.com/pdhybrid/pdhybrid/internal/radix"
 // naive-PD run a quarter more time).
 //
 // A session with no request in flight keeps its chain for its next turn,
-// but idle chains are bounded in total (idleChainBudget ids, least recently
-// idle dropped first) so that memory follows the live sessions, not every
-// session the trace ever named. (A dropped frozen chain lives on while a
+// but idle chains are bounded in total (idleChainBudget ids of array
+// capacity, least recently idle dropped first) so that memory follows the
+// live sessions, not every session the trace ever named. The budget counts
+// capacity, not length: a one-turn session's 8-block chain sits in a
+// 256-id array, and counting its 8 ids let a million such sessions keep
+// 2 GB of arrays under a 64 MiB budget. (A dropped frozen chain lives on while a
 // cache keys on it; caches are bounded by their pools, so that is bounded.)
 
 const idleChainBudget = 8 << 20 // block ids (64 MiB)
@@ -55,7 +58,7 @@ func (s *Sim) adoptChain(sess *session, ids []uint64) ([]uint64, bool) {
 	case inPlace:
 		// As above, out of room: a new array with room for the turns to
 		// come (contexts grow by a few percent a turn).
-		sess.chain, sess.frozen = append(make([]uint64, 0, max(2*len(ids), 256)), ids...), false
+		sess.chain, sess.frozen = append(make([]uint64, 0, 2*len(ids)+16), ids...), false
 	case sess.readers > 0:
 		// Another turn of the session still reads the old array: this turn
 		// gets its own, frozen below. Its successor will diverge at its
@@ -79,13 +82,13 @@ func (s *Sim) sessionIdle(sess *session) {
 	sess.idleGen++
 	sess.idleCounted = true
 	s.idle = append(s.idle, idleRef{sess: sess, gen: sess.idleGen})
-	s.idleIDs += len(sess.chain)
+	s.idleIDs += cap(sess.chain)
 	for s.idleIDs > idleChainBudget && s.idleHead < len(s.idle) {
 		ref := s.idle[s.idleHead]
 		s.idle[s.idleHead] = idleRef{}
 		s.idleHead++
 		if ref.sess.idleGen == ref.gen && ref.sess.idleCounted {
-			s.idleIDs -= len(ref.sess.chain)
+			s.idleIDs -= cap(ref.sess.chain)
 			ref.sess.chain, ref.sess.idleCounted = nil, false
 		}
 	}
@@ -100,7 +103,7 @@ func (s *Sim) sessionIdle(sess *session) {
 // goes stale).
 func (s *Sim) sessionBusy(sess *session) {
 	if sess.idleCounted {
-		s.idleIDs -= len(sess.chain)
+		s.idleIDs -= cap(sess.chain)
 		sess.idleCounted = false
 		sess.idleGen++
 	}

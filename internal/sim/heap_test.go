@@ -1,0 +1,62 @@
+package sim
+
+import (
+	"context"
+	"runtime"
+	"testing"
+)
+
+// liveHeap is the live heap after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// heapAfter simulates n short requests with cfg and returns the live heap
+// with the finished simulation still held.
+func heapAfter(t *testing.T, cfg Config, n int) uint64 {
+	t.Helper()
+	cfg.MaxBacklog = -1
+	s, err := newSim(cfg, shortStream(t, n), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := liveHeap()
+	runtime.KeepAlive(s)
+	return h
+}
+
+// TestHeapPerFinishedRequest bounds what a finished request leaves in
+// memory: the live heap after 2n one-turn requests less that after n,
+// per request. What stays is per session, for a later turn the trace may
+// still send: the router's state and belief of where it is, the trace
+// checker's record of its chat id, its last turn's end, its hash chain
+// (until the idle chains' budget drops it), about 0.8–1.2 KB here, map
+// growth included. A one-turn session's hash chain in a 256-id array left
+// 2 KB more each (2 GB at 1M requests) until the idle chains' budget
+// counted capacity and a new chain got room in proportion to its length.
+func TestHeapPerFinishedRequest(t *testing.T) {
+	const n, bound = 4000, 1536 // requests; bytes per request
+	// Pools of 50,000 tokens: the caches (and the router's belief of them)
+	// are full within the first thousand requests, so what grows after is
+	// what requests leave behind, not caches filling.
+	p := *profile(t)
+	per := p.Model.KVBytesPerToken()
+	p.Hardware.MemFraction = float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+50_000*per) / float64(p.Hardware.HBMBytes)
+	for _, cfg := range scaleConfigs(&p) {
+		if cfg.Name != "dp8-mixed" && cfg.Name != "kvc-v3-1p7d" {
+			continue
+		}
+		small, large := heapAfter(t, cfg, n), heapAfter(t, cfg, 2*n)
+		per := (float64(large) - float64(small)) / n
+		t.Logf("%s: live heap %.1f MB after %d requests, %.1f MB after %d: %.0f bytes per request", cfg.Name, float64(small)/1e6, n, float64(large)/1e6, 2*n, per)
+		if per > bound {
+			t.Errorf("%s: each finished request leaves %.0f bytes in the live heap, want ≤ %d", cfg.Name, per, bound)
+		}
+	}
+}
