@@ -49,11 +49,16 @@ func (s *Server) readJSON(r *http.Request) (map[string]any, error) {
 // tokenIDs reads a raw input_ids list; an entry that is not an integer
 // is named by its index, as the []any path names it.
 func tokenIDs(raw json.RawMessage) ([]int, error) {
-	if toks, ok := plainInts(raw); ok {
-		return toks, nil
+	toks, ok := plainInts(raw)
+	if !ok && json.Unmarshal(raw, &toks) == nil {
+		ok = true
 	}
-	var toks []int
-	if err := json.Unmarshal(raw, &toks); err == nil {
+	if ok {
+		for i, t := range toks {
+			if err := checkTokenID(i, int64(t)); err != nil {
+				return nil, err
+			}
+		}
 		return toks, nil
 	}
 	var items []json.RawMessage

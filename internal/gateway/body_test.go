@@ -18,7 +18,8 @@ func TestTokenIDs(t *testing.T) {
 		{"[]", []int{}, ""},
 		{"[1,2,3]", []int{1, 2, 3}, ""},
 		{" [ 151935 , 0 ,7 ] ", []int{151935, 0, 7}, ""},
-		{"[-1, 2]", []int{-1, 2}, ""},
+		{"[-1, 2]", nil, "input_ids[0] = -1: want a token id in [0, 2147483647]"},
+		{"[1, 4294967296]", nil, "input_ids[1] = 4294967296: want a token id in [0, 2147483647]"},
 		{"[1e3]", []int{1000}, ""}, // not an integer to encoding/json either
 		{"[1, 2.5]", nil, "input_ids[1]: 2.5 is not a token id"},
 		{`[1, "a"]`, nil, `input_ids[1]: "a" is not a token id`},

@@ -78,6 +78,12 @@ type Config struct {
 	SessionField  string
 	// DToP sets up D→P snapshot sync (dtop.go; off by default).
 	DToP DToPConfig
+	// ContextTokens is the model's context length: a prompt that, with its
+	// max_new_tokens, does not fit is a 400 before any worker sees it
+	// (0: unknown, left to the workers).
+	ContextTokens int
+	// Model is the model name GET /v1/models answers ("default" if empty).
+	Model string
 }
 
 // Server is a running gateway.
@@ -156,12 +162,18 @@ func New(cfg Config) (*Server, error) {
 	if err := s.startDToP(); err != nil {
 		return nil, err
 	}
-	s.mux.HandleFunc("/generate", s.handleGenerate)
-	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
-	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
-	s.mux.HandleFunc("/v1/messages", s.handleMessages)
-	s.mux.HandleFunc("/v1/messages/count_tokens", s.handleCountTokens)
-	s.mux.HandleFunc("/health", s.handleHealth)
+	s.mux.HandleFunc("/generate", postOnly(s.handleGenerate))
+	s.mux.HandleFunc("/v1/completions", postOnly(s.handleCompletions))
+	s.mux.HandleFunc("/v1/chat/completions", postOnly(s.handleChat))
+	s.mux.HandleFunc("/v1/messages", postOnly(s.handleMessages))
+	s.mux.HandleFunc("/v1/messages/count_tokens", postOnly(s.handleCountTokens))
+	s.mux.HandleFunc("/v1/models", getOnly(s.handleModels))
+	s.mux.HandleFunc("/v1/models/", getOnly(s.handleModels))
+	s.mux.HandleFunc("/version", getOnly(handleVersion))
+	s.mux.HandleFunc("/get_server_info", getOnly(handleVersion))
+	s.mux.HandleFunc("/health", getOnly(s.handleHealth))
+	s.mux.HandleFunc("/health_generate", getOnly(s.handleHealthGenerate))
+	s.mux.HandleFunc("/", handleNotFound)
 	s.startOps()
 	if cfg.Health.Interval >= 0 {
 		s.cfg.Health.defaults()

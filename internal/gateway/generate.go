@@ -43,6 +43,10 @@ func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
+	stripRouting(body) // after identify: session_id names the session
+	if err := checkGenerate(body); err != nil {
+		return nil, err
+	}
 	return s.newRequest(body, id)
 }
 
@@ -66,6 +70,9 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 			if !ok || err != nil {
 				return nil, fmt.Errorf("input_ids[%d]: %v is not a token id", i, x)
 			}
+			if err := checkTokenID(i, id); err != nil {
+				return nil, err
+			}
 			toks = append(toks, int(id))
 		}
 	case nil:
@@ -78,6 +85,9 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 	default:
 		return nil, errors.New("input_ids must be a list of token ids")
 	}
+	if len(toks) == 0 {
+		return nil, errors.New("the prompt is empty: input_ids or text must hold at least one token")
+	}
 	q.tokens = len(toks)
 	q.blocks = blockHashes(toks, s.cfg.BlockSize)
 	if sp, ok := q.body["sampling_params"].(map[string]any); ok {
@@ -88,6 +98,9 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 		}
 	}
 	q.stream, _ = q.body["stream"].(bool)
+	if err := s.checkContext(q); err != nil {
+		return nil, err
+	}
 	return q, nil
 }
 
@@ -128,11 +141,6 @@ func blockHashes(toks []int, bs int) []uint64 {
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	q, err := s.parseGenerate(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
