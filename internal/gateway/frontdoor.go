@@ -7,11 +7,15 @@ package gateway
 // /version, /health_generate).
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -250,4 +254,29 @@ func checkContentType(r *http.Request) error {
 		return nil
 	}
 	return fmt.Errorf("%w, got %q", errNotJSON, mt)
+}
+
+// shortHash names a secret (an API key) in logs and session namespaces
+// without showing it: 16 hex digits of its SHA-256.
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
+}
+
+// public is a cause as a client may read it: each worker's URL replaced by
+// its role and index ("decode 1"), so no internal address leaves the
+// gateway (logs keep the URLs).
+func (s *Server) public(msg string) string {
+	var ws []*workerInfo
+	s.locked(func() { ws = append(ws, s.workers...) })
+	// Longest URLs first: http://h:80 must not eat into http://h:8000.
+	slices.SortFunc(ws, func(a, b *workerInfo) int { return len(b.URL) - len(a.URL) })
+	for _, w := range ws {
+		name := w.Role + " " + itoa(w.idx)
+		msg = strings.ReplaceAll(msg, w.URL, name)
+		if u, err := url.Parse(w.URL); err == nil && u.Host != "" {
+			msg = strings.ReplaceAll(msg, u.Host, name) // as a dial error names it
+		}
+	}
+	return msg
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -256,5 +258,104 @@ func TestRoutesAndErrorShapes(t *testing.T) {
 	status, b, _ := postRaw(t, gw.URL+"/v1/completions", "application/json", `{"model":"m","prompt":"hi","max_tokens":2}`)
 	if status < 500 || strings.Contains(string(b), "invalid_request_error") {
 		t.Errorf("completion with the worker dead: %d %s, want a 5xx not typed invalid_request_error", status, b)
+	}
+}
+
+// syncBuffer is a log sink safe for the gateway's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Operable: /metrics carries the Go runtime's and the process's series; a
+// failed request is logged as a JSON line with its cause (the log keeps
+// the worker's address, the client's error body does not), and so is a
+// worker the health checks take out of service.
+func TestOperable(t *testing.T) {
+	c := worker(t, engine.RoleColocated, false)
+	var log syncBuffer
+	gw, _ := gatewayServer(t, kvc.MechColo, nil, []*emulator.Server{c}, func(cfg *Config) {
+		cfg.Log = &log
+		cfg.Health = HealthConfig{Interval: 20 * time.Millisecond, Failures: 1}
+	})
+	fams := scrape(t, gw.URL)
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	host := strings.TrimPrefix(c.URL(), "http://")
+	c.Kill()
+	status, b, h := postRaw(t, gw.URL+"/generate", "application/json", `{"text":"hello","sampling_params":{"max_new_tokens":2}}`)
+	if status != http.StatusServiceUnavailable || strings.Contains(string(b), host) || h.Get("Retry-After") == "" {
+		t.Errorf("with the worker dead: %d %s (Retry-After %q), want a 503 with Retry-After naming no address", status, b, h.Get("Retry-After"))
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(log.String(), `"msg":"worker down"`); {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := log.String()
+	var failed map[string]any
+	for _, line := range strings.Split(out, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request failed" {
+			failed = m
+		}
+	}
+	if failed == nil || failed["status"] != float64(503) || !strings.Contains(fmt.Sprint(failed["cause"]), host) {
+		t.Errorf("no JSON 'request failed' line with its cause in the log:\n%s", out)
+	}
+	if !strings.Contains(out, `"msg":"worker down"`) {
+		t.Errorf("no 'worker down' line in the log:\n%s", out)
+	}
+	if strings.Contains(out, "hello") {
+		t.Errorf("the log shows prompt text:\n%s", out)
+	}
+}
+
+// With API keys in use (Ops.ClientHeader), a session id is the caller's
+// own: a second key naming the same session with the same prompt does not
+// land on the first key's session (its turn is a first turn, seeded), and
+// the first key's next turn is still a direct append.
+func TestSessionsScopedByKey(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)
+	gw := gatewayWith(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d0, d1}, func(c *Config) { c.ClientHeader = "X-Api-Key" })
+	send := func(key string, prompt []int) answer {
+		j, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "shared-name", "sampling_params": map[string]any{"max_new_tokens": 4}})
+		req, _ := http.NewRequest("POST", gw.URL+"/generate", bytes.NewReader(j))
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return answer{status: resp.StatusCode, mode: resp.Header.Get("X-PDHybrid-Mode")}
+	}
+	prompt := ids(100, 800)
+	if a := send("key-a", prompt); a.status != 200 || a.mode != "pd-router-turn1-seed" {
+		t.Fatalf("key a turn 1: %+v", a)
+	}
+	next := append(append([]int(nil), prompt...), ids(7000, 40)...)
+	if a := send("key-b", next); a.status != 200 || a.mode == "kvcache-direct-to-d-session" {
+		t.Fatalf("key b naming key a's session: %+v, want a session of its own (not a direct append)", a)
+	}
+	if a := send("key-a", next); a.status != 200 || a.mode != "kvcache-direct-to-d-session" {
+		t.Fatalf("key a turn 2: %+v, want a direct append", a)
 	}
 }

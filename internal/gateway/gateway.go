@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -116,8 +117,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
+	cfg.Ops.defaults()
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: workerTransport()}
+		cfg.Client = &http.Client{Transport: workerTransport(cfg.Ops)}
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = time.Hour
@@ -130,7 +132,6 @@ func New(cfg Config) (*Server, error) {
 		// decoder's breaker for 30 s (a health check closes it sooner).
 		cfg.Dispatch.Breaker = kvc.BreakerConfig{Failures: 3, WindowS: 60, CooldownS: 30}
 	}
-	cfg.Ops.defaults()
 	var pNames, dNames []string
 	switch cfg.Dispatch.Mechanism {
 	case kvc.MechColo:
@@ -189,10 +190,14 @@ func New(cfg Config) (*Server, error) {
 // workerTransport keeps connections to the workers open for reuse: Go's
 // default keeps 2 idle per host, so under a few hundred concurrent streams
 // nearly every request to a worker would pay a new TCP connection (and
-// leave one in TIME_WAIT).
-func workerTransport() *http.Transport {
+// leave one in TIME_WAIT). Connecting and the response headers have their
+// own timeouts (Ops), so a stopped worker is noticed, not waited on.
+func workerTransport(o Ops) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 4096, 1024
+	d := &net.Dialer{Timeout: timeout(o.WorkerConnectTimeout), KeepAlive: 30 * time.Second}
+	t.DialContext = d.DialContext
+	t.ResponseHeaderTimeout = timeout(o.WorkerHeaderTimeout)
 	return t
 }
 

@@ -29,6 +29,7 @@ type request struct {
 	retry   string // why the last attempt should be retried ("" = it answered)
 	retryOn string // the worker whose failure calls for the retry (metrics)
 	avoid   []int  // workers that failed an earlier attempt
+	cause   string // why it failed, internal names included (logs only)
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -163,6 +164,7 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 			return
 		}
 		s.met.retries.WithLabelValues(q.retryOn).Inc()
+		s.log.Info("retry", "attempt", q.attempt+1, "cause", q.retry)
 		select {
 		case <-time.After(min(50*time.Millisecond<<q.attempt, time.Second)):
 		case <-ctx.Done():
@@ -237,7 +239,9 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 				return
 			}
 		case kvc.ActFail:
-			writeError(w, http.StatusServiceUnavailable, a.Cause)
+			q.cause = a.Cause
+			w.Header().Set("Retry-After", retryAfterS)
+			writeError(w, http.StatusServiceUnavailable, s.public(a.Cause))
 			return
 		default:
 			return
@@ -362,10 +366,12 @@ func clone(m map[string]any) map[string]any {
 
 // send POSTs a JSON body and returns the response (the caller closes it).
 func (s *Server) send(ctx context.Context, u string, body any) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, jsonReader(body))
+	r, n := jsonBody(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength = n
 	req.Header.Set("Content-Type", "application/json")
 	return s.cfg.Client.Do(req)
 }

@@ -113,11 +113,13 @@ func (s *Server) noteHealth(w *workerInfo, ok bool, fails map[*workerInfo]int) {
 	s.locked(func() {
 		switch down := s.disp.Down(role, w.idx); {
 		case ok && down:
+			s.log.Info("worker up", "role", w.Role, "worker", w.URL)
 			s.disp.SetDown(role, w.idx, false)
 			if role == kvc.RoleDecode {
 				s.disp.PeerOK(w.idx) // healthy again: its breaker closes too
 			}
 		case !ok && !down && fails[w] >= s.cfg.Health.Failures:
+			s.log.Warn("worker down", "role", w.Role, "worker", w.URL, "failed_checks", fails[w])
 			s.disp.SetDown(role, w.idx, true)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -67,6 +68,10 @@ type metrics struct {
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	// The Go runtime's and the process's own series (go_*, process_*):
+	// memory, goroutines, GC, CPU, file descriptors.
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		f(v)
@@ -329,5 +334,13 @@ func (r *recorder) end(ctx context.Context) {
 	}
 	if r.s.cfg.LogPrompts {
 		r.s.logRequest(r.q, mode, outcome, r.status, end.Sub(r.start))
+	}
+	switch outcome {
+	case outcomeOK:
+	case outcomeDisconnect:
+		r.s.log.Debug("client left", "mode", mode, "status", r.status, "seconds", end.Sub(r.start).Seconds())
+	default:
+		r.s.log.Warn("request failed", "mode", mode, "outcome", outcome, "status", r.status, "attempts", r.q.attempt+1,
+			"cause", r.q.cause, "seconds", end.Sub(r.start).Seconds())
 	}
 }
