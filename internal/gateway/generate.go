@@ -300,24 +300,34 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if direct {
 		body["session_id"] = q.session
 	}
-	rid, _ := body["rid"].(string)
-	if rid == "" {
-		rid = newRID()
-		body["rid"] = rid
-	}
+	rid := newRID() // the gateway's own: a client's was dropped (stripRouting)
+	body["rid"] = rid
 	s.locked(func() { d.Accepted() }) // counted in flight from now (see pd)
 	resp, err := s.send(ctx, base+"/generate", body)
 	// dec is the decoder the request went to; −1 when a prefill worker
 	// serves it whole, which the decoders' breaker does not judge.
 	dec := d.Decoder()
 	if err != nil {
+		if ctx.Err() != nil {
+			// The client left before the worker answered: no worker's
+			// fault, nothing to answer.
+			s.abort(base, rid, abortDisconnect)
+			s.locked(func() { d.Finished(false) })
+			return true
+		}
 		s.locked(func() {
 			if dec >= 0 {
-				s.disp.PeerFailed(s.now(), dec)
+				s.peerFailed(dec)
+				q.avoid = append(q.avoid, dec)
 			}
 			d.Finished(false)
-			d.Refused("worker-unreachable: " + base + ": " + err.Error())
 		})
+		if q.attempt < s.cfg.Retries && dec >= 0 && s.another(q) {
+			// Nothing reached the client: another worker may serve it.
+			q.retry, q.retryOn = "worker-unreachable: "+base+": "+err.Error(), base
+			return true
+		}
+		s.locked(func() { d.Refused("worker-unreachable: " + base + ": " + err.Error()) })
 		return false
 	}
 	defer resp.Body.Close()
@@ -327,7 +337,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		s.locked(func() {
 			if dec >= 0 {
 				if resp.StatusCode >= 500 {
-					s.disp.PeerFailed(s.now(), dec)
+					s.peerFailed(dec)
 				}
 				q.avoid = append(q.avoid, dec)
 			}
@@ -349,11 +359,28 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	}
 	s.locked(func() {
 		if ok && dec >= 0 {
-			s.disp.PeerOK(dec)
+			s.peerOK(dec)
 		}
 		d.Finished(ok)
 	})
 	return true
+}
+
+// another says whether a decoder (or colocated worker) the request has not
+// failed on is left: retrying the only one, dead, just fails again.
+func (s *Server) another(q *request) bool {
+	var n int
+	s.locked(func() { // the pools grow under the lock (admin.go)
+		n = len(s.cfg.Decode)
+		if s.cfg.Dispatch.Mechanism == kvc.MechColo {
+			n = len(s.cfg.Colo)
+		}
+	})
+	seen := map[int]bool{}
+	for _, d := range q.avoid {
+		seen[d] = true
+	}
+	return len(seen) < n
 }
 
 func clone(m map[string]any) map[string]any {

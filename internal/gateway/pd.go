@@ -105,7 +105,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	// reached the client: a retry, or the prefill's own cause.
 	prefillFailed := func(pl leg) bool {
 		if strings.Contains(pl.err.Error(), "transfer") {
-			s.locked(func() { s.disp.PeerFailed(s.now(), a.D) })
+			s.locked(func() { s.peerFailed(a.D) })
 			q.avoid = append(q.avoid, a.D)
 		}
 		if s.retryable(q, pl.status) || pl.status == 0 && q.attempt < s.cfg.Retries {
@@ -135,11 +135,26 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		if pFirst && pl.err != nil {
 			return prefillFailed(pl)
 		}
+		if ctx.Err() != nil {
+			// The client left before D answered: no worker's fault.
+			s.abort(dec, rid, abortDisconnect)
+			s.locked(func() {
+				d.PrefillDone()
+				d.Finished(false)
+			})
+			return true
+		}
 		s.locked(func() {
-			s.disp.PeerFailed(s.now(), a.D)
+			s.peerFailed(a.D)
+			q.avoid = append(q.avoid, a.D)
 			d.Finished(false)
-			d.Refused("decode-unreachable: " + dec + ": " + err.Error())
 		})
+		if q.attempt < s.cfg.Retries && s.another(q) {
+			// Nothing reached the client: another decoder may serve it.
+			q.retry, q.retryOn = "decode-unreachable: "+dec+": "+err.Error(), dec
+			return true
+		}
+		s.locked(func() { d.Refused("decode-unreachable: " + dec + ": " + err.Error()) })
 		return false
 	}
 	defer resp.Body.Close()
@@ -167,7 +182,7 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 		q.retry, q.retryOn = fmt.Sprintf("decode %s answered %d", dec, resp.StatusCode), dec
 		s.locked(func() {
 			if resp.StatusCode >= 500 {
-				s.disp.PeerFailed(s.now(), a.D)
+				s.peerFailed(a.D)
 			}
 			q.avoid = append(q.avoid, a.D)
 			d.PrefillDone()
@@ -234,9 +249,9 @@ func (s *Server) pd(ctx context.Context, w http.ResponseWriter, a kvc.Action, q 
 	s.locked(func() {
 		d.PrefillDone()
 		if pl.err != nil && strings.Contains(pl.err.Error(), "transfer") {
-			s.disp.PeerFailed(s.now(), a.D)
+			s.peerFailed(a.D)
 		} else if ok {
-			s.disp.PeerOK(a.D)
+			s.peerOK(a.D)
 		}
 		d.Finished(ok && pl.err == nil)
 	})
