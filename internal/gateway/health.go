@@ -114,37 +114,15 @@ func (s *Server) noteHealth(w *workerInfo, ok bool, fails map[*workerInfo]int) {
 		switch down := s.disp.Down(role, w.idx); {
 		case ok && down:
 			s.log.Info("worker up", "role", w.Role, "worker", w.URL)
+			// Back in service; its transfer breaker, if open, closes only
+			// on its half-open probe's landed transfer (kvc/breaker.go):
+			// a worker that answers /health may still lose KV on the way.
 			s.disp.SetDown(role, w.idx, false)
-			if role == kvc.RoleDecode {
-				s.peerOK(w.idx) // healthy again: its breaker closes too
-			}
 		case !ok && !down && fails[w] >= s.cfg.Health.Failures:
 			s.log.Warn("worker down", "role", w.Role, "worker", w.URL, "failed_checks", fails[w])
 			s.disp.SetDown(role, w.idx, true)
 		}
 	})
-}
-
-// peerFailed feeds a decoder's failed call to its breaker (held lock),
-// logging the breaker's opening.
-func (s *Server) peerFailed(d int) {
-	now := s.now()
-	was := s.disp.BreakerOpen(now, d)
-	s.disp.PeerFailed(now, d)
-	if !was && s.disp.BreakerOpen(now, d) {
-		s.log.Warn("breaker open", "role", roleDecode, "worker", s.decoderAt(d))
-	}
-}
-
-// peerOK feeds a decoder's good call to its breaker (held lock), logging
-// the breaker's closing.
-func (s *Server) peerOK(d int) {
-	now := s.now()
-	was := s.disp.BreakerOpen(now, d)
-	s.disp.PeerOK(d)
-	if was && !s.disp.BreakerOpen(now, d) {
-		s.log.Info("breaker closed", "role", roleDecode, "worker", s.decoderAt(d))
-	}
 }
 
 // decoderAt is decoder d's URL (held lock): the colocated pool's under
