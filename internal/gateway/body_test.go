@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -82,6 +83,20 @@ func TestJSONReaderSplicesRawIDs(t *testing.T) {
 		json.Unmarshal(w, &want)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("spliced %s; want %s", b, w)
+		}
+	}
+}
+
+// textBlocks gives the ids and count the token path gives.
+func TestTextBlocks(t *testing.T) {
+	for _, text := range []string{"", "a", "abcd", "hello world, this is a prompt of some length", strings.Repeat("xyz", 1000)} {
+		for _, bs := range []int{1, 3, 64} {
+			toks := textTokens(text)
+			want := blockHashes(toks, bs)
+			got, n := textBlocks(text, bs)
+			if n != len(toks) || len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
+				t.Errorf("%.20q bs %d: %d tokens %v, want %d %v", text, bs, n, got, len(toks), want)
+			}
 		}
 	}
 }

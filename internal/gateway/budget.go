@@ -14,7 +14,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +28,25 @@ const (
 	// budgetStep is how much of a chunked body is taken from the budget
 	// before it is read.
 	budgetStep = 64 << 10
+	// bigBody is the body size after which the request's end hands the
+	// heap's free pages back to the OS (returnMemory).
+	bigBody = 16 << 20
 )
+
+// freeing is set while a returnMemory runs: one at a time is enough.
+var freeing atomic.Bool
+
+// returnMemory hands freed heap pages back to the OS after a big body's
+// request: Go's own scavenger would keep them for minutes, and an operator
+// reading the gateway's RSS would see the peak long after it passed.
+func (s *Server) returnMemory() {
+	if freeing.CompareAndSwap(false, true) {
+		go func() {
+			defer freeing.Store(false)
+			debug.FreeOSMemory()
+		}()
+	}
+}
 
 // byteBudget counts request bytes in flight, in all and per client.
 type byteBudget struct {

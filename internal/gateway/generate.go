@@ -83,15 +83,19 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 			return nil, errors.New("either text or input_ids should be provided")
 		}
 		q.text = text
-		toks = textTokens(text)
+		// Hashed straight from the text: a long prompt's token list is
+		// never built (8 bytes a token, twice the text's size).
+		q.blocks, q.tokens = textBlocks(text, s.cfg.BlockSize)
 	default:
 		return nil, errors.New("input_ids must be a list of token ids")
 	}
-	if len(toks) == 0 {
+	if q.blocks == nil {
+		q.tokens = len(toks)
+		q.blocks = blockHashes(toks, s.cfg.BlockSize)
+	}
+	if q.tokens == 0 {
 		return nil, errors.New("the prompt is empty: input_ids or text must hold at least one token")
 	}
-	q.tokens = len(toks)
-	q.blocks = blockHashes(toks, s.cfg.BlockSize)
 	if sp, ok := q.body["sampling_params"].(map[string]any); ok {
 		if n, ok := sp["max_new_tokens"].(json.Number); ok {
 			if v, err := n.Int64(); err == nil && v >= 0 {
@@ -118,6 +122,31 @@ func textTokens(text string) []int {
 		out = append(out, int(h.Sum32()))
 	}
 	return out
+}
+
+// textBlocks is blockHashes(textTokens(text), bs) and the token count,
+// without the token list.
+func textBlocks(text string, bs int) ([]uint64, int) {
+	n := (len(text) + 3) / 4
+	out := make([]uint64, 0, (n+bs-1)/bs)
+	var prev uint64
+	for i := 0; i < len(text); {
+		h := fnv.New64a()
+		var b [8]byte
+		for k := range 8 {
+			b[k] = byte(prev >> (8 * k))
+		}
+		h.Write(b[:])
+		for t := 0; t < bs && i < len(text); t, i = t+1, i+4 {
+			th := fnv.New32a()
+			th.Write([]byte(text[i:min(i+4, len(text))]))
+			v := th.Sum32()
+			h.Write([]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+		}
+		prev = h.Sum64()
+		out = append(out, prev)
+	}
+	return out, n
 }
 
 // blockHashes chains the prompt's tokens into prefix-block ids: each id

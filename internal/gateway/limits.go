@@ -191,6 +191,9 @@ func (s *Server) limited(next http.Handler) http.Handler {
 				return
 			}
 			defer s.budget.give(key, taken)
+			if taken >= bigBody {
+				defer s.returnMemory()
+			}
 			r.Body = readBody{Reader: bytes.NewReader(b), b: b}
 		}
 		next.ServeHTTP(w, r)
