@@ -22,6 +22,12 @@ type opsFlags struct {
 	maxHeader, maxClient     int
 	pollS                    float64
 	logPrompts, logDebug     bool
+	logLevel, logFormat      string
+	maxInflight, maxClientB  int64
+	headerS, bodyS, idleS    float64
+	connectS, workerHeaderS  float64
+	contextTokens            int
+	model                    string
 }
 
 func (o *opsFlags) register(fs *pflag.FlagSet) {
@@ -32,6 +38,17 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.clientHeader, "client-header", "", "`header` naming the client for --max-client-concurrency (an API key header, say); without one, or when a request lacks it, the client is its remote IP")
 	fs.Float64Var(&o.pollS, "load-poll-interval", 1, "`seconds` between polls of each worker's /v1/loads for the pdhybrid_worker_* metrics; 0 = never poll")
 	fs.BoolVar(&o.logPrompts, "log-prompts", false, "log every request, its prompt included, as a JSON line on stderr (default off: nothing of requests is logged)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "least `level` logged on stderr: debug, info, warn or error (errors, retries, breaker and worker state changes are info or above; no prompt text)")
+	fs.StringVar(&o.logFormat, "log-format", "json", "log line `format`: json or text (log/slog's)")
+	fs.Int64Var(&o.maxInflight, "max-inflight-bytes", 256<<20, "request body `bytes` the gateway holds at once; a body past it is answered 429 with Retry-After; 0 = no limit")
+	fs.Int64Var(&o.maxClientB, "max-client-bytes", 128<<20, "request body `bytes` one client (--client-header, else its IP) holds at once; past it, 429 with Retry-After; 0 = no limit")
+	fs.Float64Var(&o.headerS, "header-timeout", 10, "`seconds` a client gets to send its request headers; 0 = no limit")
+	fs.Float64Var(&o.bodyS, "body-timeout", 30, "`seconds` a client gets to send its request body; slower is answered 408 and its connection closed; 0 = no limit")
+	fs.Float64Var(&o.idleS, "idle-timeout", 120, "`seconds` a keep-alive client connection may sit idle between requests; 0 = no limit")
+	fs.Float64Var(&o.connectS, "worker-connect-timeout", 3, "`seconds` to connect to a worker before it counts as unreachable; 0 = no limit")
+	fs.Float64Var(&o.workerHeaderS, "worker-header-timeout", 0, "`seconds` a worker gets to send its response headers once a request is sent (a long prefill's first byte can take minutes); 0 = no limit")
+	fs.IntVar(&o.contextTokens, "context-tokens", 0, "the model's context length in `tokens`: a prompt that with its max tokens does not fit is a 400 before any worker sees it; 0 = left to the workers")
+	fs.StringVar(&o.model, "model", "", "model `name` GET /v1/models answers (default \"default\")")
 	fs.BoolVar(&o.logDebug, "log-debug", false, "also log debug events as JSON lines on stderr: each D→P sync's outcome, stage times and sizes (--d-to-p-sync; no prompt content)")
 }
 
@@ -40,6 +57,31 @@ func (o *opsFlags) check(ck *checks) {
 	ck.num("max-header-bytes", between(4096, 64<<20).is("a number of bytes"))
 	ck.num("max-client-concurrency", between(1, 1e6).is("a number of requests").orZero("no limit"))
 	ck.num("load-poll-interval", between(0.05, 3600).is("a number of seconds").orZero("never poll"))
+	ck.oneOf("log-level", "debug", "info", "warn", "error")
+	ck.oneOf("log-format", "json", "text")
+	ck.num("max-inflight-bytes", between(1024, 1<<40).is("a number of bytes").orZero("no limit"))
+	ck.num("max-client-bytes", between(1024, 1<<40).is("a number of bytes").orZero("no limit"))
+	for _, n := range []string{"header-timeout", "body-timeout", "idle-timeout", "worker-connect-timeout", "worker-header-timeout"} {
+		ck.num(n, between(0.001, 86400).is("a number of seconds").orZero("no limit"))
+	}
+	ck.num("context-tokens", between(0, 1<<30).is("a number of tokens").orZero("left to the workers"))
+}
+
+// seconds turns a timeout flag into a duration: 0 (no limit) is Ops'
+// negative duration, as Ops reads 0 as its default.
+func seconds(s float64) time.Duration {
+	if s <= 0 {
+		return -1
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// orNone is bytes for Ops: 0 (no limit) is negative there.
+func orNone(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func (o *opsFlags) apply(cfg *gateway.Config, e *env) {
@@ -55,6 +97,11 @@ func (o *opsFlags) apply(cfg *gateway.Config, e *env) {
 	if o.pollS == 0 {
 		cfg.LoadPoll = -1
 	}
+	cfg.LogLevel, cfg.LogText = o.logLevel, o.logFormat == "text"
+	cfg.MaxInflightBytes, cfg.MaxClientBytes = orNone(o.maxInflight), orNone(o.maxClientB)
+	cfg.HeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout = seconds(o.headerS), seconds(o.bodyS), seconds(o.idleS)
+	cfg.WorkerConnectTimeout, cfg.WorkerHeaderTimeout = seconds(o.connectS), seconds(o.workerHeaderS)
+	cfg.ContextTokens, cfg.Model = o.contextTokens, o.model
 	cfg.LogPrompts = o.logPrompts
 	cfg.LogDebug = o.logDebug
 	cfg.Log = e.stderr

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -53,9 +52,13 @@ Without --trace, prints the entry URL ("listening url=...") and each child's,
 and serves until SIGINT or SIGTERM. With --trace, replays it through the stack
 as 'pdhybrid replay' does (--out, --max-concurrency, --request-timeout,
 --goodput as there; the workers' --time-scale is the replay's), writes the run
-files, then stops. Every child is stopped on exit, Ctrl-C included; on Linux
-the kernel kills them if up itself is killed. Children's logs go to stderr,
-each line prefixed with its name.
+files, then stops. A child that dies is logged and started again on its own
+ports after a backoff (500 ms, doubling while restarts fail, at most 10 s);
+meanwhile the stack keeps serving (the gateways route around a dead worker,
+the front passes over a dead replica). up ends only on SIGINT or SIGTERM, at
+the end of --trace, or when a child cannot start at all. Every child is
+stopped on exit, Ctrl-C included; on Linux the kernel kills them if up itself
+is killed. Children's logs go to stderr, each line prefixed with its name.
 
 Point a client at the entry URL: SGLang /generate, an OpenAI SDK at URL/v1, an
 Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
@@ -147,32 +150,13 @@ func runUp(ctx context.Context, e *env, f *upFlags, r *replayFlags) error {
 	}
 	defer stopFront()
 	fmt.Fprintf(e.stdout, "listening url=%s mechanism=%s gateways=%d\n", entry, f.mech, f.gateways)
-	died, which := cs.died()
+	cs.supervise(ctx) // a child that dies is restarted; up ends on SIGINT or SIGTERM
 	if replayIn == nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-died:
-			c := which()
-			return fmt.Errorf("%w: %s (%v): %s", errChildDied, c.name, c.err, lastLine(c.tail.String()))
-		}
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	r.url, r.timeScale = entry, f.timeScale
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-died:
-			c := which()
-			cancel(fmt.Errorf("%w: %s (%v)", errChildDied, c.name, c.err))
-		case <-rctx.Done():
-		}
-	}()
-	err = runReplay(rctx, e, r, replayIn.hdr, replayIn.reqs, replayIn.slo)
-	if cause := context.Cause(rctx); errors.Is(cause, errChildDied) {
-		return cause
-	}
-	return err
+	return runReplay(ctx, e, r, replayIn.hdr, replayIn.reqs, replayIn.slo)
 }
 
 // startStack starts workers, then gateways, then (several gateways) the
@@ -196,7 +180,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 				return "", nothing, err
 			}
 			n++
-			fmt.Fprintf(e.stdout, "worker url=%s role=colo\n", w.url)
+			fmt.Fprintf(e.stdout, "worker url=%s role=colo pid=%d\n", w.url, w.cmd.Process.Pid)
 			pool = append(pool, "--colo", w.url)
 		}
 	} else {
@@ -214,7 +198,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 				return "", nothing, err
 			}
 			n++
-			fmt.Fprintf(e.stdout, "worker url=%s role=prefill bootstrap_port=%d\n", w.url, w.bootPort)
+			fmt.Fprintf(e.stdout, "worker url=%s role=prefill bootstrap_port=%d pid=%d\n", w.url, w.bootPort, w.cmd.Process.Pid)
 			pool = append(pool, "--prefill", fmt.Sprintf("%s@%d", w.url, w.bootPort))
 		}
 		for i := range f.decode {
@@ -230,7 +214,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 				return "", nothing, err
 			}
 			n++
-			fmt.Fprintf(e.stdout, "worker url=%s role=decode\n", w.url)
+			fmt.Fprintf(e.stdout, "worker url=%s role=decode pid=%d\n", w.url, w.cmd.Process.Pid)
 			pool = append(pool, "--decode", w.url)
 		}
 	}
@@ -253,6 +237,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		if err != nil {
 			return "", nothing, err
 		}
+		fmt.Fprintf(e.stdout, "gateway url=%s pid=%d\n", g.url, g.cmd.Process.Pid)
 		return g.url, nothing, nil
 	}
 	var reps []string
@@ -261,7 +246,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		if err != nil {
 			return "", nothing, err
 		}
-		fmt.Fprintf(e.stdout, "gateway url=%s\n", g.url)
+		fmt.Fprintf(e.stdout, "gateway url=%s pid=%d\n", g.url, g.cmd.Process.Pid)
 		reps = append(reps, g.url)
 	}
 	fr, err := front.New(front.Policy(f.frontPolicy), reps)

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Policy picks a replica for a request.
@@ -40,7 +41,15 @@ type Front struct {
 	names    []string
 	next     atomic.Uint64
 	served   []atomic.Int64
+	// downUntil is, per replica, the time (Unix ns) until which new
+	// requests pass it over: one that refused a connection is not asked
+	// again by every request while it restarts.
+	downUntil []atomic.Int64
 }
+
+// downFor is how long a replica that could not be reached is passed over
+// before it is tried again.
+const downFor = time.Second
 
 // New makes a front over the replicas' base URLs.
 func New(policy Policy, replicas []string) (*Front, error) {
@@ -50,7 +59,7 @@ func New(policy Policy, replicas []string) (*Front, error) {
 	if len(replicas) == 0 {
 		return nil, errors.New("front: no replicas")
 	}
-	f := &Front{policy: policy, names: replicas, served: make([]atomic.Int64, len(replicas))}
+	f := &Front{policy: policy, names: replicas, served: make([]atomic.Int64, len(replicas)), downUntil: make([]atomic.Int64, len(replicas))}
 	// Connections to the replicas are kept for reuse (Go's default keeps 2
 	// idle per host: every other request would dial).
 	transport := http.DefaultTransport.(*http.Transport).Clone()
@@ -89,9 +98,11 @@ type attemptKey struct{}
 type attempt struct{ err error }
 
 // ServeHTTP relays the request to the replica the policy picks. A replica
-// that cannot be reached (its connection refused: a replica down) is
-// passed over for the next one, so one replica's crash costs no request;
-// any other failure is a 502 naming the replica.
+// that cannot be reached — its connection refused (a replica down), or
+// reset or closed before it answered (one killed with the request on it)
+// — is passed over for the next one, and for a second by later requests,
+// so one replica's crash costs no request that had not started its
+// answer; any other failure is a 502.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	if r.Body != nil {
@@ -103,9 +114,20 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = b
 	}
 	start, n := f.pick(r), len(f.replicas)
-	var last error
+	now := time.Now().UnixNano()
+	order := make([]int, 0, n)
+	var down []int
 	for k := range n {
 		i := (start + k) % n
+		if f.downUntil[i].Load() > now {
+			down = append(down, i) // last resort: all may be down
+			continue
+		}
+		order = append(order, i)
+	}
+	order = append(order, down...)
+	var last error
+	for _, i := range order {
 		a := &attempt{}
 		req := r.Clone(context.WithValue(r.Context(), attemptKey{}, a))
 		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
@@ -114,12 +136,21 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if a.err == nil {
 			return
 		}
-		last = fmt.Errorf("replica %s: %w", f.names[i], a.err)
-		if !errors.Is(a.err, syscall.ECONNREFUSED) || r.Context().Err() != nil {
+		last = fmt.Errorf("replica %d: %w", i, a.err)
+		if !unreachable(a.err) || r.Context().Err() != nil {
 			break
 		}
+		f.downUntil[i].Store(time.Now().Add(downFor).UnixNano())
 	}
 	writeError(w, http.StatusBadGateway, "front: "+last.Error())
+}
+
+// unreachable says whether a proxy error means the replica never answered
+// (so the request can go to another): refused, reset, or the connection
+// closed before a response.
+func unreachable(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -163,3 +163,39 @@ func TestDeadReplicaPassedOver(t *testing.T) {
 		t.Fatalf("served %v", s)
 	}
 }
+
+// A replica that dies with the request on it (its connection closed before
+// any answer) costs the client nothing: the request goes to the next
+// replica, and for a while later requests pass the dead one over.
+func TestDeadReplicaSkipped(t *testing.T) {
+	var hits int
+	dying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close() // killed mid-request: no status line ever comes
+		}
+	}))
+	t.Cleanup(dying.Close)
+	good := replicas(t, 1)[0]
+	f, err := New(RoundRobin, []string{dying.URL, good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(f)
+	defer ts.Close()
+	for i := range 4 {
+		resp, err := http.Post(ts.URL+"/generate", "application/json", strings.NewReader(`{"text":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "0" {
+			t.Fatalf("request %d: %d %q, want the live replica's answer", i, resp.StatusCode, b)
+		}
+	}
+	if hits != 1 {
+		t.Errorf("the dead replica was tried %d times in its down second, want 1", hits)
+	}
+}

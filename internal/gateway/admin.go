@@ -40,6 +40,7 @@ type opsState struct {
 	workers   []*workerInfo
 	seen      map[string]time.Time // session → when its last request came
 	clients   clientLimiter
+	budget    byteBudget // request bytes in flight (budget.go)
 	log       *slog.Logger
 	stop      chan struct{}
 	polling   sync.WaitGroup
@@ -63,7 +64,7 @@ func (s *Server) startOps() {
 	s.seen = map[string]time.Time{}
 	// The pools grow under the lock from here on: own their arrays.
 	s.cfg.Prefill, s.cfg.Decode, s.cfg.Colo = slices.Clone(s.cfg.Prefill), slices.Clone(s.cfg.Decode), slices.Clone(s.cfg.Colo)
-	s.log = newLogger(s.cfg.Log, s.cfg.LogDebug)
+	s.log = newLogger(s.cfg.Log, s.cfg.Ops)
 	for i, p := range s.cfg.Prefill {
 		s.workers = append(s.workers, &workerInfo{Role: rolePrefill, URL: p.URL, BootstrapPort: p.BootstrapPort, idx: i})
 	}

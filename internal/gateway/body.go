@@ -18,9 +18,17 @@ import (
 // long prompt is re-sent to a worker or two byte for byte instead of being
 // decoded into an []any and encoded again per leg (BenchmarkGenerateBody).
 func (s *Server) readJSON(r *http.Request) (map[string]any, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading the body: %v", err)
+	var b []byte
+	if rb, ok := r.Body.(readBody); ok {
+		b = rb.b // read by the limits (budget.go): no second copy
+		// Parsed below into its fields: the request need not keep the
+		// raw bytes alive too.
+		r.Body = http.NoBody
+	} else {
+		var err error
+		if b, err = io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)); err != nil {
+			return nil, fmt.Errorf("reading the body: %v", err)
+		}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
@@ -49,11 +57,16 @@ func (s *Server) readJSON(r *http.Request) (map[string]any, error) {
 // tokenIDs reads a raw input_ids list; an entry that is not an integer
 // is named by its index, as the []any path names it.
 func tokenIDs(raw json.RawMessage) ([]int, error) {
-	if toks, ok := plainInts(raw); ok {
-		return toks, nil
+	toks, ok := plainInts(raw)
+	if !ok && json.Unmarshal(raw, &toks) == nil {
+		ok = true
 	}
-	var toks []int
-	if err := json.Unmarshal(raw, &toks); err == nil {
+	if ok {
+		for i, t := range toks {
+			if err := checkTokenID(i, int64(t)); err != nil {
+				return nil, err
+			}
+		}
 		return toks, nil
 	}
 	var items []json.RawMessage
@@ -114,15 +127,22 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// jsonReader encodes a body; a map's raw input_ids is spliced in as it
-// came, not re-validated and compacted by json.Marshal (the bulk of a
-// long prompt's cost at the gateway).
+// jsonReader encodes a body (jsonBody without its length).
 func jsonReader(v any) io.Reader {
+	r, _ := jsonBody(v)
+	return r
+}
+
+// jsonBody encodes a body and says its length; a map's raw input_ids is
+// spliced in as it came, not re-validated and compacted by json.Marshal
+// (the bulk of a long prompt's cost at the gateway), and not copied: each
+// worker leg reads the client's bytes.
+func jsonBody(v any) (io.Reader, int64) {
 	m, ok := v.(map[string]any)
 	raw, isRaw := m["input_ids"].(json.RawMessage)
 	if !ok || !isRaw {
 		b, _ := json.Marshal(v)
-		return bytes.NewReader(b)
+		return bytes.NewReader(b), int64(len(b))
 	}
 	rest := make(map[string]any, len(m))
 	for k, x := range m {
@@ -131,14 +151,10 @@ func jsonReader(v any) io.Reader {
 		}
 	}
 	b, _ := json.Marshal(rest)
-	out := make([]byte, 0, len(b)+len(raw)+16)
-	out = append(out, `{"input_ids":`...)
-	out = append(out, raw...)
+	tail := []byte("}")
 	if len(b) > 2 {
-		out = append(out, ',')
-		out = append(out, b[1:]...)
-	} else {
-		out = append(out, '}')
+		tail = append([]byte{','}, b[1:]...)
 	}
-	return bytes.NewReader(out)
+	head := []byte(`{"input_ids":`)
+	return io.MultiReader(bytes.NewReader(head), bytes.NewReader(raw), bytes.NewReader(tail)), int64(len(head) + len(raw) + len(tail))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -18,7 +19,8 @@ func TestTokenIDs(t *testing.T) {
 		{"[]", []int{}, ""},
 		{"[1,2,3]", []int{1, 2, 3}, ""},
 		{" [ 151935 , 0 ,7 ] ", []int{151935, 0, 7}, ""},
-		{"[-1, 2]", []int{-1, 2}, ""},
+		{"[-1, 2]", nil, "input_ids[0] = -1: want a token id in [0, 2147483647]"},
+		{"[1, 4294967296]", nil, "input_ids[1] = 4294967296: want a token id in [0, 2147483647]"},
 		{"[1e3]", []int{1000}, ""}, // not an integer to encoding/json either
 		{"[1, 2.5]", nil, "input_ids[1]: 2.5 is not a token id"},
 		{`[1, "a"]`, nil, `input_ids[1]: "a" is not a token id`},
@@ -81,6 +83,20 @@ func TestJSONReaderSplicesRawIDs(t *testing.T) {
 		json.Unmarshal(w, &want)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("spliced %s; want %s", b, w)
+		}
+	}
+}
+
+// textBlocks gives the ids and count the token path gives.
+func TestTextBlocks(t *testing.T) {
+	for _, text := range []string{"", "a", "abcd", "hello world, this is a prompt of some length", strings.Repeat("xyz", 1000)} {
+		for _, bs := range []int{1, 3, 64} {
+			toks := textTokens(text)
+			want := blockHashes(toks, bs)
+			got, n := textBlocks(text, bs)
+			if n != len(toks) || len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
+				t.Errorf("%.20q bs %d: %d tokens %v, want %d %v", text, bs, n, got, len(toks), want)
+			}
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -78,6 +79,12 @@ type Config struct {
 	SessionField  string
 	// DToP sets up D→P snapshot sync (dtop.go; off by default).
 	DToP DToPConfig
+	// ContextTokens is the model's context length: a prompt that, with its
+	// max_new_tokens, does not fit is a 400 before any worker sees it
+	// (0: unknown, left to the workers).
+	ContextTokens int
+	// Model is the model name GET /v1/models answers ("default" if empty).
+	Model string
 }
 
 // Server is a running gateway.
@@ -110,8 +117,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
+	cfg.Ops.defaults()
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: workerTransport()}
+		cfg.Client = &http.Client{Transport: workerTransport(cfg.Ops)}
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = time.Hour
@@ -124,7 +132,6 @@ func New(cfg Config) (*Server, error) {
 		// decoder's breaker for 30 s (a health check closes it sooner).
 		cfg.Dispatch.Breaker = kvc.BreakerConfig{Failures: 3, WindowS: 60, CooldownS: 30}
 	}
-	cfg.Ops.defaults()
 	var pNames, dNames []string
 	switch cfg.Dispatch.Mechanism {
 	case kvc.MechColo:
@@ -156,12 +163,18 @@ func New(cfg Config) (*Server, error) {
 	if err := s.startDToP(); err != nil {
 		return nil, err
 	}
-	s.mux.HandleFunc("/generate", s.handleGenerate)
-	s.mux.HandleFunc("/v1/completions", s.handleCompletions)
-	s.mux.HandleFunc("/v1/chat/completions", s.handleChat)
-	s.mux.HandleFunc("/v1/messages", s.handleMessages)
-	s.mux.HandleFunc("/v1/messages/count_tokens", s.handleCountTokens)
-	s.mux.HandleFunc("/health", s.handleHealth)
+	s.mux.HandleFunc("/generate", postOnly(s.handleGenerate))
+	s.mux.HandleFunc("/v1/completions", postOnly(s.handleCompletions))
+	s.mux.HandleFunc("/v1/chat/completions", postOnly(s.handleChat))
+	s.mux.HandleFunc("/v1/messages", postOnly(s.handleMessages))
+	s.mux.HandleFunc("/v1/messages/count_tokens", postOnly(s.handleCountTokens))
+	s.mux.HandleFunc("/v1/models", getOnly(s.handleModels))
+	s.mux.HandleFunc("/v1/models/", getOnly(s.handleModels))
+	s.mux.HandleFunc("/version", getOnly(handleVersion))
+	s.mux.HandleFunc("/get_server_info", getOnly(handleVersion))
+	s.mux.HandleFunc("/health", getOnly(s.handleHealth))
+	s.mux.HandleFunc("/health_generate", getOnly(s.handleHealthGenerate))
+	s.mux.HandleFunc("/", handleNotFound)
 	s.startOps()
 	if cfg.Health.Interval >= 0 {
 		s.cfg.Health.defaults()
@@ -177,10 +190,14 @@ func New(cfg Config) (*Server, error) {
 // workerTransport keeps connections to the workers open for reuse: Go's
 // default keeps 2 idle per host, so under a few hundred concurrent streams
 // nearly every request to a worker would pay a new TCP connection (and
-// leave one in TIME_WAIT).
-func workerTransport() *http.Transport {
+// leave one in TIME_WAIT). Connecting and the response headers have their
+// own timeouts (Ops), so a stopped worker is noticed, not waited on.
+func workerTransport(o Ops) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 4096, 1024
+	d := &net.Dialer{Timeout: timeout(o.WorkerConnectTimeout), KeepAlive: 30 * time.Second}
+	t.DialContext = d.DialContext
+	t.ResponseHeaderTimeout = timeout(o.WorkerHeaderTimeout)
 	return t
 }
 

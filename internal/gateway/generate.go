@@ -30,6 +30,7 @@ type request struct {
 	retry   string // why the last attempt should be retried ("" = it answered)
 	retryOn string // the worker whose failure calls for the retry (metrics)
 	avoid   []int  // workers that failed an earlier attempt
+	cause   string // why it failed, internal names included (logs only)
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -42,6 +43,10 @@ func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 	}
 	id, err := s.identify(r, body)
 	if err != nil {
+		return nil, err
+	}
+	stripRouting(body) // after identify: session_id names the session
+	if err := checkGenerate(body); err != nil {
 		return nil, err
 	}
 	return s.newRequest(body, id)
@@ -67,6 +72,9 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 			if !ok || err != nil {
 				return nil, fmt.Errorf("input_ids[%d]: %v is not a token id", i, x)
 			}
+			if err := checkTokenID(i, id); err != nil {
+				return nil, err
+			}
 			toks = append(toks, int(id))
 		}
 	case nil:
@@ -78,12 +86,19 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 			return nil, errors.New("either text or input_ids should be provided")
 		}
 		q.text = text
-		toks = textTokens(text)
+		// Hashed straight from the text: a long prompt's token list is
+		// never built (8 bytes a token, twice the text's size).
+		q.blocks, q.tokens = textBlocks(text, s.cfg.BlockSize)
 	default:
 		return nil, errors.New("input_ids must be a list of token ids")
 	}
-	q.tokens = len(toks)
-	q.blocks = blockHashes(toks, s.cfg.BlockSize)
+	if q.blocks == nil {
+		q.tokens = len(toks)
+		q.blocks = blockHashes(toks, s.cfg.BlockSize)
+	}
+	if q.tokens == 0 {
+		return nil, errors.New("the prompt is empty: input_ids or text must hold at least one token")
+	}
 	if sp, ok := q.body["sampling_params"].(map[string]any); ok {
 		if n, ok := sp["max_new_tokens"].(json.Number); ok {
 			if v, err := n.Int64(); err == nil && v >= 0 {
@@ -92,6 +107,9 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 		}
 	}
 	q.stream, _ = q.body["stream"].(bool)
+	if err := s.checkContext(q); err != nil {
+		return nil, err
+	}
 	return q, nil
 }
 
@@ -107,6 +125,31 @@ func textTokens(text string) []int {
 		out = append(out, int(h.Sum32()))
 	}
 	return out
+}
+
+// textBlocks is blockHashes(textTokens(text), bs) and the token count,
+// without the token list.
+func textBlocks(text string, bs int) ([]uint64, int) {
+	n := (len(text) + 3) / 4
+	out := make([]uint64, 0, (n+bs-1)/bs)
+	var prev uint64
+	for i := 0; i < len(text); {
+		h := fnv.New64a()
+		var b [8]byte
+		for k := range 8 {
+			b[k] = byte(prev >> (8 * k))
+		}
+		h.Write(b[:])
+		for t := 0; t < bs && i < len(text); t, i = t+1, i+4 {
+			th := fnv.New32a()
+			th.Write([]byte(text[i:min(i+4, len(text))]))
+			v := th.Sum32()
+			h.Write([]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+		}
+		prev = h.Sum64()
+		out = append(out, prev)
+	}
+	return out, n
 }
 
 // blockHashes chains the prompt's tokens into prefix-block ids: each id
@@ -132,11 +175,6 @@ func blockHashes(toks []int, bs int) []uint64 {
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	q, err := s.parseGenerate(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -161,6 +199,7 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 			return
 		}
 		s.met.retries.WithLabelValues(q.retryOn).Inc()
+		s.log.Info("retry", "attempt", q.attempt+1, "cause", q.retry)
 		select {
 		case <-time.After(min(50*time.Millisecond<<q.attempt, time.Second)):
 		case <-ctx.Done():
@@ -239,7 +278,7 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 			s.pd(ctx, w, a, q, l)
 		case kvc.ActFail:
 			l.finish(false)
-			writeError(w, http.StatusServiceUnavailable, a.Cause)
+			s.fail(w, q, http.StatusServiceUnavailable, a.Cause)
 		}
 		return
 	}
@@ -315,18 +354,25 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if direct {
 		body["session_id"] = q.session
 	}
-	rid, _ := body["rid"].(string)
-	if rid == "" {
-		rid = newRID()
-		body["rid"] = rid
-	}
+	rid := newRID() // the gateway's own: a client's was dropped (stripRouting)
+	body["rid"] = rid
 	l.accept() // counted in flight from now (see pd)
 	resp, err := s.send(ctx, base+"/generate", body)
 	if err != nil {
 		l.finish(false)
-		if ctx.Err() == nil {
-			writeError(w, http.StatusServiceUnavailable, "worker-unreachable: "+base+": "+err.Error())
+		if ctx.Err() != nil {
+			return false // the client left: nobody to answer, no worker's fault
 		}
+		cause := "worker-unreachable: " + base + ": " + err.Error()
+		if dec := l.d.Decoder(); dec >= 0 {
+			q.avoid = append(q.avoid, dec)
+			if q.attempt < s.cfg.Retries && s.another(q) {
+				// Nothing reached the client: another worker may serve it.
+				q.retry, q.retryOn = cause, base
+				return false
+			}
+		}
+		s.fail(w, q, http.StatusServiceUnavailable, cause)
 		return false
 	}
 	defer resp.Body.Close()
@@ -344,7 +390,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if !committed && ctx.Err() == nil {
 		// The worker's answer broke off before anything reached the
 		// client: say so, not a silent empty answer.
-		writeError(w, http.StatusBadGateway, "gateway: "+base+": answer cut short")
+		s.fail(w, q, http.StatusBadGateway, "gateway: "+base+": answer cut short")
 	}
 	l.finish(ok)
 	return ok
@@ -364,6 +410,34 @@ func (s *Server) singleRetry(q *request, l *life, base string, resp *http.Respon
 	return false
 }
 
+// another says whether a decoder (or colocated worker) the request has not
+// failed on is left: retrying the only one, dead, just fails again.
+func (s *Server) another(q *request) bool {
+	var n int
+	s.locked(func() { // the pools grow under the lock (admin.go)
+		n = len(s.cfg.Decode)
+		if s.cfg.Dispatch.Mechanism == kvc.MechColo {
+			n = len(s.cfg.Colo)
+		}
+	})
+	seen := map[int]bool{}
+	for _, d := range q.avoid {
+		seen[d] = true
+	}
+	return len(seen) < n
+}
+
+// fail answers a request the gateway could not serve: its cause kept for
+// the log (worker URLs included), the client told it without internal
+// addresses (public), a 503 with Retry-After.
+func (s *Server) fail(w http.ResponseWriter, q *request, status int, cause string) {
+	q.cause = cause
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterS)
+	}
+	writeError(w, status, s.public(cause))
+}
+
 func clone(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m)+4)
 	for k, v := range m {
@@ -374,10 +448,12 @@ func clone(m map[string]any) map[string]any {
 
 // send POSTs a JSON body and returns the response (the caller closes it).
 func (s *Server) send(ctx context.Context, u string, body any) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, jsonReader(body))
+	r, n := jsonBody(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength = n
 	req.Header.Set("Content-Type", "application/json")
 	return s.cfg.Client.Do(req)
 }

@@ -113,12 +113,27 @@ func (s *Server) noteHealth(w *workerInfo, ok bool, fails map[*workerInfo]int) {
 	s.locked(func() {
 		switch down := s.disp.Down(role, w.idx); {
 		case ok && down:
+			s.log.Info("worker up", "role", w.Role, "worker", w.URL)
 			// Back in service; its transfer breaker, if open, closes only
 			// on its half-open probe's landed transfer (kvc/breaker.go):
 			// a worker that answers /health may still lose KV on the way.
 			s.disp.SetDown(role, w.idx, false)
 		case !ok && !down && fails[w] >= s.cfg.Health.Failures:
+			s.log.Warn("worker down", "role", w.Role, "worker", w.URL, "failed_checks", fails[w])
 			s.disp.SetDown(role, w.idx, true)
 		}
 	})
+}
+
+// decoderAt is decoder d's URL (held lock): the colocated pool's under
+// pd-colo.
+func (s *Server) decoderAt(d int) string {
+	pool := s.cfg.Decode
+	if s.cfg.Dispatch.Mechanism == kvc.MechColo {
+		pool = s.cfg.Colo
+	}
+	if d < 0 || d >= len(pool) {
+		return ""
+	}
+	return pool[d]
 }

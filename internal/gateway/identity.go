@@ -119,7 +119,29 @@ func (s *Server) identify(r *http.Request, body map[string]any) (identity, error
 			return identity{}, fmt.Errorf("%s from %s is %d bytes; at most %d", v.what, id.Source, len(v.id), maxSessionID)
 		}
 	}
-	return id, nil
+	return s.scoped(r, id), nil
+}
+
+// scoped namespaces a session by the caller's key (Ops.ClientHeader, an
+// API key header): with keys in use, a client naming another's session id
+// gets a session of its own, so it can neither land on the other's
+// decoder nor read from cached_tokens how much of a guessed prompt that
+// session holds. The key shows only as a hash.
+func (s *Server) scoped(r *http.Request, id identity) identity {
+	h := s.cfg.ClientHeader
+	if h == "" || id.Session == "" {
+		return id
+	}
+	key := r.Header.Get(h)
+	if key == "" {
+		return id
+	}
+	ns := "k" + shortHash(key) + ":"
+	id.Session = ns + id.Session
+	if id.Parent != "" {
+		id.Parent = ns + id.Parent
+	}
+	return id
 }
 
 // claudeUserID reads the session Claude Code puts in metadata.user_id:

@@ -72,7 +72,12 @@ func (l *life) landed() {
 func (l *life) transferFailed() {
 	l.s.locked(func() {
 		if l.accepted && !l.ended {
-			l.d.TransferFailed(l.s.now())
+			now, d := l.s.now(), l.d.Decoder()
+			was := d >= 0 && l.s.disp.BreakerOpen(now, d)
+			l.d.TransferFailed(now)
+			if d >= 0 && !was && l.s.disp.BreakerOpen(now, d) {
+				l.s.log.Warn("breaker open", "role", roleDecode, "worker", l.s.decoderAt(d))
+			}
 		}
 	})
 }

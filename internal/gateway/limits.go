@@ -9,7 +9,6 @@ package gateway
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -44,6 +43,26 @@ type Ops struct {
 	// LogDebug also logs debug events to Log: each D→P sync's outcome,
 	// stages and sizes (dtop.go), never prompt content.
 	LogDebug bool
+	// LogLevel is the least level logged: debug, info (default), warn or
+	// error; LogText writes slog's text lines instead of JSON.
+	LogLevel string
+	LogText  bool
+	// MaxInflightBytes caps the request body bytes held at once by the
+	// whole gateway (default 256 MiB), MaxClientBytes those of one client
+	// (default half of MaxInflightBytes); a body past either is answered
+	// 429 with Retry-After (budget.go). A negative value: no cap.
+	MaxInflightBytes int64
+	MaxClientBytes   int64
+	// Timeouts, each phase its own (HTTPServer and the worker client):
+	// HeaderTimeout for a request's headers (default 10 s), BodyTimeout
+	// for its body (default 30 s; a slower client gets 408 and its
+	// connection closed), IdleTimeout for a keep-alive connection between
+	// requests (default 120 s); WorkerConnectTimeout to connect to a worker
+	// (default 3 s) and WorkerHeaderTimeout for a worker's response headers
+	// once the request is sent (default 0: none, a long prefill may take
+	// minutes before its first byte). A negative value: no timeout.
+	HeaderTimeout, BodyTimeout, IdleTimeout   time.Duration
+	WorkerConnectTimeout, WorkerHeaderTimeout time.Duration
 }
 
 func (o *Ops) defaults() {
@@ -56,7 +75,25 @@ func (o *Ops) defaults() {
 	if o.Log == nil {
 		o.Log = os.Stderr
 	}
+	if o.MaxInflightBytes == 0 {
+		o.MaxInflightBytes = 256 << 20
+	}
+	if o.MaxClientBytes == 0 {
+		o.MaxClientBytes = max(o.MaxInflightBytes/2, 0)
+	}
+	for _, d := range []struct {
+		t   *time.Duration
+		def time.Duration
+	}{{&o.HeaderTimeout, 10 * time.Second}, {&o.BodyTimeout, 30 * time.Second}, {&o.IdleTimeout, 120 * time.Second},
+		{&o.WorkerConnectTimeout, 3 * time.Second}} {
+		if *d.t == 0 {
+			*d.t = d.def
+		}
+	}
 }
+
+// timeout is d, or 0 (none) for a negative d.
+func timeout(d time.Duration) time.Duration { return max(d, 0) }
 
 const (
 	rejectBody   = "body_too_large"
@@ -68,8 +105,35 @@ const (
 
 // HTTPServer is an http.Server for the gateway's handler with its header
 // cap.
+//
+// Go's server answers headers past its own cap in plain text; its cap is
+// set above the gateway's, which limited checks and answers in the API's
+// JSON shape. No ReadTimeout or WriteTimeout: they would cut streams; the
+// body has its own deadline (readLimited).
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.cfg.MaxHeaderBytes}
+	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: timeout(s.cfg.HeaderTimeout), IdleTimeout: timeout(s.cfg.IdleTimeout),
+		MaxHeaderBytes: 2*s.cfg.MaxHeaderBytes + 4096, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+}
+
+// tooLargeHeader says whether r's request line and headers exceed max
+// bytes (counted as they came on the wire: "Key: value\r\n").
+func tooLargeHeader(r *http.Request, max int) bool {
+	n := len(r.Method) + len(r.RequestURI) + 12
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n > max
+}
+
+// clientLabel names a client in logs without its secret: an IP as is, a
+// header's value (an API key) by a short hash.
+func (s *Server) clientLabel(key string) string {
+	if strings.HasPrefix(key, "h:") {
+		return "key:" + shortHash(key)
+	}
+	return key
 }
 
 // limitError answers a refused request in the error shape of the API it
@@ -104,27 +168,33 @@ func (s *Server) limited(next http.Handler) http.Handler {
 			}
 			defer s.clients.release(key)
 		}
+		if tooLargeHeader(r, s.cfg.MaxHeaderBytes) {
+			s.met.rejected.WithLabelValues(rejectHeader).Inc()
+			limitError(w, r, http.StatusRequestHeaderFieldsTooLarge, "request headers larger than the gateway's limit: at most "+itoa(s.cfg.MaxHeaderBytes)+" bytes")
+			return
+		}
 		if r.Body != nil && r.Body != http.NoBody {
-			limit := s.cfg.MaxBodyBytes
-			tooLarge := func() {
-				s.met.rejected.WithLabelValues(rejectBody).Inc()
-				limitError(w, r, http.StatusRequestEntityTooLarge, "request body larger than the gateway's limit: at most "+itoa(int(limit))+" bytes")
-			}
-			if r.ContentLength > limit {
-				tooLarge()
+			key := s.clientOf(r)
+			b, taken, refused := s.readLimited(w, r, key)
+			if refused != nil {
+				if refused.reason != "" {
+					s.met.rejected.WithLabelValues(refused.reason).Inc()
+				}
+				if refused.status == http.StatusTooManyRequests {
+					w.Header().Set("Retry-After", retryAfterS)
+				}
+				if refused.status == http.StatusRequestTimeout {
+					w.Header().Set("Connection", "close")
+				}
+				s.log.Warn("request refused", "path", p, "status", refused.status, "reason", refused.reason, "client", s.clientLabel(key))
+				limitError(w, r, refused.status, refused.msg)
 				return
 			}
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				tooLarge()
-				return
+			defer s.budget.give(key, taken)
+			if taken >= bigBody {
+				defer s.returnMemory()
 			}
-			if err != nil {
-				writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.Body = readBody{Reader: bytes.NewReader(b), b: b}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -183,10 +253,21 @@ func (s *Server) logRequest(q *request, mode, outcome string, status int, took t
 		"seconds", took.Seconds(), "input_tokens", q.tokens, "prompt", prompt)
 }
 
-func newLogger(w io.Writer, debug bool) *slog.Logger {
+func newLogger(w io.Writer, o Ops) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
-	if debug {
+	switch o.LogLevel {
+	case "debug":
 		opts.Level = slog.LevelDebug
+	case "warn":
+		opts.Level = slog.LevelWarn
+	case "error":
+		opts.Level = slog.LevelError
+	}
+	if o.LogDebug {
+		opts.Level = slog.LevelDebug
+	}
+	if o.LogText {
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -67,6 +68,10 @@ type metrics struct {
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	// The Go runtime's and the process's own series (go_*, process_*):
+	// memory, goroutines, GC, CPU, file descriptors.
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		f(v)
@@ -90,7 +95,7 @@ func newMetrics(s *Server) *metrics {
 	m.retries = cv("pdhybrid_retries_total", "Requests dispatched again after a worker answered 408, 429 or 5xx (or could not be reached) before anything reached the client, by the worker whose failure caused the retry.", "worker")
 	m.aborts = cv("pdhybrid_aborts_total", "Explicit /abort_request calls, by reason (other_leg, retry, client_disconnect) and the worker the abort was sent to.", "reason", "worker")
 	m.dpSync = cv("pdhybrid_dp_syncs_total", "D-to-P session KV snapshot syncs (serve --d-to-p-sync), by outcome as the simulator's d_to_p_sync counts them: ok: finalize, or <skipped|failed>: <entry|prepare|dump|finalize>: <reason>.", "outcome")
-	m.rejected = cv("pdhybrid_rejected_requests_total", "Requests refused before dispatch, by reason (body_too_large, client_concurrency).", "reason")
+	m.rejected = cv("pdhybrid_rejected_requests_total", "Requests refused before dispatch, by reason (body_too_large, client_concurrency, bytes_in_flight, client_bytes_in_flight, body_timeout, header_too_large).", "reason")
 	m.running = gv("pdhybrid_worker_running_requests", "Running requests the worker last reported (/v1/loads num_running_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
 	m.waiting = gv("pdhybrid_worker_waiting_requests", "Waiting requests the worker last reported (/v1/loads num_waiting_reqs, summed over DP ranks); the gateway's own count is pdhybrid_worker_inflight_requests.")
 	m.sessions = gv("pdhybrid_worker_reported_sessions", "Sessions the decoder last reported resident (/v1/loads num_resident_sessions, an extension of the emulated KVC decoder, summed over DP ranks); absent for a worker that does not report it. The gateway's own belief is pdhybrid_worker_sessions.")
@@ -104,7 +109,7 @@ func newMetrics(s *Server) *metrics {
 	for _, w := range s.workers {
 		m.workerSeries(w.URL)
 	}
-	for _, r := range []string{rejectBody, rejectClient} {
+	for _, r := range []string{rejectBody, rejectClient, rejectBytes, rejectClientBytes, rejectSlowBody, rejectHeader} {
 		m.rejected.WithLabelValues(r)
 	}
 	f(&gatewayState{s: s})
@@ -329,5 +334,13 @@ func (r *recorder) end(ctx context.Context) {
 	}
 	if r.s.cfg.LogPrompts {
 		r.s.logRequest(r.q, mode, outcome, r.status, end.Sub(r.start))
+	}
+	switch outcome {
+	case outcomeOK:
+	case outcomeDisconnect:
+		r.s.log.Debug("client left", "mode", mode, "status", r.status, "seconds", end.Sub(r.start).Seconds())
+	default:
+		r.s.log.Warn("request failed", "mode", mode, "outcome", outcome, "status", r.status, "attempts", r.q.attempt+1,
+			"cause", r.q.cause, "seconds", end.Sub(r.start).Seconds())
 	}
 }

@@ -55,6 +55,9 @@ func start(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 // workers: for tests whose workers are stand-ins that stall or fail.
 func serve(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 	t.Helper()
+	if cfg.Log == nil {
+		cfg.Log = io.Discard // the gateway's log lines: tests that read them set their own
+	}
 	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -24,13 +24,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	if err := checkContentType(r); err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	in, err := s.readJSON(r)
 	if err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := checkOpenAI(in, chat); err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -342,5 +345,25 @@ func usageOf(ans map[string]any) map[string]any {
 func writeOpenAIError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": status}})
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": openaiErrorType(status), "param": nil, "code": status}})
+}
+
+// openaiErrorType is the error type OpenAI's API (and its SDKs' error
+// classes) give a status.
+func openaiErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusServiceUnavailable:
+		return "service_unavailable_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
 }

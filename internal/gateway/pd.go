@@ -234,7 +234,7 @@ func (x *pdRun) prefillFailed(w http.ResponseWriter, pl pdLeg) bool {
 		q.retry, q.retryOn = pl.err.Error(), x.p.URL
 		return true
 	}
-	writeError(w, http.StatusServiceUnavailable, "prefill-failed: "+pl.err.Error())
+	x.s.fail(w, q, http.StatusServiceUnavailable, "prefill-failed: "+pl.err.Error())
 	return true
 }
 
@@ -260,7 +260,14 @@ func (x *pdRun) decodeUnreachable(w http.ResponseWriter, err error) bool {
 	}
 	x.l.transferFailed()
 	x.l.finish(false)
-	writeError(w, http.StatusServiceUnavailable, "decode-unreachable: "+x.dec+": "+err.Error())
+	q, cause := x.q, "decode-unreachable: "+x.dec+": "+err.Error()
+	q.avoid = append(q.avoid, x.a.D)
+	if q.attempt < x.s.cfg.Retries && x.s.another(q) {
+		// Nothing reached the client: another decoder may serve it.
+		q.retry, q.retryOn = cause, x.dec
+		return true
+	}
+	x.s.fail(w, q, http.StatusServiceUnavailable, cause)
 	return true
 }
 
@@ -324,7 +331,7 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 		if pl := x.prefill(); pl.err != nil {
 			return x.prefillFailed(w, pl)
 		}
-		writeError(w, http.StatusBadGateway, "gateway: decode "+x.dec+": answer cut short")
+		x.s.fail(w, x.q, http.StatusBadGateway, "gateway: decode "+x.dec+": answer cut short")
 	}
 	if !ok {
 		why := abortWhy(x.ctx)

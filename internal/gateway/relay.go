@@ -76,7 +76,7 @@ func relayEvents(w http.ResponseWriter, resp *http.Response, worker string, rewr
 		if err != nil {
 			// The worker's stream broke off: end the client's with an
 			// error frame in SGLang's shape, not a silent truncation.
-			msg, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "gateway: " + worker + ": stream cut: " + err.Error(), "code": http.StatusBadGateway}})
+			msg, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "gateway: the worker's stream was cut", "code": http.StatusBadGateway}})
 			fmt.Fprintf(w, "data: %s\n\n", msg)
 			if fl != nil {
 				fl.Flush()

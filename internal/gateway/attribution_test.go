@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// Clients that leave before their answer are no worker's fault: twelve
+// requests cut by their clients while the decoders work open no breaker.
+func TestClientDisconnectIsNotAWorkerFailure(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	ds := []*emulator.Server{worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true), worker(t, engine.RoleDecode, true)}
+	gw, g := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, ds, nil)
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			j, _ := json.Marshal(map[string]any{"input_ids": ids(1000*i, 300), "sampling_params": map[string]any{"max_new_tokens": 4000}})
+			req, _ := http.NewRequestWithContext(ctx, "POST", gw.URL+"/generate", bytes.NewReader(j))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(100 * time.Millisecond) // the handlers see their clients gone
+	g.locked(func() {
+		for d := range ds {
+			if g.disp.BreakerOpen(g.now(), d) {
+				t.Errorf("decoder %d's breaker opened on clients that left", d)
+			}
+		}
+	})
+}
+
+// A decoder that cannot be reached, with nothing sent to the client yet,
+// is retried on another: with one of two decoders killed every request is
+// served, and the retries are counted against the dead one.
+func TestDeadDecoderRetriedElsewhere(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	d0, d1 := worker(t, engine.RoleDecode, false), worker(t, engine.RoleDecode, false)
+	cfg := testConfig(kvc.MechPD, []*emulator.Server{p}, []*emulator.Server{d0, d1})
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	d0.Kill()
+	for i := range 8 {
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(500*i, 200), "sampling_params": map[string]any{"max_new_tokens": 3}}); a.status != http.StatusOK || a.worker != d1.URL() {
+			t.Fatalf("request %d with a decoder dead: %+v", i, a)
+		}
+	}
+	if got := value(scrape(t, gw.URL), "pdhybrid_retries_total", map[string]string{"worker": d0.URL()}); got < 1 {
+		t.Errorf("retries counted against the dead decoder: %v, want ≥ 1", got)
+	}
+}
