@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,7 +244,18 @@ func runSweep(ctx context.Context, e *env, g sweep.Grid, cells []sweep.Cell, out
 		fmt.Fprintf(e.stderr, "sweep: %d cells warned while they ran (an overload building up, say): see their summary.json \"warnings\" and %s\n", warned, filepath.Join(out, sweep.LogFile))
 	}
 	sweep.MarkFront(t.Rows)
-	t.Floors = sweepFloors(e, g, cells, kept)
+	if interrupted == nil && ctx.Err() == nil {
+		t.Floors = sweepFloors(e, g, cells, kept)
+	} else {
+		// Stopped: no new latency floor (timing a large workload's every
+		// request takes a while, and the user asked to stop); the ones a
+		// finished sweep left are kept, the rest come with the next run.
+		for _, c := range cells {
+			if f, ok := kept[c.Workload.Name]; ok && !slices.ContainsFunc(t.Floors, func(x sweep.Floor) bool { return x.Workload == f.Workload }) {
+				t.Floors = append(t.Floors, f)
+			}
+		}
+	}
 	if err := writeTables(out, t); err != nil {
 		return err
 	}
