@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -47,9 +48,11 @@ X-PDHybrid-Worker. Besides /generate it serves OpenAI's /v1/completions and
 ` + sessionOrderHelp + `
 
 Prints one line when it listens ("listening url=...") and serves until SIGINT
-or SIGTERM, then drains: /health answers 503, no new connection is taken, and
-requests in flight (streams too) get --drain-timeout to finish before they are
-cut. docs/gateway.md says what is built.`,
+or SIGTERM, then drains and exits 0: /health (readiness) answers 503 at once,
+/livez (liveness) stays 200, new requests are answered 503 with Retry-After
+(a proxy retries them on another replica; docs/deploy.md), and requests in
+flight, streams too, get --drain-timeout to finish before they are cut.
+docs/gateway.md says what is built.`,
 		Args: noArgs,
 	}
 	fs := c.Flags()
@@ -174,8 +177,15 @@ func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, 
 		return err
 	}
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
-	if err := gw.Serve(ctx, ln, drain); err != nil {
-		return err
+	err = gw.Serve(ctx, ln, drain)
+	var cut *gateway.DrainCutError
+	if errors.As(err, &cut) {
+		// A planned stop all the same (a rolling update's): exit 0.
+		fmt.Fprintf(e.stderr, "serve: %v\n", err)
+		return nil
 	}
-	return ctx.Err()
+	if err == nil {
+		fmt.Fprintln(e.stderr, "serve: drained")
+	}
+	return err
 }
