@@ -148,7 +148,10 @@ func TestDiscoveryFollowsAddresses(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); g.Discover(ctx, dns.Resolver(), []DiscoverTarget{target}, 10*time.Millisecond) }()
+	go func() {
+		defer close(done)
+		g.Discover(ctx, dns.Resolver(), []DiscoverTarget{target}, 10*time.Millisecond)
+	}()
 	defer func() { cancel(); <-done }()
 	wait := func(want map[string]string) {
 		t.Helper()
