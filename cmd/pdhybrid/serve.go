@@ -29,6 +29,7 @@ func serveCmd(e *env) *cobra.Command {
 		config                                  string
 		drainS                                  float64
 		ops                                     opsFlags
+		disc                                    discoverFlags
 	)
 	c := &cobra.Command{
 		Use:   "serve [flags]",
@@ -81,6 +82,7 @@ docs/gateway.md says what is built.`,
 	v3.registerLive(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
+	disc.register(fs)
 	fs.Float64Var(&drainS, "drain-timeout", 30, "on SIGINT or SIGTERM, `seconds` requests in flight (streams included) get to finish before they are cut")
 	addSessionFlags(fs, &sessionHeader, &sessionField)
 	fs.StringVar(&config, "config", "", "YAML `file` of flag settings: keys are these flags' names, values scalars or lists (prefill, decode, colo); the command line wins over it (docs/gateway.md)")
@@ -108,6 +110,7 @@ docs/gateway.md says what is built.`,
 		ck.num("d-to-p-delta-tokens", between(1, 1<<30).is("a number of tokens"))
 		ck.only("d-to-p-delta-tokens", dToP == "active", "with --d-to-p-sync active")
 		ops.check(ck)
+		disc.check(ck, mech)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "reject-window", "residency-belief", "no-residency-probe", "home-holds",
@@ -145,9 +148,21 @@ docs/gateway.md says what is built.`,
 			cfg.Dispatch.V3 = v3.live()
 			cfg.DToP = gateway.DToPConfig{Mode: dToP, DeltaTokens: dToPDelta}
 		}
+		var found []gateway.Discovered
+		if len(disc.targets) > 0 {
+			var err error
+			if found, err = disc.initial(ctx, e, &cfg, mech); err != nil {
+				return err
+			}
+			found = addTo(&cfg, found)
+		}
 		gw, err := gateway.New(cfg)
 		if err != nil {
 			return usagef("%v", err)
+		}
+		if len(disc.targets) > 0 {
+			gw.Adopt(found)
+			go gw.Discover(ctx, disc.resolver(), disc.targets, disc.interval())
 		}
 		return serveGateway(ctx, e, gw, host, port, mech, time.Duration(drainS*float64(time.Second)))
 	})

@@ -150,7 +150,7 @@ func Resolve(ctx context.Context, r Resolver, t DiscoverTarget) ([]Discovered, e
 	out := make([]Discovered, 0, len(hostPorts))
 	for _, hp := range slices.Compact(hostPorts) {
 		u := (&url.URL{Scheme: "http", Host: hp}).String()
-		out = append(out, Discovered{Role: t.Role, URL: u, BootstrapPort: t.BootstrapPort})
+		out = append(out, Discovered{Role: t.Role, URL: u, BootstrapPort: t.BootstrapPort, source: t.String()})
 	}
 	return out, nil
 }
@@ -194,12 +194,31 @@ func (s *Server) resolveAll(ctx context.Context, r Resolver, targets []DiscoverT
 			}
 			continue
 		}
-		for i := range ws {
-			ws[i].source = t.String()
-		}
 		found = append(found, ws...)
 	}
 	return found, failed
+}
+
+// Adopt marks workers already in the pools (put there by Config from a
+// first resolution) as discovery's, to drain and remove when they vanish.
+func (s *Server) Adopt(found []Discovered) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.discovered == nil {
+		s.discovered = map[string]string{}
+	}
+	for _, d := range found {
+		if s.findWorker(d.URL) != nil {
+			s.discovered[d.URL] = sourceOf(d)
+		}
+	}
+}
+
+func sourceOf(d Discovered) string {
+	if d.source == "" {
+		return d.Role // a caller's own list
+	}
+	return d.source
 }
 
 // Reconcile brings the pools in line with found, the workers the targets
@@ -217,9 +236,6 @@ func (s *Server) Reconcile(found []Discovered, failed map[string]bool) {
 	want := map[string]bool{}
 	for _, d := range found {
 		want[d.URL] = true
-		if d.source == "" {
-			d.source = d.Role // a caller's own list
-		}
 		wk := s.findWorker(d.URL)
 		switch {
 		case wk == nil || wk.removed:
@@ -229,7 +245,7 @@ func (s *Server) Reconcile(found []Discovered, failed map[string]bool) {
 				continue
 			}
 			s.met.workerSeries(added.URL)
-			s.discovered[d.URL] = d.source
+			s.discovered[d.URL] = sourceOf(d)
 			s.log.Info("discovery", "op", "add", "role", d.Role, "url", d.URL)
 		case s.discovered[d.URL] != "" && wk.draining:
 			s.changeWorker(wk, "undrain") // back before it was removed
