@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -28,6 +29,7 @@ func serveCmd(e *env) *cobra.Command {
 		config                                  string
 		drainS                                  float64
 		ops                                     opsFlags
+		disc                                    discoverFlags
 	)
 	c := &cobra.Command{
 		Use:   "serve [flags]",
@@ -47,9 +49,11 @@ X-PDHybrid-Worker. Besides /generate it serves OpenAI's /v1/completions and
 ` + sessionOrderHelp + `
 
 Prints one line when it listens ("listening url=...") and serves until SIGINT
-or SIGTERM, then drains: /health answers 503, no new connection is taken, and
-requests in flight (streams too) get --drain-timeout to finish before they are
-cut. docs/gateway.md says what is built.`,
+or SIGTERM, then drains and exits 0: /health (readiness) answers 503 at once,
+/livez (liveness) stays 200, new requests are answered 503 with Retry-After
+(a proxy retries them on another replica; docs/deploy.md), and requests in
+flight, streams too, get --drain-timeout to finish before they are cut.
+docs/gateway.md says what is built.`,
 		Args: noArgs,
 	}
 	fs := c.Flags()
@@ -78,6 +82,7 @@ cut. docs/gateway.md says what is built.`,
 	v3.registerLive(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
+	disc.register(fs)
 	fs.Float64Var(&drainS, "drain-timeout", 30, "on SIGINT or SIGTERM, `seconds` requests in flight (streams included) get to finish before they are cut")
 	addSessionFlags(fs, &sessionHeader, &sessionField)
 	fs.StringVar(&config, "config", "", "YAML `file` of flag settings: keys are these flags' names, values scalars or lists (prefill, decode, colo); the command line wins over it (docs/gateway.md)")
@@ -105,6 +110,7 @@ cut. docs/gateway.md says what is built.`,
 		ck.num("d-to-p-delta-tokens", between(1, 1<<30).is("a number of tokens"))
 		ck.only("d-to-p-delta-tokens", dToP == "active", "with --d-to-p-sync active")
 		ops.check(ck)
+		disc.check(ck, mech)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "reject-window", "residency-belief", "no-residency-probe", "home-holds",
@@ -142,9 +148,21 @@ cut. docs/gateway.md says what is built.`,
 			cfg.Dispatch.V3 = v3.live()
 			cfg.DToP = gateway.DToPConfig{Mode: dToP, DeltaTokens: dToPDelta}
 		}
+		var found []gateway.Discovered
+		if len(disc.targets) > 0 {
+			var err error
+			if found, err = disc.initial(ctx, e, &cfg, mech); err != nil {
+				return err
+			}
+			found = addTo(&cfg, found)
+		}
 		gw, err := gateway.New(cfg)
 		if err != nil {
 			return usagef("%v", err)
+		}
+		if len(disc.targets) > 0 {
+			gw.Adopt(found)
+			go gw.Discover(ctx, disc.resolver(), disc.targets, disc.interval())
 		}
 		return serveGateway(ctx, e, gw, host, port, mech, time.Duration(drainS*float64(time.Second)))
 	})
@@ -174,8 +192,15 @@ func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, 
 		return err
 	}
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
-	if err := gw.Serve(ctx, ln, drain); err != nil {
-		return err
+	err = gw.Serve(ctx, ln, drain)
+	var cut *gateway.DrainCutError
+	if errors.As(err, &cut) {
+		// A planned stop all the same (a rolling update's): exit 0.
+		fmt.Fprintf(e.stderr, "serve: %v\n", err)
+		return nil
 	}
-	return ctx.Err()
+	if err == nil {
+		fmt.Fprintln(e.stderr, "serve: drained")
+	}
+	return err
 }

@@ -108,7 +108,8 @@ func TestServeConfigFileTakesEffect(t *testing.T) {
 }
 
 // SIGTERM drains: a stream in flight completes (to its [DONE]), /health
-// answers 503 meanwhile, and serve exits once it is done.
+// answers 503 meanwhile while /livez stays 200, a new request is refused
+// with a retryable 503, and serve exits 0 once the stream is done.
 func TestServeDrainsStreamsOnSIGTERM(t *testing.T) {
 	w := emulatortest.Start(t, engine.RoleColocated, false, emulator.Faults{})
 	c := pdhybrid(t, "serve", "--mechanism", "pd-colo", "--colo", w.URL(), "--port", "0", "--drain-timeout", "20")
@@ -138,23 +139,39 @@ func TestServeDrainsStreamsOnSIGTERM(t *testing.T) {
 	}
 	c.Process.Signal(syscall.SIGTERM)
 	health := 0
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if h, err := http.Get(gw + "/health"); err == nil {
-			health = h.StatusCode
-			h.Body.Close()
-			if health == http.StatusServiceUnavailable {
-				break
-			}
-		} else {
-			break // the listener is closed already: also draining
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && health != http.StatusServiceUnavailable; time.Sleep(10 * time.Millisecond) {
+		h, err := http.Get(gw + "/health")
+		if err != nil {
+			t.Fatalf("/health while draining: %v (the listener must stay open)", err)
 		}
+		health = h.StatusCode
+		h.Body.Close()
+	}
+	if health != http.StatusServiceUnavailable {
+		t.Fatalf("/health answered %d after SIGTERM, want 503", health)
+	}
+	if l, err := http.Get(gw + "/livez"); err != nil || l.StatusCode != http.StatusOK {
+		t.Fatalf("/livez while draining: %v %v, want 200", l, err)
+	}
+	short, _ := json.Marshal(map[string]any{"input_ids": []int{1, 2, 3}, "sampling_params": map[string]any{"max_new_tokens": 2}})
+	nr, err := http.Post(gw+"/generate", "application/json", bytes.NewReader(short))
+	if err != nil {
+		t.Fatalf("a new request while draining: %v", err)
+	}
+	io.Copy(io.Discard, nr.Body)
+	nr.Body.Close()
+	if nr.StatusCode != http.StatusServiceUnavailable || nr.Header.Get("Retry-After") == "" {
+		t.Fatalf("a new request while draining got %d (Retry-After %q), want 503 with Retry-After", nr.StatusCode, nr.Header.Get("Retry-After"))
 	}
 	rest, _ := io.ReadAll(r)
 	if !strings.Contains(string(rest), "data: [DONE]") {
-		t.Fatalf("the stream in flight was cut by SIGTERM (health %d):\n%s\n%s", health, lastLine(string(rest)), stderr.String())
+		t.Fatalf("the stream in flight was cut by SIGTERM:\n%s\n%s", lastLine(string(rest)), stderr.String())
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("serve exited with %v after draining, want status 0\n%s", err, stderr.String())
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not exit after draining")
 	}

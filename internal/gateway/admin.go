@@ -36,15 +36,18 @@ const (
 // opsState is the Server's state beside routing; workers and seen are
 // guarded by Server.mu.
 type opsState struct {
-	met       *metrics
-	workers   []*workerInfo
-	seen      map[string]time.Time // session → when its last request came
-	clients   clientLimiter
-	budget    byteBudget // request bytes in flight (budget.go)
-	log       *slog.Logger
-	stop      chan struct{}
-	polling   sync.WaitGroup
-	closeOnce sync.Once
+	met     *metrics
+	workers []*workerInfo
+	seen    map[string]time.Time // session → when its last request came
+	clients clientLimiter
+	budget  byteBudget // request bytes in flight (budget.go)
+	// discovered: the workers discovery added (URL → its target), the
+	// only ones it drains and removes (discover.go).
+	discovered map[string]string
+	log        *slog.Logger
+	stop       chan struct{}
+	polling    sync.WaitGroup
+	closeOnce  sync.Once
 }
 
 // workerInfo is one worker of a pool as the admin API shows it.

@@ -98,8 +98,9 @@ type Server struct {
 	// probes counts sessions whose decoder this gateway learnt from a
 	// residency probe.
 	probes   atomic.Int64
-	draining atomic.Bool // shutting down: /health answers 503 (drain.go)
-	dtop     dtopState   // D→P snapshot sync (dtop.go)
+	draining atomic.Bool  // shutting down: /health answers 503 (drain.go)
+	serving  atomic.Int64 // requests being served, the probes and /admin/ aside (drain.go)
+	dtop     dtopState    // D→P snapshot sync (dtop.go)
 	// dispatched counts dispatches (under mu): every 1024th sweeps out
 	// sessions idle longer than SessionIdle.
 	dispatched int
@@ -202,7 +203,7 @@ func workerTransport(o Ops) *http.Transport {
 }
 
 // Handler serves the gateway's API, behind the request limits.
-func (s *Server) Handler() http.Handler { return s.limited(s.mux) }
+func (s *Server) Handler() http.Handler { return s.drainGuard(s.limited(s.mux)) }
 
 // expireSessions forgets the sessions not seen since SessionIdle before
 // now (held lock): the gateway's memory follows its live sessions.
