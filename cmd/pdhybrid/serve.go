@@ -173,6 +173,21 @@ func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, 
 	if err != nil {
 		return err
 	}
+	// What each worker offers, and the KVC path its decoders allow
+	// (gateway/capabilities.go); learnt again on every health round.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gw.Discover(dctx)
+	cancel()
+	for _, w := range gw.Capabilities() {
+		line := fmt.Sprintf("worker url=%s role=%s %s", w.URL, w.Role, w.Capabilities.Summary())
+		if w.KVCPath != "" {
+			line += " kvc_path=" + w.KVCPath
+		}
+		if w.Capabilities.Error != "" {
+			line += fmt.Sprintf(" discovery_error=%q", w.Capabilities.Error)
+		}
+		fmt.Fprintln(e.stderr, line)
+	}
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
 	if err := gw.Serve(ctx, ln, drain); err != nil {
 		return err

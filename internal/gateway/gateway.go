@@ -170,6 +170,23 @@ func New(cfg Config) (*Server, error) {
 			defer s.polling.Done()
 			s.healthLoop(s.stop)
 		}()
+	} else {
+		// No health rounds: the capabilities are learnt once, at start,
+		// and corrected by refusals.
+		s.polling.Add(1)
+		go func() {
+			defer s.polling.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				select {
+				case <-s.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			s.Discover(ctx)
+		}()
 	}
 	return s, nil
 }
@@ -201,6 +218,9 @@ func (s *Server) expireSessions(now time.Time) {
 }
 
 // now is the gateway's clock for the dispatcher: seconds since it started.
+// kvc reports whether this gateway runs the kvcache-centric mechanism.
+func (s *Server) kvc() bool { return s.cfg.Dispatch.Mechanism == kvc.MechKVC }
+
 func (s *Server) now() float64 { return time.Since(s.start).Seconds() }
 
 // locked runs f with the dispatcher held.
