@@ -25,7 +25,7 @@ func serveCmd(e *env) *cobra.Command {
 		attempts                                int
 		noProbe, backpressure, homeHolds        bool
 		maxPauseMs, rejectWindow                float64
-		config                                  string
+		config, tokenizerFile                   string
 		drainS                                  float64
 		ops                                     opsFlags
 	)
@@ -62,6 +62,7 @@ cut. docs/gateway.md says what is built.`,
 	fs.IntVar(&port, "port", 8000, "`port` to listen on; 0 = a free one")
 	fs.StringVar(&policy, "policy", "kv-aware", "decoder routing `policy`: default (round-robin), sticky, kv-aware, cache-aware (SGLang router's)")
 	fs.IntVar(&blockSize, "block-size", 64, "`tokens` per prefix block the router hashes prompts into")
+	fs.StringVar(&tokenizerFile, "tokenizer", "", "the model's Hugging Face tokenizer.json `file`: text prompts are tokenized with it and sent as input_ids, so the router hashes what the workers cache (default: none, a 4-bytes-a-token estimate, reported as such by count_tokens)")
 	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest direct append in `tokens`")
 	fs.IntVar(&tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` before a decoder is skipped for a session; 0 = never")
 	fs.IntVar(&attempts, "kvc-max-attempts", 0, "kvcache-centric: admission `attempts` before plain PD; 0 = one per decoder")
@@ -121,6 +122,13 @@ cut. docs/gateway.md says what is built.`,
 		}
 		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe,
 			SessionHeader: sessionHeader, SessionField: sessionField}
+		if tokenizerFile != "" {
+			tk, err := gateway.LoadTokenizer(tokenizerFile)
+			if err != nil {
+				return usagef("--tokenizer: %v", err)
+			}
+			cfg.Tokenizer = tk
+		}
 		ops.apply(&cfg, e)
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)

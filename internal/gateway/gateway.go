@@ -78,6 +78,10 @@ type Config struct {
 	SessionField  string
 	// DToP sets up D→P snapshot sync (dtop.go; off by default).
 	DToP DToPConfig
+	// Tokenizer, when set, tokenizes text prompts with the model's own
+	// tokenizer (tokenize.go) and sends the workers input_ids; nil: the
+	// 4-bytes-a-token estimate, the workers tokenizing for themselves.
+	Tokenizer Tokenizer
 }
 
 // Server is a running gateway.

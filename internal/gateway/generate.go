@@ -74,7 +74,16 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 			return nil, errors.New("either text or input_ids should be provided")
 		}
 		q.text = text
-		toks = textTokens(text)
+		ids, exact, err := s.promptTokens(text)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizing the prompt: %v", err)
+		}
+		toks = ids
+		if exact {
+			// The workers cache exactly what the router hashed.
+			delete(q.body, "text")
+			q.body["input_ids"], q.ids, q.text = ids, ids, ""
+		}
 	default:
 		return nil, errors.New("input_ids must be a list of token ids")
 	}
