@@ -30,6 +30,7 @@ type request struct {
 	retry   string // why the last attempt should be retried ("" = it answered)
 	retryOn string // the worker whose failure calls for the retry (metrics)
 	avoid   []int  // workers that failed an earlier attempt
+	refused bool   // a decoder refused it at the protocol level once (paths.go)
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -269,6 +270,9 @@ func (s *Server) pause(ctx context.Context, delay float64) bool {
 // direct append if the router believes the session is pinned there, else a
 // seed.
 func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Action, d *kvc.Dispatch) kvc.AdmitReply {
+	if !s.hasSessionCache(a.D) {
+		return s.stockAdmit(q, a) // a decoder without the extension (paths.go)
+	}
 	body := map[string]any{"session_id": q.session, "max_new_tokens": q.output,
 		"max_append_tokens": a.MaxAppend, "force_seed": a.ForceSeed}
 	if a.DirectOnly {
@@ -296,12 +300,10 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 	case err == nil && status == http.StatusOK:
 		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached}
 	case err == nil && status == http.StatusNotFound:
-		pinned := false
-		s.locked(func() {
-			pin, ok := s.disp.DRouter().Pin(q.session)
-			pinned = ok && pin == a.D
-		})
-		return kvc.AdmitReply{CanAdmit: true, Direct: pinned && q.session != "", Reason: "session-not-resident"}
+		// Stock SGLang: no such path. The belief is corrected and the
+		// router answers for the decoder.
+		s.noSessionCache(a.D)
+		return s.stockAdmit(q, a)
 	case err != nil && actx.Err() != nil && ctx.Err() == nil:
 		return kvc.AdmitReply{Reason: fmt.Sprintf("admission-timeout: no answer within %v", s.cfg.AdmissionTimeout), Unreachable: true}
 	case err != nil:
@@ -318,7 +320,10 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 // failure here is a transport failure: nothing crosses P→D.
 func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string, q *request, l *life, direct bool) bool {
 	body := clone(q.body)
-	if direct {
+	dec := l.d.Decoder()
+	if direct && dec >= 0 {
+		s.directBody(body, q, dec) // session_id, or do_local_prefill (paths.go)
+	} else if direct {
 		body["session_id"] = q.session
 	}
 	rid, _ := body["rid"].(string)
@@ -336,6 +341,14 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		return false
 	}
 	defer resp.Body.Close()
+	if direct && s.refused(q, resp, dec) {
+		// Not relayed: the request goes again on the path the corrected
+		// capabilities allow, once.
+		io.Copy(io.Discard, resp.Body)
+		q.retry, q.retryOn = base+" refused a direct request (no bootstrap room)", base
+		l.finish(false)
+		return false
+	}
 	if s.retryable(q, resp.StatusCode) {
 		return s.singleRetry(q, l, base, resp)
 	}
