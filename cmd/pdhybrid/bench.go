@@ -70,7 +70,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		plans := []plan{
 			{sim.PDDisaggregation, nil, fmt.Sprintf("naive-pd-1p%dd", gpus-1), "pd-policy"},
 			{sim.PDColo, nil, fmt.Sprintf("dp-x%d", gpus), "dp-policy"},
-			{sim.KVCacheCentric, nil, fmt.Sprintf("kvc-1p%dd", gpus-1), "kvc-policy"},
+			{sim.KVCacheCentric, nil, fmt.Sprintf("%s-1p%dd", kvcRunName(c, f.kvc.v3.preset), gpus-1), "kvc-policy"},
 		}
 		modes := runModes{pd: true, colo: true, kvc: kvcPolicy != "none"}
 		peerList := splitList(peers)
@@ -194,7 +194,11 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		// on standard input cannot be read twice, so it has none).
 		var floor *sim.FloorStats
 		if f.trace != "-" && stopErr == nil {
-			if st, _, err := workloadFloor(e, &f, prof, runs[0].ChunkTokens, runs[0].MaxInputLen); err == nil {
+			fmt.Fprintf(e.stderr, "bench: the workload's latency floor: timing every request alone on an idle GPU (pdhybrid floor)\n")
+			floorStart := e.now()
+			st, _, err := workloadFloor(e, &f, prof, runs[0].ChunkTokens, runs[0].MaxInputLen)
+			if err == nil {
+				fmt.Fprintf(e.stderr, "bench: latency floor in %.1f s\n", e.now().Sub(floorStart).Seconds())
 				floor = &st
 				if format == "text" {
 					fmt.Fprintf(e.stdout, "\nlatency floor (pdhybrid floor: every request alone on an idle GPU, ideal prefix cache): TTFT p50 %.4g s, p90 %.4g s, p99 %.4g s; e2e p50 %.4g s, p99 %.4g s\n",
@@ -204,10 +208,17 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 				fmt.Fprintf(e.stderr, "bench: no latency floor: %v\n", err)
 			}
 		}
+		verdict := report.BuildVerdict(names, sums)
+		if format == "text" {
+			fmt.Fprintln(e.stdout)
+			if err := report.WriteVerdict(e.stdout, verdict); err != nil {
+				return err
+			}
+		}
 		if out == "" {
 			return stopErr
 		}
-		comparison := map[string]any{"runs": names, "summaries": sums, "complete": stopErr == nil}
+		comparison := map[string]any{"runs": names, "summaries": sums, "complete": stopErr == nil, "verdict": verdict}
 		if floor != nil {
 			comparison["latency_floor"] = floor
 		}
@@ -226,6 +237,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		for i, n := range names {
 			dirs[i] = filepath.Join(out, n)
 		}
+		fmt.Fprintf(e.stderr, "bench: writing the HTML report from the %d run folders\n", len(dirs))
 		loaded, err := report.LoadAll(dirs)
 		if err != nil {
 			return err
@@ -239,4 +251,17 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		return nil
 	})
 	return c
+}
+
+// kvcRunName names a KVC run by what ran: kvc-v2 or kvc-v3 by its preset,
+// with -tuned when a v3 flag changed one of the preset's values, so runs
+// of both versions never share a name.
+func kvcRunName(c *cobra.Command, preset string) string {
+	name := "kvc-" + preset
+	for _, n := range kvcV3FlagNames {
+		if n != "kvc-preset" && c.Flags().Changed(n) {
+			return name + "-tuned"
+		}
+	}
+	return name
 }

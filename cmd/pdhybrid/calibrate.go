@@ -22,7 +22,7 @@ func calibrateCmd(e *env) *cobra.Command {
 		`Fit the engine model's timing coefficients and copy links to measurements
 taken on a GPU (calibration/measure.py), or check a profile against them.
 docs/calibration.md describes the method and the committed results.`,
-		calibrateFitCmd(e), calibrateCheckCmd(e))
+		calibrateFitCmd(e), calibrateCheckCmd(e), calibrateRealRunsCmd(e), calibrateRooflineCmd(e))
 }
 
 // defaultCalibrationData is the folder the committed h200 profile was fitted

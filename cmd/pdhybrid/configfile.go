@@ -70,9 +70,15 @@ func applyKey(c *cobra.Command, path string, kv *ast.MappingValueNode) error {
 		if err := c.Flags().Set(key, s); err != nil {
 			return usagef("--config %s:%d: %s: %v", path, line(v), key, err)
 		}
+		// The range checks run later, on the flag; they name this line.
+		c.Flags().SetAnnotation(key, configOriginKey, []string{fmt.Sprintf("%s:%d", path, line(v))})
 	}
 	return nil
 }
+
+// configOriginKey is the flag annotation holding "file:line" of a value a
+// --config file gave (checks.fail puts it before the flag's message).
+const configOriginKey = "pdhybrid/config-origin"
 
 func mappingOf(n ast.Node) (*ast.MappingNode, bool) {
 	switch v := n.(type) {

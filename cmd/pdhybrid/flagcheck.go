@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -118,11 +119,34 @@ func (k *checks) value(name string) string {
 	return f.Value.String()
 }
 
-// fail records a problem unless one is recorded already.
+// fail records a problem unless one is recorded already. A message about
+// a flag whose value came from a --config file ("--name value: ...")
+// starts with that file and line, since the command line never said it.
 func (k *checks) fail(format string, a ...any) {
 	if k.first == nil {
-		k.first = usagef(format, a...)
+		msg := fmt.Sprintf(format, a...)
+		if o := configOrigin(k.fs, msg); o != "" {
+			msg = "--config " + o + ": " + msg
+		}
+		k.first = usageError{msg}
 	}
+}
+
+// configOrigin is "file:line" for a message about a flag that a --config
+// file set, else "".
+func configOrigin(fs *pflag.FlagSet, msg string) string {
+	rest, ok := strings.CutPrefix(msg, "--")
+	if !ok {
+		return ""
+	}
+	name := rest
+	if i := strings.IndexAny(rest, " =:,"); i >= 0 {
+		name = rest[:i]
+	}
+	if f := fs.Lookup(name); f != nil && len(f.Annotations[configOriginKey]) > 0 {
+		return f.Annotations[configOriginKey][0]
+	}
+	return ""
 }
 
 // num checks a numeric flag (any int, uint or float type) against s.

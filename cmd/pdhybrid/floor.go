@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 	"github.com/pdhybrid/pdhybrid/internal/synth"
+	"github.com/pdhybrid/pdhybrid/internal/trace"
 )
 
 // floorCmd prints a workload's latency floor: what no mechanism can beat
@@ -53,6 +55,10 @@ twice, so --trace takes a file, not standard input.`,
 		if f.trace == "-" {
 			ck.fail("--trace -: the floor reads the workload twice; give a file")
 		}
+		if ck.set("profile") {
+			ck.only("model", false, "without --profile (the profile names its model)")
+		}
+		f.mc.check(ck)
 		if err := ck.err(); err != nil {
 			return err
 		}
@@ -102,6 +108,8 @@ func workloadFloor(e *env, f *simFlags, prof *model.Profile, chunk, maxInput int
 		}
 	}()
 	desc := ""
+	fp := &floorProgress{e: e, start: e.now()}
+	fp.last = fp.start
 	open := func() (sim.Source, error) {
 		w, err := openWorkload(e, f)
 		if err != nil {
@@ -109,8 +117,72 @@ func workloadFloor(e *env, f *simFlags, prof *model.Profile, chunk, maxInput int
 		}
 		closers = append(closers, w.close)
 		desc = w.desc
-		return w.src, nil
+		fp.pass++
+		return &floorSource{watchSource: w.src, p: fp, chk: trace.NewChecker(w.src.Header().BlockSize)}, nil
 	}
 	st, err := sim.Floor(open, prof, chunk, maxInput)
+	fp.finish()
 	return st, desc, err
+}
+
+// floorProgress says how far the latency floor is (it reads the workload
+// and times every request alone, which takes a while on a large trace):
+// a line at the progress period, so a long floor is never silence.
+type floorProgress struct {
+	e           *env
+	start, last time.Time
+	pass        int
+	n           int64
+	printed     bool
+}
+
+func (p *floorProgress) request() {
+	p.n++
+	if p.n%256 != 0 {
+		return
+	}
+	now := p.e.now()
+	period := 10 * time.Second
+	if p.e.tty {
+		period = time.Second
+	}
+	if now.Sub(p.last) < period {
+		return
+	}
+	p.last, p.printed = now, true
+	line := fmt.Sprintf("latency floor: %d requests timed alone (pass %d over the workload), %s elapsed", p.n, p.pass, now.Sub(p.start).Round(time.Second))
+	if p.e.tty {
+		fmt.Fprintf(p.e.stderr, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(p.e.stderr, line)
+	}
+}
+
+func (p *floorProgress) finish() {
+	if p.printed && p.e.tty {
+		fmt.Fprintln(p.e.stderr)
+	}
+}
+
+// floorSource counts the requests the floor reads and holds each to the
+// checks of trace validate and sim, so a floor is never computed from a
+// trace sim would refuse (a timestamp of 1e308, a negative length).
+type floorSource struct {
+	*watchSource
+	p   *floorProgress
+	chk *trace.Checker
+}
+
+func (s *floorSource) Next(r *trace.Request) error {
+	if err := s.watchSource.Next(r); err != nil {
+		return err
+	}
+	if errs := s.chk.Check(r, s.Line()); len(errs) > 0 {
+		e := *errs[0]
+		e.File = s.File()
+		return &e
+	}
+	s.chk.Accept(r, s.Line())
+	s.p.request()
+	return nil
 }

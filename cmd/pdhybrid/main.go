@@ -28,43 +28,6 @@ const (
 	exitInterrupted = 130 // SIGINT or SIGTERM (128 + SIGINT, as shells report it)
 )
 
-// version is the release, set at build time with
-// -ldflags "-X main.version=v1.2.3"; otherwise it comes from the build info.
-var version = ""
-
-// versionString is what --version prints after the program name.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	v := "(devel)"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" && v == "(devel)" {
-		v += " " + rev + dirty
-	}
-	return v + " " + bi.GoVersion
-}
-
 // env carries the process's streams so commands are testable.
 type env struct {
 	stdin  io.Reader

@@ -114,14 +114,14 @@ func loadReplay(e *env, f *replayFlags) (*replayInput, error) {
 
 func readTraceFile(e *env, path string, blockSize int) (trace.Header, []trace.Request, error) {
 	if path == "-" {
-		return trace.ReadAll(e.stdin, "<stdin>", blockSize)
+		return trace.ReadAllChecked(e.stdin, "standard input", blockSize)
 	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return trace.Header{}, nil, err
 	}
 	defer fh.Close()
-	return trace.ReadAll(fh, path, blockSize)
+	return trace.ReadAllChecked(fh, path, blockSize)
 }
 
 func runReplay(ctx context.Context, e *env, f *replayFlags, hdr trace.Header, reqs []trace.Request, slo metrics.SLO) error {
@@ -188,6 +188,9 @@ func runReplay(ctx context.Context, e *env, f *replayFlags, hdr trace.Header, re
 	}
 	if err != nil && errors.Is(err, context.Canceled) {
 		fmt.Fprintf(e.stderr, "replay: stopped after %d of %d requests ended; summary marked \"complete\": false\n", sum.Requests, len(reqs))
+	}
+	if err == nil {
+		err = noneCompleted(&sum)
 	}
 	return err
 }

@@ -81,7 +81,7 @@ docs/reports.md for what each chart answers.`,
 					return emptyRun(d, sums[i])
 				}
 			}
-			return report.WriteTable(e.stdout, format, report.UniqueNames(names), sums)
+			return report.WriteTable(e.stdout, format, report.DistinctNames(names, runDirs), sums)
 		}
 		for _, d := range runDirs {
 			fmt.Fprintf(e.stderr, "reading %s\n", d)

@@ -70,7 +70,7 @@ port: 99999
 		want string
 	}{
 		{[]string{"serve", "--config", write("unknown.yaml", "mechanism: pd-colo\nblock-sise: 64\n")}, "unknown.yaml:2: block-sise: not a flag of pdhybrid serve (did you mean block-size?)"},
-		{[]string{"serve", "--config", write("range.yaml", "decode: [http://127.0.0.1:2]\nprefill: [http://127.0.0.1:1]\nblock-size: 0\n")}, "--block-size"},
+		{[]string{"serve", "--config", write("range.yaml", "decode: [http://127.0.0.1:2]\nprefill: [http://127.0.0.1:1]\nblock-size: 0\n")}, "range.yaml:3: --block-size 0: want"},
 		{[]string{"serve", "--config", write("type.yaml", "\n\nport: eighty\n")}, "type.yaml:3: port:"},
 		{[]string{"serve", "--config", write("nested.yaml", "decode:\n  url: x\n")}, "nested.yaml:1: decode: want a value or a list of values, not a mapping"},
 		{[]string{"serve", "--config", write("list.yaml", "- a\n- b\n")}, "list.yaml:1: want a mapping"},

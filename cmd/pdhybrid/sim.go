@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,9 +91,30 @@ the stop reason, and the exit status is 130.`,
 		if terr := report.WriteTable(e.stdout, "text", []string{cfg.Name}, []metrics.Summary{res.Summary}); err == nil {
 			err = terr
 		}
+		if err == nil {
+			err = noneCompleted(&res.Summary)
+		}
 		return err
 	})
 	return c, &o
+}
+
+// noneCompleted is the error of a run in which no request completed: its
+// table has no latency to show (each is "—"), and exit status 0 would let
+// a script read it as a run that worked.
+func noneCompleted(s *metrics.Summary) error {
+	switch {
+	case s.Completed > 0:
+		return nil
+	case s.Requests == 0:
+		return errors.New("no request completed: the workload had none")
+	}
+	causes := make([]string, 0, len(s.FailureCauses))
+	for c, n := range s.FailureCauses {
+		causes = append(causes, fmt.Sprintf("%d %s", n, c))
+	}
+	sort.Strings(causes)
+	return fmt.Errorf("no request completed: all %d ended without an answer (%s)", s.Requests, strings.Join(causes, ", "))
 }
 
 // resolve checks the parsed flags (ck reads them) and builds the run's
@@ -203,10 +226,9 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 			removeRun(dir)
 			return nil, werr
 		}
-		if thin.factor() > 1 {
-			fmt.Fprintf(e.stderr, "%s: structural/workers.jsonl keeps one sample every %g s (every %d%s of the %g s period) to stay under %d lines\n",
-				label, s.WorkerSampleIntervalS, thin.factor(), ordinalSuffix(thin.factor()), cfg.SampleIntervalS, maxWorkerSample)
-		}
+		// A thinned workers.jsonl is no news worth a line per run: the
+		// period it kept is summary.json's worker_sample_interval_s, which
+		// report reads.
 	}
 	if stop != nil {
 		where := "nothing written (no --out)"
@@ -226,20 +248,6 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 			label, cfg.TimeScale, cfg.TimeScale)
 	}
 	return res, nil
-}
-
-func ordinalSuffix(n int64) string {
-	switch {
-	case n%100 >= 11 && n%100 <= 13:
-		return "th"
-	case n%10 == 1:
-		return "st"
-	case n%10 == 2:
-		return "nd"
-	case n%10 == 3:
-		return "rd"
-	}
-	return "th"
 }
 
 // removeRun deletes the run files of a failed run from dir.

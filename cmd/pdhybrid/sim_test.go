@@ -33,7 +33,7 @@ func TestBenchDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session", "latency floor"} {
+	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-v2-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session", "latency floor", "verdict (", "kvc-v2-1p3d vs best other ("} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench table lacks %q:\n%s", want, out)
 		}
@@ -74,7 +74,7 @@ func TestBenchOutFolders(t *testing.T) {
 	if _, stderr, err := runCLI("bench", "-synth-sessions", "6", "-out", dir, "-format", "json"); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, run := range []string{"naive-pd-1p3d", "dp-x4", "kvc-1p3d"} {
+	for _, run := range []string{"naive-pd-1p3d", "dp-x4", "kvc-v2-1p3d"} {
 		for _, f := range []string{"metrics.jsonl", "summary.json", "config.json", "structural/workers.jsonl", "structural/session-d-binding.jsonl"} {
 			if st, err := os.Stat(filepath.Join(dir, run, f)); err != nil || st.Size() == 0 {
 				t.Fatalf("%s/%s missing or empty (%v)", run, f, err)
@@ -220,5 +220,28 @@ func TestBenchPolicyLists(t *testing.T) {
 	}
 	if _, _, err := runCLI("bench", "-dp-policy", "sticky,nope"); err == nil {
 		t.Fatal("unknown policy in a list accepted")
+	}
+}
+
+// A run in which no request completed is no success: sim and replay exit
+// 1 and say why, and the table shows "—" for every latency, not 0.
+func TestNoneCompletedExitsOne(t *testing.T) {
+	tr := filepath.Join(t.TempDir(), "t.jsonl")
+	os.WriteFile(tr, []byte(`{"pdhybrid_trace":1,"block_size":64}
+{"session_id":"s0","chat_id":0,"parent_chat_id":-1,"turn":1,"timestamp":0,"input_length":128,"output_length":4,"hash_ids":[1,2]}
+`), 0o644)
+	for _, args := range [][]string{
+		{"sim", "--trace", tr, "--max-input-len", "64"},
+		{"replay", "--url", "http://127.0.0.1:1", "--trace", tr},
+	} {
+		out, stderr, err := runCLI(args...)
+		if err == nil || exitCode(err) != exitError || !strings.Contains(stderr, "no request completed") {
+			t.Errorf("%s: %v (exit %d), want exit 1 saying no request completed\n%s", args[0], err, exitCode(err), stderr)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(l, "  TTFT p99") && f[len(f)-1] != "—" {
+				t.Errorf("%s: %q, want —", args[0], l)
+			}
+		}
 	}
 }

@@ -29,6 +29,7 @@ type simFlags struct {
 	model       string
 	hardware    string
 	profile     string
+	mc          modelConfigFlags // modelconfig.go
 	link        string
 	memPrefill  float64
 	memDecode   float64
@@ -119,6 +120,7 @@ func (f *simFlags) registerProfile(fs *pflag.FlagSet) {
 	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
 	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file`, replacing --model/--hardware (see docs/engine.md; --dump-profile writes one to start from)")
+	f.mc.register(fs)
 }
 
 // runModes says which mechanisms and policies a command will run, so flags
@@ -199,6 +201,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 		ck.only("model", false, "without --profile (the profile names its model)")
 		ck.only("hardware", false, "without --profile (the profile names its hardware)")
 	}
+	f.mc.check(ck)
 }
 
 // slo resolves --goodput (or the deprecated --slo-* in seconds).
@@ -254,10 +257,16 @@ func (f *simFlags) loadProfile() (*model.Profile, error) {
 	var p *model.Profile
 	var err error
 	src := fmt.Sprintf("--model %s --hardware %s", f.model, f.hardware)
-	if f.profile != "" {
+	switch {
+	case f.mc.path != "":
+		src = "--model-config " + f.mc.path
+		if p, err = f.mc.profile(f.hardware); err != nil {
+			return nil, err
+		}
+	case f.profile != "":
 		src = "--profile " + f.profile
 		p, err = model.Load(f.profile)
-	} else {
+	default:
 		p, err = model.Builtin(f.model, f.hardware)
 	}
 	if err != nil {
@@ -266,6 +275,7 @@ func (f *simFlags) loadProfile() (*model.Profile, error) {
 	if err := checkProfile(p); err != nil {
 		return nil, usagef("%s: %v", src, err)
 	}
+	f.mc.applyScheduler(p)
 	return p, nil
 }
 

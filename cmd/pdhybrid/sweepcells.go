@@ -51,10 +51,32 @@ func cellArgs(g sweep.Grid, c sweep.Cell) []string {
 	} else {
 		args = append(args, "--workload="+c.Workload.Name)
 	}
+	if c.Mechanism == string(sim.PDColo) && !cellSetsPolicy(g, c) {
+		// DP as bench runs it: sticky sessions. Round-robin DP loses every
+		// session's prefix cache turn after turn, a baseline too weak to
+		// compare with (--set pd-colo:policy=default sweeps it).
+		args = append(args, "--policy=sticky")
+	}
 	for _, k := range c.Knobs {
 		args = append(args, "--"+k.Name+"="+k.Value)
 	}
 	return args
+}
+
+// cellSetsPolicy reports whether the grid gives cell c a routing policy
+// (a knob, or a base flag it keeps).
+func cellSetsPolicy(g sweep.Grid, c sweep.Cell) bool {
+	for _, k := range c.Knobs {
+		if k.Name == "policy" {
+			return true
+		}
+	}
+	for _, b := range g.Base {
+		if name, _, _ := strings.Cut(strings.TrimPrefix(b, "--"), "="); name == "policy" && !slices.Contains(c.SkipBase, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolved is a cell as sim resolved it.

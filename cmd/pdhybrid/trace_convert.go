@@ -42,7 +42,7 @@ type sourceFlags struct {
 
 func (sf *sourceFlags) register(fs *pflag.FlagSet, fromHelp string) {
 	fs.StringVar(&sf.from, "from", "", fromHelp)
-	fs.IntVar(&sf.blockSize, "block-size", 0, "`tokens` per hash id; 0 = the format's own (weka: from the files, mooncake 512, bailian 16, seed 24, canonical: the header)")
+	fs.IntVar(&sf.blockSize, "block-size", 0, "`tokens` per hash id; 0 = the format's own (weka: from the files, mooncake 512, bailian 16, seed 24, canonical: the header, realrun: the run's meta.json)")
 	fs.StringVar(&sf.arrival, "arrival", "stagger", "weka: session arrival `process`: stagger (--stagger apart) or poisson (--rate)")
 	fs.Float64Var(&sf.stagger, "stagger", 10, "weka with --arrival stagger: `seconds` between session starts")
 	fs.Float64Var(&sf.rate, "rate", 0.1, "weka with --arrival poisson: session arrival rate in `sessions/s`")
@@ -96,12 +96,15 @@ func convertCmd(e *env) *cobra.Command {
 	var strict bool
 	c := &cobra.Command{
 		Use:   "convert --from FORMAT [flags] PATH",
-		Short: "convert weka, mooncake, bailian or seed traces to the canonical format",
+		Short: "convert weka, mooncake, bailian, seed or realrun traces to the canonical format",
 		Long: `Convert a trace to the canonical JSONL format (header line with the block
 size, then one request per line in global timestamp order). FORMAT is weka
 (a directory or file of kv-cache-tester session JSONs), mooncake (FAST'25
 JSONL; sessions are inferred from prefix chains), bailian or seed (the
-canonical schema with 16- or 24-token blocks: validated pass-through).
+canonical schema with 16- or 24-token blocks: validated pass-through) or
+realrun (a real vLLM run's per-request CSV beside its meta.json: arrivals and
+lengths from the file, prompt identity rebuilt from the client's shared-prefix
+workload, the assumptions in the header's note; docs/fidelity.md).
 Skipped records are counted and listed on stderr, never dropped silently;
 a conversion that yields no request at all is an error (and writes no file).
 See docs/traces.md for every rule.`,
@@ -109,7 +112,7 @@ See docs/traces.md for every rule.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	sf.register(fs, "source `format`: weka, mooncake, bailian, seed or canonical (required)")
+	sf.register(fs, "source `format`: weka, mooncake, bailian, seed, canonical or realrun (required)")
 	fs.StringVar(&out, "out", "-", "output `file`; - for stdout")
 	fs.BoolVar(&strict, "strict", false, "fail (and write nothing) if any record would be skipped")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, args []string) error {

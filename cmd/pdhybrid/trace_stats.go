@@ -68,6 +68,7 @@ convert'); --from forces a format. A trace without requests is an error.`,
 		}
 		sf.from = from
 		var rep stats.Report
+		var skipped error // lines left out: the figures are printed, the exit status is 1
 		switch from {
 		case "weka", "mooncake":
 			st, err := convert.Open(path, sf.options(false))
@@ -93,9 +94,10 @@ convert'); --from forces a format. A trace without requests is an error.`,
 			// Canonical-schema files are read directly, without the pass-through
 			// checker, whose chat-id map would grow with the file.
 			var err error
-			if rep, err = statsCanonical(ctx, e, path, from, sf.blockSize); err != nil {
+			if rep, err = statsCanonical(ctx, e, path, from, sf.blockSize); err != nil && !errors.As(err, new(skippedLines)) {
 				return err
 			}
+			skipped = err
 		}
 		if rep.Requests == 0 {
 			return emptyTrace(path)
@@ -103,11 +105,24 @@ convert'); --from forces a format. A trace without requests is an error.`,
 		if asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
+			if err := enc.Encode(rep); err != nil {
+				return err
+			}
+		} else if err := printStats(e.stdout, path, rep); err != nil {
+			return err
 		}
-		return printStats(e.stdout, path, rep)
+		return skipped
 	})
 	return c
+}
+
+// skippedLines is trace stats' error when it left bad lines out: its
+// figures cover only the good ones, which a script must not mistake for
+// the whole trace's.
+type skippedLines struct{ n int }
+
+func (s skippedLines) Error() string {
+	return fmt.Sprintf("%d bad lines left out of these statistics (they cover only the valid requests); 'pdhybrid trace validate' lists every problem", s.n)
 }
 
 // emptyTrace is the error of stats and validate for a trace without any
@@ -174,6 +189,9 @@ func statsCanonical(ctx context.Context, e *env, path, from string, blockSize in
 	if err != nil {
 		return stats.Report{}, err
 	}
+	if err := rd.NotJSON(); err != nil {
+		return stats.Report{}, err
+	}
 	h := rd.Header()
 	if blockSize > 0 {
 		h.BlockSize = blockSize
@@ -202,10 +220,21 @@ func statsCanonical(ctx context.Context, e *env, path, from string, blockSize in
 		if err != nil {
 			return stats.Report{}, err
 		}
+		// The numbers' range checks of trace validate and sim (the session
+		// checks need a map that grows with the file; validate runs them).
+		if errs := trace.CheckNumbers(&req, rd.Line(), h.BlockSize); len(errs) > 0 {
+			if bad++; bad <= maxListed {
+				ce := *errs[0]
+				ce.File = rd.File()
+				fmt.Fprintln(e.stderr, "skipped:", &ce)
+			}
+			continue
+		}
 		col.Add(&req)
 	}
 	if bad > 0 {
-		fmt.Fprintf(e.stderr, "skipped %d malformed lines (run 'pdhybrid trace validate' for the full list)\n", bad)
+		fmt.Fprintf(e.stderr, "skipped %d bad lines (run 'pdhybrid trace validate' for the full list)\n", bad)
+		return col.Report(), skippedLines{bad}
 	}
 	return col.Report(), nil
 }

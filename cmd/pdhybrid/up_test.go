@@ -60,14 +60,15 @@ func startUp(t *testing.T, args ...string) (string, []string, *exec.Cmd, chan er
 		io.Copy(io.Discard, out)
 		exited <- c.Wait()
 	}()
+	t.Logf("waiting for up %s to print its listening line", strings.Join(args, " "))
 	select {
 	case gw := <-url:
 		return gw, children, c, exited, stderr
 	case err := <-exited:
 		exited <- err
 		t.Fatalf("up exited: %v\n%s", err, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("up did not listen")
+	case <-time.After(60 * time.Second): // a bound, not a figure: a loaded 2-core machine starts the stack slowly
+		t.Fatal("up did not listen within 60 s")
 	}
 	return "", nil, nil, nil, nil
 }
@@ -295,9 +296,11 @@ func TestUpPassesChildFlags(t *testing.T) {
 
 // KVC v3 on the live stack: `up --kvc-preset v3` (gateways with
 // --kvc-preset v3, prefill workers with the whole-request extension)
-// replays a trace with every
-// request completed, placed by v3 (local seeds on the decoder, sessions the
-// prefill worker hosts) and not only by v2's modes.
+// replays a trace with every request completed and some of them placed
+// by v3 (a mode v2 never uses). Which v3 mode a request gets (whole on P,
+// a local seed on the decoder, ...) depends on the queues when it
+// arrives, which a loaded machine's timing shifts, so the test asserts
+// only what the preset guarantees: v3's placement is in play.
 func TestUpKVCv3(t *testing.T) {
 	tr := filepath.Join(t.TempDir(), "t.jsonl")
 	if _, se, err := runCLI("trace", "synth", "small-append", "--sessions", "4", "--turns", "3", "--out", tr); err != nil {
@@ -308,6 +311,7 @@ func TestUpKVCv3(t *testing.T) {
 		"--kvc-preset", "v3", "--out", dir)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
+	t.Log("waiting for up --kvc-preset v3 to replay 12 requests (4 sessions × 3 turns) and exit")
 	if err := c.Run(); err != nil {
 		t.Fatalf("up: %v\n%s", err, stderr.String())
 	}
@@ -315,7 +319,9 @@ func TestUpKVCv3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modes := map[string]int{}
+	v3Only := map[string]bool{"kvcache-whole-on-p": true, "kvcache-local-seed-on-d": true, "kvcache-local-reseed-on-d": true,
+		"kvcache-direct-to-d-large-append": true, "kvcache-local-fallback-on-d": true}
+	modes, v3 := map[string]int{}, 0
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var r struct {
 			Mode   string `json:"execution_mode"`
@@ -325,8 +331,12 @@ func TestUpKVCv3(t *testing.T) {
 			t.Fatalf("record %s (%v), want every request completed", line, err)
 		}
 		modes[r.Mode]++
+		if v3Only[r.Mode] {
+			v3++
+		}
 	}
-	if modes["kvcache-whole-on-p"] == 0 || modes["kvcache-local-seed-on-d"] == 0 {
-		t.Fatalf("modes %v, want requests served whole on P and seeds prefilled on the decoder", modes)
+	if v3 == 0 {
+		t.Fatalf("modes %v, want some request placed by v3 (whole on P, a local seed on the decoder, ...)\n%s", modes, stderr.String())
 	}
+	t.Logf("modes %v", modes)
 }

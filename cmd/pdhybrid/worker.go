@@ -21,6 +21,7 @@ type workerFlags struct {
 	role, host, advertise, served, link string
 	port, bootPort                      int
 	model, hardware, profile            string
+	mc                                  modelConfigFlags // modelconfig.go
 	blockSize, chunk, maxRunning        int
 	memFraction, snapshotBufGiB         float64
 	maxTotal                            int64
@@ -83,6 +84,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.StringVar(&f.model, "model", "qwen3-30b-a3b", "built-in model `name`")
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` (h100-80g, h200-141g)")
 	fs.StringVar(&f.profile, "profile", "", "model/hardware profile JSON `file`, replacing --model/--hardware (see docs/engine.md)")
+	f.mc.register(fs)
 	fs.StringVar(&f.link, "link", "rdma-400g", "prefill: the profile's `link` P→D KV travels over (rdma-400g, tcp-loopback, nvlink)")
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-cache block size in `tokens` (SGLang --page-size): input_ids are hashed in blocks of this many")
 	fs.IntVar(&f.chunk, "chunk-tokens", 0, "chunked-prefill budget per scheduler step in `tokens` (SGLang --chunked-prefill-size); 0 = the profile's")
@@ -192,10 +194,11 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		ck.only("model", false, "without --profile (the profile names its model)")
 		ck.only("hardware", false, "without --profile (the profile names its hardware)")
 	}
+	f.mc.check(ck)
 	if err := ck.err(); err != nil {
 		return emulator.Config{}, err
 	}
-	sf := simFlags{model: f.model, hardware: f.hardware, profile: f.profile}
+	sf := simFlags{model: f.model, hardware: f.hardware, profile: f.profile, mc: f.mc}
 	prof, err := sf.loadProfile()
 	if err != nil {
 		return emulator.Config{}, err

@@ -81,6 +81,10 @@ func openWorkload(e *env, f *simFlags) (*workload, error) {
 			w.close()
 			return nil, err
 		}
+		if err := rd.NotJSON(); err != nil {
+			w.close()
+			return nil, err
+		}
 		if rd.Header().BlockSize <= 0 {
 			w.close()
 			return nil, usagef("--trace %s: no header line: give its block size with --block-size", f.trace)
@@ -105,6 +109,8 @@ type watchSource struct {
 	sim.Source
 	first       trace.Request
 	held        bool
+	firstLine   int // the held request's line
+	line        int // the line of the request Next gave last
 	n           int64
 	firstTS     float64
 	lastTS      float64
@@ -115,8 +121,34 @@ func (w *watchSource) peek() error {
 	if err := w.Source.Next(&w.first); err != nil {
 		return err
 	}
-	w.held = true
+	w.held, w.firstLine = true, w.srcLine()
 	return nil
+}
+
+// located is a source that says where its requests come from (a trace
+// file's reader).
+type located interface {
+	File() string
+	Line() int
+}
+
+// File and Line pass the source's location through, so the simulator's
+// checks name the trace file and the line of the request they refuse (a
+// generator's requests are numbered from 1).
+func (w *watchSource) File() string {
+	if l, ok := w.Source.(located); ok {
+		return l.File()
+	}
+	return "built-in workload"
+}
+
+func (w *watchSource) Line() int { return w.line }
+
+func (w *watchSource) srcLine() int {
+	if l, ok := w.Source.(located); ok {
+		return l.Line()
+	}
+	return int(w.n) + 1
 }
 
 func (w *watchSource) Next(r *trace.Request) error {
@@ -124,8 +156,11 @@ func (w *watchSource) Next(r *trace.Request) error {
 		*r = w.first
 		w.first = trace.Request{}
 		w.held = false
+		w.line = w.firstLine
 	} else if err := w.Source.Next(r); err != nil {
 		return err
+	} else {
+		w.line = w.srcLine()
 	}
 	if w.n == 0 {
 		w.firstTS = r.Timestamp

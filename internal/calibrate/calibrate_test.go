@@ -249,3 +249,27 @@ func TestCommittedProfileMeetsBar(t *testing.T) {
 		}
 	}
 }
+
+// The roofline, its GPU-time coefficients fitted to the committed H200
+// measurements, keeps the held-out bar of the linear fit: prefill and
+// decode-step held-out MAPE ≤ 10 % (docs/calibration.md).
+func TestRooflineMeetsBarOnH200(t *testing.T) {
+	d, err := Load("../../calibration/data/triton")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := model.LoadHF("../../calibration/qwen3-30b-a3b.config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := model.LookupGPU("h200")
+	f, err := FitRoofline(d, a, model.Deployment{GPU: g, TP: 1}, model.DefaultCoefficients, DefaultHoldout, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.Errors {
+		if (e.Op == "prefill" || e.Op == "decode step") && e.TestMAPE > 0.10 {
+			t.Errorf("%s held-out MAPE %.1f %%, want ≤ 10 %%", e.Op, 100*e.TestMAPE)
+		}
+	}
+}

@@ -87,3 +87,17 @@ func TestITLCompletedRequestsOnly(t *testing.T) {
 		t.Fatalf("%d inter-token gaps recorded, want a's 9 (b was aborted)", h.Count())
 	}
 }
+
+// Also found (issue 20): IngestSnapshot filed a snapshot's partial last
+// block as a whole one: a 130-token session (two whole 64-token blocks and
+// 2 tokens) went into P's cache as 192 tokens.
+func TestIngestSnapshotPartialLastBlock(t *testing.T) {
+	w := snapshotPrefill(t, 100000)
+	s := NewSnapshotStore(w, 0)
+	p := s.PrepareReceive("s", 130)
+	in := s.FinalizeIngest(0, w, p.ID, chain(1, 3))
+	if !in.OK || in.Inserted != 130 || w.CachedTokens() != 130 {
+		t.Fatalf("ingest %+v, %d tokens cached; want 130", in, w.CachedTokens())
+	}
+	checkPool(t, w)
+}

@@ -194,8 +194,8 @@ func (w *Worker) planNext(now float64) {
 	p := &w.plan
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
-	budget := w.cfg.ChunkTokens
-	open := false // a request's prefill continues past this step
+	budget := w.stepBudget() // vllm.go
+	open := false            // a request's prefill continues past this step
 	if r := w.chunked; r != nil {
 		n := min(r.Uncached()-r.prefilled, budget)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
@@ -246,7 +246,7 @@ func (w *Worker) planNext(now float64) {
 		for _, c := range p.chunks {
 			dur += w.tm.PrefillWorkS(c.n, c.p)
 		}
-		if w.cfg.MixedChunk && len(w.decoding) > 0 {
+		if w.mixesDecode() && len(w.decoding) > 0 {
 			b, ctx := w.batchShape()
 			p.decodeK, p.batch, p.ctx = 1, b, ctx
 			dur += w.mixedDecodeS(b, ctx)

@@ -236,24 +236,30 @@ func (w *Worker) SessionPath(session string) (blocks []uint64, tokens int64, ok 
 
 // IngestSnapshot files a session's KV received from a decoder (a D→P
 // snapshot) in this worker's radix cache, unlocked, so the session's next
-// prefill here hits it: SGLang's finalize_ingest. It reports the tokens
-// added, or false when the pool cannot make room.
-func (w *Worker) IngestSnapshot(now float64, blocks []uint64) (int64, bool) {
+// prefill here hits it: SGLang's finalize_ingest. tokens is the snapshot's
+// length: its last block holds what is left of it after the whole ones
+// (0 takes every block whole). It reports the tokens added, or false when
+// the pool cannot make room.
+func (w *Worker) IngestSnapshot(now float64, blocks []uint64, tokens int64) (int64, bool) {
 	if w.tree == nil || len(blocks) == 0 {
 		return 0, false
 	}
 	bs := int64(w.cfg.BlockSize)
-	m := w.tree.Lock(blocks, bs, now)
+	last := bs
+	if rest := tokens - int64(len(blocks)-1)*bs; tokens > 0 && rest > 0 && rest < bs {
+		last = rest
+	}
+	m := w.tree.Lock(blocks, last, now)
 	defer func() { w.tree.Unlock(m.Node, now) }()
-	add := int64(len(blocks)-m.Blocks) * bs
-	if add <= 0 {
+	if m.Blocks >= len(blocks) {
 		return 0, true
 	}
+	add := int64(len(blocks)-m.Blocks-1)*bs + last
 	if !w.makeRoomFor(now, add, "") {
 		return 0, false
 	}
 	var adopted int64
-	m.Node, adopted = w.tree.Insert(m.Node, blocks, m.Blocks, bs, now)
+	m.Node, adopted = w.tree.Insert(m.Node, blocks, m.Blocks, last, now)
 	return adopted, true
 }
 

@@ -184,7 +184,7 @@ func (s *SnapshotStore) FinalizeIngest(now float64, w *Worker, id SnapshotID, bl
 		out.Reason = ReasonStale
 		return out
 	}
-	added, ok := w.IngestSnapshot(now, blocks)
+	added, ok := w.IngestSnapshot(now, blocks, p.tokens)
 	if !ok {
 		out.Reason = ReasonIngestAlloc
 		return out

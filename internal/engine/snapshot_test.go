@@ -73,7 +73,7 @@ func TestSnapshotStoreFinalizeCommitsAndStale(t *testing.T) {
 	a := s.PrepareReceive("a", 1250)
 	s.SeeTurn("a", append(append([]uint64(nil), blocks[:19]...), chain(5, 10)...)) // extends the 19 whole blocks
 	in := s.FinalizeIngest(1, w, a.ID, append(append([]uint64(nil), blocks...), chain(7, 5)...))
-	if !in.OK || in.Inserted != 20*64 || in.Tokens != 1250 || in.Bytes != a.Bytes || s.HeldBytes() != 0 {
+	if !in.OK || in.Inserted != 1250 || in.Tokens != 1250 || in.Bytes != a.Bytes || s.HeldBytes() != 0 {
 		t.Fatalf("finalize: %+v, held %d", in, s.HeldBytes())
 	}
 	if got := w.PrefixMatch(blocks, 1250); got != 1250 {

@@ -72,6 +72,9 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 		}
 	case nil:
 		text, ok := q.body["text"].(string)
+		if _, batch := q.body["text"].([]any); batch {
+			return nil, errors.New("text: a list of prompts (a batch) is not supported; send one request per prompt, with text a string")
+		}
 		if !ok {
 			return nil, errors.New("either text or input_ids should be provided")
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -77,6 +78,26 @@ type pdRun struct {
 	cancelP context.CancelFunc
 	dctx    context.Context
 	cancelD context.CancelCauseFunc
+	// The KV landed once the prefill leg answered ok and the decoder
+	// answered 200 (a decoder refusing the request, a 503 say, received
+	// none); pOK and dOK say which is in, under mu.
+	mu       sync.Mutex
+	pOK, dOK bool
+}
+
+// legOK notes one leg's success and reports the landing once both are in.
+func (x *pdRun) legOK(prefill bool) {
+	x.mu.Lock()
+	if prefill {
+		x.pOK = true
+	} else {
+		x.dOK = true
+	}
+	both := x.pOK && x.dOK
+	x.mu.Unlock()
+	if both {
+		x.l.landed() // once: life ignores a second landing
+	}
 }
 
 // startPD builds the legs' body, accepts the dispatch and starts the
@@ -137,7 +158,7 @@ func (x *pdRun) prefillLeg(pctx context.Context) {
 		l.err = fmt.Errorf("prefill %s answered %d: %s", x.p.URL, l.status, strings.TrimSpace(string(b)))
 		x.cutDecode(l)
 	} else {
-		x.l.landed()
+		x.legOK(true)
 	}
 	x.pDone <- l
 }
@@ -268,6 +289,7 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 		// D's first byte is its first token: its KV landed (whichever of
 		// this and the prefill leg's answer comes first reports it).
 		resp.Body = &firstByte{ReadCloser: resp.Body, f: x.l.landed}
+		x.legOK(false)
 	}
 	rewrite := func(m map[string]any) {
 		if x.pl == nil {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 )
@@ -56,5 +57,41 @@ func TestCause(t *testing.T) {
 		if got := Cause(in); got != want {
 			t.Errorf("Cause(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A run where no request completed has no latency: summary.json says
+// null, not 0, and reads back with zero counts.
+func TestSummaryEmptyIsNull(t *testing.T) {
+	c := NewCollector(SLO{})
+	c.Add(&Record{Status: StatusFailed, Error: "refused: x"})
+	b, err := json.Marshal(c.Summary(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"p50_ttft_ms", "p99_e2el_ms", "mean_tpot_ms", "cache_hit_ratio", "direct_to_d_share"} {
+		if v, ok := m[k]; !ok || v != nil {
+			t.Errorf("%s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	ttft := m["ttft_stats_s"].(map[string]any)
+	if ttft["count"] != 0.0 || ttft["p99"] != nil {
+		t.Errorf("ttft_stats_s %v, want count 0 and null figures", ttft)
+	}
+	var back Summary
+	if err := json.Unmarshal(b, &back); err != nil || back.Completed != 0 || back.Failures != 1 || back.TTFTStats.Count != 0 {
+		t.Errorf("read back %+v (%v)", back, err)
+	}
+	// A completed request's figures are numbers.
+	c.Add(&Record{Status: StatusCompleted, TTFTS: 0.5, LatencyS: 1, OutputLength: 4, TPOTS: 0.1, InputLength: 10})
+	b, _ = json.Marshal(c.Summary(0))
+	m = nil
+	json.Unmarshal(b, &m)
+	if m["p50_ttft_ms"] != 500.0 || m["ttft_stats_s"].(map[string]any)["p50"] != 0.5 {
+		t.Errorf("one completed request: p50_ttft_ms %v, ttft_stats_s %v", m["p50_ttft_ms"], m["ttft_stats_s"])
 	}
 }

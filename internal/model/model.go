@@ -152,6 +152,10 @@ type Server struct {
 	// CUDAGraphMaxBatch is the largest decode batch replayed from a CUDA
 	// graph (SGLang --cuda-graph-max-bs); larger batches run eagerly.
 	CUDAGraphMaxBatch int `json:"cuda_graph_max_bs,omitempty"`
+	// Scheduler is the engine whose scheduling rules the worker follows:
+	// "" or "sglang" (prefill first), "vllm" (V1: one token budget per
+	// step, decodes first; internal/engine/vllm.go).
+	Scheduler string `json:"scheduler,omitempty"`
 }
 
 // Profile binds a model to hardware with its timing and links.
@@ -219,6 +223,9 @@ func (p *Profile) Validate() error {
 		nonneg("server.max_running_requests", float64(s.MaxRunningRequests))
 		nonneg("server.chunked_prefill_size", float64(s.ChunkedPrefillSize))
 		nonneg("server.cuda_graph_max_bs", float64(s.CUDAGraphMaxBatch))
+		if s.Scheduler != "" && s.Scheduler != "sglang" && s.Scheduler != "vllm" {
+			errs = append(errs, fmt.Sprintf("server.scheduler = %q, expected sglang or vllm", s.Scheduler))
+		}
 	}
 	for name, l := range p.Links {
 		nonneg("links."+name+".setup_s", l.SetupS)

@@ -122,11 +122,11 @@ func newViews(runs []*Run) []view {
 		mechs[i] = r.Mechanism
 	}
 	colors := RunColors(mechs)
-	names := make([]string, len(runs))
+	names, dirs := make([]string, len(runs)), make([]string, len(runs))
 	for i, r := range runs {
-		names[i] = r.Name
+		names[i], dirs[i] = r.Name, r.Dir
 	}
-	names = UniqueNames(names)
+	names = DistinctNames(names, dirs)
 	vs := make([]view, len(runs))
 	for i, r := range runs {
 		vs[i] = view{Run: r, name: names[i], color: colors[i], direct: len(runs) >= minDirectRuns,
@@ -180,21 +180,6 @@ func firstAtLeast(ys []float64, v float64) int {
 	return -1
 }
 
-// UniqueNames suffixes repeated run names with #2, #3… so legends and
-// table columns tell the runs apart.
-func UniqueNames(names []string) []string {
-	seen := map[string]int{}
-	out := make([]string, len(names))
-	for i, n := range names {
-		seen[n]++
-		out[i] = n
-		if k := seen[n]; k > 1 {
-			out[i] = n + " #" + strconv.Itoa(k)
-		}
-	}
-	return out
-}
-
 func runLegend(vs []view, extra func(v view) string) []LegendItem {
 	items := make([]LegendItem, len(vs))
 	for i, v := range vs {
@@ -218,15 +203,7 @@ func buildCharts(vs []view, opt Options) []Chart {
 	// TTFT density: linear body and log full range. The body's window is
 	// the pooled percentile rounded up to the axis's last tick, so the axis
 	// ends where the curves do and nothing inside the frame is left out.
-	var pooled []float64
-	for _, v := range vs {
-		pooled = append(pooled, v.ttft...)
-	}
-	sort.Float64s(pooled)
-	cut := metrics.Percentile(pooled, opt.BodyQuantile)
-	if !(cut > 0) {
-		cut = 1
-	}
+	cut, note := bodyCut(vs, opt.BodyQuantile)
 	window := niceMax(cut)
 	var body, logd []Line
 	var bodyClaims, logClaims []Claim
@@ -245,13 +222,14 @@ func buildCharts(vs []view, opt Options) []Chart {
 		Title:    fmt.Sprintf("TTFT density, body (0 ≤ TTFT ≤ %s s)", factNum(window)),
 		Question: "Where do most requests' first tokens land, and does a mechanism have a fast path (a second, early peak)?",
 		Method: fmt.Sprintf("Gaussian kernel density estimate (not a histogram) over completed requests with TTFT in the window 0–%s s "+
-			"(the pooled p%g, %s s, rounded up to the axis's last tick); bandwidth by Scott's rule on those samples; kernels reflected at 0 and at %s s "+
+			"(%s, rounded up to the axis's last tick); bandwidth by Scott's rule on those samples; kernels reflected at 0 and at %s s "+
 			"so no mass spills outside the frame; divided by all completed requests, so the area under a curve is its share of requests inside the window.",
-			factNum(window), opt.BodyQuantile, factNum(cut), factNum(window)),
+			factNum(window), note, factNum(window)),
 		ClaimLead: "Area under each curve = completed requests inside the window:",
 		Claims:    bodyClaims,
 		SVG: LineChart{Title: "TTFT density — linear body", X: Axis{Label: "TTFT (s)", Min: 0, Max: window},
 			Y: Axis{Label: "density (1/s)"}, Lines: body, Legend: runLegend(vs, n)}.SVG()})
+	charts = append(charts, ttftCDF(vs))
 	charts = append(charts, Chart{ID: "ttft-density-log", Title: "TTFT density, full range (log scale)",
 		Question:  "How far does the TTFT tail reach, and how are the fast body and the slow tail split?",
 		Method:    "Gaussian KDE of log10(TTFT) over all completed requests, Scott bandwidth in log space, drawn to 4 bandwidths past the extremes; y is density per decade, so equal areas mean equal shares of requests. TTFTs under 0.1 ms are drawn at 0.1 ms.",
@@ -293,6 +271,62 @@ func buildCharts(vs []view, opt Options) []Chart {
 	charts = append(charts, modeCharts(vs, opt)...)
 	charts = append(charts, loadCharts(vs)...)
 	return charts
+}
+
+// bodyCut is where the linear TTFT body ends, and how it was chosen. The
+// pooled percentile serves runs of one scale; when one run's percentile
+// is ten times another's (naive PD's 41 s against DP's and KVC's
+// sub-second bodies), a pooled window crushes the fast runs into the first
+// pixels, so the window serves the fastest runs and every run within 10×
+// of them; the slower runs show only their share inside (each curve's
+// area says it), and the log-scale density beside it draws every run whole.
+func bodyCut(vs []view, q float64) (float64, string) {
+	var pooled []float64
+	var per []float64
+	for _, v := range vs {
+		pooled = append(pooled, v.ttft...)
+		if len(v.ttft) > 0 {
+			per = append(per, metrics.Percentile(v.ttft, q))
+		}
+	}
+	sort.Float64s(pooled)
+	cut := metrics.Percentile(pooled, q)
+	note := fmt.Sprintf("the pooled p%g, %s s", q, factNum(cut))
+	sort.Float64s(per)
+	if len(per) > 1 && per[0] > 0 && per[len(per)-1] >= 10*per[0] {
+		cut = per[0]
+		for _, p := range per {
+			if p <= 10*per[0] {
+				cut = p
+			}
+		}
+		note = fmt.Sprintf("the largest p%g of the runs within 10× of the fastest run's, %s s: the runs' p%gs span %s–%s s, and a pooled window would crush the fast ones into the first pixels; the log-scale density draws every run whole",
+			q, factNum(cut), q, factNum(per[0]), factNum(per[len(per)-1]))
+	}
+	if !(cut > 0) {
+		cut, note = 1, "no positive TTFT: 1 s"
+	}
+	return cut, note
+}
+
+// ttftCDF is the empirical CDF of TTFT: beside the density, it reads off
+// any percentile of any run, whatever their scales (a log x when they
+// span more than two decades).
+func ttftCDF(vs []view) Chart {
+	var cdf []Line
+	for _, v := range vs {
+		x, F, _ := ECDFPoints(v.ttft, 500)
+		cdf = append(cdf, v.line(x, F, firstAtLeast(F, 0.5)))
+	}
+	xa := Axis{Label: "TTFT (s)"}
+	if lo, hi := dataRange(true, cdfX(cdf)...); hi > 100*lo {
+		xa = Axis{Label: "TTFT (s, log scale)", Log: true}
+	}
+	return Chart{ID: "ttft-cdf", Title: "TTFT CDF",
+		Question: "What share of each run's requests got their first token by a given time; which run's p50, p90, p99 is lower?",
+		Method:   "Empirical CDF of completed requests' TTFT: the share of requests with TTFT ≤ x. The x axis turns logarithmic when TTFTs span more than two decades.",
+		SVG: LineChart{Title: "TTFT CDF", X: xa,
+			Y: Axis{Label: "share of completed requests ≤ x", Percent: true, Min: 0, Max: 1}, Lines: cdf, Legend: runLegend(vs, nil)}.SVG()}
 }
 
 // modeCharts: execution-mode mix, per-mode TTFT and tail attribution.

@@ -21,6 +21,7 @@ type Facts struct {
 	Model          string
 	Hardware       string
 	GPUs           string // per role: "1P3D" (1 prefill + 3 decode), "DP×4" (4 colocated)
+	KVCPreset      string // a KVC run's preset: "v2" or "v3" (--kvc-preset); "" for other mechanisms
 	Workload       string
 	TimeScale      string
 	RequestRate    string
@@ -40,6 +41,7 @@ var factFields = []struct {
 	{"model", "model", func(f *Facts) string { return f.Model }},
 	{"hardware", "hardware profile", func(f *Facts) string { return f.Hardware }},
 	{"gpus", "GPUs per role", func(f *Facts) string { return f.GPUs }},
+	{"kvc_preset", "KVC preset", func(f *Facts) string { return f.KVCPreset }},
 	{"workload", "workload / trace", func(f *Facts) string { return f.Workload }},
 	{"time_scale", "time scale", func(f *Facts) string { return f.TimeScale }},
 	{"request_rate", "request rate", func(f *Facts) string { return f.RequestRate }},
@@ -118,6 +120,15 @@ func ExtractFacts(sum, cfg map[string]any, ws []WorkerSeries) Facts {
 	f.GPUs = gpusFromConfig(cfg)
 	if f.GPUs == "" {
 		f.GPUs = gpusFromWorkers(ws)
+	}
+	if mech := first(sum["mechanism"], cfg["mechanism"]); mech == "kvcache-centric" {
+		if kc, ok := cfg["kvc"].(map[string]any); ok {
+			f.KVCPreset = "v2" // simulated before the presets: v2
+			v3, _ := kc["v3"].(map[string]any)
+			if p, ok := v3["preset"].(string); ok && p != "" {
+				f.KVCPreset = p
+			}
+		}
 	}
 	f.Workload = workloadText(first(sum["workload"], cfg["workload"], cfg["trace"]))
 	f.TimeScale = timeScaleText(first(sum["time_scale"], cfg["time_scale"]))

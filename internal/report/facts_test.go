@@ -151,3 +151,17 @@ func TestReportBuildVersion(t *testing.T) {
 		t.Error("BuildVersion() is empty")
 	}
 }
+
+// A KVC run's facts say its preset, so a v3 run never reads as a v2 one.
+func TestReportFactsPreset(t *testing.T) {
+	cfg := decodeMap(t, `{"mechanism": "kvcache-centric", "kvc": {"v3": {"preset": "v3"}}}`)
+	if f := ExtractFacts(nil, cfg, nil); f.KVCPreset != "v3" {
+		t.Errorf("preset %q, want v3", f.KVCPreset)
+	}
+	if f := ExtractFacts(nil, decodeMap(t, `{"mechanism": "kvcache-centric", "kvc": {}}`), nil); f.KVCPreset != "v2" {
+		t.Errorf("preset %q, want v2 for a run without one", f.KVCPreset)
+	}
+	if f := ExtractFacts(nil, decodeMap(t, `{"mechanism": "pd-colo"}`), nil); f.KVCPreset != "" {
+		t.Errorf("preset %q for DP, want none", f.KVCPreset)
+	}
+}

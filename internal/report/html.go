@@ -89,18 +89,28 @@ type page struct {
 	TailQ      float64
 	Facts      []factView
 	Incomplete []runInfo
-	Runs       []runInfo
-	Names      []string
-	Headline   []htmlRow
-	Failures   []CountRow
-	Charts     []Chart // drawn in the grid
-	Folded     []Chart // trivially 100% for these runs: folded away
-	Modes      []modeTable
+	// VerdictStats, VerdictKVC: the verdict block (BuildVerdict), as bench
+	// prints it.
+	VerdictStats, VerdictKVC []string
+	Runs                     []runInfo
+	Names                    []string
+	Headline                 []htmlRow
+	Failures                 []CountRow
+	ModeLegend               []modeWord // every execution mode the runs took, in plain words
+	Charts                   []Chart    // drawn in the grid
+	Folded                   []Chart    // trivially 100% for these runs: folded away
+	Modes                    []modeTable
 	// OneModeEach: every run took at most one execution mode, so the
 	// per-mode and tail tables repeat the headline and are folded away.
 	OneModeEach bool
 	Tails       []tailTable
 	Events      []CountRow
+}
+
+// modeWord is a legend row: a mode label, what it means, requests per run.
+type modeWord struct {
+	Mode, Words string
+	Counts      []int
 }
 
 type runInfo struct {
@@ -155,6 +165,14 @@ func Render(w io.Writer, runs []*Run, opt Options) error {
 	}
 	opt = opt.withDefaults(names)
 	p := page{Title: opt.Title, Version: BuildVersion(), TailQ: opt.TailQuantile, Names: names, Failures: FailureRows(sums)}
+	p.VerdictStats, p.VerdictKVC = BuildVerdict(names, sums).Lines()
+	for _, r := range ModeRows(sums) {
+		w := ModeWords(r.Name)
+		if w == "" {
+			w = "(no description: a label this version does not know)"
+		}
+		p.ModeLegend = append(p.ModeLegend, modeWord{r.Name, w, r.Counts})
+	}
 	facts := make([]Facts, len(vs))
 	for i, v := range vs {
 		facts[i] = v.Facts

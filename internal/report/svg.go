@@ -22,6 +22,10 @@ type Axis struct {
 	Percent bool // values are 0..1 shares, ticks print as %
 	Min     float64
 	Max     float64
+	// Pad, on a linear axis, leaves this share of the range free below
+	// the lowest tick, so a series at the bottom of its range (a count of
+	// failures that stays 0) is drawn above the frame, not on it.
+	Pad float64
 }
 
 // Line is one series of a line chart.
@@ -103,6 +107,7 @@ func newScale(a Axis, p0, p1 float64) scale {
 		for v := s.lo; v <= s.hi+step*1e-6; v += step {
 			s.ticks = append(s.ticks, math.Round(v/step)*step)
 		}
+		s.lo -= (s.hi - s.lo) * a.Pad
 	}
 	for _, t := range s.ticks {
 		s.labels = append(s.labels, tickLabel(t, a.Percent))

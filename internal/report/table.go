@@ -36,6 +36,9 @@ func (r Row) Delta(i int) (d float64, ok bool) {
 		return 0, false
 	}
 	base, v := r.Values[0], r.Values[i]
+	if math.IsNaN(base) || math.IsNaN(v) {
+		return 0, false
+	}
 	if r.IsShare() {
 		return v - base, true
 	}
@@ -64,10 +67,18 @@ func HeadlineRows(sums []metrics.Summary) []Row {
 	add("completed", "completed", "count", "higher", func(s *metrics.Summary) float64 { return float64(s.Completed) })
 	add("failures", "failures (all causes)", "count", "lower", func(s *metrics.Summary) float64 { return float64(s.Errors) })
 	stats := func(key, label, unit string, scale float64, st func(s *metrics.Summary) metrics.Stats) {
-		add(key+"_mean", label+" mean", unit, "lower", func(s *metrics.Summary) float64 { return st(s).Mean * scale })
-		add(key+"_p50", label+" p50", unit, "lower", func(s *metrics.Summary) float64 { return st(s).P50 * scale })
-		add(key+"_p90", label+" p90", unit, "lower", func(s *metrics.Summary) float64 { return st(s).P90 * scale })
-		add(key+"_p99", label+" p99", unit, "lower", func(s *metrics.Summary) float64 { return st(s).P99 * scale })
+		fig := func(f func(metrics.Stats) float64) func(s *metrics.Summary) float64 {
+			return func(s *metrics.Summary) float64 {
+				if x := st(s); x.Count == 0 && x == (metrics.Stats{}) {
+					return none // no sample (summary.json's nulls read back as zeros)
+				}
+				return f(st(s)) * scale
+			}
+		}
+		add(key+"_mean", label+" mean", unit, "lower", fig(func(x metrics.Stats) float64 { return x.Mean }))
+		add(key+"_p50", label+" p50", unit, "lower", fig(func(x metrics.Stats) float64 { return x.P50 }))
+		add(key+"_p90", label+" p90", unit, "lower", fig(func(x metrics.Stats) float64 { return x.P90 }))
+		add(key+"_p99", label+" p99", unit, "lower", fig(func(x metrics.Stats) float64 { return x.P99 }))
 	}
 	stats("ttft", "TTFT", "s", 1, func(s *metrics.Summary) metrics.Stats { return s.TTFTStats })
 	stats("tpot", "TPOT", "ms", 1e3, func(s *metrics.Summary) metrics.Stats { return s.TPOTStats })
@@ -75,17 +86,31 @@ func HeadlineRows(sums []metrics.Summary) []Row {
 	add("request_throughput", "request throughput", "req/s", "higher", func(s *metrics.Summary) float64 { return s.RequestThroughput })
 	add("output_throughput", "output throughput", "tok/s", "higher", func(s *metrics.Summary) float64 { return s.OutputThroughput })
 	add("request_goodput", "goodput (within SLO)", "req/s", "higher", func(s *metrics.Summary) float64 { return s.RequestGoodput })
-	add("cache_hit_ratio", "cache hit share (tokens)", "share", "higher", func(s *metrics.Summary) float64 { return s.CacheHitRatio })
+	add("cache_hit_ratio", "cache hit share (tokens)", "share", "higher", func(s *metrics.Summary) float64 {
+		if s.Completed == 0 {
+			return none
+		}
+		return s.CacheHitRatio
+	})
 	add("cache_hit_requests", "cache hit share (requests)", "share", "higher", func(s *metrics.Summary) float64 {
 		if s.Completed == 0 {
-			return 0
+			return none
 		}
 		return float64(s.CacheHitRequests) / float64(s.Completed)
 	})
-	add("direct_to_d_share", "direct-to-D share", "share", "", func(s *metrics.Summary) float64 { return s.DirectToDShare })
+	add("direct_to_d_share", "direct-to-D share", "share", "", func(s *metrics.Summary) float64 {
+		if s.Completed == 0 {
+			return none
+		}
+		return s.DirectToDShare
+	})
 	add("duration", "duration", "s", "", func(s *metrics.Summary) float64 { return s.DurationS })
 	return rows
 }
+
+// none is a headline value over no request (a latency when none
+// completed): shown as "—", written as null or an empty CSV cell, never 0.
+var none = math.NaN()
 
 // CountRow is a count per run (failure causes, execution modes).
 type CountRow struct {
@@ -164,6 +189,8 @@ func WriteTable(w io.Writer, format string, names []string, sums []metrics.Summa
 // integers, everything else with four significant digits.
 func FormatValue(r Row, v float64) string {
 	switch {
+	case math.IsNaN(v):
+		return "—"
 	case r.IsShare():
 		return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
 	case r.Unit == "count":
@@ -296,7 +323,12 @@ func writeCSV(w io.Writer, names, stops []string, head []Row, fails, modes []Cou
 			cw.Write([]string{"run", "stop_reason", "text", names[i], r, "", ""})
 		}
 	}
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	num := func(v float64) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
 	for _, r := range head {
 		du := "relative"
 		if r.IsShare() {
@@ -328,6 +360,7 @@ func writeCSV(w io.Writer, names, stops []string, head []Row, fails, modes []Cou
 // jsonRow adds deltas (null where undefined) to a Row for scripts.
 type jsonRow struct {
 	Row
+	Values    []*float64 `json:"values"` // null: no value (no request completed)
 	Deltas    []*float64 `json:"deltas"`
 	DeltaUnit string     `json:"delta_unit"` // relative (0.1 = +10%) | absolute
 }
@@ -356,7 +389,12 @@ func writeJSON(w io.Writer, names, stops []string, head []Row, fails, modes []Co
 		if r.IsShare() {
 			j.DeltaUnit = "absolute"
 		}
-		for i := range r.Values {
+		for i, v := range r.Values {
+			if math.IsNaN(v) {
+				j.Values = append(j.Values, nil)
+			} else {
+				j.Values = append(j.Values, &v)
+			}
 			if d, ok := r.Delta(i); ok {
 				j.Deltas = append(j.Deltas, &d)
 			} else {

@@ -138,3 +138,39 @@ func TestReportTableSemantics(t *testing.T) {
 		t.Error("name/summary count mismatch accepted")
 	}
 }
+
+// A run where no request completed shows "—" for its latencies (and null
+// in JSON, an empty cell in CSV), never 0, and no delta against it.
+func TestReportTableEmptyRun(t *testing.T) {
+	ok := metrics.Summary{Requests: 2, Completed: 2, TTFTStats: metrics.Stats{Count: 2, P50: 0.5, P99: 0.9}}
+	empty := metrics.Summary{Requests: 2, Failures: 2, Errors: 2}
+	var b bytes.Buffer
+	if err := WriteTable(&b, "text", []string{"a", "b"}, []metrics.Summary{ok, empty}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "TTFT p99") {
+			if f := strings.Fields(l); len(f) != 5 || f[3] != "—" || f[4] != "—" {
+				t.Errorf("TTFT p99 row %q, want the empty run's value and delta as —", l)
+			}
+		}
+	}
+	b.Reset()
+	if err := WriteTable(&b, "json", []string{"a", "b"}, []metrics.Summary{ok, empty}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Headline []struct {
+			Metric string
+			Values []*float64
+		}
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range doc.Headline {
+		if r.Metric == "ttft_p99" && (r.Values[0] == nil || r.Values[1] != nil) {
+			t.Errorf("ttft_p99 values %v, want a number then null", r.Values)
+		}
+	}
+}

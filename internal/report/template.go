@@ -54,12 +54,19 @@ figcaption { font-size: 12px; max-width: 600px; color: #444; margin-top: 4px; }
 figcaption b { color: #222; }
 svg.chart text { fill: #333; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 .muted { color: #777; }
+td.words { white-space: normal; min-width: 24em; max-width: 48em; }
+.verdict { font-size: 13.5px; background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 12px; margin: 10px 0; }
+.verdict ul { margin: 4px 0; padding-left: 20px; }
+.verdict ul.kvc li { font-weight: 600; }
 </style>
 </head>
 <body data-charts="{{len .Charts}}" data-folded="{{len .Folded}}">
 <h1>{{.Title}}</h1>
 {{range .Incomplete}}<p class="warn" data-incomplete="{{.Name}}"><b>{{.Name}}</b> is incomplete: {{.StopReason}}. Its figures cover only what finished before it stopped.</p>
-{{end}}<table id="facts" class="facts">
+{{end}}<div id="verdict" class="verdict"><b>Verdict</b> <span class="muted">(each run against the best; × = its value / the best's: above 1 is worse for latency and failures, below 1 worse for goodput)</span>
+{{if .VerdictKVC}}<ul class="kvc">{{range .VerdictKVC}}<li>{{.}}</li>{{end}}</ul>{{end}}
+<ul>{{range .VerdictStats}}<li>{{.}}</li>{{end}}</ul></div>
+<table id="facts" class="facts">
 {{range .Facts}}<tr data-fact="{{.Key}}"><th>{{.Label}}</th>{{if .Same}}<td data-same="true">{{or .Value "—"}}</td>{{else}}<td data-same="false">{{range .PerRun}}<span class="fv" data-run="{{.Name}}"><span class="swatch" style="background: {{.Color}}"></span>{{.Name}}: <b>{{or .Value "—"}}</b></span>{{end}}</td>{{end}}</tr>
 {{end}}</table>
 <p class="muted">Report written by pdhybrid {{.Version}}. Deltas compare each run with the first ({{index .Names 0}}): relative change for amounts, percentage points (pp) for shares. Green is better, red worse. Only completed requests enter latency figures; failures are counted by cause.</p>
@@ -81,6 +88,13 @@ svg.chart text { fill: #333; font-family: system-ui, -apple-system, "Segoe UI", 
 <tr><th class="l">cause</th>{{range .Names}}<th>{{.}}</th>{{end}}</tr>
 {{range .Failures}}<tr><td class="l">{{.Name}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table></div>{{else}}<p class="muted">No failures in any run.</p>{{end}}
+
+{{if .ModeLegend}}<h3>Execution modes in plain words</h3>
+<p class="muted">Every request is labelled with how it was served; the labels in the charts and tables below mean:</p>
+<div class="wide"><table id="mode-legend">
+<tr><th class="l">label</th><th class="l">what happened</th>{{range .Names}}<th>{{.}}</th>{{end}}</tr>
+{{range .ModeLegend}}<tr><td class="l"><code>{{.Mode}}</code></td><td class="l words">{{.Words}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table></div>{{end}}
 
 <h2>Charts</h2>
 <div class="grid">

@@ -135,18 +135,25 @@ func frontFigures(rows []Row, colors map[string]string) []figure {
 	var out []figure
 	for gi, gk := range groups {
 		rs := by[gk]
+		competes := Competes(rs)
 		var lines []report.Line
 		var front []Row
 		var legend []report.LegendItem
 		inLegend := map[string]bool{}
-		for _, r := range rs {
+		for i, r := range rs {
 			if r.Completed == 0 {
 				continue
 			}
-			lines = append(lines, report.Line{Name: r.Cell, Color: colors[r.Mechanism], X: []float64{r.TTFTP50Ms}, Y: []float64{r.TTFTP99Ms}})
-			if !inLegend[r.Mechanism] {
-				inLegend[r.Mechanism] = true
-				legend = append(legend, report.LegendItem{Label: r.Mechanism, Color: colors[r.Mechanism]})
+			// A cell out of the running (more failures, or stopped) is drawn
+			// grey: it may sit below the front without beating it.
+			color, label := colors[r.Mechanism], r.Mechanism
+			if !competes[i] {
+				color, label = outColor, "not competing: more failures than the best, or stopped"
+			}
+			lines = append(lines, report.Line{Name: r.Cell, Color: color, X: []float64{r.TTFTP50Ms}, Y: []float64{r.TTFTP99Ms}})
+			if !inLegend[label] {
+				inLegend[label] = true
+				legend = append(legend, report.LegendItem{Label: label, Color: color})
 			}
 			if r.Pareto {
 				front = append(front, r)
@@ -172,7 +179,7 @@ func frontFigures(rows []Row, colors map[string]string) []figure {
 		}
 		ch := report.LineChart{Title: title, X: report.Axis{Label: "TTFT p50 (ms)", Log: spansDecade(p50s)},
 			Y: report.Axis{Label: "TTFT p99 (ms)", Log: spansDecade(p99s)}, Lines: lines, Legend: legend}
-		cap := "One dot per cell. The front (dashed) joins the cells no other cell beats on both p50 and p99, among those that finished their workload with the fewest failures: "
+		cap := "One dot per cell. The front (dashed) joins the cells no other cell beats on both p50 and p99, among those that finished their workload with the fewest failures (the others are grey): "
 		if len(names) == 0 {
 			cap += "none."
 		} else {
@@ -182,6 +189,9 @@ func frontFigures(rows []Row, colors map[string]string) []figure {
 	}
 	return out
 }
+
+// outColor draws the cells that do not compete for the front.
+const outColor = "#bbbbbb"
 
 // spansDecade: positive values spanning a factor of 10 or more read
 // better on a logarithmic axis.
@@ -272,7 +282,11 @@ func knobFigures(k Knob, ki int, rows []Row, colors map[string]string) knobSecti
 			}
 			lines = append(lines, l)
 		}
-		ch := report.LineChart{Title: m.label + " against --" + k.Name, X: xa, Y: report.Axis{Label: m.label, Percent: m.share}, Lines: lines, Legend: style}
+		ya := report.Axis{Label: m.label, Percent: m.share}
+		if strings.HasPrefix(m.label, "failures") {
+			ya.Pad = 0.04 // no failures is a line above the frame, not on it
+		}
+		ch := report.LineChart{Title: m.label + " against --" + k.Name, X: xa, Y: ya, Lines: lines, Legend: style}
 		sec.Figures = append(sec.Figures, figure{ID: fmt.Sprintf("knob-%d-%d", ki, mi), SVG: ch.SVG()})
 	}
 	return sec

@@ -73,37 +73,51 @@ func (r Row) group() string { return r.Workload + "\x00" + strconv.Itoa(r.GPUs) 
 
 // MarkFront sets Pareto on the rows no other row of their group beats on
 // both TTFT p50 and p99 (lower is better; ties keep both). Only rows that
-// finished their workload with the group's fewest failures compete, so a
-// cell does not win by failing its slow requests.
+// finished their workload with the group's fewest failures compete
+// (Competes), so a cell does not win by failing its slow requests.
 func MarkFront(rows []Row) {
-	fewest := map[string]int{}
-	for _, r := range rows {
-		if f, ok := fewest[r.group()]; r.Complete && r.Completed > 0 && (!ok || r.Failures < f) {
-			fewest[r.group()] = r.Failures
-		}
-	}
-	eligible := func(r Row) bool {
-		f, ok := fewest[r.group()]
-		return ok && r.Complete && r.Completed > 0 && r.Failures == f
-	}
+	in := Competes(rows)
 	for i := range rows {
 		rows[i].Pareto = false
-		if !eligible(rows[i]) {
+		if !in[i] {
 			continue
 		}
 		front := true
 		for j, o := range rows {
-			if j == i || !eligible(o) || o.group() != rows[i].group() {
+			if j == i || !in[j] || o.group() != rows[i].group() {
 				continue
 			}
-			a, b := rows[i], o
-			if b.TTFTP50Ms <= a.TTFTP50Ms && b.TTFTP99Ms <= a.TTFTP99Ms && (b.TTFTP50Ms < a.TTFTP50Ms || b.TTFTP99Ms < a.TTFTP99Ms) {
+			if dominates(o, rows[i]) {
 				front = false
 				break
 			}
 		}
 		rows[i].Pareto = front
 	}
+}
+
+// dominates reports whether b beats a: no worse on TTFT p50 and p99 and
+// better on one.
+func dominates(b, a Row) bool {
+	return b.TTFTP50Ms <= a.TTFTP50Ms && b.TTFTP99Ms <= a.TTFTP99Ms && (b.TTFTP50Ms < a.TTFTP50Ms || b.TTFTP99Ms < a.TTFTP99Ms)
+}
+
+// Competes says, per row, whether it competes for its group's front: it
+// finished its workload, completed requests, and failed no more than the
+// group's best such row.
+func Competes(rows []Row) []bool {
+	fewest := map[string]int{}
+	for _, r := range rows {
+		if f, ok := fewest[r.group()]; r.Complete && r.Completed > 0 && (!ok || r.Failures < f) {
+			fewest[r.group()] = r.Failures
+		}
+	}
+	out := make([]bool, len(rows))
+	for i, r := range rows {
+		f, ok := fewest[r.group()]
+		out[i] = ok && r.Complete && r.Completed > 0 && r.Failures == f
+	}
+	return out
 }
 
 // KnobNames are the knobs any row has, sorted.

@@ -3,11 +3,14 @@ package sweep
 import (
 	"bytes"
 	"encoding/csv"
+	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
+	"github.com/pdhybrid/pdhybrid/internal/report"
 )
 
 func row(cell, workload string, gpus int, p50, p99 float64, failures ...int) Row {
@@ -84,5 +87,53 @@ func TestCSVReadsBackExactly(t *testing.T) {
 	}
 	if recs[1][col["tau"]] != "2048" || recs[2][col["tau"]] != "" || recs[2][col["topology"]] != "4C" || recs[2][col["gpus"]] != "4" {
 		t.Errorf("cell columns: %q / %q", recs[1], recs[2])
+	}
+}
+
+// The front never holds a dominated cell and holds every competing cell
+// that nothing beats: a property over random grids, ties and failures
+// included.
+func TestMarkFrontProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 2000 {
+		rows := make([]Row, 1+rng.IntN(9))
+		for i := range rows {
+			rows[i] = row(strconv.Itoa(i), []string{"w", "v"}[rng.IntN(2)], 4*(1+rng.IntN(2)), float64(rng.IntN(5)), float64(rng.IntN(5)), rng.IntN(3))
+			rows[i].Complete = rng.IntN(8) > 0
+		}
+		MarkFront(rows)
+		in := Competes(rows)
+		for i, a := range rows {
+			beaten := false
+			for j, b := range rows {
+				if j != i && in[j] && b.group() == a.group() && dominates(b, a) {
+					beaten = true
+				}
+			}
+			if a.Pareto && (beaten || !in[i]) {
+				t.Fatalf("iteration %d: %s on the front, beaten %v, competes %v: %+v", iter, a.Cell, beaten, in[i], rows)
+			}
+			if !a.Pareto && in[i] && !beaten {
+				t.Fatalf("iteration %d: %s competes, nothing beats it, off the front: %+v", iter, a.Cell, rows)
+			}
+		}
+	}
+}
+
+// A failures line at 0 is drawn above the frame's bottom edge, not on it.
+func TestFailuresLineOffFrame(t *testing.T) {
+	flat := report.LineChart{X: report.Axis{Min: 1, Max: 3}, Y: report.Axis{Label: "failures", Pad: 0.04},
+		Lines: []report.Line{{Name: "a", X: []float64{1, 2, 3}, Y: []float64{0, 0, 0}}}}
+	svg := string(flat.SVG())
+	frame := regexp.MustCompile(`<rect x="[^"]+" y="([^"]+)" width="[^"]+" height="([^"]+)" fill="none" stroke="#888"/>`).FindStringSubmatch(svg)
+	path := regexp.MustCompile(`<polyline class="mark"[^>]*points="[0-9.]+,([0-9.]+)`).FindStringSubmatch(svg)
+	if frame == nil || path == nil {
+		t.Fatalf("no frame or line in %s", svg)
+	}
+	y0, _ := strconv.ParseFloat(frame[1], 64)
+	h, _ := strconv.ParseFloat(frame[2], 64)
+	ly, _ := strconv.ParseFloat(path[1], 64)
+	if ly >= y0+h-2 {
+		t.Errorf("the line at y=%g sits on the frame's bottom edge y=%g", ly, y0+h)
 	}
 }

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 )
@@ -12,10 +13,10 @@ import (
 //   - parent_chat_id is -1 or the chat id of an earlier request of the same
 //     session (the previous turn);
 //   - turns increase within a session, starting at 1 at the root;
-//   - timestamps are finite, non-negative and do not go backwards within a
-//     session;
+//   - timestamps are finite, in [0, MaxSeconds] and do not go backwards
+//     within a session;
 //   - lengths are non-negative and len(hash_ids) == ceil(input_length/block_size);
-//   - think_time_s, when present, is finite and non-negative.
+//   - think_time_s, when present, is finite and in [0, MaxSeconds].
 //
 // It also fills a missing session_id and turn from the parent chain, which is
 // how Bailian-style files (chat_id/parent_chat_id only) get their sessions:
@@ -24,6 +25,13 @@ import (
 //
 // Memory grows with the number of requests (one small record per chat id, to
 // answer "does the parent exist"), never with their hash ids.
+// MaxSeconds bounds a trace's times (timestamps, think times): 10^9 s,
+// about 31 years from the trace start. A larger number is an error in the
+// file, not a workload, and past it float64 seconds lose the microsecond
+// resolution the simulator steps by (at 10^308, adding a prefill's
+// seconds changes nothing, and every latency reads 0).
+const MaxSeconds = 1e9
+
 type Checker struct {
 	blockSize int
 	chats     map[int64]chatRef
@@ -70,23 +78,7 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 	if prev, dup := c.chats[r.ChatID]; dup {
 		bad("chat_id", "%d already used on line %d; expected a chat id unique in the file", r.ChatID, prev.line)
 	}
-	if r.InputLength < 0 {
-		bad("input_length", "got %d, expected a non-negative token count", r.InputLength)
-	}
-	if r.OutputLength < 0 {
-		bad("output_length", "got %d, expected a non-negative token count", r.OutputLength)
-	}
-	if math.IsNaN(r.Timestamp) || math.IsInf(r.Timestamp, 0) || r.Timestamp < 0 {
-		bad("timestamp", "got %v, expected non-negative seconds from the trace start", r.Timestamp)
-	}
-	if t := r.ThinkTimeS; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
-		bad("think_time_s", "got %v, expected non-negative seconds", *t)
-	}
-	if c.blockSize > 0 && r.InputLength >= 0 {
-		if want := BlocksFor(r.InputLength, c.blockSize); len(r.HashIDs) != want {
-			bad("hash_ids", "has %d ids, expected ceil(input_length %d / block_size %d) = %d", len(r.HashIDs), r.InputLength, c.blockSize, want)
-		}
-	}
+	errs = append(errs, CheckNumbers(r, line, c.blockSize)...)
 	switch {
 	case r.ParentChatID < -1:
 		bad("parent_chat_id", "got %d, expected -1 (session root) or an earlier chat id", r.ParentChatID)
@@ -137,6 +129,35 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 	return errs
 }
 
+// CheckNumbers range-checks r's numbers on their own (lengths, times, the
+// hash-id count against blockSize, 0 skipping that check): the part of
+// Check that needs no memory of earlier lines, for readers that keep none
+// (trace stats). The errors carry Line and Field; the caller adds File.
+func CheckNumbers(r *Request, line, blockSize int) []*Error {
+	var errs []*Error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &Error{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if r.InputLength < 0 {
+		bad("input_length", "got %d, expected a non-negative token count", r.InputLength)
+	}
+	if r.OutputLength < 0 {
+		bad("output_length", "got %d, expected a non-negative token count", r.OutputLength)
+	}
+	if math.IsNaN(r.Timestamp) || math.IsInf(r.Timestamp, 0) || r.Timestamp < 0 || r.Timestamp > MaxSeconds {
+		bad("timestamp", "got %v, expected seconds from the trace start in [0, %g]", r.Timestamp, float64(MaxSeconds))
+	}
+	if t := r.ThinkTimeS; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0 || *t > MaxSeconds) {
+		bad("think_time_s", "got %v, expected seconds in [0, %g]", *t, float64(MaxSeconds))
+	}
+	if blockSize > 0 && r.InputLength >= 0 {
+		if want := BlocksFor(r.InputLength, blockSize); len(r.HashIDs) != want {
+			bad("hash_ids", "has %d ids, expected ceil(input_length %d / block_size %d) = %d", len(r.HashIDs), r.InputLength, blockSize, want)
+		}
+	}
+	return errs
+}
+
 // Accept records r (already passed through Check) as part of the trace.
 func (c *Checker) Accept(r *Request, line int) {
 	c.requests++
@@ -181,4 +202,40 @@ func (c *Checker) Sessions() int { return len(c.sessions) }
 // timestamp order; if not, how many stepped back and the first such line.
 func (c *Checker) Order() (ordered bool, backwards, firstLine int) {
 	return c.unordered == 0, c.unordered, c.firstBack
+}
+
+// ReadAllChecked is ReadAll with every request put through a Checker (the
+// checks of trace validate) and a file that is no JSON named as such: the
+// first problem is returned, located by file and line. For commands that
+// hold a whole trace in memory anyway (replay).
+func ReadAllChecked(r io.Reader, file string, defaultBlockSize int) (Header, []Request, error) {
+	rd, err := NewReader(r, file, defaultBlockSize)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	if err := rd.NotJSON(); err != nil {
+		return rd.Header(), nil, err
+	}
+	chk := NewChecker(rd.Header().BlockSize)
+	var out []Request
+	for {
+		var req Request
+		err := rd.Next(&req)
+		if err == io.EOF {
+			return rd.Header(), out, nil
+		}
+		if err != nil {
+			return rd.Header(), out, err
+		}
+		if errs := chk.Check(&req, rd.Line()); len(errs) > 0 {
+			e := *errs[0]
+			e.File = file
+			if len(errs) > 1 {
+				e.Msg += fmt.Sprintf(" (and %d more problems on this line; `pdhybrid trace validate` lists them)", len(errs)-1)
+			}
+			return rd.Header(), out, &e
+		}
+		chk.Accept(&req, rd.Line())
+		out = append(out, req)
+	}
 }

@@ -38,6 +38,8 @@ func TestCheckerProblems(t *testing.T) {
 		{"hash length", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, InputLength: 9, HashIDs: []uint64{1}}, "hash_ids", "expected ceil(input_length 9 / block_size 4) = 3"},
 		{"negative length", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, InputLength: -1, OutputLength: 0}, "input_length", "non-negative"},
 		{"negative output", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, OutputLength: -4}, "output_length", "non-negative"},
+		{"huge timestamp", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 1e308}, "timestamp", "in [0, 1e+09]"},
+		{"huge think time", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2, Timestamp: 11, ThinkTimeS: ptr(1e12)}, "think_time_s", "in [0, 1e+09]"},
 		{"root turn", trace.Request{SessionID: "c", ChatID: 2, ParentChatID: -1, Turn: 3, Timestamp: 11}, "turn", "expected 1"},
 		{"second root", trace.Request{SessionID: "a", ChatID: 2, ParentChatID: -1, Turn: 1, Timestamp: 11}, "parent_chat_id", "already has a root"},
 	}
@@ -60,6 +62,8 @@ func TestCheckerProblems(t *testing.T) {
 		})
 	}
 }
+
+func ptr(v float64) *float64 { return &v }
 
 func TestCheckerDerivesSessions(t *testing.T) {
 	// Bailian style: no session ids, no turns.

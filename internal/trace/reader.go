@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // Error locates a problem in a trace: file, line, field and what was expected.
@@ -89,6 +90,26 @@ func (r *Reader) Header() Header { return r.header }
 
 // HasHeader reports whether the file began with a header line.
 func (r *Reader) HasHeader() bool { return r.hasHeader }
+
+// NotJSON is the located error of a file without a header whose first
+// line is not a JSON object (a binary file, text, a CSV): reading it as a
+// trace would fail on its first line anyway, and asking for a block size
+// first would send the user after the wrong problem. nil otherwise.
+func (r *Reader) NotJSON() error {
+	if r.hasHeader || r.pending == nil {
+		return nil
+	}
+	t := bytes.TrimSpace(r.pending)
+	if len(t) > 0 && t[0] == '{' {
+		return nil
+	}
+	head := t[:min(len(t), 24)]
+	what := "text"
+	if !utf8.Valid(head) || bytes.ContainsAny(head, "\x00") {
+		what = "binary data"
+	}
+	return &Error{File: r.file, Line: r.line, Msg: fmt.Sprintf("%s (%q...), not a JSON object: expected a canonical trace, a header line {\"pdhybrid_trace\":1,\"block_size\":N} then one JSON request per line (pdhybrid trace convert writes one from WEKA or Mooncake files)", what, head)}
+}
 
 // File is the path the reader was given, for locating errors.
 func (r *Reader) File() string { return r.file }

@@ -205,10 +205,10 @@ var Rows = []Row{
 		Name: "retry-after-503", Decoders: 2, Fault: FaultDecode503Once, Retries: 1,
 		Only: "gateway", Why: "the simulator's workers answer no HTTP status: nothing to retry",
 		Turns: []Turn{{Session: "s", New: 3000, Output: 8}},
-		// The prefill leg answers within the decoder error's grace; the
-		// decoder's 503 counts against its breaker (one failure: closed).
+		// The decoder's 503 counts against its breaker (one failure:
+		// closed); no KV landed on a decoder that refused the request.
 		Want: []string{
-			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "TransferFailed", "Finished failed", "Begin s/1 in=3000 out=8", "Reply d1 can=true direct=false session-not-resident", "Accepted seed p0 d1 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "Finished ok",
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed", "TransferFailed", "Finished failed", "Begin s/1 in=3000 out=8", "Reply d1 can=true direct=false session-not-resident", "Accepted seed p0 d1 pd-router-turn1-seed", "TransferLanded", "PrefillDone", "Finished ok",
 		},
 	},
 	{

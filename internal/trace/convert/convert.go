@@ -16,6 +16,7 @@ import (
 
 	"github.com/pdhybrid/pdhybrid/internal/trace"
 	"github.com/pdhybrid/pdhybrid/internal/trace/mooncake"
+	"github.com/pdhybrid/pdhybrid/internal/trace/realrun"
 	"github.com/pdhybrid/pdhybrid/internal/trace/weka"
 )
 
@@ -27,6 +28,7 @@ var DefaultBlockSize = map[string]int{
 	"bailian":   16,
 	"seed":      24,
 	"canonical": 0,
+	"realrun":   16, // vLLM's block size; the run's meta.json states its own
 }
 
 // Options select the source format and its conversion choices.
@@ -67,7 +69,7 @@ var ErrStrict = errors.New("record skipped under --strict")
 // Open prepares path for conversion.
 func Open(path string, opt Options) (*Stream, error) {
 	if _, ok := DefaultBlockSize[opt.From]; !ok {
-		return nil, fmt.Errorf("unknown source format %q: expected weka, mooncake, bailian, seed or canonical", opt.From)
+		return nil, fmt.Errorf("unknown source format %q: expected weka, mooncake, bailian, seed, canonical or realrun", opt.From)
 	}
 	s := &Stream{opt: opt, path: path}
 	bs := opt.BlockSize
@@ -106,6 +108,8 @@ func Open(path string, opt Options) (*Stream, error) {
 	case "mooncake":
 		s.Header = trace.Header{Version: trace.FormatVersion, BlockSize: bs, Source: "mooncake"}
 		s.run = runMooncake
+	case "realrun":
+		return s, s.openRealRun()
 	default:
 		return s, s.openPassThrough(bs)
 	}
@@ -305,4 +309,31 @@ func reasonOf(err error) string {
 		return fmt.Sprintf("field %q: %s", te.Field, te.Msg)
 	}
 	return te.Msg
+}
+
+// openRealRun reads a real serving run (a realruns CSV with its meta.json)
+// and rebuilds its prompts' identity from the client's workload
+// (internal/trace/realrun states the assumptions; the header's note
+// repeats them). The run's own block size is used unless BlockSize is set.
+func (s *Stream) openRealRun() error {
+	r, err := realrun.Load(s.path)
+	if err != nil {
+		return err
+	}
+	if s.opt.BlockSize > 0 {
+		r.Meta.Server.BlockSize = s.opt.BlockSize
+	}
+	h, reqs := r.Trace(realrun.Options{})
+	s.Header = h
+	s.Notes = append(s.Notes, fmt.Sprintf("realrun: %d requests (%d completed in the real run), %d distinct prompts in %d groups", len(reqs), r.Meta.NOK,
+		r.Meta.Client.Data.SharedPrefix.Groups*r.Meta.Client.Data.SharedPrefix.PromptsPerGroup, r.Meta.Client.Data.SharedPrefix.Groups))
+	s.run = func(s *Stream, emit func(*trace.Request) error) error {
+		for i := range reqs {
+			if err := emit(&reqs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return nil
 }

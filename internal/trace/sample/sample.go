@@ -96,6 +96,13 @@ func NewPlan(r *trace.Reader, opt Options) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The numbers' range checks of trace validate: a sample of a bad
+		// trace is refused where the value is, not carried on.
+		if errs := trace.CheckNumbers(&req, r.Line(), r.Header().BlockSize); len(errs) > 0 {
+			e := *errs[0]
+			e.File = r.File()
+			return nil, &e
+		}
 		p.derive(&req, r.Line())
 		p.rep.RequestsIn++
 		f := p.family(&req)

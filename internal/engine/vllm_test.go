@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/model"
+)
+
+// roundProfile has round step costs so that scenarios can be computed by
+// hand: a step with prefill costs 10 ms + 0.1 ms per new token (+1 ms per
+// decoding sequence riding along); a decode-only step 5 ms + 1 ms per
+// sequence; no attention or context terms.
+func roundProfile(scheduler string) *model.Profile {
+	return &model.Profile{
+		Name:     "round",
+		Model:    model.Model{Name: "m", Layers: 1, KVHeads: 1, HeadDim: 1, DTypeBytes: 1, MaxContext: 1 << 20},
+		Hardware: model.Hardware{Name: "g", HBMBytes: 1 << 30, MemFraction: 1},
+		Timing: model.Timing{PrefillOverheadS: 0.010, PrefillPerTokenS: 1e-4,
+			DecodeOverheadS: 0.005, DecodePerSeqS: 0.001},
+		Server: &model.Server{Scheduler: scheduler},
+	}
+}
+
+// times drives w to idle and returns each request's first-token and
+// finish times by ID.
+func times(w *Worker) (first, done map[int64]float64) {
+	first, done = map[int64]float64{}, map[int64]float64{}
+	_, evs := drive(w, 0)
+	for _, ev := range evs {
+		switch ev.Kind {
+		case EvFirstToken:
+			first[ev.Req.ID] = ev.Time
+		case EvFinished:
+			done[ev.Req.ID] = ev.Time
+		}
+	}
+	return first, done
+}
+
+// One token budget per step, decodes first: a decoding request takes one
+// token of the 100-token budget and the arriving prompt the other 99, in
+// the same forward. Under SGLang's default the prompt's 100-token chunks
+// run alone and the decode waits.
+func TestVLLMSharesTheTokenBudget(t *testing.T) {
+	for _, c := range []struct {
+		sched        string
+		firstB       float64
+		doneA, doneB float64
+	}{
+		// vLLM: t1 = A's prefill 0.010 + 10·1e-4 = 0.011; then steps of
+		// A's decode + 99, 99 and 52 of B's tokens: 0.0209, 0.0209,
+		// 0.010 + 0.0052 + 0.001 = 0.0162 → B's first token at 0.0690;
+		// A has 4 tokens; one decode step of both (0.005 + 0.002) ends
+		// A (5 tokens) and B (2) at 0.0760.
+		{"vllm", 0.0690, 0.0760, 0.0760},
+		// SGLang: B's chunks 100, 100, 50 run alone (0.020, 0.020,
+		// 0.015) → B's first token at 0.011 + 0.055 = 0.066; a decode
+		// step of both (0.007) ends B at 0.073 with A at 2 tokens; three
+		// steps of A alone (0.006) end it at 0.091.
+		{"sglang", 0.066, 0.091, 0.073},
+	} {
+		w, err := New(Config{Name: "c", Profile: roundProfile(c.sched), BlockSize: 16, ChunkTokens: 100, PoolTokens: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Request{ID: 1, Kind: Full, Input: 10, Output: 5}
+		w.Submit(0, a)
+		w.Advance(0)
+		t1, _ := w.NextTime()
+		w.Advance(t1)
+		w.TakeEvents()
+		if !near(t1, 0.011) {
+			t.Fatalf("%s: A's prefill ended at %v, want 0.011", c.sched, t1)
+		}
+		b := &Request{ID: 2, Kind: Full, Input: 250, Output: 2}
+		w.Submit(t1, b)
+		first, done := times(w)
+		if !near(first[2], c.firstB) || !near(done[1], c.doneA) || !near(done[2], c.doneB) {
+			t.Errorf("%s: B's first token %v, A done %v, B done %v; want %v, %v, %v", c.sched, first[2], done[1], done[2], c.firstB, c.doneA, c.doneB)
+		}
+	}
+}
+
+// max_num_seqs caps the running requests: the third waits until the first
+// two finish, then prefills alone.
+func TestVLLMMaxNumSeqs(t *testing.T) {
+	w, _ := New(Config{Name: "c", Profile: roundProfile("vllm"), BlockSize: 16, ChunkTokens: 2048, MaxRunning: 2, PoolTokens: 1 << 20})
+	for i := int64(1); i <= 3; i++ {
+		w.Submit(0, &Request{ID: i, Kind: Full, Input: 10, Output: 3})
+	}
+	first, done := times(w)
+	// A, B prefill together: 0.010 + 20·1e-4 = 0.012; two decode steps of
+	// 0.007 end them at 0.026; C's prefill 0.011 → 0.037, then two decode
+	// steps of 0.006 → 0.049.
+	for id, want := range map[int64][2]float64{1: {0.012, 0.026}, 2: {0.012, 0.026}, 3: {0.037, 0.049}} {
+		if !near(first[id], want[0]) || !near(done[id], want[1]) {
+			t.Errorf("request %d: first token %v, done %v; want %v, %v", id, first[id], done[id], want[0], want[1])
+		}
+	}
+}
+
+// Prefix caching in blocks: a second prompt sharing two full 16-token
+// blocks computes only its own last 8 tokens (a realrun trace gives every
+// partial last block its own id, as vLLM caches full blocks only).
+func TestVLLMPrefixCacheBlocks(t *testing.T) {
+	w, _ := New(Config{Name: "c", Profile: roundProfile("vllm"), BlockSize: 16, ChunkTokens: 2048, PrefixCache: true, PoolTokens: 1 << 20})
+	w.Submit(0, &Request{ID: 1, Kind: Full, Blocks: []uint64{1, 2, 3}, Input: 40, Output: 1})
+	end, _ := drive(w, 0)
+	b := &Request{ID: 2, Kind: Full, Blocks: []uint64{1, 2, 4}, Input: 40, Output: 1}
+	w.Submit(end, b)
+	first, _ := times(w)
+	if b.CachedTokens != 32 || !near(first[2]-end, 0.010+8e-4) {
+		t.Fatalf("cached %d tokens, prefill %v s; want 32 and 0.0108", b.CachedTokens, first[2]-end)
+	}
+}
+
+// With decodes filling the budget, a new prompt gets what is left: three
+// decoding requests and a budget of 4 leave one token per step.
+func TestVLLMDecodesFirst(t *testing.T) {
+	w, _ := New(Config{Name: "c", Profile: roundProfile("vllm"), BlockSize: 16, ChunkTokens: 4, PoolTokens: 1 << 20})
+	for i := int64(1); i <= 3; i++ {
+		w.Submit(0, &Request{ID: i, Kind: Full, Input: 1, Output: 100})
+	}
+	w.Advance(0)
+	t1, _ := w.NextTime() // the three one-token prompts: 0.010 + 3e-4
+	w.Advance(t1)
+	w.TakeEvents()
+	d := &Request{ID: 4, Kind: Full, Input: 3, Output: 1}
+	w.Submit(t1, d)
+	first, _ := times(w)
+	// Three steps of 3 decodes + 1 of D's tokens: 0.010 + 1e-4 + 0.003 each.
+	if want := t1 + 3*0.0131; !near(first[4], want) {
+		t.Fatalf("D's first token at %v, want %v (one prompt token per step)", first[4], want)
+	}
+}

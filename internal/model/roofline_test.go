@@ -1,0 +1,176 @@
+package model
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func arch(t *testing.T, f string) *Arch {
+	t.Helper()
+	a, err := LoadHF(filepath.Join("testdata", "hf", f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func gpu(t *testing.T, n string) GPU {
+	t.Helper()
+	g, err := LookupGPU(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestRooflineTP: TP splits GEMM and attention work and the KV a GPU
+// holds, and adds two collectives per layer; TP1 has none.
+func TestRooflineTP(t *testing.T) {
+	a := arch(t, "qwen2.5-32b-instruct.json")
+	c := DefaultCoefficients
+	one := Deployment{GPU: gpu(t, "h100-sxm"), TP: 1}
+	four := Deployment{GPU: gpu(t, "h100-sxm"), TP: 4}
+	t1, t4 := one.Timing(a, c), four.Timing(a, c)
+	peak := 989.4e12
+	wantFLOP := 2 * float64(a.Params().ActivePerToken) / (peak * c.GEMMEff)
+	if !near(t1.PrefillPerTokenS, wantFLOP, 1e-9) {
+		t.Errorf("TP1 prefill per token %g, want 2·active/(peak·eff) = %g", t1.PrefillPerTokenS, wantFLOP)
+	}
+	// TP4: a quarter of the FLOPs plus the all-reduce payload:
+	// 2 per layer × 64 layers × 5120 × 2 B × 2·3/4 over 450 GB/s × link_eff.
+	coll := 2 * 64 * 5120 * 2 * 2 * 0.75 / (450e9 * c.LinkEff)
+	if !near(t4.PrefillPerTokenS, wantFLOP/4+coll, 1e-9) {
+		t.Errorf("TP4 prefill per token %g, want %g + %g", t4.PrefillPerTokenS, wantFLOP/4, coll)
+	}
+	if !near(t4.PrefillAttnS, t1.PrefillAttnS/4, 1e-9) {
+		t.Errorf("TP4 attention %g, want a quarter of %g", t4.PrefillAttnS, t1.PrefillAttnS)
+	}
+	if d := t4.DecodeOverheadS; d <= 2*64*3*c.CollectiveS {
+		t.Errorf("TP4 decode overhead %g lacks 128 collectives of 3 ring steps of %g", t4.DecodeOverheadS, c.CollectiveS)
+	}
+	if got, want := t4.DecodeOverheadS, c.StepS+64*c.LayerS+128*3*c.CollectiveS+float64(a.WeightBytes())/4/(3.35e12*c.BWEff); !near(got, want, 1e-6) {
+		t.Errorf("TP4 decode overhead %g, want step + layers + collectives + a quarter of the weights read = %g", got, want)
+	}
+	// 8 KV heads over 4 GPUs: 2 heads each.
+	if !near(t4.DecodePerCtxTokenS, t1.DecodePerCtxTokenS/4, 1e-9) {
+		t.Errorf("TP4 KV read per token %g, want a quarter of %g", t4.DecodePerCtxTokenS, t1.DecodePerCtxTokenS)
+	}
+}
+
+// TestKVReplication: fewer KV heads than GPUs and MLA's latent replicate
+// the KV; DP attention does not; fp8 halves it.
+func TestKVReplication(t *testing.T) {
+	q := arch(t, "qwen3-30b-a3b.json") // 4 KV heads
+	d8 := Deployment{GPU: gpu(t, "h200"), TP: 8}
+	d8.defaults(q)
+	if g := d8.split(q); g.kvPerToken != 48*2*128*2 || g.kvReplicas != 2 {
+		t.Errorf("Qwen3 TP8: %d B/token on a GPU, %d replicas; want one head of 24,576 B, 2 replicas", g.kvPerToken, g.kvReplicas)
+	}
+	ds := arch(t, "deepseek-v3.json")
+	tp := Deployment{GPU: gpu(t, "h200"), TP: 8}
+	tp.defaults(ds)
+	dp := tp
+	dp.DPAttention = true
+	gt, gd := tp.split(ds), dp.split(ds)
+	if gt.kvPerToken != 61*576*2 || gt.kvReplicas != 8 || gd.kvReplicas != 1 {
+		t.Errorf("DeepSeek-V3 TP8: %d B/token, replicas %d (DP attention %d); want 70,272 B, 8 and 1", gt.kvPerToken, gt.kvReplicas, gd.kvReplicas)
+	}
+	c := DefaultCoefficients
+	pt, pd := tp.PoolTokens(ds, c, 16), dp.PoolTokens(ds, c, 16)
+	if pd < 5*pt {
+		t.Errorf("DP attention pool %d tokens, want over 5× the TP pool's %d (8× less the replicated attention weights)", pd, pt)
+	}
+	f8 := tp
+	f8.KVBits = 8
+	if g := f8.split(ds); g.kvPerToken != gt.kvPerToken/2 {
+		t.Errorf("fp8 KV %d B/token, want half of %d", g.kvPerToken, gt.kvPerToken)
+	}
+}
+
+func TestSlidingWindowReadsLess(t *testing.T) {
+	a := arch(t, "gpt-oss-120b.json")
+	d := Deployment{GPU: gpu(t, "h100-sxm"), TP: 1}
+	full := *a
+	full.SlidingLayers, full.SlidingWindow = 0, 0
+	if s, f := d.Timing(a, DefaultCoefficients).DecodePerCtxTokenS, d.Timing(&full, DefaultCoefficients).DecodePerCtxTokenS; !near(s, f/2, 1e-9) {
+		t.Errorf("half the layers sliding: %g per context token, want half of %g", s, f)
+	}
+}
+
+func TestDeploymentErrors(t *testing.T) {
+	a := arch(t, "qwen2.5-32b-instruct.json")
+	moe := arch(t, "qwen3-30b-a3b.json")
+	h := gpu(t, "h100-sxm")
+	for _, c := range []struct {
+		a    *Arch
+		d    Deployment
+		want string
+	}{
+		{a, Deployment{GPU: h, TP: 3}, "does not divide"},
+		{a, Deployment{GPU: h, TP: 2, EP: 2}, "expert parallelism"},
+		{moe, Deployment{GPU: h, TP: 4, EP: 3}, "expert parallelism"},
+		{a, Deployment{GPU: h, TP: 1, KVBits: 4}, "KV cache element width"},
+		{a, Deployment{GPU: h, TP: 1, Engine: "trt"}, "engine"},
+		{a, Deployment{GPU: gpu(t, "l40s"), TP: 1}, "leave no KV pool"},
+	} {
+		_, err := c.d.Profile(c.a, DefaultCoefficients, 16)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error with %q", c.d, err, c.want)
+		}
+	}
+	if _, err := LookupGPU("tpu-v5"); err == nil || !strings.Contains(err.Error(), "h100-sxm") {
+		t.Errorf("unknown GPU: %v", err)
+	}
+}
+
+// TestExperimentAProfile: the seed's experiment A model class (a dense
+// 32 B model at TP4 on H100) builds a valid profile with sources.
+func TestExperimentAProfile(t *testing.T) {
+	a := arch(t, "qwen2.5-32b-instruct.json")
+	p, err := Deployment{GPU: gpu(t, "h100-80g"), TP: 4}.Profile(a, DefaultCoefficients, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.KVPoolTokens(0) < 500_000 {
+		t.Errorf("pool %d tokens on 4× H100 for a 65 GB model, want > 500K", p.KVPoolTokens(0))
+	}
+	for _, k := range []string{"model", "timing", "hardware", "hardware.workspace_bytes"} {
+		if p.Sources[k] == "" {
+			t.Errorf("no source for %s", k)
+		}
+	}
+	if p.Server.Scheduler != "sglang" || p.Model.KVBytesPerToken() != 64*2*8*128*2 {
+		t.Errorf("server %+v, KV %d B/token over the group", p.Server, p.Model.KVBytesPerToken())
+	}
+}
+
+// Expert parallelism swaps a MoE layer's all-reduce for two all-to-alls of
+// the top-k copies: Qwen3-30B-A3B (top-8) at TP4 moves more per token.
+func TestEPAllToAll(t *testing.T) {
+	a := arch(t, "qwen3-30b-a3b.json")
+	c := DefaultCoefficients
+	tp := Deployment{GPU: gpu(t, "h200"), TP: 4}
+	ep := tp
+	ep.EP = 4
+	vec := 2048.0 * 2
+	want := 48 * (2*8*vec*0.75 - vec*2*0.75) / (450e9 * c.LinkEff)
+	if got := ep.Timing(a, c).PrefillPerTokenS - tp.Timing(a, c).PrefillPerTokenS; !near(got, want, 1e-9) {
+		t.Fatalf("EP4 adds %g s per token, want 48 MoE layers × (two top-8 all-to-alls − one all-reduce) = %g", got, want)
+	}
+}
+
+// SGLang's pool: mem_fraction_static · total − weights − workspace, in
+// whole blocks; its default fraction 0.88 when none is given.
+func TestSGLangPoolFormula(t *testing.T) {
+	a := arch(t, "llama-2-7b-hf.json")
+	g := gpu(t, "h100-sxm")
+	c := DefaultCoefficients
+	d := Deployment{GPU: g, TP: 1, Engine: "sglang"}
+	free := int64(float64(g.UsableBytes)*0.88) - a.WeightBytes() - c.WorkspaceBytes
+	want := free / (32 * 2 * 32 * 128 * 2)
+	want -= want % 16
+	if got := d.PoolTokens(a, c, 16); got != want {
+		t.Fatalf("pool %d tokens, want (0.88 · %d − %d − %d) / 524,288 = %d", got, g.UsableBytes, a.WeightBytes(), c.WorkspaceBytes, want)
+	}
+}
