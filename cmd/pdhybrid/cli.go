@@ -45,7 +45,7 @@ stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 	root.SetFlagErrorFunc(flagError)
 	root.SetHelpCommand(helpCmd())
 	root.CompletionOptions.HiddenDefaultCmd = false
-	root.AddCommand(gracefulStop(benchCmd(e)), gracefulStop(simCmd(e)), gracefulStop(sweepCmd(e)), traceCmd(e), floorCmd(e), reportCmd(e), calibrateCmd(e), gracefulStop(validateRunsCmd(e)), gracefulStop(workerCmd(e)), gracefulStop(serveCmd(e)), gracefulStop(upCmd(e)), gracefulStop(replayCmd(e)))
+	root.AddCommand(gracefulStop(benchCmd(e)), gracefulStop(simCmd(e)), gracefulStop(sweepCmd(e)), traceCmd(e), floorCmd(e), conformanceCmd(e), reportCmd(e), calibrateCmd(e), gracefulStop(validateRunsCmd(e)), gracefulStop(workerCmd(e)), gracefulStop(serveCmd(e)), gracefulStop(upCmd(e)), gracefulStop(replayCmd(e)))
 	root.Flags().BoolP("version", "v", false, "print the version and exit")
 	root.InitDefaultCompletionCmd()
 	walk(root, func(c *cobra.Command) {

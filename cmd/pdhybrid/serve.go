@@ -26,7 +26,7 @@ func serveCmd(e *env) *cobra.Command {
 		attempts                                int
 		noProbe, backpressure, homeHolds        bool
 		maxPauseMs, rejectWindow                float64
-		config                                  string
+		config, tokenizerFile                   string
 		drainS                                  float64
 		ops                                     opsFlags
 		disc                                    discoverFlags
@@ -66,6 +66,7 @@ docs/gateway.md says what is built.`,
 	fs.IntVar(&port, "port", 8000, "`port` to listen on; 0 = a free one")
 	fs.StringVar(&policy, "policy", "kv-aware", "decoder routing `policy`: default (round-robin), sticky, kv-aware, cache-aware (SGLang router's)")
 	fs.IntVar(&blockSize, "block-size", 64, "`tokens` per prefix block the router hashes prompts into")
+	fs.StringVar(&tokenizerFile, "tokenizer", "", "the model's Hugging Face tokenizer.json `file`: text prompts are tokenized with it and sent as input_ids, so the router hashes what the workers cache (default: none, a 4-bytes-a-token estimate, reported as such by count_tokens)")
 	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest direct append in `tokens`")
 	fs.IntVar(&tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` before a decoder is skipped for a session; 0 = never")
 	fs.IntVar(&attempts, "kvc-max-attempts", 0, "kvcache-centric: admission `attempts` before plain PD; 0 = one per decoder")
@@ -127,6 +128,13 @@ docs/gateway.md says what is built.`,
 		}
 		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe,
 			SessionHeader: sessionHeader, SessionField: sessionField}
+		if tokenizerFile != "" {
+			tk, err := gateway.LoadTokenizer(tokenizerFile)
+			if err != nil {
+				return usagef("--tokenizer: %v", err)
+			}
+			cfg.Tokenizer = tk
+		}
 		ops.apply(&cfg, e)
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)
@@ -162,7 +170,7 @@ docs/gateway.md says what is built.`,
 		}
 		if len(disc.targets) > 0 {
 			gw.Adopt(found)
-			go gw.Discover(ctx, disc.resolver(), disc.targets, disc.interval())
+			go gw.DiscoverWorkers(ctx, disc.resolver(), disc.targets, disc.interval())
 		}
 		return serveGateway(ctx, e, gw, host, port, mech, time.Duration(drainS*float64(time.Second)))
 	})
@@ -190,6 +198,21 @@ func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, 
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return err
+	}
+	// What each worker offers, and the KVC path its decoders allow
+	// (gateway/capabilities.go); learnt again on every health round.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gw.Discover(dctx)
+	cancel()
+	for _, w := range gw.Capabilities() {
+		line := fmt.Sprintf("worker url=%s role=%s %s", w.URL, w.Role, w.Capabilities.Summary())
+		if w.KVCPath != "" {
+			line += " kvc_path=" + w.KVCPath
+		}
+		if w.Capabilities.Error != "" {
+			line += fmt.Sprintf(" discovery_error=%q", w.Capabilities.Error)
+		}
+		fmt.Fprintln(e.stderr, line)
 	}
 	fmt.Fprintf(e.stdout, "listening url=http://%s mechanism=%s\n", ln.Addr(), mech)
 	err = gw.Serve(ctx, ln, drain)

@@ -190,6 +190,9 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 				boot = strconv.Itoa(f.workerBase + f.prefill + f.decode + i)
 			}
 			args := append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, roleArgs(base, f.workerArgs, "prefill")...)
+			if f.mech == "kvcache-centric" {
+				args = append(args, "--snapshot-sync") // the KVC extension's D→P snapshot RPCs
+			}
 			if f.mech == "kvcache-centric" && f.kvcPreset == "v3" {
 				args = append(args, "--serve-whole", "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
 			}

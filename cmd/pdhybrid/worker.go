@@ -27,6 +27,7 @@ type workerFlags struct {
 	maxTotal                            int64
 	mixed, incremental                  bool
 	sessionCache, serveWhole, priority  bool
+	decodeRadix, condAgg, snapshotSync  bool
 	sessionCap, tailMaxWaiting, bypass  int
 	trim, eviction, order               string
 	lowWatermark, trimStall, trimTok    float64
@@ -57,9 +58,14 @@ timed by the same engine model as the simulator, in wall-clock time divided by
 SGLang's do, and P's KV reaches D after the modelled transfer over the
 profile's --link. A decode worker with --session-cache is the KVC decoder: it
 keeps sessions' KV and answers /session_cache/admit_direct_append. D→P
-snapshots: a decoder answers /_snapshot/dump, a prefill worker
-/_snapshot/prepare_receive and /_snapshot/finalize_ingest from a buffer of
---snapshot-buf GiB, and /_snapshot/release gives a failed dump's space back.
+snapshots: a decoder with --session-cache answers /_snapshot/dump, a prefill
+worker with --snapshot-sync /_snapshot/prepare_receive and
+/_snapshot/finalize_ingest from a buffer of --snapshot-buf GiB, and
+/_snapshot/release gives a failed dump's space back. Without an extension flag
+the worker is stock SGLang: the extension's paths answer 404.
+--disaggregation-decode-enable-radix-cache and
+--disaggregation-decode-enable-conditional-agg (with do_local_prefill per
+request) are upstream SGLang's decode-side modes.
 docs/emulator.md describes the wire behaviour and what is approximated.
 
 Prints one line when it listens ("listening url=... role=... [bootstrap_port=...]")
@@ -90,6 +96,9 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.Float64Var(&f.snapshotBufGiB, "snapshot-buf", 8, "prefill: the D→P snapshot buffer /_snapshot/prepare_receive reserves in, in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES; sim's --snapshot-buf)")
 	fs.BoolVar(&f.serveWhole, "serve-whole", false, "prefill: also serve a request without a bootstrap room whole (prefill and decode), as a colocated worker would: the extension KVC v3's --whole-on-p and --p-hosts-sessions need on the prefill worker (stock SGLang answers 400)")
 	fs.BoolVar(&f.priority, "prefill-priority-eviction", false, "prefill: evict a KVC seed's prompt (a leg that names a session_id, which its decoder keeps) from the prefix cache before any other KV once it is done; plain-PD prompts keep LRU order (the seed's --kvcache-prefill-priority-eviction; mirrors sim's --prefill-priority-eviction; off by default)")
+	fs.BoolVar(&f.decodeRadix, "disaggregation-decode-enable-radix-cache", false, "decode: SGLang's decode radix cache (PR #19746): keep what was received and generated in a prefix cache and have P send only the KV past the matched prefix (decode_prefix_len)")
+	fs.BoolVar(&f.condAgg, "disaggregation-decode-enable-conditional-agg", false, "decode: SGLang's conditional aggregation (draft PR #34773): also prefill a request that carries do_local_prefill: true and no bootstrap room (without it such a request is refused 400)")
+	fs.BoolVar(&f.snapshotSync, "snapshot-sync", false, "prefill: answer the KVC extension's D→P snapshot RPCs /_snapshot/prepare_receive, finalize_ingest, release (docs/worker-protocol.md; stock SGLang answers 404)")
 	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
@@ -166,16 +175,18 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
 	ck.only("prefill-max-wait", f.order == "shortest", "with --prefill-order shortest")
 	prefill, decode := f.role == "prefill", f.role == "decode"
-	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction"} {
+	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction", "snapshot-sync"} {
 		ck.only(n, prefill, "with --role prefill")
 	}
-	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache"} {
+	for _, n := range []string{"advertise-url", "waiting-timeout", "heartbeat-interval", "heartbeat-max-failures", "session-cache",
+		"disaggregation-decode-enable-radix-cache", "disaggregation-decode-enable-conditional-agg"} {
 		ck.only(n, decode, "with --role decode")
 	}
 	for _, n := range []string{"session-cap", "trim", "eviction", "tail-trim-max-waiting", "prefill-bypass-tokens", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
 		"backpressure", "backpressure-high-water", "backpressure-transfer-queue"} {
 		ck.only(n, f.sessionCache, "with --session-cache")
 	}
+	ck.only("disaggregation-decode-enable-radix-cache", !f.sessionCache, "without --session-cache (both would own the decoder's KV)")
 	ck.only("backpressure-high-water", f.backpressure, "with --backpressure")
 	ck.only("backpressure-transfer-queue", f.backpressure, "with --backpressure")
 	ck.only("fault-seed", f.errRate > 0, "with --fault-error-rate")
@@ -212,6 +223,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		Faults: emulator.Faults{ErrorRate: f.errRate, StallS: f.stall, CrashAfter: f.crashAfter, SlowTransfer: f.slowXfer,
 			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
 		ServeWhole: f.serveWhole, PriorityEviction: f.priority,
+		DecodeRadix: f.decodeRadix, ConditionalAgg: f.condAgg, SnapshotSync: f.snapshotSync,
 		ShortestFirst: f.order == "shortest", MaxWaitS: f.maxWait,
 	}
 	if prefill {

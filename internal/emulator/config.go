@@ -28,6 +28,24 @@ type Config struct {
 	// would (KVC v3's P hosting sessions, docs/kvc-v3.md); stock SGLang's
 	// prefill server answers such a request 400, as this one does without.
 	ServeWhole bool
+	// DecodeRadix is SGLang's --disaggregation-decode-enable-radix-cache
+	// (server_args.py, ServerArgs.disaggregation_decode_enable_radix_cache;
+	// PR #19746): a decode worker keeps what it received and generated in
+	// a prefix cache, matches each PD request against it when its KV is
+	// pre-allocated, and tells the prefill worker the matched length
+	// (decode_prefix_len) so that only the delta crosses the link.
+	DecodeRadix bool
+	// ConditionalAgg is --disaggregation-decode-enable-conditional-agg
+	// (draft PR #34773): a decode worker also prefills a request that
+	// carries do_local_prefill: true and no bootstrap room, interleaved
+	// with its decode batch; without the flag such a request is refused as
+	// every raw request on a decode worker is (400, no bootstrap room).
+	ConditionalAgg bool
+	// SnapshotSync makes a prefill worker answer the KVC extension's D→P
+	// snapshot RPCs (/_snapshot/prepare_receive, finalize_ingest, release;
+	// docs/worker-protocol.md). Stock SGLang has no such routes: without
+	// it they answer FastAPI's 404.
+	SnapshotSync bool
 	// SnapshotBufBytes is a prefill worker's D→P snapshot buffer (0: the
 	// seed's 8 GiB, SGLANG_SNAPSHOT_LINK_BUF_BYTES; snapshot.go).
 	SnapshotBufBytes int64
@@ -121,6 +139,16 @@ func (c *Config) fill() error {
 	}
 	if c.Session.Enabled && c.Role != engine.RoleDecode {
 		return errors.New("emulator: a session cache needs the decode role")
+	}
+	if (c.DecodeRadix || c.ConditionalAgg) && c.Role != engine.RoleDecode {
+		return errors.New("emulator: the decode radix cache and conditional aggregation need the decode role")
+	}
+	if c.DecodeRadix && c.Session.Enabled {
+		// Two caches of one decoder's KV, each believing it owns the pool.
+		return errors.New("emulator: the decode radix cache and the session cache exclude each other")
+	}
+	if c.SnapshotSync && c.Role != engine.RolePrefill {
+		return errors.New("emulator: snapshot sync needs the prefill role")
 	}
 	if s := c.Profile.Server; s != nil {
 		if c.ChunkTokens == 0 {

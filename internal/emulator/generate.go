@@ -24,6 +24,7 @@ const (
 	legPrefill                // PD prefill leg: prefill, stream KV to D, answer with the first token
 	legDecode                 // PD decode leg: pre-allocate, wait for KV, decode
 	legDirect                 // session-aware decoder: a direct append on the session's KV
+	legLocal                  // conditional aggregation: do_local_prefill on a decode worker
 )
 
 // reqState is one request on this worker. The first block is written before
@@ -247,11 +248,14 @@ func (s *Server) admit(now float64, st *reqState) error {
 		}
 	case engine.RoleDecode:
 		st.kind = legDecode
-		if !g.HasRoom && s.cfg.Session.Enabled && sessName != "" {
+		switch {
+		case !g.HasRoom && s.cfg.Session.Enabled && sessName != "":
 			st.kind = legDirect
+		case !g.HasRoom && s.cfg.ConditionalAgg && g.LocalPrefill:
+			st.kind = legLocal // conditional aggregation (draft PR #34773)
 		}
 	}
-	if st.kind != legColo && st.kind != legDirect && !g.HasRoom {
+	if st.kind != legColo && st.kind != legDirect && st.kind != legLocal && !g.HasRoom {
 		// scheduler.py: a disaggregated worker aborts a request without a
 		// bootstrap room with 400.
 		s.end(st, &outcome{reason: finishAbort("Invalid request: Disaggregated request received without bootstrap room id. req.rid="+pyRepr(st.rid), 400), status: 400, at: now})
@@ -277,6 +281,14 @@ func (s *Server) admit(now float64, st *reqState) error {
 	case legDirect:
 		st.er.Kind, st.er.Session, st.er.KeepSession = engine.Full, sessName, true
 		err = s.w.Submit(now, &st.er)
+	case legLocal:
+		// The decoder's own prefill scheduler; with the decode radix cache
+		// the prompt matches what earlier turns left there.
+		st.er.Kind, st.er.Session = engine.Full, s.sessionOf(sessName, st)
+		if !s.cfg.DecodeRadix {
+			st.er.Blocks = nil // SGLang's decode worker without it has a chunk cache: nothing is kept
+		}
+		err = s.w.Submit(now, &st.er)
 	case legPrefill:
 		// The gateway keeps session_id in a KVC seed's legs and drops it
 		// for plain PD (gateway/pd.go): a decoder keeps a seed's prompt as
@@ -284,9 +296,12 @@ func (s *Server) admit(now float64, st *reqState) error {
 		st.er.LowPriority = sessName != ""
 		err = s.prefillArrive(now, st)
 	case legDecode:
-		if sessName != "" && s.cfg.Session.Enabled {
+		switch {
+		case sessName != "" && s.cfg.Session.Enabled:
 			st.er.Session, st.er.KeepSession = sessName, true // a KVC seed
-		} else {
+		case s.cfg.DecodeRadix:
+			st.er.Session = s.sessionOf(sessName, st) // matched at its reservation (radixdecode.go)
+		default:
 			st.er.Blocks = nil // a plain PD decoder keeps nothing
 		}
 		err = s.decodeArrive(now, st)
@@ -303,6 +318,16 @@ func (s *Server) admit(now float64, st *reqState) error {
 		s.d.streams[&st.er] = struct{}{}
 	}
 	return nil
+}
+
+// sessionOf is the session whose finished output a request's prompt may
+// continue: the one it names, else the parent its prompt extends (the
+// colocated worker's rule, tailKeys).
+func (s *Server) sessionOf(named string, st *reqState) string {
+	if named != "" {
+		return named
+	}
+	return s.tails.lookup(st.blocks, st.rid)
 }
 
 // pyRepr quotes a string the way Python's repr does for plain ids.
@@ -380,7 +405,8 @@ func (s *Server) streamed(now float64) {
 func (s *Server) finished(st *reqState, at float64) {
 	n := st.er.Generated()
 	s.sessionFinished(st, n)
-	if st.kind == legColo && st.hasTailKey && st.er.Session != "" {
+	keeps := st.kind == legColo || s.cfg.DecodeRadix && (st.kind == legDecode || st.kind == legLocal)
+	if keeps && st.hasTailKey && st.er.Session != "" {
 		s.tails.put(st.tailKey, st.er.Session)
 	}
 	sn := st.snap()

@@ -11,6 +11,35 @@ import (
 // Version is what the worker reports as its version.
 const Version = "pdhybrid-emulator"
 
+// KVCProtocolVersion is the version of the KVC worker contract this worker
+// implements (docs/worker-protocol.md), advertised in /server_info as
+// kvc_protocol.version with the features it offers.
+const KVCProtocolVersion = 1
+
+// The KVC contract's features, as kvc_protocol.features names them.
+const (
+	FeatureSessionCache = "session_cache"   // decode: admission RPC, direct append, lookup
+	FeatureSnapshotDump = "snapshot_dump"   // decode: /_snapshot/dump
+	FeatureSnapshotSink = "snapshot_ingest" // prefill: prepare_receive, finalize_ingest, release
+	FeatureServeWhole   = "serve_whole"     // prefill: a request without a room served whole
+)
+
+// kvcFeatures is what this worker offers of the KVC contract; nil for a
+// worker that is exactly stock SGLang.
+func (s *Server) kvcFeatures() []string {
+	var f []string
+	if s.cfg.Session.Enabled {
+		f = append(f, FeatureSessionCache, FeatureSnapshotDump)
+	}
+	if s.cfg.SnapshotSync {
+		f = append(f, FeatureSnapshotSink)
+	}
+	if s.cfg.ServeWhole {
+		f = append(f, FeatureServeWhole)
+	}
+	return f
+}
+
 // handleHealth is /health and /health_generate: 503 while starting or
 // shutting down; otherwise 200 once the driver answers (SGLang runs a
 // one-token probe; the emulator checks that its scheduler loop is alive,
@@ -52,6 +81,15 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Role == engine.RolePrefill {
 		info["disaggregation_bootstrap_port"] = s.BootstrapPort()
+	}
+	if c.Role == engine.RoleDecode {
+		// SGLang's server args under their own names (server_info dumps
+		// ServerArgs); the second is draft PR #34773's.
+		info["disaggregation_decode_enable_radix_cache"] = c.DecodeRadix
+		info["disaggregation_decode_enable_conditional_agg"] = c.ConditionalAgg
+	}
+	if f := s.kvcFeatures(); len(f) > 0 {
+		info["kvc_protocol"] = map[string]any{"version": KVCProtocolVersion, "features": f}
 	}
 	ext := map[string]any{
 		"role": s.roleName(), "profile": c.Profile.Name, "time_scale": c.TimeScale,

@@ -71,6 +71,9 @@ type registration struct {
 	RID          string `json:"rid"`
 	KVURL        string `json:"kv_url"`
 	PromptTokens int    `json:"prompt_tokens"`
+	// DecodePrefixLen is the prompt prefix D already holds (its decode
+	// radix cache, SGLang's decode_prefix_len): P sends only the KV past it.
+	DecodePrefixLen int `json:"decode_prefix_len,omitempty"`
 }
 
 // pdError is SGLang's wording of a failed transfer.
@@ -148,7 +151,11 @@ func (s *Server) register(now float64, reg registration) (int, string) {
 	if rm.kvURL != "" {
 		return http.StatusConflict, fmt.Sprintf("bootstrap_room %d is already registered", reg.Room)
 	}
+	if reg.DecodePrefixLen < 0 || reg.DecodePrefixLen >= max(reg.PromptTokens, 1) {
+		return http.StatusBadRequest, fmt.Sprintf("decode_prefix_len %d: want in [0, prompt_tokens %d)", reg.DecodePrefixLen, reg.PromptTokens)
+	}
 	rm.kvURL = reg.KVURL
+	rm.sent = reg.DecodePrefixLen // the first transfer starts past D's prefix
 	if rm.st != nil && !rm.started {
 		if err := s.prefillStart(now, rm); err != nil {
 			s.prefillFail(now, rm, "the prefill engine refused the request: "+err.Error())
@@ -176,7 +183,7 @@ func (s *Server) sendKV(st *reqState, at float64, tokens int, last bool) {
 		return
 	}
 	n := tokens - rm.sent
-	rm.sent = tokens
+	rm.sent = max(rm.sent, tokens)
 	rm.live++
 	s.d.link.Start(at, &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &xfer{rm: rm, tokens: tokens}})
 }

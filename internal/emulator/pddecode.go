@@ -56,7 +56,11 @@ func (s *Server) decodeReserved(st *reqState, at float64) {
 		s.w.StartDecode(at, &st.er)
 		return
 	}
-	reg := registration{Room: st.g.BootstrapRoom, RID: st.rid, KVURL: s.url + "/_pd/kv", PromptTokens: st.er.Input}
+	// With the decode radix cache the reservation matched a prefix here
+	// (engine CachedTokens): P is told its length and sends the rest, as
+	// SGLang's decoder sends decode_prefix_len with its KV indices.
+	reg := registration{Room: st.g.BootstrapRoom, RID: st.rid, KVURL: s.url + "/_pd/kv", PromptTokens: st.er.Input,
+		DecodePrefixLen: st.er.CachedTokens}
 	url := "http://" + st.bootAddr + "/_pd/register"
 	s.bg.Add(1)
 	go func() {

@@ -117,7 +117,8 @@ func (s *Server) newWorker() (*engine.Worker, error) {
 		PoolTokens: pool, ChunkTokens: c.ChunkTokens, MaxRunning: c.MaxRunning,
 		PrefixCache: c.Role != engine.RoleDecode, MixedChunk: c.MixedChunk, Session: c.Session,
 		PriorityEviction: c.PriorityEviction && c.Role == engine.RolePrefill,
-		ShortestFirst:    c.ShortestFirst, MaxWaitS: c.MaxWaitS,
+		DecodeRadix:      c.DecodeRadix, LocalPrefill: c.ConditionalAgg,
+		ShortestFirst: c.ShortestFirst, MaxWaitS: c.MaxWaitS,
 	})
 }
 
@@ -245,12 +246,19 @@ func (s *Server) routes() {
 	m.HandleFunc("/abort_request", s.handleAbort)
 	m.HandleFunc("/open_session", s.handleOpenSession)
 	m.HandleFunc("/close_session", s.handleCloseSession)
-	m.HandleFunc("/session_cache/admit_direct_append", s.handleAdmit)
-	m.HandleFunc("/session_cache/lookup", s.handleLookup)
-	m.HandleFunc("/_snapshot/prepare_receive", s.handlePrepareReceive)
-	m.HandleFunc("/_snapshot/dump", s.handleDump)
-	m.HandleFunc("/_snapshot/finalize_ingest", s.handleFinalizeIngest)
-	m.HandleFunc("/_snapshot/release", s.handleReleaseSnapshot)
+	// The KVC extension (docs/worker-protocol.md) exists only where this
+	// worker offers it; elsewhere its paths fall through to FastAPI's 404,
+	// as on stock SGLang.
+	if s.cfg.Session.Enabled {
+		m.HandleFunc("/session_cache/admit_direct_append", s.handleAdmit)
+		m.HandleFunc("/session_cache/lookup", s.handleLookup)
+	}
+	if s.cfg.Session.Enabled || s.cfg.SnapshotSync {
+		m.HandleFunc("/_snapshot/prepare_receive", s.handlePrepareReceive)
+		m.HandleFunc("/_snapshot/dump", s.handleDump)
+		m.HandleFunc("/_snapshot/finalize_ingest", s.handleFinalizeIngest)
+		m.HandleFunc("/_snapshot/release", s.handleReleaseSnapshot)
+	}
 	m.HandleFunc("/v1/models", s.handleModels)
 	m.HandleFunc("/_pd/kv", s.handleKVDelivery)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,14 @@ type SnapshotRequest struct {
 	SessionID string   `json:"session_id"`
 	NumTokens int64    `json:"num_tokens"` // prepare_receive: the KV to make room for
 	Blocks    []uint64 `json:"blocks"`     // finalize_ingest: what dump answered
+	// TokenIDs (finalize_ingest) may stand for Blocks: the session's token
+	// ids, hashed here into this worker's blocks, as an engine whose cache
+	// is keyed by tokens needs them (docs/worker-protocol.md).
+	TokenIDs []int `json:"token_ids"`
+	// Target (dump) is prepare_receive's answer passed on: where a real
+	// decoder pushes the KV. The emulated link needs no address; it is
+	// accepted and not used.
+	Target string `json:"target"`
 }
 
 // SnapshotResponse answers them: OK, or a reason.
@@ -42,6 +50,9 @@ type SnapshotResponse struct {
 	NumTokens int64    `json:"num_tokens,omitempty"` // prepare_receive: reserved; dump: the session's KV
 	Blocks    []uint64 `json:"blocks,omitempty"`
 	TransferS float64  `json:"transfer_s,omitempty"` // dump: the modelled D→P transfer
+	// Target (prepare_receive) names the reserved buffer for the decoder's
+	// push; the gateway passes it to dump.
+	Target string `json:"target,omitempty"`
 	// prepare_receive, as the seed's: the buffer's size, and on
 	// snapshot-buf-full the tokens it could still take.
 	AvailableTokens  *int64 `json:"available_tokens,omitempty"`
@@ -104,6 +115,8 @@ func (s *Server) handlePrepareReceive(w http.ResponseWriter, r *http.Request) {
 	out := SnapshotResponse{OK: prep.OK, Reason: prep.Reason, NumTokens: in.NumTokens, BufCapacityBytes: s.snap.CapBytes()}
 	if !prep.OK {
 		out.AvailableTokens = &prep.AvailableTokens
+	} else {
+		out.Target = s.url + "/_snapshot#" + in.SessionID
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -151,8 +164,11 @@ func (s *Server) handleFinalizeIngest(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if len(in.Blocks) == 0 && len(in.TokenIDs) > 0 {
+		in.Blocks = BlockHashes(in.TokenIDs, s.cfg.BlockSize)
+	}
 	if len(in.Blocks) == 0 {
-		writeValidation(w, "blocks: field required (the dump's answer)")
+		writeValidation(w, "blocks or token_ids: field required (the dump's answer)")
 		return
 	}
 	var res engine.Ingested

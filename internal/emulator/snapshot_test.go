@@ -13,7 +13,7 @@ import (
 // session's prompt and output. Wrong roles, a session the decoder does not
 // hold and bad bodies are refused with reasons.
 func TestSnapshotDumpAndIngest(t *testing.T) {
-	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20})
+	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, SnapshotSync: true})
 	d := start(t, Config{Role: engine.RoleDecode, TimeScale: 20, Session: engine.SessionConfig{Enabled: true}})
 	snap := func(url string, body map[string]any) (int, SnapshotResponse) {
 		st, b := post(t, url, body)
@@ -24,7 +24,7 @@ func TestSnapshotDumpAndIngest(t *testing.T) {
 	turn1 := ids(1, 3000)
 	o := seed(t, p, d, "S", turn1, 50)
 	// A second prefill worker that never saw the session takes the snapshot.
-	p2 := start(t, Config{Role: engine.RolePrefill, TimeScale: 20})
+	p2 := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, SnapshotSync: true})
 
 	if st, out := snap(p2.URL()+"/_snapshot/prepare_receive", map[string]any{"session_id": "S", "num_tokens": 3050}); st != 200 || !out.OK || out.BufCapacityBytes != engine.DefaultSnapshotBufBytes {
 		t.Fatalf("prepare_receive: %d %+v", st, out)
@@ -87,7 +87,7 @@ func TestSnapshotDumpAndIngest(t *testing.T) {
 // rewritten prompt, makes finalize_ingest answer stale and file nothing.
 func TestSnapshotBufferOverHTTP(t *testing.T) {
 	kvb := testProfile(t).Model.KVBytesPerToken()
-	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
+	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, SnapshotSync: true, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
 	snap := snapshotRPC(t, p.URL())
 	promptA := ids(11, 3000)
 	if out := snap("prepare_receive", map[string]any{"session_id": "A", "num_tokens": 3000}); !out.OK || out.BufCapacityBytes != 4000*kvb {
@@ -139,7 +139,7 @@ func TestSnapshotBufferOverHTTP(t *testing.T) {
 // session can take it, and the released session has nothing to ingest.
 func TestSnapshotRelease(t *testing.T) {
 	kvb := testProfile(t).Model.KVBytesPerToken()
-	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
+	p := start(t, Config{Role: engine.RolePrefill, TimeScale: 20, SnapshotSync: true, ServeWhole: true, SnapshotBufBytes: 4000 * kvb})
 	snap := snapshotRPC(t, p.URL())
 	if out := snap("prepare_receive", map[string]any{"session_id": "A", "num_tokens": 3000}); !out.OK {
 		t.Fatalf("prepare A: %+v", out)
@@ -159,9 +159,13 @@ func TestSnapshotRelease(t *testing.T) {
 	if out := snap("prepare_receive", map[string]any{"session_id": "B", "num_tokens": 3000}); !out.OK {
 		t.Fatalf("prepare B once A's space came back: %+v", out)
 	}
-	d := start(t, Config{Role: engine.RoleDecode, TimeScale: 20})
+	d := start(t, Config{Role: engine.RoleDecode, TimeScale: 20, Session: engine.SessionConfig{Enabled: true}})
 	if st, b := post(t, d.URL()+"/_snapshot/release", map[string]any{"session_id": "B"}); st != 400 {
-		t.Fatalf("release on a decoder: %d %s, want 400", st, b)
+		t.Fatalf("release on a KVC decoder: %d %s, want 400", st, b)
+	}
+	stock := start(t, Config{Role: engine.RoleDecode, TimeScale: 20})
+	if st, b := post(t, stock.URL()+"/_snapshot/release", map[string]any{"session_id": "B"}); st != 404 {
+		t.Fatalf("release on a stock decoder: %d %s, want 404 (no such route)", st, b)
 	}
 }
 

@@ -37,6 +37,10 @@ type GenerateReq struct {
 	Stream    bool
 	Session   *SessionParams
 	SessionID string // top-level session_id: the session a request belongs to on a session-aware decoder
+	// LocalPrefill is do_local_prefill (draft PR #34773): a decode worker
+	// with --disaggregation-decode-enable-conditional-agg prefills the
+	// request itself, no bootstrap room.
+	LocalPrefill bool
 
 	BootstrapHost string
 	BootstrapPort int // 0: not given
@@ -82,6 +86,7 @@ type rawGenerate struct {
 	Stream              *bool           `json:"stream"`
 	SessionParams       json.RawMessage `json:"session_params"`
 	SessionID           *string         `json:"session_id"`
+	DoLocalPrefill      *bool           `json:"do_local_prefill"`
 	BootstrapHost       *string         `json:"bootstrap_host"`
 	BootstrapPort       *int64          `json:"bootstrap_port"`
 	BootstrapRoom       json.RawMessage `json:"bootstrap_room"`
@@ -185,6 +190,9 @@ func DecodeGenerate(body []byte) (*GenerateReq, error) {
 	}
 	if raw.SessionID != nil {
 		g.SessionID = *raw.SessionID
+	}
+	if raw.DoLocalPrefill != nil {
+		g.LocalPrefill = *raw.DoLocalPrefill
 	}
 	if raw.BootstrapHost != nil {
 		g.BootstrapHost = *raw.BootstrapHost

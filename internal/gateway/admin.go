@@ -59,6 +59,7 @@ type workerInfo struct {
 	draining      bool
 	removed       bool
 	load          workerLoad
+	caps          Capabilities // capabilities.go
 }
 
 // startOps builds the metrics and the worker table, registers /metrics and
@@ -235,12 +236,17 @@ type workerView struct {
 	Sessions      int         `json:"sessions"`
 	BreakerOpen   bool        `json:"breaker_open"`
 	Load          *workerLoad `json:"load,omitempty"` // the last poll; absent before the first
+	// Capabilities is what discovery last learnt (capabilities.go);
+	// KVCPath the path a kvcache-centric gateway's requests take on this
+	// decoder.
+	Capabilities Capabilities `json:"capabilities"`
+	KVCPath      string       `json:"kvc_path,omitempty"`
 }
 
 // view is w as the admin API shows it (held lock).
 func (s *Server) view(w *workerInfo, bound map[int]int) workerView {
 	v := workerView{URL: w.URL, Role: w.Role, BootstrapPort: w.BootstrapPort, State: "active",
-		InFlight: s.router(w.Role).Inflight(w.idx)}
+		InFlight: s.router(w.Role).Inflight(w.idx), Capabilities: w.caps, KVCPath: s.kvcPath(w)}
 	if w.draining {
 		v.State = "draining"
 	}

@@ -377,5 +377,16 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"input_tokens": len(textTokens(renderMessages(q)))})
+	ids, exact, err := s.promptTokens(renderMessages(q))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "tokenizing the prompt: "+err.Error())
+		return
+	}
+	// Without --tokenizer the count is the router's estimate: say so.
+	count := "estimate"
+	if exact {
+		count = "tokenizer"
+	}
+	w.Header().Set("X-Pdhybrid-Token-Count", count)
+	json.NewEncoder(w).Encode(map[string]any{"input_tokens": len(ids)})
 }

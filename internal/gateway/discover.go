@@ -160,11 +160,11 @@ func notFound(err error) bool {
 	return errors.As(err, &de) && de.IsNotFound
 }
 
-// Discover re-resolves targets every interval until ctx ends, bringing the
+// DiscoverWorkers re-resolves targets every interval until ctx ends, bringing the
 // pools in line with what they name (Reconcile). A target whose lookup
 // fails keeps its workers until a lookup succeeds: a DNS outage does not
 // empty the pools.
-func (s *Server) Discover(ctx context.Context, r Resolver, targets []DiscoverTarget, every time.Duration) {
+func (s *Server) DiscoverWorkers(ctx context.Context, r Resolver, targets []DiscoverTarget, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {

@@ -150,7 +150,7 @@ func TestDiscoveryFollowsAddresses(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		g.Discover(ctx, dns.Resolver(), []DiscoverTarget{target}, 10*time.Millisecond)
+		g.DiscoverWorkers(ctx, dns.Resolver(), []DiscoverTarget{target}, 10*time.Millisecond)
 	}()
 	defer func() { cancel(); <-done }()
 	wait := func(want map[string]string) {

@@ -163,6 +163,8 @@ type snapshotReply struct {
 	Reason            string   `json:"reason"`
 	NumTokens         int64    `json:"num_tokens"`
 	Blocks            []uint64 `json:"blocks"`
+	TokenIDs          []int    `json:"token_ids"` // dump: the session's tokens, where the decoder has them
+	Target            string   `json:"target"`    // prepare_receive: where D pushes (passed to dump)
 	BytesPushed       int64    `json:"bytes_pushed"`
 	InsertedPrefixLen int64    `json:"inserted_prefix_len"`
 }
@@ -289,7 +291,11 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 		s.syncOutcome(op, "failed", "prepare", why)
 		return
 	}
-	dump, why := stage("dump", op.dURL, map[string]any{"session_id": op.session}, c.DumpTimeout, &op.dump)
+	dumpBody := map[string]any{"session_id": op.session}
+	if prep.Target != "" {
+		dumpBody["target"] = prep.Target // docs/worker-protocol.md: the dump names its target
+	}
+	dump, why := stage("dump", op.dURL, dumpBody, c.DumpTimeout, &op.dump)
 	op.dumped, op.bytesPushed = dump.NumTokens, dump.BytesPushed
 	switch {
 	case why != "":
@@ -304,12 +310,16 @@ func (s *Server) runSync(ctx context.Context, op *syncOp) {
 		s.releaseSnapshot(ctx, op)
 		s.syncOutcome(op, "failed", "dump", dump.Reason)
 		return
-	case len(dump.Blocks) == 0:
+	case len(dump.Blocks) == 0 && len(dump.TokenIDs) == 0:
 		s.releaseSnapshot(ctx, op)
 		s.syncOutcome(op, "skipped", "dump", "zero-target-tokens")
 		return
 	}
-	fin, why := stage("finalize_ingest", op.pURL, map[string]any{"session_id": op.session, "blocks": dump.Blocks}, c.Timeout, &op.finalize)
+	finBody := map[string]any{"session_id": op.session, "blocks": dump.Blocks}
+	if len(dump.TokenIDs) > 0 {
+		finBody = map[string]any{"session_id": op.session, "token_ids": dump.TokenIDs}
+	}
+	fin, why := stage("finalize_ingest", op.pURL, finBody, c.Timeout, &op.finalize)
 	op.inserted = fin.InsertedPrefixLen
 	switch {
 	case why != "":

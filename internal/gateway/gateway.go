@@ -85,6 +85,10 @@ type Config struct {
 	ContextTokens int
 	// Model is the model name GET /v1/models answers ("default" if empty).
 	Model string
+	// Tokenizer, when set, tokenizes text prompts with the model's own
+	// tokenizer (tokenize.go) and sends the workers input_ids; nil: the
+	// 4-bytes-a-token estimate, the workers tokenizing for themselves.
+	Tokenizer Tokenizer
 }
 
 // Server is a running gateway.
@@ -184,6 +188,23 @@ func New(cfg Config) (*Server, error) {
 			defer s.polling.Done()
 			s.healthLoop(s.stop)
 		}()
+	} else {
+		// No health rounds: the capabilities are learnt once, at start,
+		// and corrected by refusals.
+		s.polling.Add(1)
+		go func() {
+			defer s.polling.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				select {
+				case <-s.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			s.Discover(ctx)
+		}()
 	}
 	return s, nil
 }
@@ -219,6 +240,9 @@ func (s *Server) expireSessions(now time.Time) {
 }
 
 // now is the gateway's clock for the dispatcher: seconds since it started.
+// kvc reports whether this gateway runs the kvcache-centric mechanism.
+func (s *Server) kvc() bool { return s.cfg.Dispatch.Mechanism == kvc.MechKVC }
+
 func (s *Server) now() float64 { return time.Since(s.start).Seconds() }
 
 // locked runs f with the dispatcher held.

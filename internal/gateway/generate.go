@@ -31,6 +31,7 @@ type request struct {
 	retryOn string // the worker whose failure calls for the retry (metrics)
 	avoid   []int  // workers that failed an earlier attempt
 	cause   string // why it failed, internal names included (logs only)
+	refused bool   // a decoder refused it at the protocol level once (paths.go)
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -86,9 +87,20 @@ func (s *Server) newRequest(body map[string]any, id identity) (*request, error) 
 			return nil, errors.New("either text or input_ids should be provided")
 		}
 		q.text = text
-		// Hashed straight from the text: a long prompt's token list is
-		// never built (8 bytes a token, twice the text's size).
-		q.blocks, q.tokens = textBlocks(text, s.cfg.BlockSize)
+		if s.cfg.Tokenizer == nil {
+			// Hashed straight from the text: a long prompt's token list
+			// is never built (8 bytes a token, twice the text's size).
+			q.blocks, q.tokens = textBlocks(text, s.cfg.BlockSize)
+			break
+		}
+		ids, _, err := s.promptTokens(text)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizing the prompt: %v", err)
+		}
+		// The workers cache exactly what the router hashed.
+		toks = ids
+		delete(q.body, "text")
+		q.body["input_ids"], q.ids, q.text = ids, ids, ""
 	default:
 		return nil, errors.New("input_ids must be a list of token ids")
 	}
@@ -302,6 +314,9 @@ func (s *Server) pause(ctx context.Context, delay float64) bool {
 // direct append if the router believes the session is pinned there, else a
 // seed.
 func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Action, d *kvc.Dispatch) kvc.AdmitReply {
+	if !s.hasSessionCache(a.D) {
+		return s.stockAdmit(q, a) // a decoder without the extension (paths.go)
+	}
 	body := map[string]any{"session_id": q.session, "max_new_tokens": q.output,
 		"max_append_tokens": a.MaxAppend, "force_seed": a.ForceSeed}
 	if a.DirectOnly {
@@ -329,12 +344,10 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 	case err == nil && status == http.StatusOK:
 		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached}
 	case err == nil && status == http.StatusNotFound:
-		pinned := false
-		s.locked(func() {
-			pin, ok := s.disp.DRouter().Pin(q.session)
-			pinned = ok && pin == a.D
-		})
-		return kvc.AdmitReply{CanAdmit: true, Direct: pinned && q.session != "", Reason: "session-not-resident"}
+		// Stock SGLang: no such path. The belief is corrected and the
+		// router answers for the decoder.
+		s.noSessionCache(a.D)
+		return s.stockAdmit(q, a)
 	case err != nil && actx.Err() != nil && ctx.Err() == nil:
 		return kvc.AdmitReply{Reason: fmt.Sprintf("admission-timeout: no answer within %v", s.cfg.AdmissionTimeout), Unreachable: true}
 	case err != nil:
@@ -351,7 +364,10 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 // failure here is a transport failure: nothing crosses P→D.
 func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string, q *request, l *life, direct bool) bool {
 	body := clone(q.body)
-	if direct {
+	dec := l.d.Decoder()
+	if direct && dec >= 0 {
+		s.directBody(body, q, dec) // session_id, or do_local_prefill (paths.go)
+	} else if direct {
 		body["session_id"] = q.session
 	}
 	rid := newRID() // the gateway's own: a client's was dropped (stripRouting)
@@ -376,6 +392,14 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		return false
 	}
 	defer resp.Body.Close()
+	if direct && s.refused(q, resp, dec) {
+		// Not relayed: the request goes again on the path the corrected
+		// capabilities allow, once.
+		io.Copy(io.Discard, resp.Body)
+		q.retry, q.retryOn = base+" refused a direct request (no bootstrap room)", base
+		l.finish(false)
+		return false
+	}
 	if s.retryable(q, resp.StatusCode) {
 		return s.singleRetry(q, l, base, resp)
 	}

@@ -22,6 +22,14 @@ type HealthConfig struct {
 	Failures int           // 0 takes 3
 }
 
+// timeout is one check's bound (also discovery's, capabilities.go).
+func (h *HealthConfig) timeout() time.Duration {
+	if h.Timeout <= 0 {
+		return 2 * time.Second
+	}
+	return h.Timeout
+}
+
 func (h *HealthConfig) defaults() {
 	if h.Interval == 0 {
 		h.Interval = 2 * time.Second
@@ -49,6 +57,7 @@ func (s *Server) healthLoop(stop <-chan struct{}) {
 	fails := map[*workerInfo]int{}
 	tick := time.NewTicker(s.cfg.Health.Interval)
 	defer tick.Stop()
+	s.Discover(ctx) // the capabilities, at once (capabilities.go)
 	for {
 		select {
 		case <-ctx.Done():
@@ -79,6 +88,9 @@ func (s *Server) healthLoop(stop <-chan struct{}) {
 		for i, w := range ws {
 			s.noteHealth(w, oks[i], fails)
 		}
+		// Capabilities change when a worker restarts with other flags;
+		// learn them again every round.
+		s.Discover(ctx)
 	}
 }
 

@@ -95,7 +95,7 @@ func (l *life) finish(ok bool) {
 
 // mode is the request's execution-mode label.
 func (l *life) mode() (m string) {
-	l.s.locked(func() { m = l.d.Mode() })
+	l.s.locked(func() { m = l.s.pathMode(l.d.Mode(), l.d.Decoder()) }) // paths.go
 	return m
 }
 

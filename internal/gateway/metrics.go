@@ -113,6 +113,7 @@ func newMetrics(s *Server) *metrics {
 		m.rejected.WithLabelValues(r)
 	}
 	f(&gatewayState{s: s})
+	f(capsCollector{s})
 	return m
 }
 

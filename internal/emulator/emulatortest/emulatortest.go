@@ -43,7 +43,9 @@ func StartWith(t testing.TB, addr string, role engine.Role, edit func(*emulator.
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := emulator.Config{Role: role, Profile: p, TimeScale: TimeScale}
+	// A prefill worker answers the D→P snapshot RPCs unless edit turns
+	// them off (Stock: exactly stock SGLang).
+	cfg := emulator.Config{Role: role, Profile: p, TimeScale: TimeScale, SnapshotSync: role == engine.RolePrefill}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -85,4 +87,10 @@ func healthy(u string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// Stock is an edit for StartWith: the worker offers nothing of the KVC
+// extension (no snapshot RPCs, no session cache), as stock SGLang.
+func Stock(c *emulator.Config) {
+	c.SnapshotSync, c.ServeWhole, c.Session = false, false, engine.SessionConfig{}
 }

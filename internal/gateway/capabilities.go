@@ -1,0 +1,399 @@
+package gateway
+
+// Capability discovery: what each worker offers, learnt at start and on
+// every health round, so that the gateway routes each request only to
+// paths its workers support (docs/worker-protocol.md, docs/gateway.md).
+//
+// Two sources. /server_info (or the older /get_server_info) is SGLang's
+// dump of its server arguments: the role (disaggregation_mode), the page
+// size, and, on a decoder, disaggregation_decode_enable_radix_cache and
+// (draft PR #34773) disaggregation_decode_enable_conditional_agg; a worker
+// implementing the KVC contract adds kvc_protocol {version, features}.
+// Then a probe of each extension path with an empty body, which no
+// implementation may act on: 404 means the path does not exist (stock
+// SGLang, FastAPI's 404), any other answer means it does (an empty body is
+// refused 400), and no answer means nothing was learnt — the previous
+// belief stays. So a 404 is never mistaken for an error, nor an error for
+// a 404. A worker's protocol-level refusal of a live request corrects the
+// belief between rounds (correct).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// tri is a capability as far as the gateway knows it.
+type tri int8
+
+const (
+	unknown tri = iota // never learnt: nothing answered yet
+	absent             // the worker does not offer it
+	present            // it does
+)
+
+func (t tri) String() string {
+	return [...]string{"unknown", "no", "yes"}[t]
+}
+
+// MarshalJSON shows a tri as yes, no or unknown.
+func (t tri) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
+
+// UnmarshalJSON reads yes, no or unknown back.
+func (t *tri) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	switch s {
+	case "yes":
+		*t = present
+	case "no":
+		*t = absent
+	case "unknown":
+		*t = unknown
+	default:
+		return fmt.Errorf("capability %q: want yes, no or unknown", s)
+	}
+	return nil
+}
+
+// Capabilities is what one worker offers, as the gateway last learnt it.
+type Capabilities struct {
+	// From /server_info.
+	Info        tri    `json:"server_info"`
+	Mode        string `json:"disaggregation_mode,omitempty"` // prefill, decode or null
+	PageSize    int    `json:"page_size,omitempty"`
+	DecodeRadix tri    `json:"decode_radix_cache"`
+	CondAgg     tri    `json:"conditional_agg"`
+	KVCVersion  int    `json:"kvc_protocol_version"` // 0: none advertised
+	// From the probes (and live refusals).
+	SessionCache tri `json:"session_cache"`   // /session_cache/admit_direct_append, lookup; direct appends
+	SnapshotDump tri `json:"snapshot_dump"`   // decode: /_snapshot/dump
+	SnapshotSink tri `json:"snapshot_ingest"` // prefill: prepare_receive, finalize_ingest, release
+	// Error is the last round's failure to learn something ("" when it
+	// learnt all it asked).
+	Error string    `json:"error,omitempty"`
+	At    time.Time `json:"discovered_at,omitzero"`
+}
+
+// The KVC paths on a decoder, best first (docs/gateway.md): the full
+// extension (admission RPC, direct append); do_local_prefill on the
+// session's decoder with the router's own admission; delta PD to the
+// session's decoder through its radix cache; session-affine plain PD.
+const (
+	PathExtension    = "extension"
+	PathLocalPrefill = "local-prefill"
+	PathDeltaPD      = "delta-pd"
+	PathPlainPD      = "plain-pd"
+)
+
+// KVCPath is the path a KVC request to this decoder takes. Unknown
+// capabilities take the extension path: its admission RPC is itself a
+// probe, and its 404 corrects the belief. Conditional aggregation counts
+// only with the decode radix cache: without it SGLang's decoder keeps no
+// prefix (a chunk cache), so a local prefill recomputes the whole
+// conversation on the decoder every turn, where plain PD recomputes only
+// what the prefill worker's own radix cache lacks.
+func (c Capabilities) KVCPath() string {
+	switch {
+	case c.SessionCache != absent:
+		return PathExtension
+	case c.CondAgg == present && c.DecodeRadix == present:
+		return PathLocalPrefill
+	case c.DecodeRadix == present:
+		return PathDeltaPD
+	}
+	return PathPlainPD
+}
+
+// Summary is the capabilities in one line (startup, logs).
+func (c Capabilities) Summary() string {
+	var on []string
+	for _, f := range []struct {
+		name string
+		t    tri
+	}{{"decode_radix", c.DecodeRadix}, {"conditional_agg", c.CondAgg}, {"session_cache", c.SessionCache},
+		{"snapshot_dump", c.SnapshotDump}, {"snapshot_ingest", c.SnapshotSink}} {
+		if f.t != absent {
+			on = append(on, f.name+"="+f.t.String())
+		}
+	}
+	if len(on) == 0 {
+		on = []string{"stock"}
+	}
+	s := fmt.Sprintf("mode=%s page_size=%d %s", orDash(c.Mode), c.PageSize, strings.Join(on, ","))
+	if c.KVCVersion > 0 {
+		s += fmt.Sprintf(" kvc_protocol=%d", c.KVCVersion)
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// serverInfo is what discovery reads of /server_info.
+type serverInfo struct {
+	Mode        string `json:"disaggregation_mode"`
+	PageSize    int    `json:"page_size"`
+	DecodeRadix *bool  `json:"disaggregation_decode_enable_radix_cache"`
+	CondAgg     *bool  `json:"disaggregation_decode_enable_conditional_agg"`
+	KVC         *struct {
+		Version  int      `json:"version"`
+		Features []string `json:"features"`
+	} `json:"kvc_protocol"`
+}
+
+// discover learns one worker's capabilities; prev is the last belief,
+// kept for what this round could not learn.
+func (s *Server) discover(ctx context.Context, base, role string, prev Capabilities) Capabilities {
+	c := prev
+	c.At = time.Now()
+	var errs []string
+	info, status, err := s.getInfo(ctx, base)
+	switch {
+	case err != nil:
+		errs = append(errs, err.Error())
+	case status != http.StatusOK:
+		errs = append(errs, fmt.Sprintf("/server_info answered %d", status))
+	default:
+		c.Info, c.Mode, c.PageSize = present, info.Mode, info.PageSize
+		c.DecodeRadix, c.CondAgg, c.KVCVersion = fromBool(info.DecodeRadix), fromBool(info.CondAgg), 0
+		if info.KVC != nil {
+			c.KVCVersion = info.KVC.Version
+		}
+	}
+	probe := func(path string, t *tri) {
+		switch got, err := s.probe(ctx, base+path); {
+		case err != nil:
+			errs = append(errs, path+": "+err.Error())
+		default:
+			*t = got
+		}
+	}
+	switch role {
+	case roleDecode:
+		probe("/session_cache/lookup", &c.SessionCache)
+		probe("/_snapshot/dump", &c.SnapshotDump)
+	case rolePrefill:
+		probe("/_snapshot/release", &c.SnapshotSink)
+	}
+	c.Error = strings.Join(errs, "; ")
+	return c
+}
+
+func fromBool(b *bool) tri {
+	if b != nil && *b {
+		return present
+	}
+	return absent // SGLang without the flag, or too old to know it
+}
+
+// getInfo reads /server_info, or /get_server_info where the first is 404
+// (older SGLang).
+func (s *Server) getInfo(ctx context.Context, base string) (serverInfo, int, error) {
+	var info serverInfo
+	status := 0
+	for _, p := range []string{"/server_info", "/get_server_info"} {
+		resp, err := s.get(ctx, base+p)
+		if err != nil {
+			return info, 0, err
+		}
+		status = resp.StatusCode
+		if status == http.StatusOK {
+			err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info)
+			resp.Body.Close()
+			if err != nil {
+				return info, 0, fmt.Errorf("%s: %v", p, err)
+			}
+			return info, status, nil
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if status != http.StatusNotFound {
+			break
+		}
+	}
+	return info, status, nil
+}
+
+// probe POSTs an empty JSON object to an extension path: 404 is absent,
+// any other status present; no answer is an error.
+func (s *Server) probe(ctx context.Context, u string) (tri, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Health.timeout())
+	defer cancel()
+	resp, err := s.send(cctx, u, map[string]any{})
+	if err != nil {
+		return unknown, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return absent, nil
+	case resp.StatusCode >= 500:
+		return unknown, fmt.Errorf("answered %d", resp.StatusCode)
+	}
+	return present, nil
+}
+
+func (s *Server) get(ctx context.Context, u string) (*http.Response, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Health.timeout())
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// Discover learns every worker's capabilities now (all at once) and
+// returns them by URL.
+func (s *Server) Discover(ctx context.Context) map[string]Capabilities {
+	var ws []*workerInfo
+	var prev []Capabilities
+	s.locked(func() {
+		for _, w := range s.workers {
+			if !w.removed {
+				ws, prev = append(ws, w), append(prev, w.caps)
+			}
+		}
+	})
+	got := make([]Capabilities, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = s.discover(ctx, w.URL, w.Role, prev[i])
+		}()
+	}
+	wg.Wait()
+	out := map[string]Capabilities{}
+	s.locked(func() {
+		for i, w := range ws {
+			w.caps = got[i]
+			out[w.URL] = got[i]
+		}
+	})
+	return out
+}
+
+// WorkerCapabilities is one worker's capabilities and, on a decoder of a
+// kvcache-centric gateway, the KVC path its requests take.
+type WorkerCapabilities struct {
+	URL          string
+	Role         string
+	Capabilities Capabilities
+	KVCPath      string // "" where none applies
+}
+
+// Capabilities lists every worker's last-learnt capabilities, prefill
+// workers first, in pool order.
+func (s *Server) Capabilities() []WorkerCapabilities {
+	var out []WorkerCapabilities
+	s.locked(func() {
+		for _, w := range s.workers {
+			if !w.removed {
+				out = append(out, WorkerCapabilities{URL: w.URL, Role: w.Role, Capabilities: w.caps, KVCPath: s.kvcPath(w)})
+			}
+		}
+	})
+	order := map[string]int{rolePrefill: 0, roleDecode: 1, roleColo: 2}
+	sort.SliceStable(out, func(i, j int) bool { return order[out[i].Role] < order[out[j].Role] })
+	return out
+}
+
+// kvcPath is the KVC path of a decoder (held lock); "" for other workers
+// and other mechanisms.
+func (s *Server) kvcPath(w *workerInfo) string {
+	if w.Role != roleDecode || !s.kvc() {
+		return ""
+	}
+	return w.caps.KVCPath()
+}
+
+// decoderCaps is decoder d's capabilities (held lock).
+func (s *Server) decoderCaps(d int) Capabilities {
+	for _, w := range s.workers {
+		if w.Role == roleDecode && w.idx == d && !w.removed {
+			return w.caps
+		}
+	}
+	return Capabilities{}
+}
+
+// correct records a decoder's protocol-level refusal of a live request:
+// it does not offer what was asked of it (held lock).
+func (s *Server) correct(d int, edit func(*Capabilities)) {
+	for _, w := range s.workers {
+		if w.Role == roleDecode && w.idx == d && !w.removed {
+			before := w.caps.KVCPath()
+			edit(&w.caps)
+			if after := w.caps.KVCPath(); after != before {
+				s.log.Warn("worker capability corrected by its refusal", "worker", w.URL, "kvc_path_was", before, "kvc_path", after)
+			}
+		}
+	}
+}
+
+var (
+	descCapability = prometheus.NewDesc("pdhybrid_worker_capability", "1 if the worker offers the capability, 0 if it does not, as discovery last learnt it (server_info, and probes of the extension paths that tell a 404 from an error); absent while unknown. Capabilities: decode_radix_cache, conditional_agg, session_cache, snapshot_dump, snapshot_ingest.", []string{"role", "worker", "capability"}, nil)
+	descKVCPath    = prometheus.NewDesc("pdhybrid_worker_kvc_path", "1 for the KVC path a kvcache-centric gateway's requests take on the decoder: extension, local-prefill, delta-pd or plain-pd (docs/gateway.md).", []string{"worker", "path"}, nil)
+)
+
+// capsCollector exposes the capabilities at scrape time.
+type capsCollector struct{ s *Server }
+
+func (capsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descCapability
+	ch <- descKVCPath
+}
+
+func (c capsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, w := range c.s.Capabilities() {
+		k := w.Capabilities
+		for _, f := range []struct {
+			name string
+			t    tri
+		}{{"decode_radix_cache", k.DecodeRadix}, {"conditional_agg", k.CondAgg}, {"session_cache", k.SessionCache},
+			{"snapshot_dump", k.SnapshotDump}, {"snapshot_ingest", k.SnapshotSink}} {
+			if f.t == unknown || (w.Role == rolePrefill) != (f.name == "snapshot_ingest") {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descCapability, prometheus.GaugeValue, b2f(f.t == present), w.Role, w.URL, f.name)
+		}
+		if w.KVCPath != "" {
+			ch <- prometheus.MustNewConstMetric(descKVCPath, prometheus.GaugeValue, 1, w.URL, w.KVCPath)
+		}
+	}
+}

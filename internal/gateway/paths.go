@@ -1,0 +1,117 @@
+package gateway
+
+// Routing each KVC request only to paths its decoder supports
+// (capabilities.go has the order). The dispatcher decides as it always
+// does; what changes on a decoder without the KVC extension is who answers
+// the admission (the router itself: stockAdmit) and how a direct
+// decision is carried out (do_local_prefill on a decoder with conditional
+// aggregation). A protocol-level refusal the capabilities did not foresee
+// — a 404 from the admission path, a 400 "without bootstrap room id" to a
+// direct request — corrects them and sends the request once more, on the
+// path they now allow; the client never sees it.
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// refusalText is the part of SGLang's scheduler abort for a request
+// without a bootstrap room on a disaggregated worker.
+const refusalText = "without bootstrap room id"
+
+// decoderPath is the KVC path of decoder d (held lock): "" when the
+// gateway does not run KVC.
+func (s *Server) decoderPath(d int) string {
+	if !s.kvc() || d < 0 {
+		return ""
+	}
+	return s.decoderCaps(d).KVCPath()
+}
+
+// pathMode labels an execution mode with the path it took on a decoder
+// without the extension (held lock): "kvcache-direct-to-d-session" on a
+// decoder with conditional aggregation is
+// "kvcache-direct-to-d-session-via-local-prefill", a seed on a stock
+// decoder "pd-router-turn1-seed-via-plain-pd".
+func (s *Server) pathMode(mode string, d int) string {
+	if p := s.decoderPath(d); p != "" && p != PathExtension && mode != "" {
+		return mode + "-via-" + p
+	}
+	return mode
+}
+
+// stockAdmit is the router's own admission for a decoder without the
+// session cache: a session the router believes on this decoder goes
+// there direct when the decoder can prefill it locally with its radix
+// cache, everything else is a seed through PD to this decoder, which keeps
+// the session affine to it (and, with the decode radix cache, receives only
+// the delta).
+func (s *Server) stockAdmit(q *request, a kvc.Action) kvc.AdmitReply {
+	pinned, local := false, false
+	s.locked(func() {
+		pin, ok := s.disp.DRouter().Pin(q.session)
+		pinned = ok && pin == a.D && q.session != ""
+		local = s.decoderPath(a.D) == PathLocalPrefill
+	})
+	if pinned && local && !a.ForceSeed {
+		return kvc.AdmitReply{CanAdmit: true, Direct: true}
+	}
+	return kvc.AdmitReply{CanAdmit: true, Reason: "session-not-resident"}
+}
+
+// hasSessionCache reports whether decoder d may take the admission RPC:
+// its session cache is offered or not yet known.
+func (s *Server) hasSessionCache(d int) (ok bool) {
+	s.locked(func() { ok = s.decoderCaps(d).SessionCache != absent })
+	return ok
+}
+
+// noSessionCache records that decoder d answered 404 on the admission
+// path.
+func (s *Server) noSessionCache(d int) {
+	s.locked(func() {
+		s.correct(d, func(c *Capabilities) { c.SessionCache, c.SnapshotDump = absent, absent })
+	})
+}
+
+// directBody shapes a direct request for decoder d: the session named on
+// the extension, do_local_prefill under conditional aggregation.
+func (s *Server) directBody(body map[string]any, q *request, d int) {
+	var path string
+	s.locked(func() { path = s.decoderPath(d) })
+	if path == PathLocalPrefill {
+		delete(body, "session_id")
+		body["do_local_prefill"] = true
+		return
+	}
+	body["session_id"] = q.session
+}
+
+// refused reads a direct request's 400 answer and reports whether it is
+// the protocol-level refusal of a decoder that cannot take it (then the
+// request is to be sent again, once, and d's capabilities are corrected);
+// otherwise resp's body is left as it came, for the relay.
+func (s *Server) refused(q *request, resp *http.Response, d int) bool {
+	if resp.StatusCode != http.StatusBadRequest || q.refused || d < 0 || !s.kvc() {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), resp.Body))
+	if !bytes.Contains(b, []byte(refusalText)) {
+		return false
+	}
+	s.locked(func() {
+		s.correct(d, func(c *Capabilities) {
+			if c.KVCPath() == PathLocalPrefill {
+				c.CondAgg = absent
+			} else {
+				c.SessionCache, c.SnapshotDump = absent, absent
+			}
+		})
+	})
+	q.refused = true
+	return true
+}

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sugarme/tokenizer"
+	"github.com/sugarme/tokenizer/pretrained"
+)
+
+// Tokenizer turns a prompt's text into the model's token ids, so that the
+// gateway hashes what the worker will cache: its prefix blocks, its
+// belief, count_tokens and the cached_tokens it expects then agree with
+// SGLang's radix cache page for page. Without one (serve without
+// --tokenizer) the gateway estimates 4 bytes a token (textTokens) and says
+// so where it reports a count.
+type Tokenizer interface {
+	Encode(text string) ([]int, error)
+}
+
+// hfTokenizer is a Hugging Face tokenizer.json loaded by
+// github.com/sugarme/tokenizer (pure Go: BPE, WordPiece, WordLevel and
+// Unigram models, the normalizers, pre-tokenizers and post-processors of
+// the format).
+type hfTokenizer struct{ tk *tokenizer.Tokenizer }
+
+// LoadTokenizer reads a Hugging Face tokenizer.json. A file the library
+// cannot build (its Split pre-tokenizer compiles patterns with Go's RE2,
+// which has no lookahead, as in the `\s+(?!\S)` of the Qwen2/3 and Llama 3
+// patterns) is an error naming the file, never a panic.
+func LoadTokenizer(path string) (t Tokenizer, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	defer f.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("tokenizer %s: cannot build it: %v (Go's regexp has no lookahead; such a pattern is not supported)", path, r)
+		}
+	}()
+	tk, err := pretrained.FromReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	return hfTokenizer{tk}, nil
+}
+
+// Encode tokenizes text as SGLang's tokenizer manager does for /generate
+// text: without adding special tokens (the chat template, rendered before,
+// carries them as text).
+func (h hfTokenizer) Encode(text string) (ids []int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ids, err = nil, fmt.Errorf("tokenizer: %v", r)
+		}
+	}()
+	en, err := h.tk.EncodeSingle(text, false)
+	if err != nil {
+		return nil, err
+	}
+	return en.Ids, nil
+}
+
+// promptTokens is text's token ids and whether they are the model's
+// (false: the 4-bytes-a-token estimate).
+func (s *Server) promptTokens(text string) ([]int, bool, error) {
+	if s.cfg.Tokenizer == nil {
+		return textTokens(text), false, nil
+	}
+	ids, err := s.cfg.Tokenizer.Encode(text)
+	if err != nil {
+		return nil, false, err
+	}
+	return ids, true, nil
+}
