@@ -88,7 +88,14 @@ type Request struct {
 	node         int32  // deepest radix node this request holds locked
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
-	memo         promptMemo
+	// The host tier (hicache.go): prompt tokens loaded back from host at
+	// admission (counted in CachedTokens), the load not yet done, and the
+	// host path it holds locked.
+	loaded      int
+	loadPending bool
+	hostNode    int32
+	hostLocked  bool
+	memo        promptMemo
 
 	// Times on the owner's clock.
 	SubmittedAt   float64

@@ -206,6 +206,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		} else {
 			held = 0
 			w.tree.Unlock(s.node, now)
+			w.hiDemote(now, s.node)
 			freed += w.tree.EvictPath(s.node)
 		}
 	}
