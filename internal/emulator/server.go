@@ -118,6 +118,7 @@ func (s *Server) newWorker() (*engine.Worker, error) {
 		PrefixCache: c.Role != engine.RoleDecode, MixedChunk: c.MixedChunk, Session: c.Session,
 		PriorityEviction: c.PriorityEviction && c.Role == engine.RolePrefill,
 		ShortestFirst:    c.ShortestFirst, MaxWaitS: c.MaxWaitS,
+		HiCache: c.HiCache,
 	})
 }
 

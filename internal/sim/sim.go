@@ -49,6 +49,8 @@ type WorkerStats struct {
 	EvictedTokens int64   `json:"evicted_tokens"`
 	BusyS         float64 `json:"busy_s"`
 	Utilization   float64 `json:"utilization"` // busy share of the run's duration
+	// Host is the worker's host KV tier (hicache.go; absent without one).
+	Host *HostStats `json:"host,omitempty"`
 }
 
 // ReplayStats describe the replay itself.
@@ -203,10 +205,15 @@ func (s *Sim) build() error {
 	s.kvBytes = c.Profile.Model.KVBytesPerToken()
 	backup := c.Mechanism == KVCacheCentric && c.KVC.PrefillBackup == "capacity-backup"
 	peerD := c.Mechanism.isPeer()
+	hc, err := c.HiCache.engineConfig()
+	if err != nil {
+		return err
+	}
 	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
 		dr := peerD && role == engine.RoleDecode
 		w, err := engine.New(engine.Config{
-			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
+			HiCache: hc,
+			Name:    name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
 			PrefillBackup:     backup && role == engine.RolePrefill,
@@ -476,6 +483,7 @@ func (s *Sim) result() *Result {
 			PrefillSteps: st.PrefillSteps, DecodeSteps: st.DecodeSteps,
 			PrefillTokens: st.PrefillTokens, CachedTokens: st.CachedTokens,
 			KVWaits: st.KVWaits, EvictedTokens: st.EvictedTokens, BusyS: st.BusyS,
+			Host: hostStats(w),
 		}
 		if dur > 0 {
 			ws.Utilization = st.BusyS / dur
