@@ -216,17 +216,22 @@ func (w *Worker) hiReused(now float64, r *Request, n int) {
 
 // hiDemote is the write-back hook: HBM is about to free node n of its
 // prefix cache (and the ancestors only it uses); its path goes to host
-// first. Under write-through the host already holds what was adopted.
-func (w *Worker) hiDemote(now float64, n int32) {
-	if w.host == nil || w.host.policy != WriteBack {
-		return
+// first. Under write-through the host already holds what was adopted. It
+// reports whether the host tier holds the whole path now (a session
+// eviction tells the router so: EvSessionEvicted's Demoted).
+func (w *Worker) hiDemote(now float64, n int32) bool {
+	if w.host == nil {
+		return false
 	}
 	blocks, tokens := w.tree.PathBlocks(n)
 	if len(blocks) == 0 {
-		return
+		return false
 	}
 	last := tokens - int64(len(blocks)-1)*int64(w.cfg.BlockSize)
-	w.hiWrite(now, blocks, last)
+	if w.host.policy == WriteBack {
+		w.hiWrite(now, blocks, last)
+	}
+	return w.host.tree.Match(blocks, last).Tokens == tokens
 }
 
 // hiDemoteOldest demotes the leaf the prefix cache evicts next.
@@ -392,4 +397,32 @@ func (w *Worker) hiLoaded(now float64) {
 			w.hiUnlock(now, r)
 		}
 	}
+}
+
+// admitFromHost is Algorithm 2's answer for a session HBM evicted whose
+// prefix this worker's host tier still holds: a direct append that loads
+// the prefix back, when what is left to compute passes τ_append and the
+// pool has room for the loaded and the computed KV. A host hit that leaves
+// too large an append is no refusal: the admission goes on as for a session
+// not resident (a seed), as it would without the tier.
+func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached int, rep *AdmitReply) bool {
+	if w.host == nil || len(q.Blocks) == 0 || q.ForceSeed || (s == nil && w.cfg.Session.Eviction != EvictBlock) {
+		return false
+	}
+	host := min(w.HostPrefixMatch(q.Blocks, q.Input), q.Input-1) - cached
+	if host < hostLoadMinTokens {
+		return false
+	}
+	appendTok := q.Input - cached - host
+	if q.MaxAppend > 0 && appendTok > q.MaxAppend {
+		return false
+	}
+	var trial AdmitReply
+	if !w.roomFor(now, int64(appendTok+host)+int64(max(q.Output, 1)), q.Session, &trial) {
+		return false
+	}
+	rep.Trimmed, rep.TrimmedTok = trial.Trimmed, trial.TrimmedTok
+	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitDirect, ""
+	rep.CachedTokens, rep.HostTokens, rep.Tier = cached+host, host, TierHost
+	return true
 }

@@ -308,3 +308,65 @@ func TestHiCacheProperty(t *testing.T) {
 		t.Fatal("no request ever loaded from host: the property test exercises no load-back")
 	}
 }
+
+// A KVC decoder with a host tier that trims a session keeps it on host:
+// the eviction event says it was demoted, and the session's next turn is
+// admitted as a direct append from host (Tier host, its 12,800 tokens to
+// load back) instead of a reseed through P; the append then loads them and
+// leaves the session resident in HBM again. Without the tier the same
+// revisit is a seed.
+func TestHiCacheSessionAdmittedFromHost(t *testing.T) {
+	for _, tiers := range []bool{false, true} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 30000,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession},
+			HiCache: HiCacheConfig{Enabled: tiers, Ratio: 3, WritePolicy: WriteThrough}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := chain(1, 210), chain(2, 282)
+		now := seedOn(t, w, 0, "a", a[:200], 12800, 4)
+		rep := w.AdmitSession(now, AdmitQuery{Session: "b", Blocks: b, Input: 18000, Output: 4})
+		if !rep.CanAdmit || rep.Mode != AdmitSeed || rep.Trimmed != 1 {
+			t.Fatalf("tiers %v: b's admission %+v, want a seed that trims a", tiers, rep)
+		}
+		var demoted, evicted bool
+		for _, ev := range w.TakeEvents() {
+			if ev.Kind == EvSessionEvicted && ev.Session == "a" {
+				evicted, demoted = true, ev.Demoted
+			}
+		}
+		if !evicted || demoted != tiers {
+			t.Fatalf("tiers %v: a evicted %v, demoted %v", tiers, evicted, demoted)
+		}
+		now = seedOn(t, w, now, "b", b, 18000, 4)
+		q := AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 1024}
+		rep = w.AdmitSession(now, q)
+		if !tiers {
+			if rep.Mode != AdmitSeed || rep.Tier != TierNone {
+				t.Fatalf("no tiers: revisit %+v, want a seed", rep)
+			}
+			continue
+		}
+		// An append too large for τ_append even after the host hit is no
+		// refusal: the admission goes on as the seed it was without the tier.
+		if big := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 100}); !big.CanAdmit || big.Mode != AdmitSeed || big.Reason != ReasonWasEvicted {
+			t.Fatalf("revisit with τ_append 100: %+v, want a seed (session-was-evicted)", big)
+		}
+		if !rep.CanAdmit || rep.Mode != AdmitDirect || rep.Tier != TierHost || rep.HostTokens != 12800 || rep.CachedTokens != 12800 {
+			t.Fatalf("revisit %+v, want a direct append from host of 12800 tokens", rep)
+		}
+		r := &Request{ID: 9, Kind: Full, Session: "a", KeepSession: true, Blocks: a, Input: 13440, Output: 4}
+		if err := w.Submit(now, r); err != nil {
+			t.Fatal(err)
+		}
+		drive(w, now)
+		checkPool(t, w)
+		checkHost(t, w)
+		if r.Stage != StageDone || r.CachedTokens != 12800 || w.stats.HostLoadedTokens != 12800 {
+			t.Fatalf("append: stage %d, cached %d, loaded %d; want done with 12800 loaded", r.Stage, r.CachedTokens, w.stats.HostLoadedTokens)
+		}
+		if res, _ := w.SessionResidency(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440}); !res {
+			t.Fatal("a is not resident in HBM after its append from host")
+		}
+	}
+}

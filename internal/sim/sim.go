@@ -425,7 +425,11 @@ func (s *Sim) collect(i int) {
 		if ev.Kind == engine.EvSessionEvicted {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
-			s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			if ev.Demoted {
+				s.disp.SessionDemoted(i-s.decodes[0], ev.Session) // on its host tier
+			} else {
+				s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			}
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
 				// The dump carries the session's whole path, shared prefix included.
 				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
