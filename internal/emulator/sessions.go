@@ -228,6 +228,9 @@ type AdmitRequest struct {
 	// limit, the router gates).
 	MaxAppendTokens int  `json:"max_append_tokens"`
 	ForceSeed       bool `json:"force_seed"`
+	// DirectOnly asks for a direct append only (the router gate's RPC): a
+	// session not resident here is refused with session-not-resident.
+	DirectOnly bool `json:"direct_only"`
 }
 
 // AdmitResponse is the engine's typed reply (engine.AdmitReply).
@@ -320,5 +323,5 @@ func admitQuery(in *AdmitRequest, blockSize int) (engine.AdmitQuery, error) {
 		return engine.AdmitQuery{}, badValue("max_new_tokens and max_append_tokens must be ≥ 0")
 	}
 	return engine.AdmitQuery{Session: in.SessionID, Blocks: BlockHashes(toks, blockSize), Input: len(toks),
-		Output: max(out, 1), MaxAppend: in.MaxAppendTokens, ForceSeed: in.ForceSeed}, nil
+		Output: max(out, 1), MaxAppend: in.MaxAppendTokens, ForceSeed: in.ForceSeed, DirectOnly: in.DirectOnly}, nil
 }

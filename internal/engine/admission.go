@@ -113,7 +113,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		rep.Reason = ReasonNotResident
 		return rep
 	}
-	if c := w.cfg.Session.Cap; c > 0 && w.residentSessions() >= c && s == nil {
+	// The session takes a place under the cap unless it holds one already
+	// (a request of it here): a record of a session evicted earlier holds
+	// none.
+	if c := w.cfg.Session.Cap; c > 0 && w.residentSessions() >= c && (s == nil || !s.resident()) {
 		if !w.trimOne(now, q.Session, &rep) {
 			rep.Reason = ReasonSessionCap
 			return rep

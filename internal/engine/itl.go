@@ -4,34 +4,63 @@ package engine
 // tokens of one request. Decode runs are advanced arithmetically, so the gaps
 // are added per run, not per token: within a run every sequence sees the
 // same step durations, base + slope·i for step i.
+//
+// ITL is over completed requests only (as vLLM computes it, and as the
+// summary says): a request's gaps are held with it until it finishes, then
+// added to the histogram; an aborted request's (failed, timed out) are
+// dropped with it.
 
-// recordGaps adds the gaps of the decode run that ends now to the worker's
-// histogram: each sequence's first gap runs from its previous token (through
-// any prefill step it waited behind) to the end of the run's first step; the
-// k−1 later gaps are the steps themselves, added in stretches whose
+// gapStretch is a stretch of a decode run's steps whose durations lie
+// within 0.5% of each other: span gaps of mid seconds.
+type gapStretch struct {
+	mid  float64
+	span int64
+}
+
+// runGaps is what one decode run owes a request: its first gap (from its
+// previous token) and the run's later steps, shared by every sequence in it.
+type runGaps struct {
+	first float64
+	rest  []gapStretch
+}
+
+// recordGaps holds the gaps of the decode run that ends now with each
+// sequence in it: each sequence's first gap runs from its previous token
+// (through any prefill step it waited behind) to the end of the run's first
+// step; the k−1 later gaps are the steps themselves, in stretches whose
 // durations lie within 0.5% of each other (the histogram's buckets are 1%).
 func (w *Worker) recordGaps() {
-	h := w.cfg.Gaps
 	p := &w.plan
-	if h == nil || p.decodeK <= 0 {
+	if w.cfg.Gaps == nil || p.decodeK <= 0 {
 		return
 	}
-	first := w.stepStart + p.base
-	n := 0
-	for _, r := range w.decoding {
-		if r.Stage == StageDecoding {
-			h.Add(first-r.lastTokenAt, 1)
-			n++
-		}
-	}
-	for i := 1; i < p.decodeK && n > 0; {
+	var rest []gapStretch
+	for i := 1; i < p.decodeK; {
 		span := p.decodeK - i
 		if p.slope > 0 {
 			d := p.base + p.slope*float64(i)
 			span = min(span, max(1, int(0.005*d/p.slope)))
 		}
-		mid := p.base + p.slope*(float64(i)+float64(span-1)/2)
-		h.Add(mid, int64(span)*int64(n))
+		rest = append(rest, gapStretch{mid: p.base + p.slope*(float64(i)+float64(span-1)/2), span: int64(span)})
 		i += span
 	}
+	first := w.stepStart + p.base
+	for _, r := range w.decoding {
+		if r.Stage == StageDecoding {
+			r.gaps = append(r.gaps, runGaps{first: first - r.lastTokenAt, rest: rest})
+		}
+	}
+}
+
+// flushGaps adds a completed request's gaps to the histogram.
+func (w *Worker) flushGaps(r *Request) {
+	if h := w.cfg.Gaps; h != nil {
+		for _, g := range r.gaps {
+			h.Add(g.first, 1)
+			for _, s := range g.rest {
+				h.Add(s.mid, s.span)
+			}
+		}
+	}
+	r.gaps = nil
 }

@@ -10,7 +10,31 @@ func (w *Worker) SessionResidency(now float64, q AdmitQuery) (resident bool, cac
 	if !w.cfg.Session.Enabled || w.tree == nil {
 		return false, 0
 	}
-	return w.residency(now, w.dsess[q.Session], q)
+	s := w.dsess[q.Session]
+	cached = w.peekCached(q)
+	return s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock), cached
+}
+
+// peekCached is what residency would find cached of q's prompt, without
+// naming the session's output tail: the match, extended over the tail's
+// whole blocks when nameOutput would file them under q's ids.
+func (w *Worker) peekCached(q AdmitQuery) int {
+	if len(q.Blocks) == 0 {
+		return 0
+	}
+	last := w.lastBlockTokens(q.Input, len(q.Blocks))
+	m := w.tree.Match(q.Blocks, last)
+	tokens := m.Tokens
+	if t := w.tails[q.Session]; t != nil {
+		bs := w.cfg.BlockSize
+		full := t.input / bs
+		end := min((t.input+int(t.tokens))/bs, len(q.Blocks))
+		if end > full && full > 0 && q.Blocks[full-1] == t.lastWhole && m.Blocks >= full && m.Blocks < end &&
+			w.free()+w.evictable() >= int64(end-m.Blocks)*int64(bs) {
+			tokens = int64(end) * int64(bs) // nameOutput files every named block whole
+		}
+	}
+	return min(int(tokens), q.Input-1)
 }
 
 // residency is Algorithm 2's first question. The session's last output

@@ -416,6 +416,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 		w.joining = removeReq(w.joining, r)
 	}
 	w.freeRequest(now, r)
+	r.gaps = nil // ITL counts completed requests only (itl.go)
 	if r.sessCounted {
 		r.sessCounted = false
 		if s := w.dsess[r.Session]; s != nil {

@@ -25,6 +25,7 @@ type request struct {
 	stream  bool
 	ids     any    // input_ids as sent (raw JSON or []any), for the admission RPC
 	text    string // or the text
+	turn    int    // its session's turn, counted once (retries are the same turn)
 	attempt int    // dispatches so far, retries included
 	retry   string // why the last attempt should be retried ("" = it answered)
 	retryOn string // the worker whose failure calls for the retry (metrics)
@@ -143,11 +144,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 
 // serveRequest dispatches one parsed request and answers w, dispatching it
 // again when a worker answered with a retryable status before anything
-// reached the client.
+// reached the client. A retry is the same turn of its session: the turn is
+// counted once, before the first attempt.
 func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *request) {
 	rec := s.record(w, q) // metrics.go
 	defer rec.end(ctx)
 	w = rec
+	q.turn = s.countTurn(q.session)
 	for q.attempt = 0; ; q.attempt++ {
 		q.retry, q.retryOn = "", ""
 		s.dispatchOnce(ctx, w, q)
@@ -163,79 +166,93 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 	}
 }
 
+// countTurn counts a request of session as its next turn and returns the
+// turn's number (1 without a session).
+func (s *Server) countTurn(session string) (turn int) {
+	turn = 1
+	s.locked(func() {
+		if session != "" {
+			s.turns[session]++
+			turn = s.turns[session]
+			s.seen[session] = time.Now()
+		}
+		if s.dispatched++; s.dispatched%1024 == 0 {
+			s.expireSessions(time.Now())
+		}
+	})
+	return turn
+}
+
 // retryable says whether a worker's status is worth another attempt.
 func (s *Server) retryable(q *request, status int) bool {
 	return q.attempt < s.cfg.Retries && (status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500)
 }
 
+// dispatchOnce is one attempt: a dispatch begun, executed and finished.
 func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *request) {
 	s.probeResidency(ctx, q)
 	var d *kvc.Dispatch
 	s.locked(func() {
-		turn := 1
-		if q.session != "" {
-			s.turns[q.session]++
-			turn = s.turns[q.session]
-			s.seen[q.session] = time.Now()
-		}
-		if s.dispatched++; s.dispatched%1024 == 0 {
-			s.expireSessions(time.Now())
-		}
-		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
+		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: q.turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
 			Avoid: q.avoid, Parent: q.parent})
 	})
-	s.execute(ctx, w, q, d)
+	l := s.lifeOf(d)
+	defer l.finish(false) // every exit path finishes it; this is the net
+	s.execute(ctx, w, q, l)
 }
 
 // execute carries out the dispatcher's actions for one request until one
-// answers the client.
-func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request, d *kvc.Dispatch) {
+// answers the client (or calls for a retry). Each step reports its own
+// outcomes.
+func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request, l *life) {
 	delayed := false
 	for range 64 {
-		var a kvc.Action
-		s.locked(func() { a = d.Action() })
+		a := l.action()
 		if a.Delay > 0 && !delayed {
 			delayed = true // backpressure: the decoder's recommended pause (capped)
-			select {
-			case <-time.After(time.Duration(a.Delay * float64(time.Second))):
-			case <-ctx.Done():
+			if !s.pause(ctx, a.Delay) {
+				l.finish(false) // the client left during the pause
 				return
 			}
 		}
 		switch a.Kind {
 		case kvc.ActAdmit:
-			rep := s.admit(ctx, s.decodeURL(a.D), q, a, d)
+			rep := s.admit(ctx, s.decodeURL(a.D), q, a, l.d)
 			s.met.admitted(rep)
-			s.locked(func() { d.Reply(rep) })
+			l.reply(rep)
 			delayed = false
 			continue
 		case kvc.ActColo:
-			if s.single(ctx, w, s.coloURL(a.D), q, d, false) {
-				return
-			}
+			s.single(ctx, w, s.coloURL(a.D), q, l, false)
 		case kvc.ActDirect:
-			if s.single(ctx, w, s.decodeURL(a.D), q, d, true) {
+			if s.single(ctx, w, s.decodeURL(a.D), q, l, true) {
 				s.afterDirect(w, q, a.D) // D→P sync, active mode (dtop.go)
-				return
 			}
 		case kvc.ActWholeP:
 			// KVC v3: a prefill worker serves it whole (its whole-request
 			// extension, `pdhybrid worker --serve-whole`).
-			if s.single(ctx, w, s.prefillAt(a.P).URL, q, d, true) {
-				return
-			}
+			s.single(ctx, w, s.prefillAt(a.P).URL, q, l, true)
 		case kvc.ActSeed, kvc.ActPD:
-			if s.pd(ctx, w, a, q, d) {
-				return
-			}
+			s.pd(ctx, w, a, q, l)
 		case kvc.ActFail:
+			l.finish(false)
 			writeError(w, http.StatusServiceUnavailable, a.Cause)
-			return
-		default:
-			return
 		}
+		return
 	}
+	l.finish(false)
 	writeError(w, http.StatusInternalServerError, "gateway: the dispatcher did not settle")
+}
+
+// pause waits a backpressure pause of delay seconds; false when the client
+// left first.
+func (s *Server) pause(ctx context.Context, delay float64) bool {
+	select {
+	case <-time.After(time.Duration(delay * float64(time.Second))):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // admit is the admission RPC to a decoder. A worker without the KVC
@@ -245,6 +262,12 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Action, d *kvc.Dispatch) kvc.AdmitReply {
 	body := map[string]any{"session_id": q.session, "max_new_tokens": q.output,
 		"max_append_tokens": a.MaxAppend, "force_seed": a.ForceSeed}
+	if a.DirectOnly {
+		// The router gate asks for a direct append only: a decoder that
+		// lost the session refuses (session-not-resident), as in the
+		// simulator, instead of answering seed.
+		body["direct_only"] = true
+	}
 	if q.ids != nil {
 		body["input_ids"] = q.ids
 	} else {
@@ -282,11 +305,12 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 	}
 }
 
-// single sends the request whole to one worker (colocated, or a direct
-// append naming the session on its decoder) and relays the answer. It
-// reports whether the client got an answer; false means the worker could
-// not be reached and the dispatcher was told.
-func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string, q *request, d *kvc.Dispatch, direct bool) bool {
+// single sends the request whole to one worker (colocated, a direct
+// append naming the session on its decoder, or whole on a prefill worker)
+// and relays the answer. It reports whether the worker answered the client
+// (false: it could not be reached, or q.retry says why to try again). No
+// failure here is a transport failure: nothing crosses P→D.
+func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string, q *request, l *life, direct bool) bool {
 	body := clone(q.body)
 	if direct {
 		body["session_id"] = q.session
@@ -296,39 +320,23 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		rid = newRID()
 		body["rid"] = rid
 	}
-	s.locked(func() { d.Accepted() }) // counted in flight from now (see pd)
+	l.accept() // counted in flight from now (see pd)
 	resp, err := s.send(ctx, base+"/generate", body)
-	// dec is the decoder the request went to; −1 when a prefill worker
-	// serves it whole, which the decoders' breaker does not judge.
-	dec := d.Decoder()
 	if err != nil {
-		s.locked(func() {
-			if dec >= 0 {
-				s.disp.PeerFailed(s.now(), dec)
-			}
-			d.Finished(false)
-			d.Refused("worker-unreachable: " + base + ": " + err.Error())
-		})
+		l.finish(false)
+		if ctx.Err() == nil {
+			writeError(w, http.StatusServiceUnavailable, "worker-unreachable: "+base+": "+err.Error())
+		}
 		return false
 	}
 	defer resp.Body.Close()
 	if s.retryable(q, resp.StatusCode) {
-		io.Copy(io.Discard, resp.Body)
-		q.retry, q.retryOn = fmt.Sprintf("%s answered %d", base, resp.StatusCode), base
-		s.locked(func() {
-			if dec >= 0 {
-				if resp.StatusCode >= 500 {
-					s.disp.PeerFailed(s.now(), dec)
-				}
-				q.avoid = append(q.avoid, dec)
-			}
-			d.Finished(false)
-		})
-		return true
+		return s.singleRetry(q, l, base, resp)
 	}
-	mode := ""
-	s.locked(func() { mode = d.Mode() })
-	ok, committed := relay(w, resp, mode, base, nil, nil)
+	if resp.StatusCode == http.StatusOK {
+		resp.Body = &firstByte{ReadCloser: resp.Body, f: l.prefillOver} // the first token: its prefill is over
+	}
+	ok, committed := relay(w, resp, l.mode(), base, nil, nil)
 	ok = ok && resp.StatusCode == http.StatusOK
 	if !ok && ctx.Err() != nil {
 		s.abort(base, rid, abortDisconnect) // the client left
@@ -338,13 +346,22 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		// client: say so, not a silent empty answer.
 		writeError(w, http.StatusBadGateway, "gateway: "+base+": answer cut short")
 	}
-	s.locked(func() {
-		if ok && dec >= 0 {
-			s.disp.PeerOK(dec)
-		}
-		d.Finished(ok)
-	})
-	return true
+	l.finish(ok)
+	return ok
+}
+
+// singleRetry ends an attempt whose worker answered a retryable status:
+// the decoder (if any) is avoided by the next attempt.
+func (s *Server) singleRetry(q *request, l *life, base string, resp *http.Response) bool {
+	io.Copy(io.Discard, resp.Body)
+	q.retry, q.retryOn = fmt.Sprintf("%s answered %d", base, resp.StatusCode), base
+	// dec is the decoder the request went to; −1 when a prefill worker
+	// serves it whole.
+	if dec := l.d.Decoder(); dec >= 0 {
+		q.avoid = append(q.avoid, dec)
+	}
+	l.finish(false)
+	return false
 }
 
 func clone(m map[string]any) map[string]any {

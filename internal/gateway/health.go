@@ -113,10 +113,10 @@ func (s *Server) noteHealth(w *workerInfo, ok bool, fails map[*workerInfo]int) {
 	s.locked(func() {
 		switch down := s.disp.Down(role, w.idx); {
 		case ok && down:
+			// Back in service; its transfer breaker, if open, closes only
+			// on its half-open probe's landed transfer (kvc/breaker.go):
+			// a worker that answers /health may still lose KV on the way.
 			s.disp.SetDown(role, w.idx, false)
-			if role == kvc.RoleDecode {
-				s.disp.PeerOK(w.idx) // healthy again: its breaker closes too
-			}
 		case !ok && !down && fails[w] >= s.cfg.Health.Failures:
 			s.disp.SetDown(role, w.idx, true)
 		}

@@ -45,12 +45,19 @@ func (b *breaker) sent(now float64) bool {
 	return false
 }
 
-func (b *breaker) failure(now float64) {
+// failure counts a transport failure at now; probe says it was the
+// half-open breaker's probe's.
+func (b *breaker) failure(now float64, probe bool) {
 	if b.cfg.Failures <= 0 {
 		return
 	}
 	if b.open {
-		b.openedAt, b.probing = now, false // the probe failed: wait again
+		// Open: wait again. A straggler (decided before the breaker
+		// opened) failing leaves the probe out, if any, to say how it went.
+		b.openedAt = now
+		if probe {
+			b.probing = false
+		}
 		return
 	}
 	kept := b.fails[:0]
@@ -70,10 +77,9 @@ func (b *breaker) success() {
 	b.fails = b.fails[:0]
 }
 
-// PeerFailed reports a failed KV transfer to decoder d at now; PeerOK a
-// transfer that landed. They drive d's breaker.
-func (x *Dispatcher) PeerFailed(now float64, d int) { x.breakers[d].failure(now) }
-func (x *Dispatcher) PeerOK(d int)                  { x.breakers[d].success() }
+// PeerFailed reports a failed KV transfer to decoder d at now that no
+// dispatch owns (a request's own failure is Dispatch.TransferFailed).
+func (x *Dispatcher) PeerFailed(now float64, d int) { x.breakers[d].failure(now, false) }
 
 // BreakerOpen reports whether d's breaker holds traffic back at now.
 func (x *Dispatcher) BreakerOpen(now float64, d int) bool { return !x.breakers[d].allows(now) }

@@ -7,12 +7,12 @@ import "testing"
 // success (or waits again on its failure).
 func TestBreaker(t *testing.T) {
 	b := breaker{cfg: BreakerConfig{Failures: 2, WindowS: 10, CooldownS: 5}}
-	b.failure(0)
-	b.failure(11) // the first fell out of the window
+	b.failure(0, false)
+	b.failure(11, false) // the first fell out of the window
 	if !b.allows(11) {
 		t.Fatal("opened on failures more than a window apart")
 	}
-	b.failure(12)
+	b.failure(12, false)
 	if b.allows(12) || b.allows(16.9) {
 		t.Fatal("open breaker let traffic through during its cooldown")
 	}
@@ -23,7 +23,7 @@ func TestBreaker(t *testing.T) {
 	if b.allows(17.5) {
 		t.Fatal("a second request went through while the probe is out")
 	}
-	b.failure(18) // the probe failed: wait again
+	b.failure(18, true) // the probe failed: wait again
 	if b.allows(22) || !b.allows(23) {
 		t.Fatal("a failed probe should restart the cooldown")
 	}

@@ -101,6 +101,12 @@ type Dispatcher struct {
 	backups  map[int][]string // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
 	noPaths  bool // SetQuiet: nobody reads a request's path, so none is written
+	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
+	// and the violations seen.
+	open         int
+	trace        func(string) // SetTrace (belief.go)
+	lcErr        error
+	lcViolations int
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -129,29 +135,31 @@ func (x *Dispatcher) DRouter() *Router { return x.d }
 
 // Dispatch is one request's way through the dispatcher.
 type Dispatch struct {
-	x        *Dispatcher
-	r        Request
-	act      Action
-	tried    []bool
-	attempts int
-	why      string // why the request did not go direct (first reason)
-	suffix   string // the fallback's refinement (-session-cap, ...)
-	mode     string
-	path     []string
-	chosenD  int
-	chosenP  int
-	kind     ActionKind // the executing action, once decided
-	pause    float64
-	accepted bool
-	seeding  bool    // counted in its decoder's seeds in flight
-	probe    bool    // the half-open breaker's probe
-	holds    bool    // a direct or seed counted in its session's inflight
-	homeHeld bool    // HomeHolds: refused by the home, sent plain PD, the session left pinned there
-	now      float64 // when Begin was called: breakers judge by it
-	lastD    int     // the session's decoder before this request
-	pTok     int     // the peers: prefill tokens counted in pActive
-	dBlk     int     // the peers: blocks counted in dActive
-	dPre     int     // pd-conditional: local prefill blocks counted in dPrefill
+	x         *Dispatcher
+	r         Request
+	act       Action
+	tried     []bool
+	attempts  int
+	why       string // why the request did not go direct (first reason)
+	suffix    string // the fallback's refinement (-session-cap, ...)
+	mode      string
+	path      []string
+	chosenD   int
+	chosenP   int
+	kind      ActionKind // the executing action, once decided
+	pause     float64
+	accepted  bool
+	stage     stage   // where it is in its lifecycle (lifecycle.go)
+	seeding   bool    // counted in its decoder's seeds in flight
+	probe     bool    // the half-open breaker's probe
+	holds     bool    // a direct or seed counted in its session's inflight
+	firstSeen bool    // its Accepted made its session seen (a failure undoes it)
+	homeHeld  bool    // HomeHolds: refused by the home, sent plain PD, the session left pinned there
+	now       float64 // when Begin was called: breakers judge by it
+	lastD     int     // the session's decoder before this request
+	pTok      int     // the peers: prefill tokens counted in pActive
+	dBlk      int     // the peers: blocks counted in dActive
+	dPre      int     // pd-conditional: local prefill blocks counted in dPrefill
 	// v3 (v3.go): what this request adds to its queues of prefill work.
 	cached, dTok, dQ, pQ, pQAt int
 	pend, pendD                int      // cold routing's tokens on a decoder until it answers
@@ -163,6 +171,10 @@ type Dispatch struct {
 // Begin starts a request's dispatch at now; Action says what to do first.
 func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	x.open++
+	if x.trace != nil {
+		x.traced("Begin %s/%d in=%d out=%d", r.Session, r.Turn, r.Input, r.Output)
+	}
 	if s := x.sessions[r.Session]; s != nil {
 		t.lastD = s.last
 	}
@@ -289,8 +301,11 @@ func (t *Dispatch) Action() Action { return t.act }
 
 // Reply feeds the answer to the last ActAdmit.
 func (t *Dispatch) Reply(rep AdmitReply) {
-	if t.act.Kind != ActAdmit {
-		panic("kvc: Reply without an admission in progress")
+	if !t.expect("Reply", t.stage == stDeciding && t.act.Kind == ActAdmit) {
+		return
+	}
+	if t.x.trace != nil {
+		t.x.traced("Reply d%d can=%t direct=%t %s", t.act.D, rep.CanAdmit, rep.Direct, rep.Reason)
 	}
 	d := t.act.D
 	x := t.x
@@ -498,4 +513,10 @@ func (t *Dispatch) plainPD(mode string) {
 func (t *Dispatch) decide(k ActionKind, p, d int, mode string) {
 	t.kind, t.chosenP, t.chosenD, t.mode = k, p, d, mode
 	t.act = Action{Kind: k, P: p, D: d, Delay: t.pause} // a pause still owed (v3's inline round trip)
+	if k.CrossesTransport() && d >= 0 {
+		// The half-open breaker's one probe is taken when the request is
+		// decided, not when it is accepted: every dispatch decided in
+		// between would pass allows() too.
+		t.probe = t.x.breakers[d].sent(t.now)
+	}
 }

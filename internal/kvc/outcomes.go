@@ -15,13 +15,15 @@ func (t *Dispatch) Path() []string { return t.path }
 // routers' state moves (only accepted requests pin sessions or enter the
 // cache belief).
 func (t *Dispatch) Accepted() {
-	x := t.x
-	t.accepted = true
-	t.v3Accepted()
-	if t.chosenD >= 0 && (t.kind == ActSeed || t.kind == ActPD) {
-		// Only what crosses the transport can probe its breaker.
-		t.probe = x.breakers[t.chosenD].sent(t.now)
+	if !t.expect("Accepted", t.stage == stDeciding && t.act.Kind.starts()) {
+		return
 	}
+	if t.x.trace != nil {
+		t.x.traced("Accepted %s p%d d%d %s", t.act.Kind, t.act.P, t.act.D, t.mode)
+	}
+	x := t.x
+	t.accepted, t.stage = true, stAccepted
+	t.v3Accepted()
 	if x.cfg.Mechanism.IsPeer() {
 		x.bindSession(t)
 		x.dActive[t.chosenD] += t.dBlk
@@ -68,22 +70,40 @@ func (t *Dispatch) Accepted() {
 		}
 		s.handles[t.chosenD] = h
 	}
-	x.session(t.r.Session).seen = true
+	if s := x.session(t.r.Session); !s.seen {
+		s.seen, t.firstSeen = true, true
+	}
 	t.act = Action{Kind: ActDone, P: -1, D: -1}
 }
 
 // Refused tells the dispatcher the workers refused the decided action (a
 // request larger than a pool, say): the request fails with the cause.
 func (t *Dispatch) Refused(cause string) {
+	if !t.expect("Refused", t.stage == stDeciding && t.act.Kind.starts()) {
+		return
+	}
+	t.x.traced("Refused")
+	t.freeProbe()
 	if t.paths() {
 		t.note("refused: %s", cause)
 	}
 	t.act = Action{Kind: ActFail, P: -1, D: -1, Cause: cause}
 }
 
-// PrefillDone tells the dispatcher the request left its prefill worker (or,
-// prefilled on its decoder, produced its first token there).
+// PrefillDone tells the dispatcher the request's prefill is over: its KV
+// landed on its decoder (PD, seed), or its first token came (prefilled
+// where it decodes: a direct append, colocated, whole on P). Both executors
+// call it once, at that point (docs/lifecycle.md); Finished implies it.
 func (t *Dispatch) PrefillDone() {
+	if !t.expect("PrefillDone", t.stage == stAccepted) {
+		return
+	}
+	t.x.traced("PrefillDone")
+	t.stage = stDecoding
+	t.prefillDone()
+}
+
+func (t *Dispatch) prefillDone() {
 	t.v3PrefillDone()
 	if t.accepted && t.dPre > 0 {
 		t.x.dPrefill[t.chosenD] -= t.dPre
@@ -105,15 +125,30 @@ func (t *Dispatch) PrefillDone() {
 // Finished tells the dispatcher the request ended (ok: completed). Reject
 // counts reset per the configured rule.
 func (t *Dispatch) Finished(ok bool) {
+	if !t.expect("Finished", t.stage != stEnded) {
+		return
+	}
+	t.x.traced("Finished %s", verdict(ok, "ok", "failed"))
 	x := t.x
+	t.stage = stEnded
+	x.open--
 	t.v3Answered()
 	t.v3FinishedWholeP()
-	t.PrefillDone()
-	if t.probe {
-		// A probe that ended with no transport outcome (cut short before
-		// its transfer landed or failed) frees the half-open slot.
-		x.breakers[t.chosenD].probing = false
-		t.probe = false
+	t.prefillDone()
+	t.freeProbe()
+	if t.firstSeen && !ok {
+		// The session's first accepted request failed: nothing of it was
+		// kept anywhere, so a retry (the gateway's) is its first turn
+		// again, labelled and placed as one.
+		if s := x.sessions[t.r.Session]; s != nil {
+			others := s.inflight
+			if t.holds {
+				others-- // this one, still counted
+			}
+			if others == 0 {
+				s.seen = false
+			}
+		}
 	}
 	if !t.accepted || t.chosenD < 0 {
 		return // not started, or served whole on a prefill worker (v3)
@@ -147,6 +182,16 @@ func (t *Dispatch) Finished(ok bool) {
 	}
 }
 
+// freeProbe frees the half-open slot of a probe that ended with no
+// transport outcome (refused, or cut short before its transfer landed or
+// failed).
+func (t *Dispatch) freeProbe() {
+	if t.probe {
+		t.x.breakers[t.chosenD].probing = false
+		t.probe = false
+	}
+}
+
 // sendTo records the request as dispatched to worker w of router r, its
 // blocks shared with the router's belief when the request allows it.
 func (t *Dispatch) sendTo(r *Router, w int) radix.Handle {
@@ -165,6 +210,7 @@ func (t *Dispatch) Prefill() int { return t.chosenP }
 // tracking belief the router forgets it was there; never-shrink keeps
 // believing (the seed, F9).
 func (x *Dispatcher) SessionEvicted(d int, session string) {
+	x.traced("SessionEvicted d%d %s", d, session)
 	if x.cfg.Belief != BeliefTrack {
 		return
 	}

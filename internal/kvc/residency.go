@@ -49,6 +49,7 @@ func (x *Dispatcher) ForgetSession(session string) {
 		return
 	}
 	x.unpin(session)
+	x.setOnP(s, 0) // no longer hosted whole on a prefill worker (v3)
 	delete(x.sessions, session)
 	x.d.Forget(session)
 	if x.p != nil {

@@ -114,6 +114,9 @@ type Config struct {
 	SLO             metrics.SLO `json:"slo"`
 	SampleIntervalS float64     `json:"sample_interval_s"` // worker occupancy log period (sim seconds)
 	Seed            uint64      `json:"seed"`
+	// editDispatch edits the dispatcher's configuration before it is
+	// built: the conformance suite runs a row's own (tests only).
+	editDispatch func(*kvc.DispatchConfig)
 }
 
 // DefaultMaxBacklog bounds the requests a run holds at once: `pdhybrid sim

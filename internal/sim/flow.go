@@ -270,8 +270,8 @@ func (s *Sim) transferDone(r *req) {
 		}
 		return
 	}
+	r.x.TransferLanded()
 	r.x.PrefillDone()
-	s.disp.PeerOK(r.d - s.decodes[0])
 	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return

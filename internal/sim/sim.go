@@ -279,6 +279,9 @@ func (s *Sim) build() error {
 	}
 	dc := c.dispatchConfig()
 	dc.BlockSize = bs
+	if c.editDispatch != nil {
+		c.editDispatch(&dc) // the conformance suite's rows (conformance_test.go)
+	}
 	if c.Mechanism == PDConditional && !c.Peer.ApproxOverlap {
 		dc.Peer.DecodeCached = s.kvEvents
 	}

@@ -36,13 +36,15 @@ func (s *Sim) transferTimeout(r *req, x *engine.Transfer) {
 		return
 	}
 	p, d := r.p-s.prefills[0], r.d-s.decodes[0]
+	r.x.TransferFailed(s.now)
 	s.peerFailed(p, d)
 	s.failLegs(r, fmt.Sprintf("kv-transfer-timeout: %s → %s: a transfer of %d bytes still unfinished after %g s",
 		s.workers[r.p].Name(), s.workers[r.d].Name(), x.Bytes, s.cfg.TransferTimeoutS))
 }
 
+// peerFailed marks the P→D peer dead under the hair-trigger mode (the
+// dispatcher's breaker heard of the failure from the request itself).
 func (s *Sim) peerFailed(p, d int) {
-	s.disp.PeerFailed(s.now, d)
 	if s.cfg.PeerFailure == PeerHairTrigger {
 		if s.deadPeer == nil {
 			s.deadPeer = map[[2]int]bool{}

@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/kvc/kvctest"
+)
+
+// TestExecutorConformance runs the conformance suite's scripted sessions
+// (kvc/kvctest) through the gateway's executor, over HTTP to emulated
+// workers on loopback: the dispatcher calls in order and the belief
+// afterwards must be the row's, as the simulator's executor must
+// (internal/sim/conformance_test.go).
+func TestExecutorConformance(t *testing.T) {
+	for _, row := range kvctest.Rows {
+		t.Run("gateway/"+row.Name, func(t *testing.T) {
+			if row.Only != "" && row.Only != "gateway" {
+				t.Skip(row.Why)
+			}
+			calls, snap, decoders := gatewayConformance(t, row)
+			if err := row.Check(calls, snap, nil); err != nil {
+				t.Fatal(err)
+			}
+			if row.MaxResident > 0 {
+				for _, d := range decoders {
+					if n := residentSessions(t, d); n > float64(row.MaxResident) {
+						t.Fatalf("%s holds %g sessions, at most %d allowed", d.URL(), n, row.MaxResident)
+					}
+				}
+			}
+		})
+	}
+}
+
+// gatewayConformance runs a row's turns one after another through a
+// gateway in front of one emulated prefill worker and row.Decoders
+// emulated KVC decoders, and returns the dispatcher's calls and final
+// belief.
+func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, []*emulator.Server) {
+	t.Helper()
+	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, func(c *emulator.Config) { c.ServeWhole = true })
+	var decoders []*emulator.Server
+	for range max(row.Decoders, 1) {
+		decoders = append(decoders, emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, func(c *emulator.Config) {
+			c.Session = engine.SessionConfig{Enabled: true, Cap: row.SessionCap}
+		}))
+	}
+	retries := row.Retries
+	if retries == 0 {
+		retries = -1 // none, as the simulator
+	}
+	cfg := Config{Dispatch: row.Config(), Retries: retries, Health: HealthConfig{Interval: -1}}
+	cfg.Prefill = []Prefill{{URL: faulty(t, p.URL(), row.Fault, engine.RolePrefill), BootstrapPort: p.BootstrapPort()}}
+	urls := []string{p.URL()}
+	var first atomic.Bool // FaultDecode503Once: the first decode /generate anywhere
+	for _, d := range decoders {
+		cfg.Decode = append(cfg.Decode, faultyDecoder(t, d.URL(), row.Fault, &first))
+		urls = append(urls, d.URL())
+	}
+	emulatortest.WaitHealthy(t, urls...)
+	gw, srv := serve(t, cfg)
+	var calls []string
+	srv.locked(func() { srv.disp.SetTrace(func(c string) { calls = append(calls, c) }) })
+	prompts := kvctest.NewPrompts()
+	outs := map[string][]int{}
+	for i, turn := range row.Turns {
+		toks := prompts.Next(turn, outs[turn.Session])
+		body := map[string]any{"input_ids": toks, "session_id": turn.Session, "sampling_params": map[string]any{"max_new_tokens": turn.Output}}
+		if row.Fault == kvctest.FaultPauseClientLeaves {
+			clientLeaves(t, gw.URL, body, 200*time.Millisecond)
+			continue
+		}
+		a := generate(t, gw.URL, body)
+		if turn.Fails != (a.status != http.StatusOK) || !turn.Fails && len(a.outputIDs) != turn.Output {
+			t.Fatalf("turn %d (%s): %+v, want failed %t", i+1, turn.Session, a, turn.Fails)
+		}
+		outs[turn.Session] = a.outputIDs
+	}
+	waitFor(t, func() (idle bool) {
+		srv.locked(func() { idle = srv.disp.Open() == 0 })
+		return idle
+	}, "every dispatch finished")
+	var snap kvc.Snapshot
+	var got []string
+	srv.locked(func() {
+		snap = srv.disp.Snapshot()
+		got = append(got, calls...)
+		if err := srv.disp.LifecycleErr(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("calls %q", got)
+	return got, snap, decoders
+}
+
+// faulty puts a stand-in before a prefill worker that injects the row's
+// fault (the worker itself when there is none to inject there).
+func faulty(t *testing.T, base, fault string, role engine.Role) string {
+	t.Helper()
+	if fault != kvctest.FaultTransfer {
+		return base
+	}
+	target, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/generate" {
+			// SGLang's prefill worker whose transfer to D failed.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"error":{"message":"KVTransferError: KV transfer to the decode instance failed","code":500}}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// faultyDecoder puts a stand-in before a decoder that injects the row's
+// decoder faults: a 503 to the first /generate of all decoders, a 5 s
+// pause hint refusing every admission, or a stream cut after its first
+// event.
+func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string {
+	t.Helper()
+	switch fault {
+	case kvctest.FaultDecode503Once, kvctest.FaultPauseClientLeaves, kvctest.FaultDecodeDiesMidStream:
+	default:
+		return base
+	}
+	target, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case fault == kvctest.FaultDecode503Once && r.URL.Path == "/generate" && first.CompareAndSwap(false, true):
+			http.Error(w, `{"error":{"message":"overloaded","code":503}}`, http.StatusServiceUnavailable)
+			return
+		case fault == kvctest.FaultPauseClientLeaves && r.URL.Path == "/session_cache/admit_direct_append":
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"can_admit":false,"mode":"none","reason":"fault-injected","recommended_pause_ms":5000}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// clientLeaves sends body and hangs up after d.
+func clientLeaves(t *testing.T, gw string, body map[string]any, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	j, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/generate", bytes.NewReader(j))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the request answered %d before the client left", resp.StatusCode)
+	}
+}

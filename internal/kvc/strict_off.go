@@ -1,0 +1,5 @@
+//go:build !kvcstrict
+
+package kvc
+
+const strictDefault = false
