@@ -406,11 +406,11 @@ func (w *Worker) hiLoaded(now float64) {
 // too large an append is no refusal: the admission goes on as for a session
 // not resident (a seed), as it would without the tier.
 func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached int, rep *AdmitReply) bool {
-	if w.host == nil || len(q.Blocks) == 0 || q.ForceSeed || (s == nil && w.cfg.Session.Eviction != EvictBlock) {
+	if q.ForceSeed {
 		return false
 	}
-	host := min(w.HostPrefixMatch(q.Blocks, q.Input), q.Input-1) - cached
-	if host < hostLoadMinTokens {
+	host := w.hostBeyond(s, q, cached)
+	if host == 0 {
 		return false
 	}
 	appendTok := q.Input - cached - host
@@ -425,4 +425,18 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitDirect, ""
 	rep.CachedTokens, rep.HostTokens, rep.Tier = cached+host, host, TierHost
 	return true
+}
+
+// hostBeyond is the prompt tokens of a session this worker held (s, or
+// any at block granularity, where evicted sessions are forgotten) that its
+// host tier holds beyond HBM's cached ones, when enough to load (0 else).
+func (w *Worker) hostBeyond(s *dSession, q AdmitQuery, cached int) int {
+	if w.host == nil || len(q.Blocks) == 0 || (s == nil && w.cfg.Session.Eviction != EvictBlock) {
+		return 0
+	}
+	host := min(w.HostPrefixMatch(q.Blocks, q.Input), q.Input-1) - cached
+	if host < hostLoadMinTokens {
+		return 0
+	}
+	return host
 }

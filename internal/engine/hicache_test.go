@@ -340,6 +340,11 @@ func TestHiCacheSessionAdmittedFromHost(t *testing.T) {
 		}
 		now = seedOn(t, w, now, "b", b, 18000, 4)
 		q := AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 1024}
+		// The residency probe answers from the same tiers, touching nothing.
+		res, cached, tier := w.SessionTier(now, q)
+		if want := map[bool]string{false: TierNone, true: TierHost}[tiers]; res != tiers || tier != want || (tiers && cached != 12800) {
+			t.Fatalf("tiers %v: probe says resident %v, %d cached, tier %q; want %v, tier %q", tiers, res, cached, tier, tiers, want)
+		}
 		rep = w.AdmitSession(now, q)
 		if !tiers {
 			if rep.Mode != AdmitSeed || rep.Tier != TierNone {
