@@ -158,7 +158,15 @@ func TestBadValueClasses(t *testing.T) {
 		{"--fault-slow-transfer", []string{"worker", "--role", "prefill", "--fault-slow-transfer", "0.5"}},
 		{"--snapshot-buf", []string{"worker", "--role", "prefill", "--snapshot-buf", "0"}},
 		{"--backpressure-high-water", []string{"bench", "--backpressure-high-water", "1.5"}},
+		{"--hicache-ratio", []string{"sim", "--enable-hierarchical-cache", "--hicache-ratio", "1"}},
+		{"--hicache-write-policy", []string{"bench", "--enable-hierarchical-cache", "--hicache-write-policy", "write_around"}},
+		{"--hicache-size", []string{"sim", "--enable-hierarchical-cache", "--hicache-size", "10"}},    // smaller than the HBM pool
+		{"--hicache-size", []string{"worker", "--enable-hierarchical-cache", "--hicache-size", "10"}}, // likewise
+		{"--hicache-ratio", []string{"bench", "--enable-hierarchical-cache", "--hicache-ratio", "3", "--hicache-size", "500"}},
 		// flags that do not apply to the mode chosen
+		{"--hicache-ratio", []string{"sim", "--hicache-ratio", "3"}},
+		{"--hicache-write-policy", []string{"worker", "--hicache-write-policy", "write_back"}},
+		{"--enable-hierarchical-cache", []string{"worker", "--role", "decode", "--enable-hierarchical-cache"}},
 		{"--rate", []string{"trace", "convert", "--from", "weka", "--rate", "0.005", tr}},
 		{"--rate", []string{"trace", "stats", "--rate", "0.005", tr}},
 		{"--sort", []string{"trace", "convert", "--from", "weka", "--sort", tr}},

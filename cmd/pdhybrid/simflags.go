@@ -56,6 +56,7 @@ type simFlags struct {
 	kvc         kvcFlags
 	transport   transportFlags
 	peer        peerFlags
+	hicache     hicacheFlags
 }
 
 // defaultGoodput is the SLO goodput counts against unless --goodput says
@@ -81,6 +82,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.maxBacklog, "max-backlog", sim.DefaultMaxBacklog, "stop the run, marked incomplete, when this many `requests` are in flight or waiting at once (an overloaded cluster; about 14 KB of memory each); warnings on stderr from a tenth of it; 0 = no limit")
 	fs.IntVar(&f.maxRunning, "max-running", 0, "max running `requests` per worker, the decode batch included; 0 = the profile's (SGLang's default for the model and GPU: 2048 on the H200, 128 where a profile states none)")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
+	f.hicache.register(fs, "every mechanism")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "divide trace time (and think time) by this `factor`, in [0.001, 1000]; 2 replays twice as fast")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "max `requests` in flight from the client; 0 = unlimited")
 	fs.Float64Var(&f.timeout, "timeout", 0, "per-request timeout in `seconds` from sending; 0 = none")
@@ -176,6 +178,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 		ck.num(n, above(0).upTo(1e6).orZero("no bound").is("a number of seconds"))
 	}
 	ck.num("sample-interval", sampleRange)
+	f.hicache.check(ck)
 
 	ck.oneOf("output-reuse", "all", "sessions")
 	ck.only("link", m.pdWorkers(), "to mechanisms with P and D workers (pd-disaggregation, kvcache-centric, the peers), which transfer KV from P to D")
@@ -317,6 +320,7 @@ func (f *simFlags) checkWithProfile(ck *checks, p *model.Profile, m runModes) {
 				r.flag, r.v, float64(p.Model.WeightBytes)/1e9, float64(p.Hardware.WorkspaceBytes)/1e9, p.Name, r.v, float64(p.Hardware.HBMBytes)/1e9, need)
 		}
 	}
+	f.hicache.checkWithProfile(ck, p, p.KVPoolTokens(max(f.memPrefill, f.memDecode, f.memColo)))
 	if f.maxInput > p.Model.MaxContext {
 		ck.fail("--max-input-len %d: longer than %s's context of %d tokens; want 0 (the context) or a number of tokens in [1, %d]", f.maxInput, p.Model.Name, p.Model.MaxContext, p.Model.MaxContext)
 	}
@@ -347,6 +351,10 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		Peer: f.peer.config(),
 	}
 	f.transport.apply(&cfg)
+	if f.hicache.enabled {
+		h := f.hicache.config()
+		cfg.HiCache = &sim.HiCache{Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: h.WritePolicy.String()}
+	}
 	return cfg
 }
 

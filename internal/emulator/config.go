@@ -21,6 +21,9 @@ type Config struct {
 	MemFraction float64 // 0: the profile's (SGLang --mem-fraction-static)
 	PoolTokens  int64   // overrides MemFraction when > 0 (SGLang --max-total-tokens)
 	MixedChunk  bool
+	// HiCache gives the worker a host KV tier below its prefix cache
+	// (SGLang --enable-hierarchical-cache; engine/hicache.go).
+	HiCache engine.HiCacheConfig
 	// Session makes a decode worker session-aware (the KVC decoder).
 	Session engine.SessionConfig
 	// ServeWhole lets a prefill worker serve a request that carries no

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
@@ -73,6 +74,8 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 		"page_size": c.BlockSize, "chunked_prefill_size": c.ChunkTokens, "max_running_requests": l.maxRunning,
 		"max_total_num_tokens": l.capacity, "context_length": c.Profile.Model.MaxContext,
 		"tp_size": 1, "dp_size": 1, "enable_mixed_chunk": c.MixedChunk,
+		"enable_hierarchical_cache": c.HiCache.Enabled, "hicache_ratio": cmp.Or(c.HiCache.Ratio, engine.DefaultHiCacheRatio),
+		"hicache_size": float64(c.HiCache.SizeBytes) / 1e9, "hicache_write_policy": c.HiCache.WritePolicy.String(),
 		"incremental_streaming_output": c.IncrementalStream, "version": Version,
 		"internal_states": []map[string]any{{
 			"num_running_reqs": l.running, "num_waiting_reqs": l.waiting, "token_usage": l.tokenUsage,

@@ -7,6 +7,9 @@ import "net/http"
 type LookupResponse struct {
 	Resident     bool `json:"resident"`
 	CachedTokens int  `json:"cached_tokens"`
+	// Tier names where: hbm, host (the worker's host KV tier, with
+	// --enable-hierarchical-cache) or none (an extension).
+	Tier string `json:"tier"`
 }
 
 // handleLookup is the residency probe of the KVC extension: the body of an
@@ -20,7 +23,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out LookupResponse
-	if !s.d.do(func(now float64) { out.Resident, out.CachedTokens = s.w.SessionResidency(now, q) }) {
+	if !s.d.do(func(now float64) { out.Resident, out.CachedTokens, out.Tier = s.w.SessionTier(now, q) }) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}

@@ -242,6 +242,11 @@ type AdmitResponse struct {
 	RecommendedPauseMs int    `json:"recommended_pause_ms"`
 	TrimmedSessions    int    `json:"trimmed_sessions"`
 	TrimmedTokens      int64  `json:"trimmed_tokens"`
+	// Tier is where the worker holds the session's prefix: hbm, host (its
+	// host KV tier: host_tokens of cached_tokens are loaded back) or none
+	// (an extension of the seed's reply, engine/hicache.go).
+	Tier       string `json:"tier"`
+	HostTokens int    `json:"host_tokens"`
 }
 
 // ReasonFaultInjected is the refusal of the refuse-admissions fault.
@@ -264,6 +269,7 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, AdmitResponse{
 		CanAdmit: rep.CanAdmit, Mode: rep.Mode.String(), Reason: rep.Reason, CachedTokens: rep.CachedTokens,
 		RecommendedPauseMs: int(math.Round(rep.PauseMs)), TrimmedSessions: rep.Trimmed, TrimmedTokens: rep.TrimmedTok,
+		Tier: rep.Tier, HostTokens: rep.HostTokens,
 	})
 }
 

@@ -49,10 +49,15 @@ type AdmitReply struct {
 	// for a seed "session-not-resident" or "session-was-evicted" (it was
 	// here once); "" for a direct append.
 	Reason       string
-	CachedTokens int     // prompt tokens this worker holds for the request
-	PauseMs      float64 // recommended_pause_ms: a backpressure hint, 0 when none
-	Trimmed      int     // sessions evicted to make room
-	TrimmedTok   int64
+	CachedTokens int // prompt tokens this worker holds for the request
+	// Tier says where the session's prefix is: TierHBM (resident), TierHost
+	// (demoted to this worker's host tier: a direct append that loads it
+	// back first; HostTokens of CachedTokens come from host) or TierNone.
+	Tier       string
+	HostTokens int
+	PauseMs    float64 // recommended_pause_ms: a backpressure hint, 0 when none
+	Trimmed    int     // sessions evicted to make room
+	TrimmedTok int64
 }
 
 // Reasons of admission replies.
@@ -62,6 +67,13 @@ const (
 	ReasonSessionCap  = "session-cap"
 	ReasonNotResident = "session-not-resident"
 	ReasonWasEvicted  = "session-was-evicted"
+)
+
+// Tiers an admission reply names (AdmitReply.Tier).
+const (
+	TierHBM  = "hbm"
+	TierHost = "host"
+	TierNone = "none"
 )
 
 // AdmitSession answers an admission RPC (Algorithm 2). A granted admission
@@ -78,9 +90,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		s = w.dsess[q.Session]
 	}
 	resident, cached := w.residency(now, s, q)
-	rep.CachedTokens = cached
+	rep.CachedTokens, rep.Tier = cached, TierNone
 	out := int64(max(q.Output, 1))
 	if resident {
+		rep.Tier = TierHBM
 		appendTok := q.Input - cached
 		if q.MaxAppend > 0 && appendTok > q.MaxAppend {
 			rep.Reason = ReasonLargeAppend
@@ -91,6 +104,9 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 			return rep
 		}
 		rep.CanAdmit, rep.Mode = true, AdmitDirect
+		return rep
+	}
+	if w.admitFromHost(now, s, q, cached, &rep) {
 		return rep
 	}
 	if q.DirectOnly {

@@ -33,6 +33,7 @@ func (w *Worker) ReleaseDump(now float64, session string) int64 {
 		w.dumps = append(w.dumps[:i], w.dumps[i+1:]...)
 		w.dumping -= h.tokens
 		w.tree.Unlock(h.node, now)
+		w.hiDemote(now, h.node)
 		freed := w.tree.EvictPath(h.node)
 		w.stats.EvictedTokens += freed
 		w.grantReservations(now)

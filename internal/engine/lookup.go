@@ -6,13 +6,30 @@ package engine
 // have not routed, so the decoder that holds it is the one they ask for
 // admission. Unlike AdmitSession it trims nothing, evicts nothing and
 // reserves nothing.
+//
+// With a host tier, a session trimmed from HBM that the host kept is
+// resident too (its next turn appends here, loading it back): cached then
+// counts the host's tokens (SessionTier says which tier).
 func (w *Worker) SessionResidency(now float64, q AdmitQuery) (resident bool, cached int) {
+	resident, cached, _ = w.SessionTier(now, q)
+	return resident, cached
+}
+
+// SessionTier is SessionResidency naming the tier that holds the session:
+// TierHBM, TierHost or TierNone.
+func (w *Worker) SessionTier(now float64, q AdmitQuery) (resident bool, cached int, tier string) {
 	if !w.cfg.Session.Enabled || w.tree == nil {
-		return false, 0
+		return false, 0, TierNone
 	}
 	s := w.dsess[q.Session]
 	cached = w.peekCached(q)
-	return s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock), cached
+	if s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock) {
+		return true, cached, TierHBM
+	}
+	if host := w.hostBeyond(s, q, cached); host > 0 {
+		return true, cached + host, TierHost
+	}
+	return false, cached, TierNone
 }
 
 // peekCached is what residency would find cached of q's prompt, without

@@ -68,6 +68,7 @@ func (w *Worker) dropTail(t *outputTail) {
 func (w *Worker) nameOutput(now float64, r *Request) {
 	t := w.tails[r.Session]
 	if t == nil {
+		w.hiNameOutput(now, r)
 		return
 	}
 	w.dropTail(t)
@@ -80,7 +81,13 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	m := w.tree.Lock(r.Blocks[:end], int64(bs), now)
 	defer func() { w.tree.Unlock(m.Node, now) }()
 	if m.Blocks < full {
-		return // the previous prompt itself was evicted meanwhile
+		// The previous prompt itself was evicted meanwhile: with a host
+		// tier the output goes down to where the prompt may be.
+		if w.host != nil {
+			w.hiDemoteTail(t)
+			w.hiNameOutput(now, r)
+		}
+		return
 	}
 	if !w.makeRoomFor(now, int64(end-m.Blocks)*int64(bs), r.Session) {
 		return
@@ -102,6 +109,7 @@ func (w *Worker) evictOldestTail() int64 {
 		}
 		if t.live && !t.pinned {
 			w.dropTail(t)
+			w.hiDemoteTail(t)
 			return t.tokens
 		}
 	}

@@ -12,6 +12,9 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 	r.own = 0
 	w.reserved -= r.reservedOut
 	r.reservedOut = 0
+	if r.hostLocked {
+		w.hiUnlock(now, r)
+	}
 	if r.locked {
 		w.tree.Unlock(r.node, now)
 		r.locked = false
@@ -57,8 +60,10 @@ func (w *Worker) makeRoomFor(now float64, need int64, except string) bool {
 		case hasTail && (!hasLeaf || tt < lt):
 			w.stats.EvictedTokens += w.evictOldestTail()
 		case hasLeaf && w.cfg.Session.Enabled && w.cfg.Session.Eviction == EvictBlock:
+			w.hiDemoteOldest(now)
 			w.stats.EvictedTokens += w.tree.NibbleOne(need - w.free())
 		case hasLeaf:
+			w.hiDemoteOldest(now)
 			w.stats.EvictedTokens += w.tree.Evict(1)
 		default:
 			return false

@@ -90,6 +90,13 @@ type Request struct {
 	kvWaited     bool // already counted in Stats.KVWaits
 	memo         promptMemo
 	wait         waitState // order.go
+	// The host tier (hicache.go): prompt tokens loaded back from host at
+	// admission (counted in CachedTokens), the load not yet done, and the
+	// host path it holds locked.
+	loaded      int
+	loadPending bool
+	hostNode    int32
+	hostLocked  bool
 
 	// Times on the owner's clock.
 	SubmittedAt   float64
@@ -157,6 +164,10 @@ type Event struct {
 	Session string   // EvSessionEvicted
 	Blocks  []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
 	Stall   float64  // EvStall: seconds
+	// Demoted (EvSessionEvicted): the worker's host tier holds the KV HBM
+	// freed, so the session's next turn can still append here, loading it
+	// back (hicache.go); a router keeps believing the session is here.
+	Demoted bool
 	// Hot (EvSessionEvicted): the session had a request admitted or queued
 	// on this worker when it was evicted; only TrimAny evicts such a
 	// session (TrimIdle, the seed's, evicts idle ones only).

@@ -99,6 +99,9 @@ func (w *Worker) Advance(now float64) {
 		w.decoding = kept
 	}
 	if len(p.chunks) > 0 {
+		if w.host != nil {
+			w.hiLoaded(end)
+		}
 		w.stats.PrefillSteps++
 		for _, c := range p.chunks {
 			if c.req.Stage != StagePrefill {
@@ -149,8 +152,9 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 		}
 		node, _ := w.insertPrompt(r, r.node, r.Blocks, from, last, now)
 		// The tree now holds the prompt (adopted, or present already): the
-		// request's own copy of it is released.
-		uncached := int64(r.Uncached())
+		// request's own copy of it (what it computed and what it loaded
+		// from host) is released.
+		uncached := int64(r.Uncached() + r.loaded)
 		r.own -= uncached
 		w.own -= uncached
 		r.node, r.locked = node, true
@@ -246,6 +250,11 @@ func (w *Worker) planNext(now float64) {
 			b, ctx := w.batchShape()
 			p.decodeK, p.batch, p.ctx = 1, b, ctx
 			dur += w.mixedDecodeS(b, ctx)
+		}
+		if w.host != nil {
+			dur = w.hiStepS(dur)
+		}
+		if p.decodeK > 0 {
 			p.base, p.slope = dur, 0
 		}
 	case len(w.decoding) > 0:
@@ -320,26 +329,33 @@ func (w *Worker) admit(now float64, r *Request) bool {
 		r.matched = m.Blocks
 		// At least one token is always computed: its logits start decoding.
 		cached = min(int(m.Tokens), r.Input-1)
+		w.hiReused(now, r, m.Blocks)
 	}
-	r.CachedTokens = max(cached, 0)
+	cached = max(cached, 0)
+	// What the host tier holds past HBM's match is loaded back (hicache.go):
+	// cached for the prefill, but it takes room in the pool like computed KV.
+	r.loaded = w.hiMatch(now, r, cached)
+	r.CachedTokens = cached + r.loaded
 	out := int64(w.outputOf(r))
-	need := int64(r.Uncached()) + out
+	need := int64(r.Uncached()+r.loaded) + out
 	w.unpinFor(now, r)
 	if !w.makeRoomFor(now, need, r.Session) {
 		if r.locked {
 			w.tree.Unlock(r.node, now)
 			r.locked = false
 		}
-		r.CachedTokens, r.matched = 0, 0
+		w.hiUnlock(now, r)
+		r.CachedTokens, r.matched, r.loaded = 0, 0, 0
 		return false
 	}
 	w.admitted++
-	r.own = int64(r.Uncached())
+	r.own = int64(r.Uncached() + r.loaded)
 	w.own += r.own
 	r.reservedOut = out
 	w.reserved += out
 	r.Stage, r.AdmittedAt = StagePrefill, now
-	w.stats.CachedTokens += int64(r.CachedTokens)
+	r.loadPending = r.loaded > 0
+	w.stats.CachedTokens += int64(cached)
 	return true
 }
 

@@ -185,6 +185,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	}
 	var path []uint64
 	var held int64
+	demoted := false // the host tier holds what HBM frees (hicache.go)
 	if s.pinned {
 		if w.cfg.Session.ReportPaths || w.cfg.Session.DumpOnEvict {
 			path, held = w.tree.PathBlocks(s.node)
@@ -196,6 +197,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		} else {
 			held = 0
 			w.tree.Unlock(s.node, now)
+			demoted = w.hiDemote(now, s.node)
 			freed += w.tree.EvictPath(s.node)
 		}
 	}
@@ -208,7 +210,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	w.stats.EvictedTokens += freed
 	freed += held // what the eviction will have freed once its dump ends (at most)
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path, Hot: hot})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path, Hot: hot, Demoted: demoted})
 	return freed
 }
 

@@ -84,6 +84,9 @@ type Config struct {
 	// KVC v3's workers (order.go).
 	ShortestFirst bool
 	MaxWaitS      float64
+	// HiCache gives the worker a host-memory KV tier below its prefix
+	// cache (SGLang --enable-hierarchical-cache; hicache.go).
+	HiCache HiCacheConfig
 	// Gaps, when set, receives every inter-token gap of the requests this
 	// worker decodes (itl.go); several workers may share one.
 	Gaps *metrics.GapHistogram
@@ -108,6 +111,16 @@ type Stats struct {
 	TailTrims int64
 	StallS    float64
 	BusyS     float64
+	// The host KV tier (hicache.go): prompt tokens loaded back from host
+	// instead of computed, in how many steps' loads and what those loads
+	// took on the link; tokens written to host, host writes skipped for
+	// want of room, and tokens the host pool evicted.
+	HostLoadedTokens  int64
+	HostLoads         int64
+	HostLoadS         float64
+	HostWrittenTokens int64
+	HostWriteSkips    int64
+	HostEvictedTokens int64
 }
 
 // Worker is one engine instance.
@@ -156,6 +169,7 @@ type Worker struct {
 	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
 	dumping    int64                // their tokens
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
+	host       *hostTier            // hicache.go: the host KV tier, nil without one
 
 	events []Event
 	stats  Stats
@@ -200,6 +214,13 @@ func New(cfg Config) (*Worker, error) {
 		w.tree = radix.New(cfg.BlockSize)
 	}
 	w.initOrder()
+	if cfg.HiCache.Enabled && w.tree != nil {
+		h, err := newHostTier(cfg, w.capacity)
+		if err != nil {
+			return nil, err
+		}
+		w.host = h
+	}
 	return w, nil
 }
 

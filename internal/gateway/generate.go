@@ -336,13 +336,16 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 		Reason   string  `json:"reason"`
 		PauseMs  float64 `json:"recommended_pause_ms"`
 		Cached   int     `json:"cached_tokens"`
+		Tier     string  `json:"tier"`
+		Host     int     `json:"host_tokens"`
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
 	defer cancel()
 	status, err := s.postJSON(actx, base+"/session_cache/admit_direct_append", body, &out)
 	switch {
 	case err == nil && status == http.StatusOK:
-		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached}
+		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached,
+			Tier: out.Tier, HostTokens: out.Host}
 	case err == nil && status == http.StatusNotFound:
 		// Stock SGLang: no such path. The belief is corrected and the
 		// router answers for the decoder.

@@ -56,6 +56,11 @@ type AdmitReply struct {
 	// CachedTokens is the prompt tokens the decoder holds for the request
 	// (v3 weighs the rest against the prefill worker's queue).
 	CachedTokens int
+	// Tier is where the decoder holds the session's prefix: "hbm", "host"
+	// (its host KV tier: a direct append loads HostTokens of CachedTokens
+	// back first) or "none"; "" from a decoder that does not say (tiers.go).
+	Tier       string
+	HostTokens int
 }
 
 type sessState struct {
@@ -66,6 +71,7 @@ type sessState struct {
 	pending  int            // tokens pin will hold once the request in flight there ends
 	inflight int            // its requests direct or seeded, not yet finished
 	evicted  bool           // last reported evicting it (labels: session-was-evicted)
+	onHost   bool           // pin reported demoting it to its host tier (tiers.go)
 	backup   int            // prefill worker keeping a capacity-backup of it; −1 none
 	handles  []radix.Handle // per decoder: the path the router believes it holds
 	rejects  []int          // per decoder: its refusals of the session (τ_reject), nil while none
@@ -323,7 +329,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	}
 	if rep.Direct {
 		if t.paths() {
-			t.note("admit %s: direct", x.d.names[d])
+			t.note("admit %s: direct%s", x.d.names[d], fromHost(rep))
 		}
 		t.decide(ActDirect, -1, d, "kvcache-direct-to-d-session")
 		return

@@ -66,6 +66,9 @@ type Config struct {
 	ChunkTokens int  `json:"chunk_tokens"`
 	MaxRunning  int  `json:"max_running"`
 	MixedChunk  bool `json:"mixed_chunk"`
+	// HiCache gives every worker with a prefix cache a host KV tier (nil:
+	// none; hicache.go).
+	HiCache *HiCache `json:"hicache,omitempty"`
 
 	// Replay.
 	TimeScale   float64 `json:"time_scale"`    // trace time is divided by this (2 = twice as fast)
@@ -247,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SampleIntervalS <= 0 {
 		return fmt.Errorf("sim: sample interval %v, expected > 0", c.SampleIntervalS)
+	}
+	if _, err := c.HiCache.engineConfig(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -78,7 +78,8 @@ func (s *Sim) admit(r *req) {
 	if !s.quiet {
 		s.logAdmission(w, r, rep)
 	}
-	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs, CachedTokens: rep.CachedTokens})
+	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs, CachedTokens: rep.CachedTokens,
+		Tier: rep.Tier, HostTokens: rep.HostTokens})
 	s.execute(r)
 }
 

@@ -49,6 +49,8 @@ type WorkerStats struct {
 	EvictedTokens int64   `json:"evicted_tokens"`
 	BusyS         float64 `json:"busy_s"`
 	Utilization   float64 `json:"utilization"` // busy share of the run's duration
+	// Host is the worker's host KV tier (hicache.go; absent without one).
+	Host *HostStats `json:"host,omitempty"`
 }
 
 // ReplayStats describe the replay itself.
@@ -203,10 +205,15 @@ func (s *Sim) build() error {
 	s.kvBytes = c.Profile.Model.KVBytesPerToken()
 	backup := c.Mechanism == KVCacheCentric && c.KVC.PrefillBackup == "capacity-backup"
 	peerD := c.Mechanism.isPeer()
+	hc, err := c.HiCache.engineConfig()
+	if err != nil {
+		return err
+	}
 	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
 		dr := peerD && role == engine.RoleDecode
 		w, err := engine.New(engine.Config{
-			Name: name, Role: role, Profile: c.Profile, BlockSize: bs,
+			HiCache: hc,
+			Name:    name, Role: role, Profile: c.Profile, BlockSize: bs,
 			PoolTokens: c.Profile.KVPoolTokens(frac), ChunkTokens: c.ChunkTokens,
 			MaxRunning: c.MaxRunning, PrefixCache: cache, MixedChunk: c.MixedChunk, Gaps: s.gaps, Session: sc,
 			PrefillBackup:     backup && role == engine.RolePrefill,
@@ -421,7 +428,11 @@ func (s *Sim) collect(i int) {
 		if ev.Kind == engine.EvSessionEvicted {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
-			s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			if ev.Demoted {
+				s.disp.SessionDemoted(i-s.decodes[0], ev.Session) // on its host tier
+			} else {
+				s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+			}
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
 				// The dump carries the session's whole path, shared prefix included.
 				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
@@ -479,6 +490,7 @@ func (s *Sim) result() *Result {
 			PrefillSteps: st.PrefillSteps, DecodeSteps: st.DecodeSteps,
 			PrefillTokens: st.PrefillTokens, CachedTokens: st.CachedTokens,
 			KVWaits: st.KVWaits, EvictedTokens: st.EvictedTokens, BusyS: st.BusyS,
+			Host: hostStats(w),
 		}
 		if dur > 0 {
 			ws.Utilization = st.BusyS / dur

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+)
+
+// TestSimHierarchicalCache: --enable-hierarchical-cache gives naive PD's
+// prefill worker a host tier that summary.json reports; on a workload
+// whose sessions outgrow a small prefill pool the tier serves prompt
+// tokens from host that the run without it recomputes, and config.json
+// records the tier only when it is on.
+func TestSimHierarchicalCache(t *testing.T) {
+	run := func(extra ...string) (map[string]any, map[string]any) {
+		dir := filepath.Join(t.TempDir(), "run")
+		args := append([]string{"sim", "--mechanism", "pd-disaggregation", "--synth-sessions", "8", "--synth-requests", "120",
+			"--mem-fraction-prefill", "0.45", "--out", dir}, extra...)
+		if _, se, err := runCLI(args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, se)
+		}
+		var sum, cfg map[string]any
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return sum, cfg
+	}
+	prefill := func(sum map[string]any) map[string]any {
+		return sum["workers"].(map[string]any)["prefill-0"].(map[string]any)
+	}
+	offSum, offCfg := run()
+	onSum, onCfg := run("--enable-hierarchical-cache", "--hicache-write-policy", "write_back")
+	if _, ok := offCfg["hicache"]; ok {
+		t.Fatalf("config.json without the tier has a hicache entry: %v", offCfg["hicache"])
+	}
+	if h, _ := onCfg["hicache"].(map[string]any); h["write_policy"] != "write_back" {
+		t.Fatalf("config.json: hicache %v, want write_policy write_back", onCfg["hicache"])
+	}
+	if _, ok := prefill(offSum)["host"]; ok {
+		t.Fatal("summary.json without the tier reports a host tier")
+	}
+	host, _ := prefill(onSum)["host"].(map[string]any)
+	if host == nil || host["loaded_tokens"].(float64) <= 0 || host["written_tokens"].(float64) <= 0 {
+		t.Fatalf("prefill-0's host tier: %v; want tokens written to host and loaded back", host)
+	}
+	offComputed, onComputed := prefill(offSum)["prefill_tokens"].(float64), prefill(onSum)["prefill_tokens"].(float64)
+	if onComputed >= offComputed {
+		t.Fatalf("prefill-0 computed %v tokens with the tier, %v without: the tier saved nothing", onComputed, offComputed)
+	}
+	t.Logf("prefill-0 computed %v tokens without the tier, %v with it (%v loaded from host)", offComputed, onComputed, host["loaded_tokens"])
+}
+
+// TestSweepHierarchicalCacheKnob: the tier is a sweep knob like any sim
+// flag, its cells named by it, and a cell with it on records it.
+func TestSweepHierarchicalCacheKnob(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sw")
+	args := []string{"sweep", "--mechanism", "pd-disaggregation", "--set", "enable-hierarchical-cache=false,true",
+		"--out", dir, "--", "--synth-sessions", "3"}
+	if _, se, err := runCLI(args...); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, se)
+	}
+	for cell, want := range map[string]bool{
+		"pd-disaggregation_1P3D_agentic_enable-hierarchical-cache=false": false,
+		"pd-disaggregation_1P3D_agentic_enable-hierarchical-cache=true":  true,
+	} {
+		var cfg map[string]any
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, cell, "config.json")), &cfg); err != nil {
+			t.Fatalf("%s: %v", cell, err)
+		}
+		if _, on := cfg["hicache"]; on != want {
+			t.Fatalf("%s: config.json hicache %v, want the tier %v", cell, cfg["hicache"], want)
+		}
+	}
+}

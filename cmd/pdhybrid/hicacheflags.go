@@ -1,0 +1,72 @@
+package main
+
+import (
+	"math"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/model"
+)
+
+// hicacheFlags are SGLang HiCache's flags, under SGLang's names, for sim,
+// bench, sweep (as knobs) and the emulated worker: a host KV tier below
+// every worker's prefix cache (engine/hicache.go, docs/engine.md).
+type hicacheFlags struct {
+	enabled bool
+	ratio   float64
+	sizeGB  float64
+	policy  string
+}
+
+var (
+	hicacheRatioRange = above(1).upTo(1000).is("a multiple of the HBM KV pool")
+	hicacheSizeRange  = above(0).upTo(1 << 20).orZero("size by --hicache-ratio").is("a number of GB")
+)
+
+func (f *hicacheFlags) register(fs *pflag.FlagSet, who string) {
+	fs.BoolVar(&f.enabled, "enable-hierarchical-cache", false, who+": a host-memory KV tier below each worker's prefix cache, as SGLang HiCache's L2: KV evicted from HBM is demoted to host, a later prompt loads it back over the GPU's PCIe link (the profile's host-pcie5) overlapped layer by layer with its prefill, the host pool keeps its own LRU (SGLang --enable-hierarchical-cache; off by default)")
+	fs.Float64Var(&f.ratio, "hicache-ratio", engine.DefaultHiCacheRatio, "with --enable-hierarchical-cache: host KV pool size as a `multiple` of the worker's HBM KV pool, in (1, 1000] (SGLang --hicache-ratio)")
+	fs.Float64Var(&f.sizeGB, "hicache-size", 0, "with --enable-hierarchical-cache: host KV pool size per worker in `GB` (10^9 bytes), overriding --hicache-ratio; it must hold more than the HBM pool (SGLang --hicache-size); 0 = by --hicache-ratio")
+	fs.StringVar(&f.policy, "hicache-write-policy", "write_through", "with --enable-hierarchical-cache: when HBM's KV is copied to host: `write_through` (everything cached, at once), write_through_selective (KV reused from HBM) or write_back (only what HBM evicts, at eviction) (SGLang --hicache-write-policy)")
+}
+
+// check validates the flags; the tier applies to every mechanism (a worker
+// without a prefix cache, a naive-PD decoder, has nothing to demote).
+func (f *hicacheFlags) check(ck *checks) {
+	ck.num("hicache-ratio", hicacheRatioRange)
+	ck.num("hicache-size", hicacheSizeRange)
+	ck.oneOf("hicache-write-policy", engine.WritePolicies...)
+	for _, n := range []string{"hicache-ratio", "hicache-size", "hicache-write-policy"} {
+		ck.only(n, f.enabled, "with --enable-hierarchical-cache")
+	}
+	if ck.set("hicache-ratio") && ck.set("hicache-size") {
+		ck.fail("--hicache-ratio and --hicache-size: give one (--hicache-size overrides the ratio)")
+	}
+}
+
+// checkWithProfile checks what the tier needs of the profile: a host link,
+// and a host pool larger than HBM's (pool tokens per worker).
+func (f *hicacheFlags) checkWithProfile(ck *checks, p *model.Profile, pool int64) {
+	if !f.enabled {
+		return
+	}
+	if _, err := p.HostLink(); err != nil {
+		ck.fail("--enable-hierarchical-cache: %v", err)
+	}
+	if f.sizeGB > 0 && pool > 0 {
+		if host := int64(f.sizeGB*1e9) / p.Model.KVBytesPerToken(); host <= pool {
+			ck.fail("--hicache-size %v: a host pool of %d tokens is no larger than the HBM pool's %d; want more than %.1f GB",
+				f.sizeGB, host, pool, float64(pool*p.Model.KVBytesPerToken())/1e9)
+		}
+	}
+}
+
+// config is the engine's tier for these flags.
+func (f *hicacheFlags) config() engine.HiCacheConfig {
+	if !f.enabled {
+		return engine.HiCacheConfig{}
+	}
+	wp, _ := engine.ParseWritePolicy(f.policy) // checked
+	return engine.HiCacheConfig{Enabled: true, Ratio: f.ratio, SizeBytes: int64(math.Round(f.sizeGB * 1e9)), WritePolicy: wp}
+}

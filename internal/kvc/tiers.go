@@ -1,0 +1,55 @@
+package kvc
+
+import "fmt"
+
+// KV tiers in the router's belief. A decoder with a host KV tier (SGLang
+// HiCache's L2, engine/hicache.go) that evicts a session from HBM may keep
+// it on host: its next turn can still append there, loading the prefix back
+// over PCIe in a fraction of what a reseed through P costs. The router then
+// keeps believing the decoder holds the session — pin, blocks and all — at
+// the host tier, so Algorithm 1 still sends the next turn there, and the
+// decoder's admission reply says which tier served it.
+
+// Tiers a session's prefix is believed to be in (Dispatcher.Tier).
+const (
+	TierHBM  = "hbm"
+	TierHost = "host"
+	TierNone = "none"
+)
+
+// SessionDemoted is a decoder's report that it evicted a session from HBM
+// to its host tier. The pinned decoder keeps the session in the router's
+// belief, marked as on host; a decoder the session has left is forgotten as
+// for SessionEvicted (the router sends the session to its pin, not there).
+func (x *Dispatcher) SessionDemoted(d int, session string) {
+	s := x.sessions[session]
+	if s == nil || x.cfg.Belief != BeliefTrack {
+		return
+	}
+	if s.pin != d {
+		x.SessionEvicted(d, session)
+		return
+	}
+	s.onHost = true
+}
+
+// Tier is where the router believes the session's prefix is: in its
+// decoder's HBM, on that decoder's host tier, or nowhere.
+func (x *Dispatcher) Tier(session string) string {
+	s := x.sessions[session]
+	switch {
+	case s == nil || s.pin < 0:
+		return TierNone
+	case s.onHost:
+		return TierHost
+	}
+	return TierHBM
+}
+
+// fromHost is a direct admission's note on the tier it loads from.
+func fromHost(rep AdmitReply) string {
+	if rep.Tier != TierHost {
+		return ""
+	}
+	return fmt.Sprintf(" from its host tier (%d of %d cached tokens loaded back)", rep.HostTokens, rep.CachedTokens)
+}

@@ -1,0 +1,53 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+)
+
+// HiCache is a run's host KV tier: every worker with a prefix cache gets
+// one (SGLang --enable-hierarchical-cache; engine/hicache.go). Naive PD's
+// decoders have no prefix cache and so none.
+type HiCache struct {
+	// Ratio sizes each host pool as a multiple of its worker's HBM pool
+	// (--hicache-ratio); SizeBytes, when > 0, in bytes (--hicache-size).
+	Ratio     float64 `json:"ratio,omitempty"`
+	SizeBytes int64   `json:"size_bytes,omitempty"`
+	// WritePolicy is write_through, write_through_selective or write_back.
+	WritePolicy string `json:"write_policy"`
+}
+
+// engineConfig is the tier as the engine takes it (none for nil).
+func (h *HiCache) engineConfig() (engine.HiCacheConfig, error) {
+	if h == nil {
+		return engine.HiCacheConfig{}, nil
+	}
+	wp, err := engine.ParseWritePolicy(h.WritePolicy)
+	if err != nil {
+		return engine.HiCacheConfig{}, fmt.Errorf("sim: hierarchical cache: %w", err)
+	}
+	return engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp}, nil
+}
+
+// HostStats are one worker's host-tier counters at the end of a run
+// (summary.json's workers.NAME.host; absent without a tier).
+type HostStats struct {
+	PoolTokens    int64   `json:"pool_tokens"`
+	LoadedTokens  int64   `json:"loaded_tokens"` // prompt tokens loaded back instead of computed
+	Loads         int64   `json:"loads"`         // prefill steps that loaded
+	LoadS         float64 `json:"load_s"`        // link time of those loads (mostly hidden under compute)
+	WrittenTokens int64   `json:"written_tokens"`
+	WriteSkips    int64   `json:"write_skips"` // writes the full host pool could not take
+	EvictedTokens int64   `json:"evicted_tokens"`
+}
+
+// hostStats reads a worker's host tier (nil without one).
+func hostStats(w *engine.Worker) *HostStats {
+	if w.HostCapacity() == 0 {
+		return nil
+	}
+	st := w.Stats()
+	return &HostStats{PoolTokens: w.HostCapacity(), LoadedTokens: st.HostLoadedTokens, Loads: st.HostLoads, LoadS: st.HostLoadS,
+		WrittenTokens: st.HostWrittenTokens, WriteSkips: st.HostWriteSkips, EvictedTokens: st.HostEvictedTokens}
+}
