@@ -127,6 +127,32 @@ type summaryFile struct {
 	Replay  ReplayStats            `json:"replay"`
 }
 
+// MarshalJSON writes the summary's own fields (through its MarshalJSON,
+// which writes an empty statistic as null) and then "workers" and
+// "replay": without it the embedded Summary's method is promoted and the
+// two are dropped from summary.json.
+func (f summaryFile) MarshalJSON() ([]byte, error) {
+	head, err := json.Marshal(f.Summary)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := json.Marshal(struct {
+		Workers map[string]WorkerStats `json:"workers"`
+		Replay  ReplayStats            `json:"replay"`
+	}{f.Workers, f.Replay})
+	if err != nil {
+		return nil, err
+	}
+	if len(head) < 2 || head[len(head)-1] != '}' || len(tail) < 2 || tail[0] != '{' {
+		return nil, errors.New("summary.json: a summary that is not a JSON object")
+	}
+	if len(head) == 2 { // "{}"
+		return tail, nil
+	}
+	out := append(head[:len(head)-1:len(head)-1], ',')
+	return append(out, tail[1:]...), nil
+}
+
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
