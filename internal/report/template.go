@@ -32,6 +32,8 @@ table { border-collapse: collapse; font-size: 12.5px; margin: 8px 0 16px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 .wide { overflow-x: auto; max-width: 100%; }
 td.dir { white-space: normal; word-break: break-all; min-width: 12em; }
+#mode-legend td.words { white-space: normal; min-width: 16em; }
+#mode-legend td code { white-space: normal; word-break: break-all; }
 table.facts th { text-align: left; background: none; color: #555; font-weight: 600; vertical-align: top; }
 table.facts td { text-align: left; white-space: normal; }
 table.facts .fv { display: inline-block; margin-right: 14px; }
