@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
@@ -90,16 +91,27 @@ func (s *Server) directBody(body map[string]any, q *request, d int) {
 	body["session_id"] = q.session
 }
 
-// refused reads a direct request's 400 answer and reports whether it is
-// the protocol-level refusal of a decoder that cannot take it (then the
-// request is to be sent again, once, and d's capabilities are corrected);
-// otherwise resp's body is left as it came, for the relay.
+// refused reads the start of a direct request's answer and reports
+// whether it is the protocol-level refusal of a decoder that cannot take
+// it (then the request is to be sent again, once, and d's capabilities
+// are corrected). SGLang refuses a plain request with a 400; a streamed
+// one with a 200 whose first event is the abort (its tokenizer manager
+// yields the scheduler's abort into the stream), so a streamed direct
+// answer's first event is read before anything is relayed. Otherwise
+// resp's body is left as it came, for the relay.
 func (s *Server) refused(q *request, resp *http.Response, d int) bool {
-	if resp.StatusCode != http.StatusBadRequest || q.refused || d < 0 || !s.kvc() {
+	if q.refused || d < 0 || !s.kvc() {
 		return false
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), resp.Body))
+	var b []byte
+	switch {
+	case resp.StatusCode == http.StatusBadRequest:
+		b = peek(resp, nil)
+	case resp.StatusCode == http.StatusOK && q.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		b = peek(resp, []byte("\n\n")) // the first event
+	default:
+		return false
+	}
 	if !bytes.Contains(b, []byte(refusalText)) {
 		return false
 	}
@@ -114,4 +126,27 @@ func (s *Server) refused(q *request, resp *http.Response, d int) bool {
 	})
 	q.refused = true
 	return true
+}
+
+// peekLimit bounds what refused reads ahead of the relay.
+const peekLimit = 64 << 10
+
+// peek reads the start of resp's body — up to and including the first
+// until, or all of it when until is nil — at most peekLimit bytes, and
+// puts it back in front of the rest for the relay.
+func peek(resp *http.Response, until []byte) []byte {
+	var b []byte
+	buf := make([]byte, 4<<10)
+	for len(b) < peekLimit {
+		n, err := resp.Body.Read(buf[:min(len(buf), peekLimit-len(b))])
+		b = append(b, buf[:n]...)
+		if err != nil || until != nil && bytes.Contains(b, until) {
+			break
+		}
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	return b
 }
