@@ -91,7 +91,7 @@ type Sim struct {
 	colos    []int
 	disp     *kvc.Dispatcher
 	dcaps    []kvc.DecoderCaps // kvcache-centric: what each decoder offers (decoderkind.go)
-	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
+	deadPeer map[[2]int]bool   // hair-trigger peer failures: (P, D) pairs (transport.go)
 
 	snaps        []*engine.SnapshotStore // D→P snapshot buffer per prefill worker, made on first use (dtop.go)
 	lastSync     map[string]int64        // active mode: session tokens at its last push
