@@ -91,7 +91,7 @@ func (s *Server) stockAdmit(q *request, a kvc.Action) kvc.AdmitReply {
 		pinned = ok && pin == a.D && q.session != ""
 		path = s.decoderPath(a.D)
 	})
-	return kvc.RouterAdmit(path, pinned, a)
+	return kvc.RouterAdmit(path, pinned, q.tokens, a)
 }
 
 // hasSessionCache reports whether decoder d may take the admission RPC:

@@ -80,14 +80,21 @@ func ParseDecoderKind(s string) (DecoderCaps, error) {
 }
 
 // RouterAdmit is the router's own admission for a decoder without the
-// session cache (there is no admission RPC to ask): a session the router
-// has pinned to this decoder goes there direct when the decoder can
-// prefill it locally with its radix cache (path local-prefill); everything
-// else is a seed through PD to this decoder, which keeps the session
-// affine to it (and, with the decode radix cache, receives only the
-// delta).
-func RouterAdmit(path string, pinned bool, a Action) AdmitReply {
+// session cache (there is no admission RPC to ask) of a prompt of input
+// tokens: a session the router has pinned to this decoder goes there
+// direct when the decoder can prefill it locally with its radix cache
+// (path local-prefill) and the append — the prompt less what the router
+// believes the decoder holds (a.Resident) — is within τ_append
+// (a.MaxAppend), which the extension's decoder checks itself; a larger
+// one is refused as that decoder refuses it (real-large-append), so it
+// does not stall the decoder's batch. Everything else is a seed through PD
+// to this decoder, which keeps the session affine to it (and, with the
+// decode radix cache, receives only the delta).
+func RouterAdmit(path string, pinned bool, input int, a Action) AdmitReply {
 	if pinned && path == PathLocalPrefill && !a.ForceSeed {
+		if a.MaxAppend > 0 && a.Resident > 0 && input-a.Resident > a.MaxAppend {
+			return AdmitReply{Reason: "real-large-append"}
+		}
 		return AdmitReply{CanAdmit: true, Direct: true}
 	}
 	return AdmitReply{CanAdmit: true, Reason: "session-not-resident"}

@@ -103,6 +103,6 @@ func (s *Sim) routerAdmits(r *req, a kvc.Action) bool {
 		return false
 	}
 	pin, ok := s.disp.DRouter().Pin(r.t.SessionID)
-	r.x.Reply(kvc.RouterAdmit(p, ok && pin == a.D && r.t.SessionID != "", a))
+	r.x.Reply(kvc.RouterAdmit(p, ok && pin == a.D && r.t.SessionID != "", r.t.InputLength, a))
 	return true
 }
