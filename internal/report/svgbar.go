@@ -147,7 +147,6 @@ func (c BarChart) vertical(items []LegendItem) template.HTML {
 	}
 	barW := (slot * 0.8) / float64(max(len(c.Groups), 1))
 	for i, cat := range c.Categories {
-		x0 := left + slot*float64(i) + slot*0.1
 		cx := left + slot*(float64(i)+0.5)
 		if rotate {
 			fmt.Fprintf(&b, `<text transform="translate(%s %s) rotate(-40)" text-anchor="end">%s</text>`,
@@ -155,21 +154,28 @@ func (c BarChart) vertical(items []LegendItem) template.HTML {
 		} else {
 			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1(cx), f1(bottom+14), esc(cat))
 		}
-		for j, g := range c.Groups {
+		// As in horizontal charts, the bars a category has stand side by
+		// side around its label, with no gap for the runs it lacks.
+		var present []BarGroup
+		var ys []float64
+		for _, g := range c.Groups {
 			if i >= len(g.Values) {
 				continue
 			}
-			y, ok := sy.px(g.Values[i])
-			if !ok {
-				continue
+			if y, ok := sy.px(g.Values[i]); ok {
+				present, ys = append(present, g), append(ys, y)
 			}
-			y0, y1 := math.Min(base, y), math.Max(base, y)
+		}
+		x := cx - barW*float64(len(present))/2
+		for k, g := range present {
+			y0, y1 := math.Min(base, ys[k]), math.Max(base, ys[k])
 			tip := g.Name + " — " + cat
 			if i < len(g.Labels) && g.Labels[i] != "" {
 				tip += ": " + g.Labels[i]
 			}
 			fmt.Fprintf(&b, `<rect class="mark" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>`,
-				f1(x0+barW*float64(j)), f1(y0), f1(math.Max(barW-1, 1)), f1(math.Max(y1-y0, 1)), esc(g.Color), esc(tip))
+				f1(x), f1(y0), f1(math.Max(barW-1, 1)), f1(math.Max(y1-y0, 1)), esc(g.Color), esc(tip))
+			x += barW
 		}
 	}
 	return closeSVG(&b, (left+right)/2, (top+bottom)/2)

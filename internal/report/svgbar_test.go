@@ -60,3 +60,40 @@ func svgNum(t *testing.T, s string) float64 {
 	}
 	return v
 }
+
+// The same for vertical charts (per-worker load: a worker belongs to one
+// run, so each category has one bar, which must stand under its label).
+func TestVerticalBarsCentredOnTheirLabel(t *testing.T) {
+	nan := math.NaN()
+	c := BarChart{
+		Title:      "load",
+		Categories: []string{"a", "b"},
+		Groups: []BarGroup{
+			{Name: "r0", Color: "#111", Values: []float64{3, nan}},
+			{Name: "r1", Color: "#222", Values: []float64{nan, 5}},
+			{Name: "r2", Color: "#333", Values: []float64{nan, 4}},
+		},
+		Value: Axis{Label: "n", Min: 0, Max: 10},
+	}
+	svg := string(c.SVG())
+	labels := map[string]float64{}
+	for _, m := range regexp.MustCompile(`<text x="([^"]+)" y="[^"]+" text-anchor="middle">([ab])</text>`).FindAllStringSubmatch(svg, -1) {
+		labels[m[2]] = svgNum(t, m[1])
+	}
+	bars := map[string][]float64{}
+	for _, m := range regexp.MustCompile(`<rect class="mark" x="([^"]+)" y="[^"]+" width="([^"]+)" height="[^"]+" fill="[^"]+"><title>[^<]+ — ([ab])</title>`).FindAllStringSubmatch(svg, -1) {
+		bars[m[3]] = append(bars[m[3]], svgNum(t, m[1])+(svgNum(t, m[2])+1)/2)
+	}
+	for cat, n := range map[string]int{"a": 1, "b": 2} {
+		if len(bars[cat]) != n || len(labels) != 2 {
+			t.Fatalf("category %s: %d bars (want %d), %d labels:\n%s", cat, len(bars[cat]), n, len(labels), svg)
+		}
+		mean := 0.0
+		for _, m := range bars[cat] {
+			mean += m
+		}
+		if d := math.Abs(mean/float64(n) - labels[cat]); d > 0.5 {
+			t.Errorf("category %s: its bars centre at x=%.1f, its label at x=%.1f", cat, mean/float64(n), labels[cat])
+		}
+	}
+}
