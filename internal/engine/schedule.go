@@ -338,8 +338,9 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	r.CachedTokens = cached + r.loaded
 	out := int64(w.outputOf(r))
 	need := int64(r.Uncached()+r.loaded) + out
-	w.unpinFor(now, r)
+	unpinned := w.unpinFor(now, r)
 	if !w.makeRoomFor(now, need, r.Session) {
+		w.repin(now, unpinned) // it waits: its session stays as it was
 		if r.locked {
 			w.tree.Unlock(r.node, now)
 			r.locked = false
