@@ -189,3 +189,32 @@ func lastCached(t *testing.T, raw string) int {
 	}
 	return out.MetaInfo.CachedTokens
 }
+
+// refused knows SGLang's two streamed shapes of the refusal — the
+// scheduler's abort as the first event's finish_reason (the emulator's),
+// and http_server's {"error": {"message"}} event — and leaves any other
+// stream as it came, for the relay.
+func TestStreamedRefusalShapes(t *testing.T) {
+	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, emulatortest.Stock)
+	d := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, emulatortest.Stock)
+	_, g := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d}, func(c *Config) { c.Health.Interval = -1 })
+	abort := `Invalid request: Disaggregated request received without bootstrap room id. req.rid='x'`
+	for name, c := range map[string]struct {
+		body    string
+		refusal bool
+	}{
+		"finish-reason abort": {`data: {"text":"","meta_info":{"finish_reason":{"type":"abort","message":"` + abort + `","status_code":400}}}` + "\n\ndata: [DONE]\n\n", true},
+		"error event":         {`data: {"error":{"message":"` + abort + `"}}` + "\n\ndata: [DONE]\n\n", true},
+		"tokens":              {`data: {"text":"abcd","output_ids":[1]}` + "\n\n" + `data: {"text":"abcdefgh","output_ids":[1,2]}` + "\n\ndata: [DONE]\n\n", false},
+	} {
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(strings.NewReader(c.body))}
+		q := &request{stream: true}
+		if got := g.refused(q, resp, 0, -1); got != c.refusal {
+			t.Errorf("%s: refused %t, want %t", name, got, c.refusal)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != c.body {
+			t.Errorf("%s: the relay reads %q, want the stream as it came", name, b)
+		}
+	}
+}
