@@ -58,7 +58,7 @@ docs/gateway.md says what is built.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation or pd-colo")
+	fs.StringVar(&mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation, pd-colo, or a peer baseline with its own defaults (pd-conditional, pd-prefix-decider, pd-decode-radix; docs/peer-baselines.md), whose local prefills go to decoders with conditional aggregation and the decode radix cache as do_local_prefill")
 	fs.StringSliceVar(&prefill, "prefill", nil, "prefill worker `URL@BOOTSTRAP_PORT` (repeat or comma-separate; the port is SGLang's --disaggregation-bootstrap-port, default 8998)")
 	fs.StringSliceVar(&decode, "decode", nil, "decode worker `URL` (repeat or comma-separate)")
 	fs.StringSliceVar(&colo, "colo", nil, "colocated worker `URL`, for pd-colo (repeat or comma-separate)")
@@ -94,7 +94,7 @@ docs/gateway.md says what is built.`,
 			}
 		}
 		ck := newChecks(c)
-		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
+		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo", "pd-conditional", "pd-prefix-decider", "pd-decode-radix")
 		ck.oneOf("policy", "default", "sticky", "kv-aware", "cache-aware")
 		ck.num("port", between(0, 65535).is("a TCP port").orZero("a free one"))
 		ck.num("block-size", between(1, 1<<20).is("a number of tokens"))

@@ -268,3 +268,54 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// serve runs the peer baselines on the workers people run: pd-conditional
+// on a stock prefill worker and a decoder with conditional aggregation and
+// the decode radix cache seeds turn 1 through P and prefills turn 2 on the
+// decoder (do_local_prefill), which finds turn 1 in its radix cache.
+func TestServePeerMechanism(t *testing.T) {
+	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, emulatortest.Stock)
+	d := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, func(c *emulator.Config) {
+		emulatortest.Stock(c)
+		c.ConditionalAgg, c.DecodeRadix = true, true
+	})
+	emulatortest.WaitHealthy(t, p.URL(), d.URL())
+	c := pdhybrid(t, "serve", "--mechanism", "pd-conditional", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()),
+		"--decode", d.URL(), "--port", "0")
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	gw, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
+	if err != nil || !ok || !strings.Contains(line, "mechanism=pd-conditional") {
+		t.Fatalf("serve printed %q (%v)", line, err)
+	}
+	prompt := make([]int, 1500)
+	for i := range prompt {
+		prompt[i] = 7000 + i
+	}
+	for turn, want := range []string{"pd-conditional-disagg-router", "pd-conditional-local-prefill-on-d"} {
+		body, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "s", "sampling_params": map[string]any{"max_new_tokens": 8}})
+		resp, err := http.Post(gw+"/generate", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			OutputIDs []int `json:"output_ids"`
+			MetaInfo  struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"meta_info"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		if mode := resp.Header.Get("X-PDHybrid-Mode"); err != nil || resp.StatusCode != http.StatusOK || mode != want || len(a.OutputIDs) != 8 {
+			t.Fatalf("turn %d: %d in mode %q (%v), want 200 in %s", turn+1, resp.StatusCode, mode, err, want)
+		}
+		if turn == 1 && a.MetaInfo.CachedTokens < 1472 {
+			t.Fatalf("turn 2: %d tokens cached on the decoder, want at least 1472", a.MetaInfo.CachedTokens)
+		}
+		prompt = append(append(prompt, a.OutputIDs...), 90000, 90001, 90002, 90003)
+	}
+}
