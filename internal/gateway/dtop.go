@@ -220,6 +220,10 @@ func (s *Server) afterDirect(w http.ResponseWriter, q *request, d int) {
 			s.syncOutcome(op, "skipped", "entry", "no-prefill")
 			return
 		}
+		if !s.snapshotOffered(d, p) {
+			s.syncOutcome(op, "skipped", "entry", "not-offered")
+			return
+		}
 		s.runSync(t.ctx, op)
 	}()
 }
@@ -239,6 +243,10 @@ func (s *Server) beforeReseed(ctx context.Context, q *request, d *kvc.Dispatch, 
 	})
 	if last < 0 {
 		return // a first seed: no decoder held the session
+	}
+	if !s.snapshotOffered(last, p) {
+		s.syncOutcome(op, "skipped", "entry", "not-offered")
+		return
 	}
 	t := &s.dtop
 	t.mu.Lock()
@@ -374,4 +382,15 @@ func completed(w http.ResponseWriter) (int, bool) {
 		return r.completed()
 	}
 	return 0, false
+}
+
+// snapshotOffered reports whether decoder d answers /_snapshot/dump and
+// prefill worker p the ingest RPCs, as discovery last learnt them (unknown
+// counts as offered): a sync between stock SGLang workers is skipped
+// (not-offered), not tried and failed.
+func (s *Server) snapshotOffered(d, p int) (ok bool) {
+	s.locked(func() {
+		ok = s.capsOf(roleDecode, d).SnapshotDump != absent && s.capsOf(rolePrefill, p).SnapshotSink != absent
+	})
+	return ok
 }

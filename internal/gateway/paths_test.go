@@ -218,3 +218,27 @@ func TestStreamedRefusalShapes(t *testing.T) {
 		}
 	}
 }
+
+// The D→P snapshot sync asks only workers that offer its RPCs: stock
+// SGLang's are skipped (not-offered), the extension's are asked.
+func TestSnapshotOffered(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		pEdit  func(*emulator.Config)
+		dEdit  func(*emulator.Config)
+		offers bool
+	}{
+		{"stock", emulatortest.Stock, emulatortest.Stock, false},
+		{"stock decoder", nil, emulatortest.Stock, false},
+		{"stock prefill", emulatortest.Stock, func(c *emulator.Config) { c.Session = engine.SessionConfig{Enabled: true} }, false},
+		{"extended", nil, func(c *emulator.Config) { c.Session = engine.SessionConfig{Enabled: true} }, true},
+	} {
+		p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, c.pEdit)
+		d := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, c.dEdit)
+		_, g := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d}, func(c *Config) { c.Health.Interval = -1 })
+		g.Discover(context.Background())
+		if got := g.snapshotOffered(0, 0); got != c.offers {
+			t.Errorf("%s: snapshot sync offered %t, want %t (%+v)", c.name, got, c.offers, g.Capabilities())
+		}
+	}
+}
