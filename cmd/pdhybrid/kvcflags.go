@@ -15,7 +15,7 @@ import (
 type kvcFlags struct {
 	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
 	seedMaxInflight, dToPDelta, tailMaxWaiting             int
-	dToP, backup, decodeKind                               string
+	dToP, backup, decodeKind, prefillKind                  string
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
@@ -30,7 +30,7 @@ var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-thre
 	"session-cap", "admission-gate", "reject-reset", "reject-window", "residency-belief", "trim", "eviction", "tail-trim-max-waiting", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
 	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
-	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds", "decode-worker-kind"}
+	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds", "decode-worker-kind", "prefill-worker-kind"}
 
 // The D→P flags' help, shared by sim (every mode) and serve (the modes the
 // gateway runs).
@@ -69,6 +69,7 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&k.priorityEviction, "prefill-priority-eviction", false, "kvcache-centric: a prefill worker's cache evicts first the prompts of seeds and reseeds, which a decoder keeps, before plain-PD prompts, whose sessions come back through P (the seed's --kvcache-prefill-priority-eviction, off by default and on in all its KVC runs)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
 	fs.StringVar(&k.decodeKind, "decode-worker-kind", "extended", "kvcache-centric: what the decoders offer, and so the path KVC takes on them (docs/gateway.md): `kind` extended (the KVC extension: admission RPC, direct appends), conditional-agg+decode-radix (upstream SGLang's --disaggregation-decode-enable-conditional-agg with --disaggregation-decode-enable-radix-cache: do_local_prefill with the router's own admission), decode-radix (delta PD to the session's decoder), conditional-agg (alone: plain PD) or stock (session-affine plain PD); one for every decoder, or a comma-separated list with one per decoder")
+	fs.StringVar(&k.prefillKind, "prefill-worker-kind", "extended", "kvcache-centric: what the prefill workers offer: `kind` extended (the whole-request extension, pdhybrid worker --serve-whole, and the snapshot ingest RPCs) or stock (neither: KVC v3 serves nothing whole on P, and --d-to-p-sync is refused)")
 	k.registerBackpressure(fs)
 }
 
@@ -117,6 +118,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 			break
 		}
 	}
+	ck.oneOf("prefill-worker-kind", "extended", "stock")
 	k.v3.check(ck)
 	k.v3.checkSim(ck)
 	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
@@ -136,7 +138,7 @@ func (k *kvcFlags) config() sim.KVC {
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
 		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction,
 		Backpressure: map[bool]string{true: "on", false: "off"}[k.backpressure], BackpressureHighWater: k.bpHighWater,
-		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers, HomeHolds: k.homeHolds, DecodeWorkerKind: k.decodeKind}
+		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers, HomeHolds: k.homeHolds, DecodeWorkerKind: k.decodeKind, PrefillWorkerKind: k.prefillKind}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

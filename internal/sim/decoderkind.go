@@ -45,6 +45,15 @@ func (c *Config) checkKinds() error {
 	if err != nil {
 		return err
 	}
+	switch c.KVC.PrefillWorkerKind {
+	case "", kvc.KindExtended:
+	case kvc.KindStock:
+		if c.KVC.DToP != DToPOff {
+			return fmt.Errorf("sim: prefill worker kind stock: --d-to-p-sync %s needs the KVC extension's snapshot RPCs on the prefill workers (prefill worker kind extended)", c.KVC.DToP)
+		}
+	default:
+		return fmt.Errorf("sim: unknown prefill worker kind %q (want stock or extended)", c.KVC.PrefillWorkerKind)
+	}
 	for i, k := range ks {
 		if !k.SessionCache && c.KVC.DToP != DToPOff {
 			return fmt.Errorf("sim: decoder %d is %s: --d-to-p-sync %s needs the KVC extension's snapshot RPCs on every decoder (decode worker kind extended)", i, kindName(k), c.KVC.DToP)
@@ -86,12 +95,17 @@ func (s *Sim) dPath(d int) string {
 }
 
 // workerCaps tells the dispatcher which decoders prefill a request
-// themselves (the extension's direct append, do_local_prefill).
+// themselves (the extension's direct append, do_local_prefill) and
+// whether the prefill workers serve one whole.
 func (s *Sim) workerCaps() kvc.WorkerCaps {
-	return kvc.WorkerCaps{LocalOnD: func(d int) bool {
+	wc := kvc.WorkerCaps{LocalOnD: func(d int) bool {
 		p := s.dPath(d)
 		return p == kvc.PathExtension || p == kvc.PathLocalPrefill
 	}}
+	if s.cfg.KVC.PrefillWorkerKind == kvc.KindStock {
+		wc.WholeOnP = func(int) bool { return false } // stock SGLang refuses a raw /generate on P
+	}
+	return wc
 }
 
 // routerAdmits answers r's admission itself when its decoder has no

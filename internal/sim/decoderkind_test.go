@@ -90,11 +90,18 @@ func TestDecodeWorkerKindErrors(t *testing.T) {
 		"stock,stock":       "names 2 kinds for 3 decoders",
 		"extended,,stock":   `unknown decoder kind ""`,
 		"stock+d-to-p-sync": "needs the KVC extension's snapshot RPCs",
+		"prefill:bogus":     `unknown prefill worker kind "bogus"`,
+		"prefill:stock+dtp": "on the prefill workers",
 	} {
 		cfg := kvcConfig(t)
 		cfg.KVC.DecodeWorkerKind = spec
-		if spec == "stock+d-to-p-sync" {
+		switch spec {
+		case "stock+d-to-p-sync":
 			cfg.KVC.DecodeWorkerKind, cfg.KVC.DToP = "stock", DToPPassive
+		case "prefill:bogus":
+			cfg.KVC.DecodeWorkerKind, cfg.KVC.PrefillWorkerKind = "", "bogus"
+		case "prefill:stock+dtp":
+			cfg.KVC.DecodeWorkerKind, cfg.KVC.PrefillWorkerKind, cfg.KVC.DToP = "", "stock", DToPPassive
 		}
 		cfg.Defaults()
 		err := cfg.Validate()

@@ -88,6 +88,10 @@ type KVC struct {
 	// one kind for all, or a comma-separated list with one per decoder;
 	// "" is extended, the KVC extension (decoderkind.go).
 	DecodeWorkerKind string `json:"decode_worker_kind,omitempty"`
+	// PrefillWorkerKind is what the prefill workers offer: extended (the
+	// whole-request extension and the snapshot ingest RPCs; "" is it) or
+	// stock (neither: KVC v3 keeps sessions off P).
+	PrefillWorkerKind string `json:"prefill_worker_kind,omitempty"`
 }
 
 func (k *KVC) defaults() {

@@ -92,11 +92,12 @@ func TestV3WholeOnPAndLocalFallback(t *testing.T) {
 	p := profile(t)
 	frac := (45000*float64(p.Model.KVBytesPerToken()) + float64(p.Model.WeightBytes) + float64(p.Hardware.WorkspaceBytes)) / float64(p.Hardware.HBMBytes)
 	for _, tc := range []struct {
-		whole bool
-		want  string
-	}{{false, kvc.ModeLocalFall}, {true, kvc.ModeWholeOnP}} {
+		whole   bool
+		prefill string // the prefill workers' kind (decoderkind.go)
+		want    string
+	}{{false, "", kvc.ModeLocalFall}, {true, "", kvc.ModeWholeOnP}, {true, kvc.KindStock, kvc.ModeLocalFall}} {
 		cfg := Config{Mechanism: KVCacheCentric, Prefill: 1, Decode: 1, Profile: p, DecodeMemFraction: frac,
-			KVC: KVC{V3: KVCv3{DBudgetTokens: 1 << 20, LocalFallback: true, WholeOnP: tc.whole}}}
+			KVC: KVC{V3: KVCv3{DBudgetTokens: 1 << 20, LocalFallback: true, WholeOnP: tc.whole}, PrefillWorkerKind: tc.prefill}}
 		_, sink := run(t, cfg, burst(2, 30016, 0.3), 64)
 		modes := map[string]int{}
 		for _, r := range sink.recs {
@@ -105,8 +106,8 @@ func TestV3WholeOnPAndLocalFallback(t *testing.T) {
 			}
 			modes[r.ExecutionMode]++
 		}
-		if modes[tc.want] == 0 {
-			t.Fatalf("whole-on-p %t: modes %v, want some %s", tc.whole, modes, tc.want)
+		if modes[tc.want] == 0 || tc.prefill == kvc.KindStock && modes[kvc.ModeWholeOnP] > 0 {
+			t.Fatalf("whole-on-p %t, prefill workers %q: modes %v, want some %s", tc.whole, tc.prefill, modes, tc.want)
 		}
 	}
 }
