@@ -251,7 +251,7 @@ func (w *Worker) planNext(now float64) {
 	}()
 	switch {
 	case len(p.chunks) > 0:
-		dur = w.tm.PrefillOverheadS
+		dur = w.tm.PrefillStepS() // eager where the engine runs prefill and mixed steps without CUDA graphs
 		for _, c := range p.chunks {
 			dur += w.tm.PrefillWorkS(c.n, c.p)
 		}
