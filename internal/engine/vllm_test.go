@@ -187,3 +187,40 @@ func TestVLLMPreemptsByRecompute(t *testing.T) {
 		t.Errorf("prefill tokens %d, want 40 (20 prompt, then B's 10 + 10 again)", got)
 	}
 }
+
+// Cached prefixes go before running requests: a pool holding a finished
+// prompt's 16 cached tokens evicts them for the decodes first, and only
+// then preempts; the preempted request still completes its output.
+func TestVLLMEvictsCacheBeforePreempting(t *testing.T) {
+	w, _ := New(Config{Name: "c", Profile: roundProfile("vllm"), BlockSize: 16, ChunkTokens: 2048, PrefixCache: true, PoolTokens: 40})
+	w.Submit(0, &Request{ID: 9, Kind: Full, Blocks: []uint64{9}, Input: 16, Output: 1})
+	end, _ := drive(w, 0)
+	if w.CachedTokens() != 16 {
+		t.Fatalf("cache holds %d tokens after the first prompt, want 16", w.CachedTokens())
+	}
+	a := &Request{ID: 1, Kind: Full, Blocks: []uint64{1}, Input: 10, Output: 20}
+	b := &Request{ID: 2, Kind: Full, Blocks: []uint64{2}, Input: 10, Output: 20}
+	w.Submit(end, a)
+	w.Submit(end, b)
+	var evictedAtPreempt int64 = -1
+	for w.Running() > 0 || w.Queued() > 0 {
+		t1, ok := w.NextTime()
+		if !ok {
+			t.Fatal("stalled")
+		}
+		w.Advance(t1)
+		if w.Used() > 40 {
+			t.Fatalf("pool over capacity: %d of 40", w.Used())
+		}
+		if evictedAtPreempt < 0 && w.Stats().Preemptions > 0 {
+			evictedAtPreempt = w.Stats().EvictedTokens
+		}
+		w.TakeEvents()
+	}
+	if evictedAtPreempt < 16 {
+		t.Errorf("%d tokens evicted when the first preemption came, want the cache's 16 first", evictedAtPreempt)
+	}
+	if a.Generated() != 20 || b.Generated() != 20 || a.Stage != StageDone || b.Stage != StageDone {
+		t.Errorf("A %d tokens (%v), B %d (%v); want both done with 20", a.Generated(), a.Stage, b.Generated(), b.Stage)
+	}
+}
