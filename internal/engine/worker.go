@@ -121,6 +121,9 @@ type Stats struct {
 	HostWrittenTokens int64
 	HostWriteSkips    int64
 	HostEvictedTokens int64
+	// Preemptions counts running requests preempted by recompute (vLLM's
+	// scheduler, vllm.go).
+	Preemptions int64
 }
 
 // Worker is one engine instance.
