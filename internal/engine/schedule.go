@@ -79,6 +79,7 @@ func (w *Worker) Advance(now float64) {
 	w.stats.BusyS += end - w.stepStart
 	w.busy = false
 	p := &w.plan
+	w.sliceAccount(end-w.stepStart, p.decodeK, len(p.chunks) > 0, len(w.decoding) > 0)
 	if k := p.decodeK; k > 0 {
 		w.stats.DecodeSteps += int64(k)
 		w.recordGaps()
@@ -196,10 +197,14 @@ func (w *Worker) planNext(now float64) {
 	p := &w.plan
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
+	if k, ok := w.sliceDue(); ok {
+		w.planDecodeRun(now, k)
+		return
+	}
 	budget := w.stepBudget() // vllm.go
 	open := false            // a request's prefill continues past this step
 	if r := w.chunked; r != nil {
-		n := min(r.Uncached()-r.prefilled, budget)
+		n := w.sliceChunk(min(r.Uncached()-r.prefilled, budget), r.CachedTokens+r.prefilled)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
 		budget -= n
 		open = r.prefilled+n < r.Uncached()
@@ -218,7 +223,7 @@ func (w *Worker) planNext(now float64) {
 			break
 		}
 		w.dequeue(r)
-		n := min(r.Uncached(), budget)
+		n := w.sliceChunk(min(r.Uncached(), budget), r.CachedTokens)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens})
 		budget -= n
 		if n < r.Uncached() {
@@ -258,21 +263,42 @@ func (w *Worker) planNext(now float64) {
 			p.base, p.slope = dur, 0
 		}
 	case len(w.decoding) > 0:
-		b, ctx := w.batchShape()
-		k := math.MaxInt
-		for _, r := range w.decoding {
-			k = min(k, max(r.Output, 1)-r.generated)
-		}
-		p.decodeK, p.batch, p.ctx = max(k, 1), b, ctx
-		p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
-		p.slope = w.tm.CtxSlope(b) * float64(b)
-		dur = w.runTime(p.decodeK)
+		dur = w.decodeRun(math.MaxInt)
 	default:
 		return // idle
 	}
 	w.busy = true
 	w.stepStart = now
 	w.stepEnd = now + dur
+}
+
+// decodeRun plans a decode run of at most limit steps, up to the next
+// finish, and reports its duration.
+func (w *Worker) decodeRun(limit int) float64 {
+	p := &w.plan
+	b, ctx := w.batchShape()
+	k := limit
+	for _, r := range w.decoding {
+		k = min(k, max(r.Output, 1)-r.generated)
+	}
+	p.decodeK, p.batch, p.ctx = max(k, 1), b, ctx
+	p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
+	p.slope = w.tm.CtxSlope(b) * float64(b)
+	return w.runTime(p.decodeK)
+}
+
+// planDecodeRun starts a decode run of at most k steps now (slice.go),
+// after any trim's stall, as planNext's decode case does.
+func (w *Worker) planDecodeRun(now float64, k int) {
+	dur := w.decodeRun(k)
+	w.busy = true
+	w.stepStart = now
+	w.stepEnd = now + dur
+	if w.stepStart < w.stallUntil {
+		d := w.stallUntil - w.stepStart
+		w.stepStart += d
+		w.stepEnd += d
+	}
 }
 
 // join moves requests whose KV has arrived into the decode batch at this
