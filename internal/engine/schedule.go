@@ -79,7 +79,6 @@ func (w *Worker) Advance(now float64) {
 	w.stats.BusyS += end - w.stepStart
 	w.busy = false
 	p := &w.plan
-	w.sliceAccount(end-w.stepStart, p.decodeK, len(p.chunks) > 0, len(w.decoding) > 0)
 	if k := p.decodeK; k > 0 {
 		w.stats.DecodeSteps += int64(k)
 		w.recordGaps()
@@ -197,7 +196,7 @@ func (w *Worker) planNext(now float64) {
 	p := &w.plan
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
-	if k, ok := w.sliceDue(); ok {
+	if k, ok := w.slicePlan(now); ok {
 		w.planDecodeRun(now, k)
 		return
 	}
