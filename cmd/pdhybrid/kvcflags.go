@@ -110,6 +110,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	}
 	k.v3.check(ck)
 	k.v3.checkSim(ck)
+	k.v3.checkV4(ck)
 	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
 		ck.only(n, on, "to --mechanism kvcache-centric")
 	}

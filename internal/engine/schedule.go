@@ -205,10 +205,14 @@ func (w *Worker) planNext(now float64) {
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
 	hold := w.vllm() && w.vllmRoom(now) // vllm.go: room for the decodes, or preemption
-	budget := w.stepBudget()            // vllm.go
-	open := false                       // a request's prefill continues past this step
+	if k, ok := w.slicePlan(now); ok {
+		w.planDecodeRun(now, k, hold)
+		return
+	}
+	budget := w.stepBudget() // vllm.go
+	open := false            // a request's prefill continues past this step
 	if r := w.chunked; r != nil {
-		n := min(r.Uncached()-r.prefilled, budget)
+		n := w.sliceChunk(min(r.Uncached()-r.prefilled, budget), r.CachedTokens+r.prefilled)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
 		budget -= n
 		open = r.prefilled+n < r.Uncached()
@@ -227,7 +231,7 @@ func (w *Worker) planNext(now float64) {
 			break
 		}
 		w.dequeue(r)
-		n := min(r.Uncached(), budget)
+		n := w.sliceChunk(min(r.Uncached(), budget), r.CachedTokens)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens})
 		budget -= n
 		if n < r.Uncached() {
@@ -267,21 +271,42 @@ func (w *Worker) planNext(now float64) {
 			p.base, p.slope = dur, 0
 		}
 	case len(w.decoding) > 0:
-		b, ctx := w.batchShape()
-		k := math.MaxInt
-		for _, r := range w.decoding {
-			k = min(k, max(r.Output, 1)-r.generated)
-		}
-		p.decodeK, p.batch, p.ctx = w.vllmRunSteps(max(k, 1), hold), b, ctx
-		p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
-		p.slope = w.tm.CtxSlope(b) * float64(b)
-		dur = w.runTime(p.decodeK)
+		dur = w.decodeRun(math.MaxInt, hold)
 	default:
 		return // idle
 	}
 	w.busy = true
 	w.stepStart = now
 	w.stepEnd = now + dur
+}
+
+// decodeRun plans a decode run of at most limit steps, up to the next
+// finish, and reports its duration.
+func (w *Worker) decodeRun(limit int, hold bool) float64 {
+	p := &w.plan
+	b, ctx := w.batchShape()
+	k := limit
+	for _, r := range w.decoding {
+		k = min(k, max(r.Output, 1)-r.generated)
+	}
+	p.decodeK, p.batch, p.ctx = w.vllmRunSteps(max(k, 1), hold), b, ctx
+	p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
+	p.slope = w.tm.CtxSlope(b) * float64(b)
+	return w.runTime(p.decodeK)
+}
+
+// planDecodeRun starts a decode run of at most k steps now (slice.go),
+// after any trim's stall, as planNext's decode case does.
+func (w *Worker) planDecodeRun(now float64, k int, hold bool) {
+	dur := w.decodeRun(k, hold)
+	w.busy = true
+	w.stepStart = now
+	w.stepEnd = now + dur
+	if w.stepStart < w.stallUntil {
+		d := w.stallUntil - w.stepStart
+		w.stepStart += d
+		w.stepEnd += d
+	}
 }
 
 // join moves requests whose KV has arrived into the decode batch at this
