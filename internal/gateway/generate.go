@@ -415,9 +415,20 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		s.abort(base, rid, abortDisconnect) // the client left
 	}
 	if !committed && ctx.Err() == nil {
-		// The worker's answer broke off before anything reached the
-		// client: say so, not a silent empty answer.
-		s.fail(w, q, http.StatusBadGateway, "gateway: "+base+": answer cut short")
+		// The worker's answer broke off, or the worker aborted it, before
+		// anything reached the client: another worker may serve it; else
+		// the client hears it failed, never a 200.
+		cause := "gateway: " + base + ": answer cut short or aborted"
+		l.finish(false)
+		if dec >= 0 {
+			q.avoid = append(q.avoid, dec)
+			if q.attempt < s.cfg.Retries && s.another(q) {
+				q.retry, q.retryOn = cause, base
+				return false
+			}
+		}
+		s.fail(w, q, http.StatusBadGateway, cause)
+		return false
 	}
 	l.finish(ok)
 	return ok

@@ -331,7 +331,17 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 		if pl := x.prefill(); pl.err != nil {
 			return x.prefillFailed(w, pl)
 		}
-		x.s.fail(w, x.q, http.StatusBadGateway, "gateway: decode "+x.dec+": answer cut short")
+		// D broke off or aborted it: another decoder may serve it; else
+		// the client hears it failed, never a 200.
+		q, cause := x.q, "gateway: decode "+x.dec+": answer cut short or aborted"
+		q.avoid = append(q.avoid, x.a.D)
+		if q.attempt < x.s.cfg.Retries && x.s.another(q) {
+			x.s.abort(x.p.URL, x.rid, abortRetry)
+			x.l.finish(false)
+			q.retry, q.retryOn = cause, x.dec
+			return true
+		}
+		x.s.fail(w, q, http.StatusBadGateway, cause)
 	}
 	if !ok {
 		why := abortWhy(x.ctx)
