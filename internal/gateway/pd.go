@@ -153,6 +153,7 @@ func (x *pdRun) prefillLeg(pctx context.Context) {
 	if err != nil {
 		l := pdLeg{err: fmt.Errorf("prefill %s unreachable: %w", x.p.URL, err)}
 		if pctx.Err() == nil { // not ended by the gateway itself
+			x.s.prefillRefused(x.a.P, x.p.URL, err)
 			x.cutDecode(l)
 		}
 		x.pDone <- l
