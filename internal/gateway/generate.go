@@ -32,6 +32,8 @@ type request struct {
 	avoid   []int  // workers that failed an earlier attempt
 	cause   string // why it failed, internal names included (logs only)
 	refused bool   // a decoder refused it at the protocol level once (paths.go)
+	key     string // the caller's key namespace, "" without keys (identity.go)
+	own     int    // with a key: prompt tokens of prefixes this key sent before (ownprefix.go)
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -50,7 +52,11 @@ func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 	if err := checkGenerate(body); err != nil {
 		return nil, err
 	}
-	return s.newRequest(body, id)
+	q, err := s.newRequest(body, id)
+	if q != nil {
+		q.key = s.callerKey(r)
+	}
+	return q, err
 }
 
 // newRequest reads what routing needs of an SGLang /generate body; id is
@@ -204,6 +210,7 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 	defer rec.end(ctx)
 	w = rec
 	q.turn = s.countTurn(q.session)
+	s.ownPrefix(q) // ownprefix.go: what of the prompt this caller sent before
 	for q.attempt = 0; ; q.attempt++ {
 		q.retry, q.retryOn = "", ""
 		s.dispatchOnce(ctx, w, q)
@@ -409,7 +416,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if resp.StatusCode == http.StatusOK {
 		resp.Body = &firstByte{ReadCloser: resp.Body, f: l.prefillOver} // the first token: its prefill is over
 	}
-	ok, committed := relay(w, resp, l.mode(), base, nil, nil)
+	ok, committed := relay(w, resp, l.mode(), base, q.clampCached(nil), nil)
 	ok = ok && resp.StatusCode == http.StatusOK
 	if !ok && ctx.Err() != nil {
 		s.abort(base, rid, abortDisconnect) // the client left

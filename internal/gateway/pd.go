@@ -367,7 +367,7 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 	}
 	// A prefill leg that failed cut D's leg and aborted D's room: D's
 	// answer is then its abort, not the client's answer.
-	ok, committed := relay(w, resp, x.l.mode(), x.dec, rewrite, x.prefillCut)
+	ok, committed := relay(w, resp, x.l.mode(), x.dec, x.q.clampCached(rewrite), x.prefillCut)
 	ok = ok && resp.StatusCode == http.StatusOK
 	if !committed && x.ctx.Err() == nil {
 		// D's JSON answer was cut before any of it reached the client: if
