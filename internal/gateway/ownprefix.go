@@ -28,7 +28,6 @@ type ownPrefixes struct {
 	keys map[string]map[uint64]struct{}
 }
 
-
 // ownPrefix sets q.own, the prompt tokens in blocks q's key sent before,
 // and remembers q's blocks as the key's.
 func (s *Server) ownPrefix(q *request) {
