@@ -504,6 +504,9 @@ func (t *Dispatch) plainPD(mode string) {
 			}
 		}
 	}
+	if t.v3PlainLocal(d) {
+		return
+	}
 	if p < 0 || d < 0 {
 		t.noWorker(verdict(p < 0, "prefill", "decode"))
 		return

@@ -105,7 +105,7 @@ func (x *Dispatcher) v3HostPick(r Request) int {
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
 	s := x.session(t.r.Session)
-	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil {
+	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil || x.v3NoP() {
 		return false
 	}
 	x.ensureLoad()
@@ -157,7 +157,7 @@ func (t *Dispatch) v3StayOnP() bool {
 // did.
 func (t *Dispatch) v3WarmOnP() bool {
 	x := t.x
-	if !x.cfg.V3.WholeOnP {
+	if !x.cfg.V3.WholeOnP || x.v3NoP() {
 		return false
 	}
 	p := t.prefillWorker()
