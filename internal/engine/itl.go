@@ -47,9 +47,36 @@ func (w *Worker) recordGaps() {
 	first := w.stepStart + p.base
 	for _, r := range w.decoding {
 		if r.Stage == StageDecoding {
+			if r.gaps == nil {
+				r.gaps = w.gapList()
+			}
 			r.gaps = append(r.gaps, runGaps{first: first - r.lastTokenAt, rest: rest})
 		}
 	}
+}
+
+// gapList is an empty gap list for a request's first decode run: a finished
+// request's, when one is free. A request gathers one entry per decode run
+// (about one per output token when prefills keep breaking the runs), so
+// growing a fresh list per request was most of a long run's allocation.
+func (w *Worker) gapList() []runGaps {
+	n := len(w.gapFree)
+	if n == 0 {
+		return nil
+	}
+	g := w.gapFree[n-1]
+	w.gapFree[n-1] = nil
+	w.gapFree = w.gapFree[:n-1]
+	return g
+}
+
+// dropGaps frees a request's gap list for the next request's use.
+func (w *Worker) dropGaps(r *Request) {
+	if cap(r.gaps) > 0 {
+		clear(r.gaps) // the runs' shared stretches are not kept alive
+		w.gapFree = append(w.gapFree, r.gaps[:0])
+	}
+	r.gaps = nil
 }
 
 // flushGaps adds a completed request's gaps to the histogram.
@@ -62,5 +89,5 @@ func (w *Worker) flushGaps(r *Request) {
 			}
 		}
 	}
-	r.gaps = nil
+	w.dropGaps(r)
 }
