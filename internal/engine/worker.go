@@ -170,7 +170,7 @@ type Worker struct {
 	dumping    int64                // their tokens
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 	host       *hostTier            // hicache.go: the host KV tier, nil without one
-	gapFree    [][]runGaps          // itl.go: finished requests' gap lists, reused
+	gapFree    []gapList            // itl.go: finished requests' gap lists, reused
 
 	events []Event
 	stats  Stats
