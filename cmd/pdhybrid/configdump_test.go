@@ -120,6 +120,8 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"p-host-queue-tokens":              append(kvcFlags, "--kvc-preset", "v3", "--p-host-queue-tokens", "77"),
 		"balance-half-life":                append(kvcFlags, "--kvc-preset", "v3", "--balance-half-life", "77"),
 		"count-transfer":                   append(kvcFlags, "--kvc-preset", "v3", "--count-transfer"),
+		"tpot-slo-ms":                      append(kvcFlags, "--kvc-preset", "v3", "--tpot-slo-ms", "17"),
+		"isolation-max-p-wait":             append(kvcFlags, "--kvc-preset", "v4", "--isolation-max-p-wait", "7"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),
 		"conditional-eff-isl-ratio":        with(cond, "--conditional-eff-isl-ratio", "0.6"),

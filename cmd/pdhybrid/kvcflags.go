@@ -121,6 +121,7 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	ck.oneOf("prefill-worker-kind", "extended", "stock")
 	k.v3.check(ck)
 	k.v3.checkSim(ck)
+	k.v3.checkV4(ck)
 	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
 		ck.only(n, on, "to --mechanism kvcache-centric")
 	}

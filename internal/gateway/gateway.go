@@ -98,6 +98,7 @@ type Server struct {
 	mu    sync.Mutex // guards disp and turns
 	disp  *kvc.Dispatcher
 	turns map[string]int // requests seen per session (the dispatcher's turn numbers)
+	own   ownPrefixes    // with API keys: the prefix blocks each key sent (ownprefix.go)
 	mux   *http.ServeMux
 	// probes counts sessions whose decoder this gateway learnt from a
 	// residency probe.

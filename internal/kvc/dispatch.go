@@ -105,7 +105,8 @@ type Dispatcher struct {
 	dPrefill []int            // pd-conditional: blocks of local prefills in flight per decoder
 	backups  map[int][]string // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
-	noPaths  bool // SetQuiet: nobody reads a request's path, so none is written
+	v4       v4State // decode isolation (v4.go)
+	noPaths  bool    // SetQuiet: nobody reads a request's path, so none is written
 	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
 	// and the violations seen.
 	open         int
@@ -213,6 +214,7 @@ func (t *Dispatch) beginKVC() {
 		return
 	}
 	s := x.session(t.r.Session)
+	t.v4Seen()
 	if t.r.Turn < x.cfg.SeedMinTurn {
 		if t.paths() {
 			t.note("seed filter: turn %d < seed-min-turn %d", t.r.Turn, x.cfg.SeedMinTurn)
@@ -509,6 +511,9 @@ func (t *Dispatch) plainPD(mode string) {
 				t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
 			}
 		}
+	}
+	if t.v3PlainLocal(d) {
+		return
 	}
 	if p < 0 || d < 0 {
 		t.noWorker(verdict(p < 0, "prefill", "decode"))

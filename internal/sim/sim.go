@@ -234,6 +234,7 @@ func (s *Sim) build() error {
 			DecodeRadix:       dr, LocalPrefill: local,
 			ShortestFirst: c.Mechanism == KVCacheCentric && c.KVC.V3.PrefillOrder == "shortest",
 			MaxWaitS:      c.KVC.V3.PrefillMaxWaitS,
+			SliceTPOTS:    c.sliceTPOTS(),
 		})
 		if err != nil {
 			return 0, err
