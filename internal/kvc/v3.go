@@ -298,7 +298,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 		return false
 	}
 	p := t.prefillWorker()
-	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
 	mode := ModeLocalReseed
@@ -318,7 +318,7 @@ func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
 		return false
 	}
 	p := t.prefillWorker()
-	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
 	t.setWhy("real-large-append")
@@ -367,7 +367,7 @@ func (t *Dispatch) v3Fallback() bool {
 	if d < 0 {
 		return false
 	}
-	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && !x.v3NoP() && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input &&
+	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && !x.v3NoP() && x.wholeOnP(p) && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input &&
 		t.v4Allows(true, p, t.pUncached(p), t.r.Input-t.pUncached(p)) {
 		// An idle P takes decode work: its KV pool is free for it, and
 		// its queue is the shorter.
@@ -377,6 +377,9 @@ func (t *Dispatch) v3Fallback() bool {
 		}
 		t.decide(ActWholeP, p, -1, ModeWholeOnP)
 		return true
+	}
+	if !x.localOnD(d) {
+		return false // the decoder cannot prefill it: plain PD
 	}
 	// No budget or margin here: the request has to wait for a decoder's
 	// KV either way, and through P it would hold that KV reserved while
