@@ -74,6 +74,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"slo-e2el":                         nil,
 		"sample-interval":                  {"--sample-interval", "5"},
 		"direct-max-uncached-tokens":       append(kvcFlags, "--direct-max-uncached-tokens", "2048"),
+		"decode-worker-kind":               append(kvcFlags, "--decode-worker-kind", "decode-radix"),
 		"migration-reject-threshold":       append(kvcFlags, "--migration-reject-threshold", "5"),
 		"kvc-max-attempts":                 append(kvcFlags, "--kvc-max-attempts", "1"),
 		"seed-min-turn":                    append(kvcFlags, "--seed-min-turn", "2"),

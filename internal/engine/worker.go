@@ -126,6 +126,9 @@ type Stats struct {
 	HostWrittenTokens int64
 	HostWriteSkips    int64
 	HostEvictedTokens int64
+	// Preemptions counts running requests preempted by recompute (vLLM's
+	// scheduler, vllm.go).
+	Preemptions int64
 }
 
 // Worker is one engine instance.
@@ -176,6 +179,7 @@ type Worker struct {
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 	host       *hostTier            // hicache.go: the host KV tier, nil without one
 	sliceRoomS float64              // slice.go: prefill work the next step may still take
+	gapFree    []gapList            // itl.go: finished requests' gap lists, reused
 
 	events []Event
 	stats  Stats
@@ -427,7 +431,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 		w.joining = removeReq(w.joining, r)
 	}
 	w.freeRequest(now, r)
-	r.gaps = nil // ITL counts completed requests only (itl.go)
+	w.dropGaps(r) // ITL counts completed requests only (itl.go)
 	if r.sessCounted {
 		r.sessCounted = false
 		if s := w.dsess[r.Session]; s != nil {

@@ -105,7 +105,7 @@ func (x *Dispatcher) v3HostPick(r Request) int {
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
 	s := x.session(t.r.Session)
-	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil {
+	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil || x.v3NoP() {
 		return false
 	}
 	x.ensureLoad()
@@ -117,7 +117,7 @@ func (t *Dispatch) v3StayOnP() bool {
 		case s.seen:
 			return false
 		case x.cfg.V3.PHosts:
-			if p = x.v3HostPick(t.r); p < 0 || !t.v3HostOnP(p) {
+			if p = x.v3HostPick(t.r); p < 0 || !x.wholeOnP(p) || !t.v3HostOnP(p) {
 				return false
 			}
 			t.decide(ActWholeP, p, -1, ModeWholeOnP)
@@ -128,7 +128,7 @@ func (t *Dispatch) v3StayOnP() bool {
 			return false
 		}
 	}
-	if p < 0 || x.p.Out(p) {
+	if p < 0 || x.p.Out(p) || !x.wholeOnP(p) {
 		return false
 	}
 	pq := x.load.p[p] + t.pUncached(p)
@@ -157,11 +157,11 @@ func (t *Dispatch) v3StayOnP() bool {
 // did.
 func (t *Dispatch) v3WarmOnP() bool {
 	x := t.x
-	if !x.cfg.V3.WholeOnP {
+	if !x.cfg.V3.WholeOnP || x.v3NoP() {
 		return false
 	}
 	p := t.prefillWorker()
-	if p < 0 || x.p.Out(p) {
+	if p < 0 || x.p.Out(p) || !x.wholeOnP(p) {
 		return false
 	}
 	unc := t.pUncached(p)

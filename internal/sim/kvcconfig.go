@@ -83,6 +83,11 @@ type KVC struct {
 
 	// V3 is KVC v3's options (kvcv3.go); the zero value is v2.
 	V3 KVCv3 `json:"v3"`
+
+	// DecodeWorkerKind is what the decoders offer (kvc.DecoderKinds):
+	// one kind for all, or a comma-separated list with one per decoder;
+	// "" is extended, the KVC extension (decoderkind.go).
+	DecodeWorkerKind string `json:"decode_worker_kind,omitempty"`
 }
 
 func (k *KVC) defaults() {
