@@ -80,10 +80,11 @@ func (w *Worker) grantReservations(now float64) {
 			return
 		}
 		out := int64(max(r.Output, 1))
-		w.unpinFor(now, r)
+		unpinned := w.unpinFor(now, r)
 		w.lockDecodePrefix(now, r)
 		if !w.makeRoomFor(now, int64(r.Input-r.CachedTokens)+out, r.Session) {
 			w.unlockDecodePrefix(now, r)
+			w.repin(now, unpinned) // it waits: its session stays as it was
 			w.countKVWait(r)
 			return
 		}

@@ -260,22 +260,40 @@ func (w *Worker) IngestSnapshot(now float64, blocks []uint64, tokens int64) (int
 // own lock (taken before this call) and a reseed replaces it, so the rest —
 // the old partial last block, a pinned output tail — becomes evictable
 // instead of crowding the request out of its own pool. The request pins the
-// session again when it ends (sessionEnd).
-func (w *Worker) unpinFor(now float64, r *Request) {
+// session again when it ends (sessionEnd). It returns the session it
+// unpinned (nil: none), for repin should the admission fail.
+func (w *Worker) unpinFor(now float64, r *Request) *dSession {
 	if !w.cfg.Session.Enabled || !r.KeepSession {
-		return
+		return nil
 	}
 	s := w.dsess[r.Session]
 	if s == nil {
-		return
+		return nil
 	}
 	if t := w.tails[r.Session]; t != nil && t.pinned {
 		w.dropTail(t)
 	}
-	if s.pinned {
-		w.setPinned(s, false)
-		w.tree.Unlock(s.node, now)
+	if !s.pinned {
+		return nil
 	}
+	w.setPinned(s, false)
+	w.tree.Unlock(s.node, now)
+	return s
+}
+
+// repin pins again a session unpinFor released when its request's
+// admission failed after all: the request waits, and meanwhile its
+// session's KV must not become room for others without an eviction report
+// (the router still believes the session resident here; the KV would be
+// lost silently). The path is intact: a failed makeRoomFor evicts no radix
+// leaf, it trims only other sessions. The output tail unpinFor dropped is
+// not restored: the request does not continue it.
+func (w *Worker) repin(now float64, s *dSession) {
+	if s == nil || s.pinned {
+		return
+	}
+	w.tree.Relock(s.node, now)
+	w.setPinned(s, true)
 }
 
 // setPinned pins or unpins a session's prompt path in the books: trimOne
@@ -346,6 +364,23 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 	if t := w.tails[r.Session]; t != nil && !t.pinned {
 		t.pinned = true
 		w.pinnedTail += t.tokens
+	}
+	w.holdCap(now, s.id)
+}
+
+// holdCap trims the least recently used other sessions while more than the
+// session cap are resident, as session's admission would have: admissions
+// granted before either seed arrived each found room under the cap (a grant
+// reserves nothing, and neither session was resident yet), so the later
+// seed to end makes room now. The trims are reported (EvSessionEvicted)
+// like any other.
+func (w *Worker) holdCap(now float64, session string) {
+	c := w.cfg.Session.Cap
+	if c <= 0 {
+		return
+	}
+	var rep AdmitReply
+	for w.residentSessions() > c && w.trimOne(now, session, &rep) {
 	}
 }
 

@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +66,9 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 		retries = -1 // none, as the simulator
 	}
 	cfg := Config{Dispatch: row.Config(), Retries: retries, Health: HealthConfig{Interval: -1}}
+	if row.Fault == kvctest.FaultAdmitTimeout {
+		cfg.AdmissionTimeout = 100 * time.Millisecond
+	}
 	cfg.Prefill = []Prefill{{URL: faulty(t, p.URL(), row.Fault, engine.RolePrefill), BootstrapPort: p.BootstrapPort()}}
 	urls := []string{p.URL()}
 	var first atomic.Bool // FaultDecode503Once: the first decode /generate anywhere
@@ -79,8 +85,18 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 	for i, turn := range row.Turns {
 		toks := prompts.Next(turn, outs[turn.Session])
 		body := map[string]any{"input_ids": toks, "session_id": turn.Session, "sampling_params": map[string]any{"max_new_tokens": turn.Output}}
-		if row.Fault == kvctest.FaultPauseClientLeaves {
+		switch row.Fault {
+		case kvctest.FaultPauseClientLeaves, kvctest.FaultClientLeavesPrefill:
 			clientLeaves(t, gw.URL, body, 200*time.Millisecond)
+			continue
+		case kvctest.FaultClientLeavesMidStream:
+			leavesAfterFirstEvent(t, gw.URL, body)
+			continue
+		case kvctest.FaultDecodeDiesMidStream:
+			body["stream"] = true
+			if a := generate(t, gw.URL, body); a.status != http.StatusOK || a.done || len(a.outputIDs) >= turn.Output {
+				t.Fatalf("turn %d (%s): %+v, want a stream cut short", i+1, turn.Session, a)
+			}
 			continue
 		}
 		a := generate(t, gw.URL, body)
@@ -110,12 +126,24 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 // fault (the worker itself when there is none to inject there).
 func faulty(t *testing.T, base, fault string, role engine.Role) string {
 	t.Helper()
-	if fault != kvctest.FaultTransfer {
+	if fault != kvctest.FaultTransfer && fault != kvctest.FaultClientLeavesPrefill {
 		return base
 	}
 	target, _ := url.Parse(base)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/generate" && fault == kvctest.FaultClientLeavesPrefill {
+			// The prefill runs until the client has left: the gateway
+			// ends this leg only then. (The body is read first: the server
+			// notices a closed connection only after it.)
+			io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second): // bounded: a gateway that never ends it fails the row
+				http.Error(w, `{"error":{"message":"prefill leg never ended","code":500}}`, http.StatusInternalServerError)
+			}
+			return
+		}
 		if r.URL.Path == "/generate" {
 			// SGLang's prefill worker whose transfer to D failed.
 			w.Header().Set("Content-Type", "application/json")
@@ -136,7 +164,7 @@ func faulty(t *testing.T, base, fault string, role engine.Role) string {
 func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string {
 	t.Helper()
 	switch fault {
-	case kvctest.FaultDecode503Once, kvctest.FaultPauseClientLeaves, kvctest.FaultDecodeDiesMidStream:
+	case kvctest.FaultDecode503Once, kvctest.FaultPauseClientLeaves, kvctest.FaultDecodeDiesMidStream, kvctest.FaultAdmitTimeout, kvctest.FaultAdmitPauseOnce:
 	default:
 		return base
 	}
@@ -150,6 +178,22 @@ func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string 
 		case fault == kvctest.FaultPauseClientLeaves && r.URL.Path == "/session_cache/admit_direct_append":
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"can_admit":false,"mode":"none","reason":"fault-injected","recommended_pause_ms":5000}`))
+			return
+		case fault == kvctest.FaultAdmitPauseOnce && r.URL.Path == "/session_cache/admit_direct_append" && first.CompareAndSwap(false, true):
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"can_admit":false,"mode":"none","reason":"fault-injected","recommended_pause_ms":50}`))
+			return
+		case fault == kvctest.FaultAdmitTimeout && r.URL.Path == "/session_cache/admit_direct_append":
+			// Never answers before the gateway gives up (the body read
+			// first: the server notices a hang-up only after it).
+			io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			return
+		case fault == kvctest.FaultDecodeDiesMidStream && r.URL.Path == "/generate":
+			cutAfterFirstEvent(w, r, base)
 			return
 		}
 		proxy.ServeHTTP(w, r)
@@ -170,4 +214,57 @@ func clientLeaves(t *testing.T, gw string, body map[string]any, d time.Duration)
 		resp.Body.Close()
 		t.Fatalf("the request answered %d before the client left", resp.StatusCode)
 	}
+}
+
+// cutAfterFirstEvent relays a decoder's streamed answer up to its first
+// event, then breaks the connection off: the decoder died mid-stream.
+func cutAfterFirstEvent(w http.ResponseWriter, r *http.Request, base string) {
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.Path, r.Body)
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		w.Write([]byte(line))
+		if err != nil || strings.HasPrefix(line, "data: ") {
+			break
+		}
+	}
+	w.Write([]byte("\n"))
+	w.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler) // the connection drops without the stream's end
+}
+
+// leavesAfterFirstEvent streams body and hangs up after its first event.
+func leavesAfterFirstEvent(t *testing.T, gw string, body map[string]any) {
+	t.Helper()
+	body["stream"] = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/generate", bytes.NewReader(j))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); line == "data: [DONE]" {
+			t.Fatal("the whole stream came before the client left")
+		} else if strings.HasPrefix(line, "data: ") {
+			return // the first token came: hang up (deferred)
+		}
+	}
+	t.Fatalf("the stream ended without an event (%v)", sc.Err())
 }

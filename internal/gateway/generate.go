@@ -289,6 +289,9 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 			if s.single(ctx, w, s.decodeURL(a.D), q, l, true) {
 				s.afterDirect(w, q, a.D) // D→P sync, active mode (dtop.go)
 			}
+		case kvc.ActLocal:
+			// A peer's local prefill on its decoder (do_local_prefill).
+			s.single(ctx, w, s.decodeURL(a.D), q, l, true)
 		case kvc.ActWholeP:
 			// KVC v3: a prefill worker serves it whole (its whole-request
 			// extension, `pdhybrid worker --serve-whole`).
@@ -402,7 +405,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		return false
 	}
 	defer resp.Body.Close()
-	if direct && s.refused(q, resp, dec) {
+	if direct && s.refused(q, resp, dec, l.d.Prefill()) {
 		// Not relayed: the request goes again on the path the corrected
 		// capabilities allow, once.
 		io.Copy(io.Discard, resp.Body)

@@ -393,6 +393,10 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 		x.s.abort(x.p.URL, x.rid, why)
 		if x.ctx.Err() != nil {
 			x.s.abort(x.dec, x.rid, why) // the client left: say so, do not rely on D noticing
+			// The abort can reach P before the request does and be lost
+			// (as in decodeUnreachable): closing P's leg ends it either
+			// way, so the wait below is not P's bootstrap timeout.
+			x.cancelP()
 		}
 	}
 	pl := x.prefill()

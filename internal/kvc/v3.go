@@ -92,6 +92,10 @@ type V3Config struct {
 	// that is active now brings its decoder load for a while; one started
 	// an hour ago may have ended.
 	BalanceHalfLifeS float64
+	// Isolation is v4's decode isolation (v4.go): every prefill placed on
+	// a GPU that decodes draws from its stall budget, derived from the
+	// TPOT SLO; the zero value is off.
+	Isolation DecodeIsolation
 }
 
 // On reports whether any v3 option is set.
@@ -185,7 +189,7 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	if !x.session(t.r.Session).seen {
 		pq += int(c.TransferTokens * float64(t.r.Input))
 	}
-	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
+	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq && t.v4Allows(false, d, uncached, t.r.Input-uncached)
 	if t.paths() {
 		t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
 			x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, verdict(ok, "local", "through P"))
@@ -270,6 +274,7 @@ func (t *Dispatch) v3Accepted() {
 		x.load.d[t.chosenD] += t.dTok
 		t.dQ = t.dTok
 	}
+	t.v4Accepted()
 }
 
 // v3PrefillDone takes the request's prefill out of its queue.
@@ -293,7 +298,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 		return false
 	}
 	p := t.prefillWorker()
-	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
 	mode := ModeLocalReseed
@@ -313,7 +318,7 @@ func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
 		return false
 	}
 	p := t.prefillWorker()
-	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
 	t.setWhy("real-large-append")
@@ -362,7 +367,8 @@ func (t *Dispatch) v3Fallback() bool {
 	if d < 0 {
 		return false
 	}
-	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && !x.v3NoP() && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
+	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && !x.v3NoP() && x.wholeOnP(p) && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input &&
+		t.v4Allows(true, p, t.pUncached(p), t.r.Input-t.pUncached(p)) {
 		// An idle P takes decode work: its KV pool is free for it, and
 		// its queue is the shorter.
 		if t.paths() {
@@ -371,6 +377,9 @@ func (t *Dispatch) v3Fallback() bool {
 		}
 		t.decide(ActWholeP, p, -1, ModeWholeOnP)
 		return true
+	}
+	if !x.localOnD(d) {
+		return false // the decoder cannot prefill it: plain PD
 	}
 	// No budget or margin here: the request has to wait for a decoder's
 	// KV either way, and through P it would hold that KV reserved while

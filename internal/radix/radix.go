@@ -163,6 +163,10 @@ func (r *Tree) LockMatched(blocks []uint64, m Match, now float64) Match {
 	return m
 }
 
+// Relock references n and every ancestor again, as Lock did: a lock
+// Unlock dropped, taken back while nothing evicted the path meanwhile.
+func (r *Tree) Relock(n int32, now float64) { r.ref(n, now) }
+
 // ref adds a reference to n and every ancestor, touching their access time.
 func (r *Tree) ref(n int32, now float64) {
 	for ; n > root; n = r.nodes[n].parent {

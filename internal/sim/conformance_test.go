@@ -79,6 +79,13 @@ func simConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, *Sim
 	case "":
 	case kvctest.FaultTransfer:
 		cfg.TransferTimeoutS = 1e-9 // every transfer is still on the link then
+	case kvctest.FaultClientLeavesPrefill:
+		// After the admission round trip (6 ms) and the acceptance, long
+		// before a 3000-token prefill's KV lands.
+		cfg.TimeoutS = 0.02
+	case kvctest.FaultClientLeavesMidStream:
+		// The KV landed and decoding began; 2000 tokens take far longer.
+		cfg.TimeoutS = 2
 	default:
 		t.Fatalf("the simulator cannot inject %s", row.Fault)
 	}

@@ -65,13 +65,14 @@ func randTrace(rng *rand.Rand, n int) []trace.Request {
 // TestSimProperty runs random clusters (every mechanism, the peers too, every policy and
 // link, small pools, gates, timeouts, mixed chunks) over random traces and
 // checks the invariants: every request is recorded exactly once, completed
-// ones have a sane TTFT, and at the end every worker, router counter and
-// replay counter is back to empty.
+// ones have a sane TTFT, ITL counts exactly the completed requests' gaps, no
+// KVC decoder holds more sessions than its cap, and at the end every
+// worker, router counter and replay counter is back to empty.
 func TestSimProperty(t *testing.T) {
 	p := profile(t)
 	statuses := map[metrics.Status]int{}
 	byMech := map[Mechanism]int{}
-	v3Runs := 0
+	v3Runs, capped := 0, 0
 	for seed := uint64(1); seed <= 1000; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
 		reqs := randTrace(rng, 150)
@@ -162,9 +163,13 @@ func TestSimProperty(t *testing.T) {
 			}
 		}
 		seen := map[int64]int{}
+		var gaps int64 // ITL's population: every completed request's gaps, no other's
 		for _, r := range sink.recs {
 			seen[r.ChatID]++
 			statuses[r.Status]++
+			if r.Status == metrics.StatusCompleted {
+				gaps += int64(max(r.OutputLength-1, 0))
+			}
 			if r.Status == metrics.StatusCompleted && (r.TTFTS <= 0 || r.TTFTS > r.LatencyS+1e-9) {
 				t.Fatalf("seed %d: TTFT %v with latency %v", seed, r.TTFTS, r.LatencyS)
 			}
@@ -173,6 +178,17 @@ func TestSimProperty(t *testing.T) {
 			if seen[q.ChatID] != 1 {
 				t.Fatalf("seed %d (%s): chat %d recorded %d times", seed, cfg.Mechanism, q.ChatID, seen[q.ChatID])
 			}
+		}
+		if n := s.gaps.Count(); n != gaps {
+			t.Fatalf("seed %d (%s): ITL counts %d inter-token gaps; the completed requests have %d", seed, cfg.Mechanism, n, gaps)
+		}
+		if c := cfg.KVC.SessionCap; cfg.Mechanism == KVCacheCentric && c > 0 {
+			for _, wi := range s.decodes {
+				if n := s.workers[wi].ResidentSessions(); n > c {
+					t.Fatalf("seed %d (%+v): %s ends holding %d sessions over its cap of %d", seed, cfg.KVC, s.workers[wi].Name(), n, c)
+				}
+			}
+			capped++
 		}
 		for _, w := range s.workers {
 			// What is neither running nor evictable at the end is what KVC
@@ -204,6 +220,9 @@ func TestSimProperty(t *testing.T) {
 		}
 	}
 	t.Logf("statuses over all runs: %v; runs per mechanism: %v; KVC v3 runs %d", statuses, byMech, v3Runs)
+	if capped == 0 {
+		t.Fatal("no KVC run with a session cap: the property test no longer checks it")
+	}
 	if v3Runs == 0 {
 		t.Fatal("no KVC v3 run: the property test no longer covers its options")
 	}

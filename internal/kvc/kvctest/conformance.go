@@ -38,8 +38,24 @@ const (
 	// 5 s pause hint and the client leaves during the pause.
 	FaultPauseClientLeaves = "pause-client-leaves"
 	// FaultDecodeDiesMidStream: the decoder's stream breaks off after its
-	// first event (gateway only).
+	// first event (gateway only: the simulator's workers never die).
 	FaultDecodeDiesMidStream = "decode-dies-mid-stream"
+	// FaultClientLeavesPrefill: the client leaves while the prefill runs
+	// (the simulator: the request times out before its KV lands; the
+	// gateway: the prefill leg is held until the client has left).
+	FaultClientLeavesPrefill = "client-leaves-during-prefill"
+	// FaultClientLeavesMidStream: the client leaves after the first token
+	// (the simulator: the request times out while decoding; the gateway:
+	// the client reads the stream's first event and hangs up).
+	FaultClientLeavesMidStream = "client-leaves-mid-stream"
+	// FaultAdmitTimeout: the decoder never answers the admission RPC
+	// within the gateway's admission timeout (gateway only: the
+	// simulator's admission round trip always answers).
+	FaultAdmitTimeout = "admission-timeout"
+	// FaultAdmitPauseOnce: the decoder refuses the first admission with a
+	// 50 ms pause hint; the client waits it out (gateway only, as
+	// FaultPauseClientLeaves).
+	FaultAdmitPauseOnce = "admission-pause-once"
 )
 
 // Row is one scripted scenario.
@@ -228,6 +244,101 @@ var Rows = []Row{
 		Turns: []Turn{{Session: "s", New: 3000, Output: 8}, {Session: "s", New: 300, Output: 8}},
 		Want: []string{
 			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted direct p-1 d0 kvcache-local-seed-on-d", "PrefillDone", "Finished ok", "Begin s/2 in=3308 out=8", "Reply d0 can=true direct=true ", "Accepted direct p-1 d0 kvcache-direct-to-d-session", "PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// The client leaves during the prefill: the dispatch ends with no
+		// transport outcome (a client leaving is no worker's failure), and
+		// what its acceptance counted is given back.
+		Name: "client-leaves-during-prefill", Decoders: 1, Fault: FaultClientLeavesPrefill,
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8, Fails: true}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"Finished failed",
+		},
+	},
+	{
+		// The client leaves mid-stream: the KV landed, the prefill ended,
+		// then the request fails; nothing counts against the breaker.
+		Name: "client-leaves-mid-stream", Decoders: 1, Fault: FaultClientLeavesMidStream,
+		Turns: []Turn{{Session: "s", New: 3000, Output: 2000, Fails: true}},
+		Want: []string{
+			"Begin s/1 in=3000 out=2000", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"TransferLanded", "PrefillDone", "Finished failed",
+		},
+	},
+	{
+		// D dies mid-stream: its KV had landed, so the transport is not
+		// at fault (the breaker stays closed); the request fails.
+		Name: "decode-dies-mid-stream", Decoders: 1, Fault: FaultDecodeDiesMidStream,
+		Only: "gateway", Why: "the simulator's workers never die",
+		Turns: []Turn{{Session: "s", New: 3000, Output: 200, Fails: true}},
+		Want: []string{
+			"Begin s/1 in=3000 out=200", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"TransferLanded", "PrefillDone", "Finished failed",
+		},
+	},
+	{
+		// A direct append larger than τ_append (8192): the decoder refuses
+		// it (real-large-append) and the router seeds the session again.
+		Name: "admission-refused-large-append", Decoders: 1,
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}, {Session: "s", New: 9000, Output: 8}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"TransferLanded", "PrefillDone", "Finished ok",
+			"Begin s/2 in=12008 out=8", "Reply d0 can=false direct=false real-large-append", "Accepted pd p0 d0 pd-router-fallback-real-large-append",
+			"TransferLanded", "PrefillDone", "Finished ok",
+		}, // filled below
+	},
+	{
+		// The admission RPC times out: the decoder is unreachable for the
+		// router, which sends the request as plain PD; no refusal counts
+		// toward τ_reject.
+		Name: "admission-timeout", Decoders: 1, Fault: FaultAdmitTimeout,
+		Only: "gateway", Why: "the simulator's admission round trip always answers",
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=false direct=false admission-timeout: no answer within 100ms",
+			// The seed's labels: a refusal that names no cause on a decoder
+			// not holding the session is session-not-resident.
+			"Accepted pd p0 d0 pd-router-fallback-session-not-resident", "TransferLanded", "PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// A refusal with a pause hint the client waits out: after the
+		// pause the router sends turn 1 as plain PD (the seed's
+		// pd-router-turn1-d-backpressure).
+		Name: "admission-pause-then-served", Decoders: 1, Fault: FaultAdmitPauseOnce,
+		Only: "gateway", Why: "the simulator's decoders hint a pause only under load, which a scripted row cannot pin down",
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=false direct=false fault-injected",
+			"Accepted pd p0 d0 pd-router-turn1-d-backpressure", "TransferLanded", "PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// v3 places a turn-1 prefill on P when the decoder's local budget
+		// cannot take it (a seed through P).
+		Name: "v3-seed-on-p", Decoders: 1, Pins: map[string]int{"s": 0},
+		V3:    kvc.V3Config{DBudgetTokens: 1000, ColdRoute: true},
+		Turns: []Turn{{Session: "s", New: 3000, Output: 8}, {Session: "s", New: 300, Output: 8}},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"TransferLanded", "PrefillDone", "Finished ok",
+			"Begin s/2 in=3308 out=8", "Reply d0 can=true direct=true ", "Accepted direct p-1 d0 kvcache-direct-to-d-session",
+			"PrefillDone", "Finished ok",
+		},
+	},
+	{
+		// v3 serves a new session whole on an idle prefill worker
+		// (WholeOnP, ColdOnP), and keeps it there.
+		Name: "v3-whole-on-p", Decoders: 1,
+		V3:        kvc.V3Config{DBudgetTokens: 131072, ColdRoute: true, LocalFallback: true, WholeOnP: true, ColdOnP: true},
+		Turns:     []Turn{{Session: "s", New: 3000, Output: 8}, {Session: "s", New: 300, Output: 8}},
+		HostedOnP: []int{1},
+		Want: []string{
+			"Begin s/1 in=3000 out=8", "Accepted whole-p p0 d-1 kvcache-whole-on-p", "PrefillDone", "Finished ok",
+			"Begin s/2 in=3308 out=8", "Accepted whole-p p0 d-1 kvcache-whole-on-p", "PrefillDone", "Finished ok",
 		},
 	},
 }
