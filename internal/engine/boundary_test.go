@@ -40,8 +40,8 @@ func TestEvictionTailBeforeNewerLeaf(t *testing.T) {
 		checkPool(t, w)
 	}
 	run(&Request{ID: 1, Kind: Full, Session: "a", Blocks: chain(1, 4), Input: 256, Output: 20}) // a's prompt leaf and a 19-token tail, at t1
-	run(&Request{ID: 2, Kind: Full, Blocks: chain(2, 4), Input: 256, Output: 1})               // b's leaf at t2
-	run(&Request{ID: 3, Kind: Full, Blocks: chain(1, 4), Input: 256, Output: 1})               // a's leaf touched at t3
+	run(&Request{ID: 2, Kind: Full, Blocks: chain(2, 4), Input: 256, Output: 1})                // b's leaf at t2
+	run(&Request{ID: 3, Kind: Full, Blocks: chain(1, 4), Input: 256, Output: 1})                // a's leaf touched at t3
 	if w.tails["a"] == nil {
 		t.Fatal("no output tail kept for a")
 	}
