@@ -193,8 +193,10 @@ func sig(v float64) float64 {
 // sources that say where each came from into p.
 func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 	t := f.Timing
+	eager, neager := calibrate.EagerPrefillS(d)
 	p.Timing = model.Timing{
 		PrefillOverheadS:   sig(t.PrefillOverheadS),
+		PrefillEagerS:      sig(eager),
 		PrefillPerTokenS:   sig(t.PrefillPerTokenS),
 		PrefillAttnS:       sig(t.PrefillAttnS),
 		DecodeOverheadS:    sig(t.DecodeOverheadS),
@@ -229,6 +231,10 @@ func applyFit(p *model.Profile, d *calibrate.Data, f *calibrate.Fit, hold int) {
 	p.Sources["timing"] = "calibrated on a real H200 (docs/calibration.md): " + fitted +
 		"; non-negative least squares on relative error over 2/3 of the grid, error stated on the other third"
 	p.Sources["timing.prefill_overhead_s"] = "fixed cost of a prefill step, mostly reading all 128 experts' weights once: " + fitted + pm
+	delete(p.Sources, "timing.prefill_eager_s")
+	if neager > 0 {
+		p.Sources["timing.prefill_eager_s"] = fmt.Sprintf("SGLang runs prefill and mixed (extend) batches eagerly, decode from CUDA graphs: the median of eager minus CUDA-graph time over the %d points of %s/prefill.csv measured both ways. It includes some of the harness's own Python launches, which SGLang's fused extend does not pay, so it may overcharge a little (docs/calibration.md, Eager prefill)", neager, d.Dir)
+	}
 	p.Sources["timing.prefill_per_token_s"] = "GEMM work per new token (Triton fused MoE + projections): " + fitted + pm
 	p.Sources["timing.prefill_attn_s"] = prefillAttnKernel(d) + " per query-key pair n·(p+n/2): " + fitted + pm
 	p.Sources["timing.decode_overhead_s"] = "CUDA-graph decode step with no context: non-expert weights, lm_head, launch: " + fitted + dm
@@ -316,8 +322,8 @@ func writeProfile(p *model.Profile, path string) error {
 
 func printTiming(e *env, p *model.Profile) {
 	t := p.Timing
-	fmt.Fprintf(e.stdout, "prefill  = %.4g s + %.4g s/token·n + %.4g s/pair·n·(p+n/2)\n",
-		t.PrefillOverheadS, t.PrefillPerTokenS, t.PrefillAttnS)
+	fmt.Fprintf(e.stdout, "prefill  = %.4g s + %.4g s eager + %.4g s/token·n + %.4g s/pair·n·(p+n/2)\n",
+		t.PrefillOverheadS, t.PrefillEagerS, t.PrefillPerTokenS, t.PrefillAttnS)
 	fmt.Fprintf(e.stdout, "decode   = %.4g s + %.4g s/seq·B + %.4g s/token·C + %.4g s·(1-(1-%d/%d)^B)\n",
 		t.DecodeOverheadS, t.DecodePerSeqS, t.DecodePerCtxTokenS, t.DecodeExpertsS, p.Model.TopK, p.Model.Experts)
 	if t.LargeBatch > 0 {

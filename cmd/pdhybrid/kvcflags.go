@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
@@ -13,7 +15,7 @@ import (
 type kvcFlags struct {
 	tauAppend, tauReject, retries, seedMinTurn, sessionCap int
 	seedMaxInflight, dToPDelta, tailMaxWaiting             int
-	dToP, backup                                           string
+	dToP, backup, decodeKind                               string
 	snapshotBufGiB                                         float64
 	gate, reset, belief, trim, eviction                    string
 	lowWatermark, trimStall, trimStallTok, rttMs           float64
@@ -28,7 +30,7 @@ var kvcFlagNames = []string{"direct-max-uncached-tokens", "migration-reject-thre
 	"session-cap", "admission-gate", "reject-reset", "reject-window", "residency-belief", "trim", "eviction", "tail-trim-max-waiting", "low-watermark",
 	"trim-stall", "trim-stall-per-token", "admission-rtt", "seed-max-inflight-decode", "d-to-p-sync", "d-to-p-delta-tokens",
 	"snapshot-buf", "prefill-backup", "prefill-priority-eviction", "backpressure", "backpressure-high-water",
-	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds"}
+	"backpressure-max-pause-ms", "backpressure-transfer-queue", "home-holds", "decode-worker-kind"}
 
 // The D→P flags' help, shared by sim (every mode) and serve (the modes the
 // gateway runs).
@@ -66,6 +68,7 @@ func (k *kvcFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.backup, "prefill-backup", "release-after-transfer", "kvcache-centric: what a prefill worker does with a seed's KV after the transfer: `release-after-transfer` (back to its radix cache) or capacity-backup (keep it pinned for the session: a seed-time snapshot of at most min(4, max(1, pool / (2·prompt))) sessions, the seed's)")
 	fs.BoolVar(&k.priorityEviction, "prefill-priority-eviction", false, "kvcache-centric: a prefill worker's cache evicts first the prompts of seeds and reseeds, which a decoder keeps, before plain-PD prompts, whose sessions come back through P (the seed's --kvcache-prefill-priority-eviction, off by default and on in all its KVC runs)")
 	fs.Float64Var(&k.rttMs, "admission-rtt", 6, "kvcache-centric: admission RPC round trip in `milliseconds` (the seed measured about 6)")
+	fs.StringVar(&k.decodeKind, "decode-worker-kind", "extended", "kvcache-centric: what the decoders offer, and so the path KVC takes on them (docs/gateway.md): `kind` extended (the KVC extension: admission RPC, direct appends), conditional-agg+decode-radix (upstream SGLang's --disaggregation-decode-enable-conditional-agg with --disaggregation-decode-enable-radix-cache: do_local_prefill with the router's own admission), decode-radix (delta PD to the session's decoder), conditional-agg (alone: plain PD) or stock (session-affine plain PD); one for every decoder, or a comma-separated list with one per decoder")
 	k.registerBackpressure(fs)
 }
 
@@ -108,8 +111,15 @@ func (k *kvcFlags) check(ck *checks, on bool) {
 	for _, n := range []string{"backpressure-high-water", "backpressure-max-pause-ms", "backpressure-transfer-queue"} {
 		ck.only(n, k.backpressure, "with --backpressure")
 	}
+	for _, kind := range strings.Split(k.decodeKind, ",") {
+		if _, err := kvc.ParseDecoderKind(kind); err != nil {
+			ck.fail("--decode-worker-kind %q: want one of %s, or a comma-separated list with one per decoder", k.decodeKind, strings.Join(kvc.DecoderKinds, ", "))
+			break
+		}
+	}
 	k.v3.check(ck)
 	k.v3.checkSim(ck)
+	k.v3.checkV4(ck)
 	for _, n := range append(kvcFlagNames, kvcV3FlagNames...) {
 		ck.only(n, on, "to --mechanism kvcache-centric")
 	}
@@ -127,7 +137,7 @@ func (k *kvcFlags) config() sim.KVC {
 		SeedMaxInflight: k.seedMaxInflight, PrefillBackup: k.backup, DToP: k.dToP, DToPDeltaTokens: k.dToPDelta,
 		SnapshotBufBytes: int64(k.snapshotBufGiB * (1 << 30)), V3: k.v3.config(), PrefillPriorityEviction: k.priorityEviction,
 		Backpressure: map[bool]string{true: "on", false: "off"}[k.backpressure], BackpressureHighWater: k.bpHighWater,
-		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers, HomeHolds: k.homeHolds}
+		BackpressureMaxPauseMs: &maxPause, BackpressureTransferQueue: k.bpTransfers, HomeHolds: k.homeHolds, DecodeWorkerKind: k.decodeKind}
 }
 
 // transportFlags are the P→D transport's fault knobs (any mechanism with a

@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestKVCPreset: --kvc-preset v3 sets v3's defaults in config.json, a flag
+// TestKVCPreset: --kvc-preset v3 sets v3's defaults in config.json, v4
+// v3's with --tpot-slo-ms and --isolation-max-p-wait, a flag
 // given overrides its preset value, v2 leaves every option off, and a bad
 // value names the flag and the valid ones.
 func TestKVCPreset(t *testing.T) {
@@ -63,20 +64,32 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v3", "--cold-route=false"}, "cold_route_inflight_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3", "--d-prefill-budget", "1000"}, "d_prefill_budget_tokens", 1000.0},
 		{[]string{"--kvc-preset", "v3", "--inline-admission=false"}, "inline_admission", false},
+		// v4 is v3 with decode isolation (docs/kvc-v4.md).
+		{[]string{"--kvc-preset", "v3"}, "tpot_slo_ms", nil},
+		{[]string{"--kvc-preset", "v4"}, "tpot_slo_ms", float64(v4TPOTSLO)},
+		{[]string{"--kvc-preset", "v4"}, "isolation_max_p_wait_s", float64(v4MaxPWait)},
+		{[]string{"--kvc-preset", "v4"}, "d_prefill_budget_tokens", float64(v3Budget)},
+		{[]string{"--kvc-preset", "v4"}, "whole_on_p", true},
+		{[]string{"--kvc-preset", "v4", "--tpot-slo-ms", "25"}, "tpot_slo_ms", 25.0},
+		{[]string{"--kvc-preset", "v4", "--tpot-slo-ms", "0"}, "isolation_max_p_wait_s", nil},
+		{[]string{"--kvc-preset", "v3", "--tpot-slo-ms", "12"}, "tpot_slo_ms", 12.0},
 	} {
 		if got := v3(tc.args...)[tc.key]; got != tc.want {
 			t.Errorf("%v: kvc.v3.%s = %v, want %v", tc.args, tc.key, got, tc.want)
 		}
 	}
 	for _, bad := range [][]string{
-		{"--kvc-preset", "v4"},
+		{"--kvc-preset", "v5"},
 		{"--d-prefill-budget", "-1"},
-		{"--local-prefill-margin", "5"},          // without a budget
-		{"--whole-on-p"},                         // without --local-fallback
-		{"--p-hosts-sessions"},                   // without --whole-on-p
-		{"--cold-route-inflight-tokens", "4096"}, // without --cold-route
-		{"--p-host-queue-tokens", "4096"},        // without --balance-starts
-		{"--balance-half-life", "30"},            // without --balance-starts
+		{"--tpot-slo-ms", "12"}, // without a budget (the v3 or v4 preset)
+		{"--tpot-slo-ms", "-1", "--kvc-preset", "v3"},
+		{"--isolation-max-p-wait", "5", "--kvc-preset", "v3"}, // without --tpot-slo-ms
+		{"--local-prefill-margin", "5"},                       // without a budget
+		{"--whole-on-p"},                                      // without --local-fallback
+		{"--p-hosts-sessions"},                                // without --whole-on-p
+		{"--cold-route-inflight-tokens", "4096"},              // without --cold-route
+		{"--p-host-queue-tokens", "4096"},                     // without --balance-starts
+		{"--balance-half-life", "30"},                         // without --balance-starts
 		{"--prefill-bypass-tokens", "-5"},
 		{"--prefill-order", "sjf"},
 		{"--prefill-max-wait", "30"}, // without --prefill-order shortest

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -71,14 +72,33 @@ docs/fidelity.md holds the committed table.`,
 	}
 	f.register(c)
 	c.Flags().BoolVar(&markdown, "markdown", false, "print the table as Markdown (docs/fidelity.md)")
+	var reqDir string
+	c.Flags().StringVar(&reqDir, "requests", "", "also write each run's requests, real beside simulated, as `folder`/<run>.csv (an existing folder)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		if reqDir != "" {
+			if st, err := os.Stat(reqDir); err != nil || !st.IsDir() {
+				return usagef("--requests %s: not an existing folder", reqDir)
+			}
+		}
 		runs, co, cp, err := f.load(c)
 		if err != nil {
 			return err
 		}
-		res, err := calibrate.EvalRealRuns(ctx, runs, co, cp, f.jobs)
+		res, err := calibrate.EvalRealRunsWith(ctx, runs, co, cp, f.jobs, fidelity.Options{KeepRequests: reqDir != ""})
 		if err != nil {
 			return err
+		}
+		for _, r := range res {
+			if reqDir == "" {
+				break
+			}
+			var b strings.Builder
+			if err := fidelity.WritePairs(&b, r.Requests); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(reqDir, r.Run+".csv"), []byte(b.String()), 0o644); err != nil {
+				return err
+			}
 		}
 		return fidelity.WriteTable(e.stdout, res, markdown)
 	})
@@ -107,6 +127,9 @@ JSON to --out (validate --coefficients reads it) and prints the table.`,
 	fs.StringVar(&out, "out", "realruns-fit.json", "fitted coefficients JSON `file` to write")
 	fs.IntVar(&rounds, "rounds", 8, "coordinate-search `sweeps` over the coefficients, in [0, 100]")
 	fs.BoolVar(&force, "force", false, "replace --out if it exists")
+	var holdOut, only []string
+	fs.StringSliceVar(&only, "only", nil, "tune only these `coefficients` (comma-separated; default all: "+strings.Join(calibrate.KnobNames(), ", ")+"); the rest stay as --coefficients gives them")
+	fs.StringSliceVar(&holdOut, "hold-out", nil, "runs whose name contains this `text` (repeat or comma-separate) are left out of the fit, then replayed with the fitted coefficients and printed apart: a cross-validation split, e.g. one model's runs (docs/fidelity.md)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
 		ck.num("rounds", between(0, 100).is("a number of sweeps"))
@@ -120,12 +143,27 @@ JSON to --out (validate --coefficients reads it) and prints the table.`,
 		if err != nil {
 			return err
 		}
-		fit, err := calibrate.FitRealRuns(ctx, runs, co, cp, f.jobs, rounds, func(s string) { fmt.Fprintln(e.stderr, s) })
+		fitOn, held := calibrate.SplitRealRuns(runs, holdOut)
+		if len(fitOn) == 0 {
+			return usagef("--hold-out %s: every run matches; nothing is left to fit", strings.Join(holdOut, ","))
+		}
+		if len(holdOut) > 0 && len(held) == 0 {
+			return usagef("--hold-out %s: no run's name contains it", strings.Join(holdOut, ","))
+		}
+		if len(held) > 0 && !anyMoE(fitOn) {
+			// Nothing left to fit says how a MoE layer's expert reads
+			// go: predict the held-out MoE runs from the HBM efficiency.
+			co.ExpertBWEff = 0
+		}
+		fit, err := calibrate.FitRealRuns(ctx, fitOn, co, cp, f.jobs, rounds, only, func(s string) { fmt.Fprintln(e.stderr, s) })
 		if err != nil {
+			if strings.HasPrefix(err.Error(), "no coefficient") {
+				return usagef("--only: %v", err)
+			}
 			return err
 		}
 		b, err := json.MarshalIndent(fidelity.Fitted{Coefficients: fit.Coefficients, Client: fit.Client, Score: fit.Score,
-			Source: fmt.Sprintf("pdhybrid calibrate realruns --data %s: %d runs, %d evaluations", f.data, len(runs), fit.Evals)}, "", "  ")
+			Source: fmt.Sprintf("pdhybrid calibrate realruns --data %s: %d runs, %d evaluations%s", f.data, len(fitOn), fit.Evals, heldNote(holdOut))}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -133,9 +171,35 @@ JSON to --out (validate --coefficients reads it) and prints the table.`,
 			return err
 		}
 		fmt.Fprintf(e.stdout, "wrote %s (score %.4f after %d evaluations)\n\n", out, fit.Score, fit.Evals)
-		return fidelity.WriteTable(e.stdout, fit.Results, false)
+		if err := fidelity.WriteTable(e.stdout, fit.Results, false); err != nil || len(held) == 0 {
+			return err
+		}
+		res, err := calibrate.EvalRealRuns(ctx, held, fit.Coefficients, fit.Client, f.jobs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "\nheld out of the fit (%s):\n", strings.Join(holdOut, ","))
+		return fidelity.WriteTable(e.stdout, res, false)
 	})
 	return c
+}
+
+// anyMoE reports whether a run serves a mixture-of-experts model.
+func anyMoE(runs []calibrate.RealRun) bool {
+	for _, r := range runs {
+		if r.Arch.Experts > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// heldNote names the held-out runs in a fit's source line.
+func heldNote(holdOut []string) string {
+	if len(holdOut) == 0 {
+		return ""
+	}
+	return " (held out: runs named " + strings.Join(holdOut, ", ") + ")"
 }
 
 func calibrateRooflineCmd(e *env) *cobra.Command {

@@ -243,6 +243,7 @@ func TestCommittedProfileMeetsBar(t *testing.T) {
 		{a.PrefillAttnS, b.PrefillAttnS}, {a.DecodeOverheadS, b.DecodeOverheadS},
 		{a.DecodePerSeqS, b.DecodePerSeqS}, {a.DecodePerCtxTokenS, b.DecodePerCtxTokenS},
 		{a.DecodeExpertsS, b.DecodeExpertsS},
+		{eagerMedian(d), b.PrefillEagerS},
 	} {
 		if !near(q[0], q[1], 1e-3) {
 			t.Errorf("coefficient %d: fit %v, profile %v: re-run `pdhybrid calibrate fit`", i, q[0], q[1])
@@ -272,4 +273,9 @@ func TestRooflineMeetsBarOnH200(t *testing.T) {
 			t.Errorf("%s held-out MAPE %.1f %%, want ≤ 10 %%", e.Op, 100*e.TestMAPE)
 		}
 	}
+}
+
+func eagerMedian(d *Data) float64 {
+	m, _ := EagerPrefillS(d)
+	return m
 }

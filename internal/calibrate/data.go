@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -21,6 +22,9 @@ import (
 type PrefillPoint struct {
 	N, P    int
 	Seconds float64
+	// Eager is the same step run eagerly (no CUDA graph), where measured
+	// (prefill.csv's eager_model_s; 0 = not measured).
+	Eager float64
 }
 
 // DecodePoint is one measured decode step: Batch sequences holding Ctx
@@ -62,7 +66,14 @@ func Load(dir string) (*Data, error) {
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return err
 		}
-		d.Prefill = append(d.Prefill, PrefillPoint{N: n, P: p, Seconds: s})
+		var eager float64
+		if v["eager_model_s"] != "" {
+			var err error
+			if eager, err = strconv.ParseFloat(v["eager_model_s"], 64); err != nil {
+				return fmt.Errorf("eager_model_s: %w", err)
+			}
+		}
+		d.Prefill = append(d.Prefill, PrefillPoint{N: n, P: p, Seconds: s, Eager: eager})
 		return nil
 	})
 	if err == nil {
@@ -157,4 +168,26 @@ func readCSV(path string, want []string, row func(map[string]string) error) erro
 			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 	}
+}
+
+// EagerPrefillS is the median of eager minus CUDA-graph time over the
+// prefill points measured both ways, and how many there are: what a step
+// with prefill work costs more when the engine runs it eagerly (SGLang's
+// extend batches). 0 when no point has an eager time.
+func EagerPrefillS(d *Data) (float64, int) {
+	var v []float64
+	for _, q := range d.Prefill {
+		if q.Eager > 0 {
+			v = append(v, q.Eager-q.Seconds)
+		}
+	}
+	if len(v) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return m, len(v)
 }

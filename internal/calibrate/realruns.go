@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/pdhybrid/pdhybrid/internal/fidelity"
@@ -45,8 +46,35 @@ func LoadRealRuns(dir string) ([]RealRun, error) {
 	return out, nil
 }
 
+// SplitRealRuns parts runs into those to fit and those held out: a run is
+// held out when its name contains any of holdOut (a cross-validation split,
+// e.g. one model's four runs).
+func SplitRealRuns(runs []RealRun, holdOut []string) (fit, held []RealRun) {
+	for _, r := range runs {
+		out := false
+		for _, h := range holdOut {
+			if h != "" && strings.Contains(r.Run.Name, h) {
+				out = true
+			}
+		}
+		if out {
+			held = append(held, r)
+		} else {
+			fit = append(fit, r)
+		}
+	}
+	return fit, held
+}
+
 // EvalRealRuns replays every run with the coefficients, jobs at a time.
 func EvalRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp fidelity.ClientPath, jobs int) ([]*fidelity.Result, error) {
+	return EvalRealRunsWith(ctx, runs, c, cp, jobs, fidelity.Options{})
+}
+
+// EvalRealRunsWith is EvalRealRuns with the replay's options (the client
+// path in o is replaced by cp).
+func EvalRealRunsWith(ctx context.Context, runs []RealRun, c model.Coefficients, cp fidelity.ClientPath, jobs int, o fidelity.Options) ([]*fidelity.Result, error) {
+	o.Client = cp
 	out := make([]*fidelity.Result, len(runs))
 	errs := make([]error, len(runs))
 	sem := make(chan struct{}, max(jobs, 1))
@@ -60,7 +88,7 @@ func EvalRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp 
 			if err == nil {
 				var p *model.Profile
 				if p, err = d.Profile(rr.Arch, c, rr.Run.Meta.Server.BlockSize); err == nil {
-					out[i], err = fidelity.Compare(ctx, rr.Run, p, fidelity.Options{Client: cp})
+					out[i], err = fidelity.Compare(ctx, rr.Run, p, o)
 				}
 			}
 			errs[i] = err
@@ -76,10 +104,12 @@ func EvalRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp 
 }
 
 // Score is the fit's objective: over the runs that were not overloaded,
-// the mean of |error| of e2e and TTFT means (weight 1 each) and p90s
-// (weight ½ each); an overloaded run adds the error of its mean decode
-// time per token (its batches are full: max_num_seqs binds) and ¼ of its
-// failure-count error.
+// the mean of |error| of e2e and TTFT means (weight 1 each), p90s (weight
+// ½ each) and TTFT p99 (weight ½: the first pass over a run's prompts, its
+// cold prefills, makes it, and nothing else pins the GEMM efficiency of a
+// prefill of hundreds of tokens); an overloaded run adds the error of its
+// mean decode time per token (its batches are full: max_num_seqs binds)
+// and ¼ of its failure-count error.
 func Score(res []*fidelity.Result) float64 {
 	var s, n float64
 	ab := func(sim, real float64) float64 {
@@ -96,8 +126,9 @@ func Score(res []*fidelity.Result) float64 {
 			continue
 		}
 		s += ab(r.Sim.E2E.Mean, r.Real.E2E.Mean) + ab(r.Sim.TTFT.Mean, r.Real.TTFT.Mean) +
-			0.5*ab(r.Sim.E2E.P90, r.Real.E2E.P90) + 0.5*ab(r.Sim.TTFT.P90, r.Real.TTFT.P90)
-		n += 3
+			0.5*ab(r.Sim.E2E.P90, r.Real.E2E.P90) + 0.5*ab(r.Sim.TTFT.P90, r.Real.TTFT.P90) +
+			0.5*ab(r.Sim.TTFT.P99, r.Real.TTFT.P99)
+		n += 3.5
 	}
 	return s / n
 }
@@ -134,9 +165,23 @@ type RealRunsFit struct {
 	Evals        int
 }
 
+// KnobNames are the coefficients FitRealRuns can tune, in its order.
+func KnobNames() []string {
+	out := make([]string, len(knobs))
+	for i, k := range knobs {
+		out[i] = k.name
+	}
+	return out
+}
+
 // FitRealRuns tunes the coefficients to the real runs (Score over every
-// run replayed); progress, when set, hears each kept change.
-func FitRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp fidelity.ClientPath, jobs, rounds int, progress func(string)) (*RealRunsFit, error) {
+// run replayed); only, when not empty, names the knobs to tune (the rest
+// stay as given); progress, when set, hears each kept change.
+func FitRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp fidelity.ClientPath, jobs, rounds int, only []string, progress func(string)) (*RealRunsFit, error) {
+	ks, err := pickKnobs(only)
+	if err != nil {
+		return nil, err
+	}
 	fit := &RealRunsFit{}
 	eval := func(c model.Coefficients, cp fidelity.ClientPath) (float64, error) {
 		res, err := EvalRealRuns(ctx, runs, c, cp, jobs)
@@ -149,9 +194,27 @@ func FitRealRuns(ctx context.Context, runs []RealRun, c model.Coefficients, cp f
 		}
 		return s, nil
 	}
-	var err error
-	fit.Coefficients, fit.Client, fit.Evals, err = search(c, cp, knobs, rounds, eval, progress)
+	fit.Coefficients, fit.Client, fit.Evals, err = search(c, cp, ks, rounds, eval, progress)
 	return fit, err
+}
+
+func pickKnobs(only []string) ([]knob, error) {
+	if len(only) == 0 {
+		return knobs, nil
+	}
+	var out []knob
+	for _, n := range only {
+		found := false
+		for _, k := range knobs {
+			if k.name == n {
+				out, found = append(out, k), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no coefficient %q (have %s)", n, strings.Join(KnobNames(), ", "))
+		}
+	}
+	return out, nil
 }
 
 // search tunes the knobs by coordinate search in log space: each knob in

@@ -83,7 +83,7 @@ func TestHiCacheDemotedTurnLoadsBack(t *testing.T) {
 			if r.CachedTokens != 0 || w.stats.PrefillTokens-prefilled != 3072 {
 				t.Fatalf("no tiers: cached %d, computed %d; want 0, 3072", r.CachedTokens, w.stats.PrefillTokens-prefilled)
 			}
-			want := w.tm.PrefillOverheadS + w.tm.PrefillWorkS(3072, 0)
+			want := w.tm.PrefillStepS() + w.tm.PrefillWorkS(3072, 0)
 			if !near(ttft, want) {
 				t.Fatalf("no tiers: TTFT %v, want the recompute %v", ttft, want)
 			}
@@ -95,7 +95,7 @@ func TestHiCacheDemotedTurnLoadsBack(t *testing.T) {
 		if w.stats.HostLoadedTokens != 2048 || w.stats.HostLoads != 1 {
 			t.Fatalf("host loads %d of %d tokens, want 1 of 2048", w.stats.HostLoads, w.stats.HostLoadedTokens)
 		}
-		c := w.tm.PrefillOverheadS + w.tm.PrefillWorkS(1024, 2048)
+		c := w.tm.PrefillStepS() + w.tm.PrefillWorkS(1024, 2048)
 		if want := overlapS(w, c, 2048); !near(ttft, want) {
 			t.Fatalf("TTFT %v, want compute %v + load hidden but a layer's share = %v", ttft, c, want)
 		}
@@ -131,7 +131,7 @@ func TestHiCache100KLoadDominates(t *testing.T) {
 	if load < 0.178 || load > 0.1782 {
 		t.Fatalf("100K tokens over the host link: %v s, want 9.8304 GB / 55.2 GB/s + 11 us = 0.1781 s", load)
 	}
-	c := w.tm.PrefillOverheadS + w.tm.PrefillWorkS(200, 100000)
+	c := w.tm.PrefillStepS() + w.tm.PrefillWorkS(200, 100000)
 	ttft := r.FirstTokenAt - start
 	if want := load + c/48; !near(ttft, want) {
 		t.Fatalf("TTFT %v, want load %v + compute %v / 48 layers = %v", ttft, load, c, want)

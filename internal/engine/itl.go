@@ -17,11 +17,20 @@ type gapStretch struct {
 	span int64
 }
 
-// runGaps is what one decode run owes a request: its first gap (from its
-// previous token) and the run's later steps, shared by every sequence in it.
-type runGaps struct {
-	first float64
-	rest  []gapStretch
+// gapList is what a request's decode runs owe it, in run order: each run's
+// first gap (from the request's previous token), and for the runs of more
+// than one step, the later steps' stretches, shared by every sequence in the
+// run. Most runs are one step (a prefill or an arrival ends them), so the
+// first gaps are a plain list and the stretches a sparse one beside it.
+type gapList struct {
+	first []float64
+	rest  []runRest
+}
+
+// runRest is a run's later steps: the run is first[at].
+type runRest struct {
+	at   int
+	rest []gapStretch
 }
 
 // recordGaps holds the gaps of the decode run that ends now with each
@@ -47,20 +56,56 @@ func (w *Worker) recordGaps() {
 	first := w.stepStart + p.base
 	for _, r := range w.decoding {
 		if r.Stage == StageDecoding {
-			r.gaps = append(r.gaps, runGaps{first: first - r.lastTokenAt, rest: rest})
+			g := &r.gaps
+			if g.first == nil {
+				*g = w.freeGapList()
+			}
+			if rest != nil {
+				g.rest = append(g.rest, runRest{at: len(g.first), rest: rest})
+			}
+			g.first = append(g.first, first-r.lastTokenAt)
 		}
 	}
 }
 
-// flushGaps adds a completed request's gaps to the histogram.
+// freeGapList is an empty gap list for a request's first decode run: a
+// finished request's, when one is free. A request gathers a gap per decode
+// run (about one per output token when prefills keep breaking the runs), so
+// growing a fresh list per request was most of a long run's allocation.
+func (w *Worker) freeGapList() gapList {
+	n := len(w.gapFree)
+	if n == 0 {
+		return gapList{}
+	}
+	g := w.gapFree[n-1]
+	w.gapFree[n-1] = gapList{}
+	w.gapFree = w.gapFree[:n-1]
+	return g
+}
+
+// dropGaps frees a request's gap list for the next request's use.
+func (w *Worker) dropGaps(r *Request) {
+	g := r.gaps
+	if cap(g.first) > 0 {
+		clear(g.rest) // the runs' shared stretches are not kept alive
+		w.gapFree = append(w.gapFree, gapList{first: g.first[:0], rest: g.rest[:0]})
+	}
+	r.gaps = gapList{}
+}
+
+// flushGaps adds a completed request's gaps to the histogram, in run order.
 func (w *Worker) flushGaps(r *Request) {
 	if h := w.cfg.Gaps; h != nil {
-		for _, g := range r.gaps {
-			h.Add(g.first, 1)
-			for _, s := range g.rest {
-				h.Add(s.mid, s.span)
+		rest := r.gaps.rest
+		for i, f := range r.gaps.first {
+			h.Add(f, 1)
+			if len(rest) > 0 && rest[0].at == i {
+				for _, s := range rest[0].rest {
+					h.Add(s.mid, s.span)
+				}
+				rest = rest[1:]
 			}
 		}
 	}
-	r.gaps = nil
+	w.dropGaps(r)
 }

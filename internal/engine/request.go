@@ -80,6 +80,7 @@ type Request struct {
 	CachedTokens int // prompt tokens found in this worker's prefix cache
 	prefilled    int // uncached prompt tokens computed so far
 	generated    int
+	recompute    int    // output tokens to compute again after a preemption (vllm.go)
 	own          int64  // tokens this request holds outside the radix tree
 	reservedOut  int64  // output tokens still promised to this request
 	matched      int    // prompt blocks its cache match covered
@@ -105,12 +106,14 @@ type Request struct {
 	DecodeStartAt float64 // joined the decode batch
 	FirstTokenAt  float64
 	FinishedAt    float64
-	lastTokenAt   float64   // for inter-token gaps (itl.go)
-	gaps          []runGaps // its inter-token gaps, held until it completes (itl.go)
+	lastTokenAt   float64 // for inter-token gaps (itl.go)
+	gaps          gapList // its inter-token gaps, held until it completes (itl.go)
 }
 
-// Uncached is the number of prompt tokens this worker must compute.
-func (r *Request) Uncached() int { return r.Input - r.CachedTokens }
+// Uncached is the number of prompt tokens this worker must compute, and
+// after a preemption by recompute (vllm.go) the output tokens it computes
+// again with them.
+func (r *Request) Uncached() int { return r.Input + r.recompute - r.CachedTokens }
 
 // Generated is the number of tokens produced so far.
 func (r *Request) Generated() int { return r.generated }

@@ -133,8 +133,11 @@ func (w *Worker) generate(r *Request, k int) {
 	r.generated += k
 	r.own += int64(k)
 	w.own += int64(k)
-	r.reservedOut -= int64(k)
-	w.reserved -= int64(k)
+	// What was promised covers them; under vLLM only the first token was
+	// (the rest take free slots that vllmRoom found).
+	res := min(int64(k), r.reservedOut)
+	r.reservedOut -= res
+	w.reserved -= res
 }
 
 // prefillDone moves r's prompt into the prefix cache (if any) and on to its
@@ -154,7 +157,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 		// The tree now holds the prompt (adopted, or present already): the
 		// request's own copy of it (what it computed and what it loaded
 		// from host) is released.
-		uncached := int64(r.Uncached() + r.loaded)
+		uncached := int64(r.Uncached() - r.recompute + r.loaded)
 		r.own -= uncached
 		w.own -= uncached
 		r.node, r.locked = node, true
@@ -165,10 +168,15 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 		w.admitted-- // no longer running; the KV stays held until Release
 		w.events = append(w.events, Event{Kind: EvPrefillDone, Req: r, Time: now, Tokens: r.Input})
 	default:
-		// Colocated: the prefill step produced the first token.
+		// Colocated: the prefill step produced the first token (or, after
+		// a preemption by recompute, the next one).
 		w.generate(r, 1)
-		r.FirstTokenAt, r.lastTokenAt = now, now
-		w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
+		r.lastTokenAt = now
+		if r.recompute == 0 {
+			r.FirstTokenAt = now
+			w.events = append(w.events, Event{Kind: EvFirstToken, Req: r, Time: now})
+		}
+		r.recompute = 0
 		if r.generated >= max(r.Output, 1) {
 			w.finish(now, r)
 			return
@@ -196,16 +204,21 @@ func (w *Worker) planNext(now float64) {
 	p := &w.plan
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
+	hold := w.vllm() && w.vllmRoom(now) // vllm.go: room for the decodes, or preemption
+	if k, ok := w.slicePlan(now); ok {
+		w.planDecodeRun(now, k, hold)
+		return
+	}
 	budget := w.stepBudget() // vllm.go
 	open := false            // a request's prefill continues past this step
 	if r := w.chunked; r != nil {
-		n := min(r.Uncached()-r.prefilled, budget)
+		n := w.sliceChunk(min(r.Uncached()-r.prefilled, budget), r.CachedTokens+r.prefilled)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
 		budget -= n
 		open = r.prefilled+n < r.Uncached()
 	}
 	w.blocked = false
-	for budget > 0 && !open && w.waiting.len() > 0 {
+	for budget > 0 && !open && !hold && w.waiting.len() > 0 {
 		if w.admitted >= w.cfg.MaxRunning {
 			w.blocked = true
 			break
@@ -218,7 +231,7 @@ func (w *Worker) planNext(now float64) {
 			break
 		}
 		w.dequeue(r)
-		n := min(r.Uncached(), budget)
+		n := w.sliceChunk(min(r.Uncached(), budget), r.CachedTokens)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens})
 		budget -= n
 		if n < r.Uncached() {
@@ -242,7 +255,7 @@ func (w *Worker) planNext(now float64) {
 	}()
 	switch {
 	case len(p.chunks) > 0:
-		dur = w.tm.PrefillOverheadS
+		dur = w.tm.PrefillStepS() // eager where the engine runs prefill and mixed steps without CUDA graphs
 		for _, c := range p.chunks {
 			dur += w.tm.PrefillWorkS(c.n, c.p)
 		}
@@ -258,21 +271,42 @@ func (w *Worker) planNext(now float64) {
 			p.base, p.slope = dur, 0
 		}
 	case len(w.decoding) > 0:
-		b, ctx := w.batchShape()
-		k := math.MaxInt
-		for _, r := range w.decoding {
-			k = min(k, max(r.Output, 1)-r.generated)
-		}
-		p.decodeK, p.batch, p.ctx = max(k, 1), b, ctx
-		p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
-		p.slope = w.tm.CtxSlope(b) * float64(b)
-		dur = w.runTime(p.decodeK)
+		dur = w.decodeRun(math.MaxInt, hold)
 	default:
 		return // idle
 	}
 	w.busy = true
 	w.stepStart = now
 	w.stepEnd = now + dur
+}
+
+// decodeRun plans a decode run of at most limit steps, up to the next
+// finish, and reports its duration.
+func (w *Worker) decodeRun(limit int, hold bool) float64 {
+	p := &w.plan
+	b, ctx := w.batchShape()
+	k := limit
+	for _, r := range w.decoding {
+		k = min(k, max(r.Output, 1)-r.generated)
+	}
+	p.decodeK, p.batch, p.ctx = w.vllmRunSteps(max(k, 1), hold), b, ctx
+	p.base = w.tm.DecodeStepS(w.mdl, b, ctx)
+	p.slope = w.tm.CtxSlope(b) * float64(b)
+	return w.runTime(p.decodeK)
+}
+
+// planDecodeRun starts a decode run of at most k steps now (slice.go),
+// after any trim's stall, as planNext's decode case does.
+func (w *Worker) planDecodeRun(now float64, k int, hold bool) {
+	dur := w.decodeRun(k, hold)
+	w.busy = true
+	w.stepStart = now
+	w.stepEnd = now + dur
+	if w.stepStart < w.stallUntil {
+		d := w.stallUntil - w.stepStart
+		w.stepStart += d
+		w.stepEnd += d
+	}
 }
 
 // join moves requests whose KV has arrived into the decode batch at this
@@ -328,7 +362,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 		r.node, r.locked = m.Node, true
 		r.matched = m.Blocks
 		// At least one token is always computed: its logits start decoding.
-		cached = min(int(m.Tokens), r.Input-1)
+		cached = min(int(m.Tokens), r.Input+r.recompute-1)
 		w.hiReused(now, r, m.Blocks)
 	}
 	cached = max(cached, 0)
@@ -337,9 +371,12 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	r.loaded = w.hiMatch(now, r, cached)
 	r.CachedTokens = cached + r.loaded
 	out := int64(w.outputOf(r))
+	if w.vllm() {
+		out = min(out, 1) // vLLM allocates output slots as it decodes
+	}
 	need := int64(r.Uncached()+r.loaded) + out
 	unpinned := w.unpinFor(now, r)
-	if !w.makeRoomFor(now, need, r.Session) {
+	if !w.makeRoomFor(now, need+w.vllmAdmitNeed(), r.Session) {
 		w.repin(now, unpinned) // it waits: its session stays as it was
 		if r.locked {
 			w.tree.Unlock(r.node, now)

@@ -33,7 +33,7 @@ func TestSimultaneousArrivalsShareAStep(t *testing.T) {
 		w.Submit(0, &Request{ID: i, Kind: Full, Blocks: []uint64{uint64(10 * (i + 1))}, Input: 60, Output: 1})
 	}
 	_, evs := drive(w, 0)
-	want := p.Timing.PrefillOverheadS + 3*p.Timing.PrefillWorkS(60, 0)
+	want := p.Timing.PrefillStepS() + 3*p.Timing.PrefillWorkS(60, 0)
 	for _, ev := range evs {
 		if ev.Kind == EvFinished && !near(ev.Time, want) {
 			t.Fatalf("request %d finished at %v, want all three in one step ending %v", ev.Req.ID, ev.Time, want)

@@ -133,3 +133,94 @@ func TestVLLMDecodesFirst(t *testing.T) {
 		t.Fatalf("D's first token at %v, want %v (one prompt token per step)", first[4], want)
 	}
 }
+
+// Preemption by recompute: a 40-token pool admits two 10-token prompts
+// (each with room for its first token only), whose decodes fill it; the
+// newest is preempted, waits at the queue's front, and computes its prompt
+// and its 10 generated tokens again once the other has finished.
+func TestVLLMPreemptsByRecompute(t *testing.T) {
+	w, err := New(Config{Name: "c", Profile: roundProfile("vllm"), BlockSize: 16, ChunkTokens: 2048, PoolTokens: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Request{ID: 1, Kind: Full, Input: 10, Output: 20}
+	b := &Request{ID: 2, Kind: Full, Input: 10, Output: 20}
+	w.Submit(0, a)
+	w.Submit(0, b)
+	var firsts int
+	first, done := map[int64]float64{}, map[int64]float64{}
+	var maxUsed int64
+	for w.Running() > 0 || w.Queued() > 0 {
+		t1, ok := w.NextTime()
+		if !ok {
+			t.Fatalf("stalled at %d running, %d queued", w.Running(), w.Queued())
+		}
+		w.Advance(t1)
+		maxUsed = max(maxUsed, w.Used())
+		for _, ev := range w.TakeEvents() {
+			switch ev.Kind {
+			case EvFirstToken:
+				firsts++
+				first[ev.Req.ID] = ev.Time
+			case EvFinished:
+				done[ev.Req.ID] = ev.Time
+			}
+		}
+	}
+	// Both prefill in one step (0.010 + 20·1e-4 = 0.012) and hold 11 tokens
+	// each; 9 decode steps of 0.007 fill the pool (40) at 0.075. B, the
+	// later of the two, is preempted and A decodes alone (0.006 a step,
+	// the first alone: the step that preempted admits nothing): at 0.081
+	// B's 20 tokens + 1 + A's 1 do not fit in the 19 free, so A runs its
+	// last 9 steps and finishes at 0.135. B then recomputes 20 tokens
+	// (0.012, its 11th token at 0.147) and decodes 9 more: 0.201.
+	if firsts != 2 || !near(first[1], 0.012) || !near(first[2], 0.012) {
+		t.Errorf("first tokens %v (%d events), want both at 0.012, once each", first, firsts)
+	}
+	if !near(done[1], 0.135) || !near(done[2], 0.201) {
+		t.Errorf("done A %v, B %v; want 0.135, 0.201", done[1], done[2])
+	}
+	if a.Generated() != 20 || b.Generated() != 20 || w.Stats().Preemptions != 1 || maxUsed > 40 {
+		t.Errorf("generated %d, %d; %d preemptions; pool peak %d; want 20, 20, 1, ≤ 40", a.Generated(), b.Generated(), w.Stats().Preemptions, maxUsed)
+	}
+	if got := w.Stats().PrefillTokens; got != 40 {
+		t.Errorf("prefill tokens %d, want 40 (20 prompt, then B's 10 + 10 again)", got)
+	}
+}
+
+// Cached prefixes go before running requests: a pool holding a finished
+// prompt's 16 cached tokens evicts them for the decodes first, and only
+// then preempts; the preempted request still completes its output.
+func TestVLLMEvictsCacheBeforePreempting(t *testing.T) {
+	w, _ := New(Config{Name: "c", Profile: roundProfile("vllm"), BlockSize: 16, ChunkTokens: 2048, PrefixCache: true, PoolTokens: 40})
+	w.Submit(0, &Request{ID: 9, Kind: Full, Blocks: []uint64{9}, Input: 16, Output: 1})
+	end, _ := drive(w, 0)
+	if w.CachedTokens() != 16 {
+		t.Fatalf("cache holds %d tokens after the first prompt, want 16", w.CachedTokens())
+	}
+	a := &Request{ID: 1, Kind: Full, Blocks: []uint64{1}, Input: 10, Output: 20}
+	b := &Request{ID: 2, Kind: Full, Blocks: []uint64{2}, Input: 10, Output: 20}
+	w.Submit(end, a)
+	w.Submit(end, b)
+	var evictedAtPreempt int64 = -1
+	for w.Running() > 0 || w.Queued() > 0 {
+		t1, ok := w.NextTime()
+		if !ok {
+			t.Fatal("stalled")
+		}
+		w.Advance(t1)
+		if w.Used() > 40 {
+			t.Fatalf("pool over capacity: %d of 40", w.Used())
+		}
+		if evictedAtPreempt < 0 && w.Stats().Preemptions > 0 {
+			evictedAtPreempt = w.Stats().EvictedTokens
+		}
+		w.TakeEvents()
+	}
+	if evictedAtPreempt < 16 {
+		t.Errorf("%d tokens evicted when the first preemption came, want the cache's 16 first", evictedAtPreempt)
+	}
+	if a.Generated() != 20 || b.Generated() != 20 || a.Stage != StageDone || b.Stage != StageDone {
+		t.Errorf("A %d tokens (%v), B %d (%v); want both done with 20", a.Generated(), a.Stage, b.Generated(), b.Stage)
+	}
+}

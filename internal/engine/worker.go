@@ -87,6 +87,11 @@ type Config struct {
 	// HiCache gives the worker a host-memory KV tier below its prefix
 	// cache (SGLang --enable-hierarchical-cache; hicache.go).
 	HiCache HiCacheConfig
+	// SliceTPOTS holds every decoding request to this TPOT in seconds
+	// while the worker prefills: chunks are sized to the smallest stall
+	// budget in the batch, and the worker decodes when none fits
+	// (slice.go; KVC v4). 0 = off (SGLang's prefill-first order).
+	SliceTPOTS float64
 	// Gaps, when set, receives every inter-token gap of the requests this
 	// worker decodes (itl.go); several workers may share one.
 	Gaps *metrics.GapHistogram
@@ -121,6 +126,9 @@ type Stats struct {
 	HostWrittenTokens int64
 	HostWriteSkips    int64
 	HostEvictedTokens int64
+	// Preemptions counts running requests preempted by recompute (vLLM's
+	// scheduler, vllm.go).
+	Preemptions int64
 }
 
 // Worker is one engine instance.
@@ -170,6 +178,8 @@ type Worker struct {
 	dumping    int64                // their tokens
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 	host       *hostTier            // hicache.go: the host KV tier, nil without one
+	sliceRoomS float64              // slice.go: prefill work the next step may still take
+	gapFree    []gapList            // itl.go: finished requests' gap lists, reused
 
 	events []Event
 	stats  Stats
@@ -421,7 +431,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 		w.joining = removeReq(w.joining, r)
 	}
 	w.freeRequest(now, r)
-	r.gaps = nil // ITL counts completed requests only (itl.go)
+	w.dropGaps(r) // ITL counts completed requests only (itl.go)
 	if r.sessCounted {
 		r.sessCounted = false
 		if s := w.dsess[r.Session]; s != nil {

@@ -70,6 +70,21 @@ type Result struct {
 	PoolTokens int64 // the simulated worker's KV pool
 	RealPool   int64 // kv_blocks_total_gpu · block_size
 	SimWallS   float64
+	// Requests pairs each request's real and simulated latencies, in the
+	// run's order (Options.KeepRequests).
+	Requests []Pair
+}
+
+// Pair is one request of a run, real beside simulated (NaN where it
+// failed): what an attribution of a tail (queueing, cold prefill, the
+// server's own stalls) starts from.
+type Pair struct {
+	Index                  int
+	ArrivalS               float64
+	Input                  int
+	RealTTFT, RealE2E      float64
+	SimTTFT, SimE2E        float64
+	SimCached, SimUncached int
 }
 
 // Err is the relative error (sim − real) / real.
@@ -88,6 +103,8 @@ type Options struct {
 	Convert  realrun.Options
 	// Client is the serving path outside the engine model.
 	Client ClientPath
+	// KeepRequests fills Result.Requests.
+	KeepRequests bool
 }
 
 // ClientPath is what a streamed token crosses after the engine step that
@@ -143,7 +160,47 @@ func Compare(ctx context.Context, r *realrun.Run, p *model.Profile, o Options) (
 	out.Real = realSide(r)
 	out.Sim = simSide(sink, o.Client)
 	out.Overloaded = out.Real.Failed > 0 || out.Real.TTFT.Mean > OverloadTTFTS
+	if o.KeepRequests {
+		out.Requests = pairs(r, sink, o.Client)
+	}
 	return out, nil
+}
+
+func pairs(r *realrun.Run, c *collect, cp ClientPath) []Pair {
+	out := make([]Pair, 0, len(r.Requests))
+	for _, q := range r.Requests {
+		p := Pair{Index: q.Index, ArrivalS: q.ArrivalS, Input: q.InputTokens, RealTTFT: q.TTFTS, RealE2E: q.E2ES,
+			SimTTFT: math.NaN(), SimE2E: math.NaN()}
+		if s := c.byChat[int64(q.Index)]; s != nil {
+			p.SimCached, p.SimUncached = s.CachedTokens, s.UncachedTokens
+			if s.Status == metrics.StatusCompleted {
+				late := cp.DelayS
+				if s.OutputLength > 1 {
+					late += cp.StepsLate * (s.LatencyS - s.TTFTS) / float64(s.OutputLength-1)
+				}
+				p.SimTTFT, p.SimE2E = s.TTFTS+late, s.LatencyS+late
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// WritePairs writes a run's requests as CSV.
+func WritePairs(w io.Writer, ps []Pair) error {
+	var b strings.Builder
+	b.WriteString("index,arrival_s,input_tokens,real_ttft_s,real_e2e_s,sim_ttft_s,sim_e2e_s,sim_cached_tokens,sim_uncached_tokens\n")
+	f := func(x float64) string {
+		if math.IsNaN(x) {
+			return ""
+		}
+		return fmt.Sprintf("%.6f", x)
+	}
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%d,%.6f,%d,%s,%s,%s,%s,%d,%d\n", p.Index, p.ArrivalS, p.Input, f(p.RealTTFT), f(p.RealE2E), f(p.SimTTFT), f(p.SimE2E), p.SimCached, p.SimUncached)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func realSide(r *realrun.Run) Side {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -147,10 +148,15 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // unreachable says whether a proxy error means the replica never answered
 // (so the request can go to another): refused, reset, or the connection
-// closed before a response.
+// closed before a response. A replica that closes the connection while
+// the body is still being sent shows as any of EOF (the read side saw it
+// first), EPIPE or a write on the closed connection (net.ErrClosed: the
+// transport closed it on the read side's EOF), whichever goroutine loses
+// the race; all mean no status line came.
 func unreachable(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -348,6 +348,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, badRequest("%v", err))
 		return
 	}
+	req.key = s.callerKey(r)
 	aw := newAnthropicWriter(w, q)
 	aw.estimate = req.tokens
 	if q.stream {

@@ -23,12 +23,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
 // tri is a capability as far as the gateway knows it.
@@ -75,6 +78,7 @@ type Capabilities struct {
 	DecodeRadix tri    `json:"decode_radix_cache"`
 	CondAgg     tri    `json:"conditional_agg"`
 	KVCVersion  int    `json:"kvc_protocol_version"` // 0: none advertised
+	ServeWhole  tri    `json:"serve_whole"`          // prefill: kvc_protocol feature serve_whole
 	// From the probes (and live refusals).
 	SessionCache tri `json:"session_cache"`   // /session_cache/admit_direct_append, lookup; direct appends
 	SnapshotDump tri `json:"snapshot_dump"`   // decode: /_snapshot/dump
@@ -85,34 +89,21 @@ type Capabilities struct {
 	At    time.Time `json:"discovered_at,omitzero"`
 }
 
-// The KVC paths on a decoder, best first (docs/gateway.md): the full
-// extension (admission RPC, direct append); do_local_prefill on the
-// session's decoder with the router's own admission; delta PD to the
-// session's decoder through its radix cache; session-affine plain PD.
+// The KVC paths on a decoder, best first (kvc/decoderpath.go,
+// docs/gateway.md).
 const (
-	PathExtension    = "extension"
-	PathLocalPrefill = "local-prefill"
-	PathDeltaPD      = "delta-pd"
-	PathPlainPD      = "plain-pd"
+	PathExtension    = kvc.PathExtension
+	PathLocalPrefill = kvc.PathLocalPrefill
+	PathDeltaPD      = kvc.PathDeltaPD
+	PathPlainPD      = kvc.PathPlainPD
 )
 
-// KVCPath is the path a KVC request to this decoder takes. Unknown
-// capabilities take the extension path: its admission RPC is itself a
-// probe, and its 404 corrects the belief. Conditional aggregation counts
-// only with the decode radix cache: without it SGLang's decoder keeps no
-// prefix (a chunk cache), so a local prefill recomputes the whole
-// conversation on the decoder every turn, where plain PD recomputes only
-// what the prefill worker's own radix cache lacks.
+// KVCPath is the path a KVC request to this decoder takes, chosen as the
+// simulator chooses it (kvc.DecoderCaps.Path). Unknown capabilities count
+// as offered for the session cache — its admission RPC is itself a probe,
+// and its 404 corrects the belief — and as absent for the upstream flags.
 func (c Capabilities) KVCPath() string {
-	switch {
-	case c.SessionCache != absent:
-		return PathExtension
-	case c.CondAgg == present && c.DecodeRadix == present:
-		return PathLocalPrefill
-	case c.DecodeRadix == present:
-		return PathDeltaPD
-	}
-	return PathPlainPD
+	return kvc.DecoderCaps{SessionCache: c.SessionCache != absent, DecodeRadix: c.DecodeRadix == present, CondAgg: c.CondAgg == present}.Path()
 }
 
 // Summary is the capabilities in one line (startup, logs).
@@ -170,9 +161,12 @@ func (s *Server) discover(ctx context.Context, base, role string, prev Capabilit
 		errs = append(errs, fmt.Sprintf("/server_info answered %d", status))
 	default:
 		c.Info, c.Mode, c.PageSize = present, info.Mode, info.PageSize
-		c.DecodeRadix, c.CondAgg, c.KVCVersion = fromBool(info.DecodeRadix), fromBool(info.CondAgg), 0
+		c.DecodeRadix, c.CondAgg, c.KVCVersion, c.ServeWhole = fromBool(info.DecodeRadix), fromBool(info.CondAgg), 0, absent
 		if info.KVC != nil {
 			c.KVCVersion = info.KVC.Version
+			if slices.Contains(info.KVC.Features, "serve_whole") {
+				c.ServeWhole = present
+			}
 		}
 	}
 	probe := func(path string, t *tri) {
@@ -343,13 +337,27 @@ func (s *Server) kvcPath(w *workerInfo) string {
 }
 
 // decoderCaps is decoder d's capabilities (held lock).
-func (s *Server) decoderCaps(d int) Capabilities {
+func (s *Server) decoderCaps(d int) Capabilities { return s.capsOf(roleDecode, d) }
+
+// capsOf is the capabilities of worker i of a role's pool (held lock).
+func (s *Server) capsOf(role string, i int) Capabilities {
 	for _, w := range s.workers {
-		if w.Role == roleDecode && w.idx == d && !w.removed {
+		if w.Role == role && w.idx == i && !w.removed {
 			return w.caps
 		}
 	}
 	return Capabilities{}
+}
+
+// correctPrefill records prefill worker p's refusal to serve a request
+// whole (held lock).
+func (s *Server) correctPrefill(p int) {
+	for _, w := range s.workers {
+		if w.Role == rolePrefill && w.idx == p && !w.removed && w.caps.ServeWhole != absent {
+			w.caps.ServeWhole = absent
+			s.log.Warn("worker capability corrected by its refusal", "worker", w.URL, "serve_whole", "no")
+		}
+	}
 }
 
 // correct records a decoder's protocol-level refusal of a live request:

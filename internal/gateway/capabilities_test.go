@@ -24,7 +24,7 @@ var decoderKinds = []struct {
 	{"stock", PathPlainPD, emulatortest.Stock},
 	{"decode-radix", PathDeltaPD, func(c *emulator.Config) { emulatortest.Stock(c); c.DecodeRadix = true }},
 	{"conditional-agg", PathPlainPD, func(c *emulator.Config) { emulatortest.Stock(c); c.ConditionalAgg = true }},
-	{"conditional-agg+radix", PathLocalPrefill, func(c *emulator.Config) { emulatortest.Stock(c); c.ConditionalAgg, c.DecodeRadix = true, true }},
+	{"conditional-agg+decode-radix", PathLocalPrefill, func(c *emulator.Config) { emulatortest.Stock(c); c.ConditionalAgg, c.DecodeRadix = true, true }},
 	{"extended", PathExtension, func(c *emulator.Config) { c.Session = engine.SessionConfig{Enabled: true} }},
 }
 
@@ -60,6 +60,11 @@ func TestCapabilityDiscovery(t *testing.T) {
 		c := caps[u]
 		if c.Mode != "decode" || c.Error != "" || c.KVCPath() != k.path {
 			t.Errorf("%s: %+v, path %s, want %s", k.name, c, c.KVCPath(), k.path)
+		}
+		// The simulator's decoder of the same kind (sim --decode-worker-kind)
+		// takes the same path.
+		if sc, err := kvc.ParseDecoderKind(k.name); err != nil || sc.Path() != c.KVCPath() {
+			t.Errorf("%s: the simulator's kind is %+v (%v), path %s; the gateway's %s", k.name, sc, err, sc.Path(), c.KVCPath())
 		}
 		if v := byURL[u]; v.KVCPath != k.path || v.Capabilities.SessionCache != c.SessionCache {
 			t.Errorf("%s: /admin/workers shows %+v", k.name, v)

@@ -98,6 +98,7 @@ type Server struct {
 	mu    sync.Mutex // guards disp and turns
 	disp  *kvc.Dispatcher
 	turns map[string]int // requests seen per session (the dispatcher's turn numbers)
+	own   ownPrefixes    // with API keys: the prefix blocks each key sent (ownprefix.go)
 	mux   *http.ServeMux
 	// probes counts sessions whose decoder this gateway learnt from a
 	// residency probe.
@@ -144,7 +145,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, errors.New("gateway: pd-colo needs at least one colocated worker")
 		}
 		dNames = cfg.Colo
-	case kvc.MechPD, kvc.MechKVC:
+	case kvc.MechPD, kvc.MechKVC, kvc.MechConditional, kvc.MechPrefixDecider, kvc.MechDecodeRadix:
 		if len(cfg.Prefill) == 0 || len(cfg.Decode) == 0 {
 			return nil, fmt.Errorf("gateway: %s needs prefill and decode workers", cfg.Dispatch.Mechanism)
 		}
@@ -163,8 +164,16 @@ func New(cfg Config) (*Server, error) {
 	opts := kvc.Options{Alpha: 1, IndexBlocks: 1 << 20}
 	dOpts := opts
 	dOpts.NoCache = cfg.Dispatch.Mechanism == kvc.MechPD // naive PD decoders keep nothing
-	s := &Server{cfg: cfg, start: time.Now(), disp: kvc.NewDispatcher(cfg.Dispatch, pNames, dNames, opts, dOpts),
-		mux: http.NewServeMux(), turns: map[string]int{}}
+	s := &Server{cfg: cfg, start: time.Now(), mux: http.NewServeMux(), turns: map[string]int{}}
+	dc := cfg.Dispatch
+	dc.Workers = s.workerCaps() // paths.go
+	if dc.BlockSize == 0 {
+		dc.BlockSize = cfg.BlockSize // the peers count overlap in tokens
+	}
+	if dc.Mechanism.IsPeer() {
+		peerDefaults(&dc.Peer)
+	}
+	s.disp = kvc.NewDispatcher(dc, pNames, dNames, opts, dOpts)
 	if err := s.startDToP(); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,8 @@ type request struct {
 	avoid   []int  // workers that failed an earlier attempt
 	cause   string // why it failed, internal names included (logs only)
 	refused bool   // a decoder refused it at the protocol level once (paths.go)
+	key     string // the caller's key namespace, "" without keys (identity.go)
+	own     int    // with a key: prompt tokens of prefixes this key sent before (ownprefix.go)
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -50,7 +52,11 @@ func (s *Server) parseGenerate(r *http.Request) (*request, error) {
 	if err := checkGenerate(body); err != nil {
 		return nil, err
 	}
-	return s.newRequest(body, id)
+	q, err := s.newRequest(body, id)
+	if q != nil {
+		q.key = s.callerKey(r)
+	}
+	return q, err
 }
 
 // newRequest reads what routing needs of an SGLang /generate body; id is
@@ -204,6 +210,7 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 	defer rec.end(ctx)
 	w = rec
 	q.turn = s.countTurn(q.session)
+	s.ownPrefix(q) // ownprefix.go: what of the prompt this caller sent before
 	for q.attempt = 0; ; q.attempt++ {
 		q.retry, q.retryOn = "", ""
 		s.dispatchOnce(ctx, w, q)
@@ -282,6 +289,9 @@ func (s *Server) execute(ctx context.Context, w http.ResponseWriter, q *request,
 			if s.single(ctx, w, s.decodeURL(a.D), q, l, true) {
 				s.afterDirect(w, q, a.D) // D→P sync, active mode (dtop.go)
 			}
+		case kvc.ActLocal:
+			// A peer's local prefill on its decoder (do_local_prefill).
+			s.single(ctx, w, s.decodeURL(a.D), q, l, true)
 		case kvc.ActWholeP:
 			// KVC v3: a prefill worker serves it whole (its whole-request
 			// extension, `pdhybrid worker --serve-whole`).
@@ -395,7 +405,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 		return false
 	}
 	defer resp.Body.Close()
-	if direct && s.refused(q, resp, dec) {
+	if direct && s.refused(q, resp, dec, l.d.Prefill()) {
 		// Not relayed: the request goes again on the path the corrected
 		// capabilities allow, once.
 		io.Copy(io.Discard, resp.Body)
@@ -409,15 +419,26 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	if resp.StatusCode == http.StatusOK {
 		resp.Body = &firstByte{ReadCloser: resp.Body, f: l.prefillOver} // the first token: its prefill is over
 	}
-	ok, committed := relay(w, resp, l.mode(), base, nil, nil)
+	ok, committed := relay(w, resp, l.mode(), base, q.clampCached(nil), nil)
 	ok = ok && resp.StatusCode == http.StatusOK
 	if !ok && ctx.Err() != nil {
 		s.abort(base, rid, abortDisconnect) // the client left
 	}
 	if !committed && ctx.Err() == nil {
-		// The worker's answer broke off before anything reached the
-		// client: say so, not a silent empty answer.
-		s.fail(w, q, http.StatusBadGateway, "gateway: "+base+": answer cut short")
+		// The worker's answer broke off, or the worker aborted it, before
+		// anything reached the client: another worker may serve it; else
+		// the client hears it failed, never a 200.
+		cause := "gateway: " + base + ": answer cut short or aborted"
+		l.finish(false)
+		if dec >= 0 {
+			q.avoid = append(q.avoid, dec)
+			if q.attempt < s.cfg.Retries && s.another(q) {
+				q.retry, q.retryOn = cause, base
+				return false
+			}
+		}
+		s.fail(w, q, http.StatusBadGateway, cause)
+		return false
 	}
 	l.finish(ok)
 	return ok

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -148,4 +150,23 @@ func (s *Server) decoderAt(d int) string {
 		return ""
 	}
 	return pool[d]
+}
+
+// prefillRefused takes prefill worker p out of service at once when it
+// refused a connection (its process is gone): the requests behind this one
+// are not sent to it while the health checks count their Failures, and
+// KVC v3 prefills on the decoders meanwhile (kvc.Dispatcher's v3NoP). Its
+// next good health check puts it back, so this is done only while the
+// health checks run.
+func (s *Server) prefillRefused(p int, url string, err error) {
+	var op *net.OpError
+	if s.cfg.Health.Interval <= 0 || !errors.As(err, &op) || op.Op != "dial" {
+		return
+	}
+	s.locked(func() {
+		if !s.disp.Down(kvc.RolePrefill, p) {
+			s.log.Warn("worker down", "role", rolePrefill, "worker", url, "cause", "connection refused")
+			s.disp.SetDown(kvc.RolePrefill, p, true)
+		}
+	})
 }

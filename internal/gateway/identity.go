@@ -192,3 +192,16 @@ func SessionOrder(header, field string) []string {
 	}
 	return out
 }
+
+// callerKey is the namespace of the caller's key (as scoped gives its
+// sessions), "" without keys: what the caller's own prefixes are
+// remembered under (ownprefix.go).
+func (s *Server) callerKey(r *http.Request) string {
+	if s.cfg.ClientHeader == "" {
+		return ""
+	}
+	if key := r.Header.Get(s.cfg.ClientHeader); key != "" {
+		return "k" + shortHash(key) + ":"
+	}
+	return ""
+}

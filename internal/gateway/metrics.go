@@ -257,16 +257,36 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
-	switch {
-	case bytes.HasPrefix(b, []byte("data: {")):
+	switch ev := lastDataEvent(b); {
+	case ev != nil:
 		if r.first.IsZero() {
 			r.first = time.Now()
 		}
-		r.last, r.parsed = append(r.last[:0], b[len("data: "):]...), false
+		r.last, r.parsed = append(r.last[:0], ev...), false
 	case !r.q.stream && len(r.last) == 0 && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")):
 		r.last, r.parsed = append(r.last[:0], b...), false
 	}
 	return r.ResponseWriter.Write(b)
+}
+
+// lastDataEvent is the object of the last "data: {" line in b (a relay
+// writes every complete line one read brought at once), nil if none.
+func lastDataEvent(b []byte) []byte {
+	for end := len(b); end > 0; {
+		start := bytes.LastIndexByte(b[:end], '\n')
+		if start == end-1 { // b[:end] ends in a newline: look before it
+			start = bytes.LastIndexByte(b[:end-1], '\n')
+		}
+		line := b[start+1 : end]
+		if bytes.HasPrefix(line, []byte("data: {")) {
+			return line[len("data: "):]
+		}
+		end = start + 1
+		if start < 0 {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (r *recorder) Flush() {
@@ -317,7 +337,7 @@ func (r *recorder) end(ctx context.Context) {
 		outcome = outcomeOK
 	case ctx.Err() != nil:
 		outcome = outcomeDisconnect
-	case r.status != http.StatusOK && r.mode == "":
+	case r.status != http.StatusOK && r.mode == "" && r.status != http.StatusBadGateway: // a 502 is the worker's failure
 		outcome = outcomeUnavailable
 	}
 	m := r.s.met

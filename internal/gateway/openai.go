@@ -88,6 +88,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, chat bool) 
 		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	q.key = s.callerKey(r)
 	model, _ := in["model"].(string)
 	includeUsage := false
 	if so, ok := in["stream_options"].(map[string]any); ok {

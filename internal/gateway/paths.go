@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
@@ -25,41 +26,72 @@ const refusalText = "without bootstrap room id"
 // decoderPath is the KVC path of decoder d (held lock): "" when the
 // gateway does not run KVC.
 func (s *Server) decoderPath(d int) string {
-	if !s.kvc() || d < 0 {
+	if !s.kvc() && !s.cfg.Dispatch.Mechanism.IsPeer() || d < 0 {
 		return ""
 	}
 	return s.decoderCaps(d).KVCPath()
 }
 
-// pathMode labels an execution mode with the path it took on a decoder
-// without the extension (held lock): "kvcache-direct-to-d-session" on a
-// decoder with conditional aggregation is
-// "kvcache-direct-to-d-session-via-local-prefill", a seed on a stock
-// decoder "pd-router-turn1-seed-via-plain-pd".
+// pathMode labels an execution mode with the path it took on decoder d
+// (held lock; kvc.PathMode).
 func (s *Server) pathMode(mode string, d int) string {
-	if p := s.decoderPath(d); p != "" && p != PathExtension && mode != "" {
-		return mode + "-via-" + p
+	if !s.kvc() {
+		return mode // a peer's modes name their own paths
 	}
-	return mode
+	return kvc.PathMode(mode, s.decoderPath(d))
+}
+
+// workerCaps is what the dispatcher may ask of each worker, as discovery
+// and refusals last learnt it (called with the lock held, as every call
+// into the dispatcher is): a decoder prefills a request itself on the
+// extension or with do_local_prefill — for the peers only the latter,
+// whose radix cache holds what their PD turns sent it — and a prefill
+// worker serves one whole unless it said it does not.
+func (s *Server) workerCaps() kvc.WorkerCaps {
+	peer := s.cfg.Dispatch.Mechanism.IsPeer()
+	return kvc.WorkerCaps{
+		LocalOnD: func(d int) bool {
+			p := s.decoderCaps(d).KVCPath()
+			return p == PathLocalPrefill || p == PathExtension && !peer
+		},
+		WholeOnP: func(p int) bool { return s.capsOf(rolePrefill, p).ServeWhole != absent },
+	}
+}
+
+// peerDefaults fills the peers' unset knobs with their own defaults
+// (docs/peer-baselines.md; the simulator's are the same).
+func peerDefaults(c *kvc.PeerConfig) {
+	if c.Strategy == "" {
+		c.Strategy = kvc.StrategyISL
+	}
+	if c.EffISLThreshold == 0 {
+		c.EffISLThreshold = 2048
+	}
+	if c.EffISLRatio == 0 {
+		c.EffISLRatio = 0.7
+	}
+	if c.PrefillBusy == 0 {
+		c.PrefillBusy = 4
+	}
+	if c.PrefillBatchTokens == 0 {
+		c.PrefillBatchTokens = 8192
+	}
+	if c.NonCachedTokens == 0 {
+		c.NonCachedTokens = 512
+	}
 }
 
 // stockAdmit is the router's own admission for a decoder without the
-// session cache: a session the router believes on this decoder goes
-// there direct when the decoder can prefill it locally with its radix
-// cache, everything else is a seed through PD to this decoder, which keeps
-// the session affine to it (and, with the decode radix cache, receives only
-// the delta).
+// session cache (kvc.RouterAdmit, as the simulator's).
 func (s *Server) stockAdmit(q *request, a kvc.Action) kvc.AdmitReply {
-	pinned, local := false, false
+	var pinned bool
+	var path string
 	s.locked(func() {
 		pin, ok := s.disp.DRouter().Pin(q.session)
 		pinned = ok && pin == a.D && q.session != ""
-		local = s.decoderPath(a.D) == PathLocalPrefill
+		path = s.decoderPath(a.D)
 	})
-	if pinned && local && !a.ForceSeed {
-		return kvc.AdmitReply{CanAdmit: true, Direct: true}
-	}
-	return kvc.AdmitReply{CanAdmit: true, Reason: "session-not-resident"}
+	return kvc.RouterAdmit(path, pinned, q.tokens, a)
 }
 
 // hasSessionCache reports whether decoder d may take the admission RPC:
@@ -90,20 +122,35 @@ func (s *Server) directBody(body map[string]any, q *request, d int) {
 	body["session_id"] = q.session
 }
 
-// refused reads a direct request's 400 answer and reports whether it is
-// the protocol-level refusal of a decoder that cannot take it (then the
-// request is to be sent again, once, and d's capabilities are corrected);
-// otherwise resp's body is left as it came, for the relay.
-func (s *Server) refused(q *request, resp *http.Response, d int) bool {
-	if resp.StatusCode != http.StatusBadRequest || q.refused || d < 0 || !s.kvc() {
+// refused reads the start of a direct request's answer and reports
+// whether it is the protocol-level refusal of a decoder that cannot take
+// it (then the request is to be sent again, once, and d's capabilities
+// are corrected). SGLang refuses a plain request with a 400; a streamed
+// one with a 200 whose first event is the abort (its tokenizer manager
+// yields the scheduler's abort into the stream), so a streamed direct
+// answer's first event is read before anything is relayed. Otherwise
+// resp's body is left as it came, for the relay.
+func (s *Server) refused(q *request, resp *http.Response, d, p int) bool {
+	if q.refused || d < 0 && p < 0 || !s.kvc() && !s.cfg.Dispatch.Mechanism.IsPeer() {
 		return false
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), resp.Body))
+	var b []byte
+	switch {
+	case resp.StatusCode == http.StatusBadRequest:
+		b = peek(resp, nil)
+	case resp.StatusCode == http.StatusOK && q.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		b = peek(resp, []byte("\n\n")) // the first event
+	default:
+		return false
+	}
 	if !bytes.Contains(b, []byte(refusalText)) {
 		return false
 	}
 	s.locked(func() {
+		if d < 0 {
+			s.correctPrefill(p) // a request served whole on P
+			return
+		}
 		s.correct(d, func(c *Capabilities) {
 			if c.KVCPath() == PathLocalPrefill {
 				c.CondAgg = absent
@@ -114,4 +161,27 @@ func (s *Server) refused(q *request, resp *http.Response, d int) bool {
 	})
 	q.refused = true
 	return true
+}
+
+// peekLimit bounds what refused reads ahead of the relay.
+const peekLimit = 64 << 10
+
+// peek reads the start of resp's body — up to and including the first
+// until, or all of it when until is nil — at most peekLimit bytes, and
+// puts it back in front of the rest for the relay.
+func peek(resp *http.Response, until []byte) []byte {
+	var b []byte
+	buf := make([]byte, 4<<10)
+	for len(b) < peekLimit {
+		n, err := resp.Body.Read(buf[:min(len(buf), peekLimit-len(b))])
+		b = append(b, buf[:n]...)
+		if err != nil || until != nil && bytes.Contains(b, until) {
+			break
+		}
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	return b
 }

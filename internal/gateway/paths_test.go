@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -90,10 +93,17 @@ func TestStockDecoderBeforeDiscovery(t *testing.T) {
 }
 
 // A decoder whose capabilities were wrong (it lost conditional aggregation
-// since the last round) refuses the local prefill with SGLang's 400: the
-// client does not see it, the request goes once more on delta PD, and the
-// belief is corrected.
+// since the last round) refuses the local prefill with SGLang's 400 — or,
+// streamed, with a 200 whose first event is the abort: the client does not
+// see it, the request goes once more on delta PD, and the belief is
+// corrected.
 func TestProtocolRefusalRedispatches(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) { refusalRedispatches(t, stream) })
+	}
+}
+
+func refusalRedispatches(t *testing.T, stream bool) {
 	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, emulatortest.Stock)
 	d := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, func(c *emulator.Config) { emulatortest.Stock(c); c.DecodeRadix = true })
 	gw, g := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d}, func(c *Config) { c.Health.Interval = -1 })
@@ -110,9 +120,19 @@ func TestProtocolRefusalRedispatches(t *testing.T) {
 		t.Fatalf("setup: %+v", g.Capabilities())
 	}
 	prompt := append(append(ids(7000, 1500), as[0].outputIDs...), ids(90000, 200)...)
-	a := generate(t, gw.URL, map[string]any{"input_ids": prompt, "session_id": "lied", "sampling_params": map[string]any{"max_new_tokens": 8}})
-	if a.status != http.StatusOK || a.mode != "pd-router-d-session-reseed-via-delta-pd" || a.cached < 1472 {
-		t.Fatalf("turn 2 after the refusal: %+v", a)
+	body := map[string]any{"input_ids": prompt, "session_id": "lied", "sampling_params": map[string]any{"max_new_tokens": 8}, "stream": stream}
+	status, mode, raw := rawGenerate(t, gw.URL, body)
+	if status != http.StatusOK || mode != "pd-router-d-session-reseed-via-delta-pd" {
+		t.Fatalf("turn 2 after the refusal: %d in mode %q: %s", status, mode, raw)
+	}
+	if strings.Contains(raw, refusalText) || strings.Contains(raw, `"abort"`) || strings.Contains(raw, `"error"`) {
+		t.Fatalf("the refusal reached the client: %s", raw)
+	}
+	if stream && !strings.HasSuffix(raw, "data: [DONE]\n\n") {
+		t.Fatalf("the stream did not end with [DONE]: %s", raw)
+	}
+	if c := lastCached(t, raw); c < 1472 {
+		t.Fatalf("turn 2 after the refusal: %d tokens cached, want at least 1472 (delta PD on the decode radix cache)", c)
 	}
 	if c := g.Capabilities()[1]; c.KVCPath != PathDeltaPD || c.Capabilities.CondAgg != absent {
 		t.Fatalf("capabilities not corrected: %+v", c)
@@ -128,4 +148,44 @@ func TestProtocolRefusalRedispatches(t *testing.T) {
 	if total != 2 {
 		t.Fatalf("pdhybrid_requests_total sums to %v, want 2: each request once", total)
 	}
+}
+
+// rawGenerate posts body and returns the status, the execution mode and
+// the answer as the client read it.
+func rawGenerate(t *testing.T, gw string, body map[string]any) (int, string, string) {
+	t.Helper()
+	j, _ := json.Marshal(body)
+	resp, err := http.Post(gw+"/generate", "application/json", bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("X-PDHybrid-Mode"), string(b)
+}
+
+// lastCached is cached_tokens of a JSON answer, or of a stream's last
+// event.
+func lastCached(t *testing.T, raw string) int {
+	t.Helper()
+	last := raw
+	if strings.HasPrefix(raw, "data: ") {
+		for _, ev := range strings.Split(raw, "\n\n") {
+			if strings.HasPrefix(ev, "data: {") {
+				last = ev[len("data: "):]
+			}
+		}
+	}
+	var out struct {
+		MetaInfo struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"meta_info"`
+	}
+	if err := json.Unmarshal([]byte(last), &out); err != nil {
+		t.Fatalf("answer %q: %v", last, err)
+	}
+	return out.MetaInfo.CachedTokens
 }

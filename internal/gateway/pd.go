@@ -56,6 +56,14 @@ type pdLeg struct {
 	status int
 	cached json.Number
 	err    error
+	msg    string // a 4xx answer's own message, for the client
+}
+
+// clientError reports whether the prefill worker refused the request
+// itself (a 4xx other than 408 and 429): the client's error, relayed as
+// such, not an outage.
+func (l pdLeg) clientError() bool {
+	return l.status >= 400 && l.status < 500 && l.status != http.StatusRequestTimeout && l.status != http.StatusTooManyRequests
 }
 
 // transfer reports whether the prefill leg's failure is its KV transfer's.
@@ -145,6 +153,7 @@ func (x *pdRun) prefillLeg(pctx context.Context) {
 	if err != nil {
 		l := pdLeg{err: fmt.Errorf("prefill %s unreachable: %w", x.p.URL, err)}
 		if pctx.Err() == nil { // not ended by the gateway itself
+			x.s.prefillRefused(x.a.P, x.p.URL, err)
 			x.cutDecode(l)
 		}
 		x.pDone <- l
@@ -156,6 +165,7 @@ func (x *pdRun) prefillLeg(pctx context.Context) {
 	l.cached = cachedTokens(b, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
 	if l.status != http.StatusOK {
 		l.err = fmt.Errorf("prefill %s answered %d: %s", x.p.URL, l.status, strings.TrimSpace(string(b)))
+		l.msg = errorMessage(b)
 		x.cutDecode(l)
 	} else {
 		x.legOK(true)
@@ -184,6 +194,35 @@ func cachedTokens(b []byte, sse bool) json.Number {
 		}
 	}
 	return cached
+}
+
+// errorMessage is a worker's error answer's message: SGLang's
+// {"error": {"message"}} or {"message"} (its OpenAI-style errors), else
+// the body itself, bounded.
+func errorMessage(b []byte) string {
+	var e struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(b, &e) == nil {
+		var inner struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(e.Error, &inner) == nil && inner.Message != "" {
+			return inner.Message
+		}
+		if e.Message != "" {
+			return e.Message
+		}
+	}
+	msg := strings.TrimSpace(string(b))
+	if len(msg) > 512 {
+		msg = msg[:512]
+	}
+	if msg == "" {
+		msg = "the worker refused the request"
+	}
+	return msg
 }
 
 // cutDecode ends the decode leg after the prefill leg failed.
@@ -230,6 +269,12 @@ func (x *pdRun) prefillFailed(w http.ResponseWriter, pl pdLeg) bool {
 		q.avoid = append(q.avoid, x.a.D)
 	}
 	x.l.finish(false)
+	if pl.clientError() {
+		// The worker's verdict on the request (a prompt past its context,
+		// a bad sampling parameter): every attempt would get the same.
+		x.s.fail(w, q, pl.status, pl.msg)
+		return true
+	}
 	if x.s.retryable(q, pl.status) || pl.status == 0 && q.attempt < x.s.cfg.Retries {
 		q.retry, q.retryOn = pl.err.Error(), x.p.URL
 		return true
@@ -322,7 +367,7 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 	}
 	// A prefill leg that failed cut D's leg and aborted D's room: D's
 	// answer is then its abort, not the client's answer.
-	ok, committed := relay(w, resp, x.l.mode(), x.dec, rewrite, x.prefillCut)
+	ok, committed := relay(w, resp, x.l.mode(), x.dec, x.q.clampCached(rewrite), x.prefillCut)
 	ok = ok && resp.StatusCode == http.StatusOK
 	if !committed && x.ctx.Err() == nil {
 		// D's JSON answer was cut before any of it reached the client: if
@@ -331,7 +376,17 @@ func (x *pdRun) relayDecode(w http.ResponseWriter, resp *http.Response) bool {
 		if pl := x.prefill(); pl.err != nil {
 			return x.prefillFailed(w, pl)
 		}
-		x.s.fail(w, x.q, http.StatusBadGateway, "gateway: decode "+x.dec+": answer cut short")
+		// D broke off or aborted it: another decoder may serve it; else
+		// the client hears it failed, never a 200.
+		q, cause := x.q, "gateway: decode "+x.dec+": answer cut short or aborted"
+		q.avoid = append(q.avoid, x.a.D)
+		if q.attempt < x.s.cfg.Retries && x.s.another(q) {
+			x.s.abort(x.p.URL, x.rid, abortRetry)
+			x.l.finish(false)
+			q.retry, q.retryOn = cause, x.dec
+			return true
+		}
+		x.s.fail(w, q, http.StatusBadGateway, cause)
 	}
 	if !ok {
 		why := abortWhy(x.ctx)

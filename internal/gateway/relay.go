@@ -1,24 +1,26 @@
 package gateway
 
-// Relaying a worker's answer to the client: JSON whole, SSE event by event.
+// Relaying a worker's answer to the client: JSON whole, SSE as it comes.
 
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 )
 
-// relay copies a worker's answer to the client unbuffered (each SSE event
-// flushed as it comes), with the execution mode and worker in headers. A
+// relay copies a worker's answer to the client unbuffered (SSE events
+// flushed as they come), with the execution mode and worker in headers. A
 // non-nil rewrite edits each JSON answer or SSE event's object on the way.
 // It reports whether the copy completed, and whether anything reached the
 // client: a JSON answer is read whole before its status goes out, so one
-// cut short (the worker died), or one a non-nil void declares void once
-// read (a decoder's abort answer after its prefill leg failed), leaves the
-// client untouched and the request can be retried.
+// cut short (the worker died), one the worker aborted (SGLang's
+// finish_reason abort: a failure, never relayed as a 200), or one a
+// non-nil void declares void once read (a decoder's abort answer after its
+// prefill leg failed), leaves the client untouched and the request can be
+// retried.
 func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewrite func(map[string]any), void func() bool) (ok, committed bool) {
 	head := func() {
 		for k, vs := range resp.Header {
@@ -35,7 +37,7 @@ func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewr
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, err := io.ReadAll(resp.Body)
-		if err != nil || void != nil && void() {
+		if err != nil || void != nil && void() || resp.StatusCode == http.StatusOK && aborted(b) {
 			return false, false
 		}
 		if rewrite != nil {
@@ -46,44 +48,179 @@ func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewr
 		return err == nil, true
 	}
 	head()
-	return relayEvents(w, resp, worker, rewrite), true
+	return relayEvents(w, resp, rewrite), true
 }
 
-// relayEvents copies an SSE answer event by event, flushing each.
-func relayEvents(w http.ResponseWriter, resp *http.Response, worker string, rewrite func(map[string]any)) bool {
+// relayEvents copies an SSE answer as it comes: whatever one read of the
+// worker's stream brought, its complete lines in one write and one flush
+// (a plain reverse proxy's cost: one read, one write), each line passed
+// through untouched unless rewrite edits data events. The stream ends in
+// exactly one terminal event: [DONE], or an error frame in SGLang's shape
+// (the worker's own, an abort turned into one, or the gateway's when the
+// worker's stream broke off); nothing after it is relayed. It reports
+// whether the worker's answer ended in [DONE].
+func relayEvents(w http.ResponseWriter, resp *http.Response, rewrite func(map[string]any)) bool {
 	fl, _ := w.(http.Flusher)
-	br := newLineReader(resp.Body)
+	bufp := relayBufs.Get().(*[]byte)
+	buf := (*bufp)[:0]
+	defer func() {
+		if cap(buf) <= 64<<10 { // one long line's buffer is not kept
+			*bufp = buf[:0]
+			relayBufs.Put(bufp)
+		}
+	}()
+	var out []byte // this read's output when a line was edited
+	ended, done := false, false
+	flush := func(b []byte) bool {
+		if len(b) == 0 {
+			return true
+		}
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
 	for {
-		line, err := br()
-		if len(line) > 0 {
-			if rewrite != nil && bytes.HasPrefix(line, []byte("data: {")) {
-				line = append([]byte("data: "), rewriteJSON(bytes.TrimSpace(line[len("data: "):]), rewrite)...)
-				line = append(line, '\n')
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // a line longer than the buffer: grow
+		}
+		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		// The complete lines read so far go out; an unterminated tail
+		// waits for the rest.
+		end := bytes.LastIndexByte(buf, '\n') + 1
+		lines, edited := buf[:end], false
+		out = out[:0]
+		for rest, start := lines, 0; len(rest) > 0 && !ended; {
+			i := bytes.IndexByte(rest, '\n') + 1
+			line := rest[:i]
+			rest = rest[i:]
+			repl, terminal := eventLine(line, rewrite)
+			if terminal || repl != nil {
+				if !edited {
+					out = append(out, lines[:start]...)
+					edited = true
+				}
+				if repl != nil {
+					out = append(out, repl...)
+				} else {
+					out = append(out, line...)
+				}
+				if terminal {
+					// The event's blank line, whether or not the worker's
+					// came in this read: nothing after the line is read.
+					ended = true
+					done = repl == nil && bytes.HasPrefix(line, []byte("data: [DONE]"))
+					out = append(out, '\n')
+				}
+			} else if edited {
+				out = append(out, line...)
 			}
-			if _, werr := w.Write(line); werr != nil {
-				return false
-			}
-			if fl != nil && len(bytes.TrimSpace(line)) == 0 {
-				fl.Flush() // an event ends at its blank line
-			}
+			start += i
+		}
+		sent := lines
+		if edited {
+			sent = out
+		}
+		if !flush(sent) {
+			return false
+		}
+		buf = append(buf[:0], buf[end:]...)
+		if ended {
+			// One terminal event: what the worker sends after it (a
+			// second [DONE], an error as its connection is cut) is not
+			// relayed.
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			return done
 		}
 		if err == io.EOF {
-			if fl != nil {
-				fl.Flush()
+			if len(buf) > 0 {
+				flush(append(buf, '\n'))
 			}
-			return true
+			// The worker ended its stream without a terminal event:
+			// the client hears it was cut.
+			flush(sseError("the worker's stream ended before its answer finished"))
+			return false
 		}
 		if err != nil {
 			// The worker's stream broke off: end the client's with an
 			// error frame in SGLang's shape, not a silent truncation.
-			msg, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "gateway: the worker's stream was cut", "code": http.StatusBadGateway}})
-			fmt.Fprintf(w, "data: %s\n\n", msg)
-			if fl != nil {
-				fl.Flush()
-			}
+			flush(sseError("the worker's stream was cut"))
 			return false
 		}
 	}
+}
+
+// relayBufs holds the relays' read buffers, reused across requests.
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// eventLine classifies one SSE line: a terminal event ([DONE], an error
+// frame, or a data event whose finish_reason is abort, returned as an
+// error frame), or a data event rewrite edits (its replacement). Other
+// lines pass untouched (nil, false).
+func eventLine(line []byte, rewrite func(map[string]any)) (repl []byte, terminal bool) {
+	if !bytes.HasPrefix(line, []byte("data: ")) {
+		return nil, false
+	}
+	data := bytes.TrimSpace(line[len("data: "):])
+	switch {
+	case bytes.Equal(data, []byte("[DONE]")):
+		return nil, true
+	case len(data) == 0 || data[0] != '{':
+		return nil, false
+	case bytes.HasPrefix(data, []byte(`{"error"`)):
+		return nil, true
+	case bytes.Contains(data, []byte(`"abort"`)) && aborted(data):
+		return sseErrorLine("the worker aborted the request: " + abortMessage(data)), true
+	}
+	if rewrite == nil {
+		return nil, false
+	}
+	return append(append([]byte("data: "), rewriteJSON(data, rewrite)...), '\n'), false
+}
+
+// sseError is an error event in SGLang's shape (a 502: the worker failed).
+func sseError(msg string) []byte { return append(sseErrorLine(msg), '\n') }
+
+// sseErrorLine is an error event's data line.
+func sseErrorLine(msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "gateway: " + msg, "code": http.StatusBadGateway}})
+	return append(append([]byte("data: "), b...), '\n')
+}
+
+// aborted reports whether an SGLang answer (or one SSE event's object)
+// finished with finish_reason abort: the worker gave up on it.
+func aborted(b []byte) bool {
+	if !bytes.Contains(b, []byte(`"abort"`)) {
+		return false
+	}
+	var ans struct {
+		MetaInfo struct {
+			FinishReason *struct {
+				Type string `json:"type"`
+			} `json:"finish_reason"`
+		} `json:"meta_info"`
+	}
+	return json.Unmarshal(bytes.TrimSpace(b), &ans) == nil && ans.MetaInfo.FinishReason != nil && ans.MetaInfo.FinishReason.Type == "abort"
+}
+
+// abortMessage is an abort's own message, if it gives one.
+func abortMessage(b []byte) string {
+	var ans struct {
+		MetaInfo struct {
+			FinishReason struct {
+				Message string `json:"message"`
+			} `json:"finish_reason"`
+		} `json:"meta_info"`
+	}
+	json.Unmarshal(bytes.TrimSpace(b), &ans)
+	if ans.MetaInfo.FinishReason.Message == "" {
+		return "no reason given"
+	}
+	return ans.MetaInfo.FinishReason.Message
 }
 
 func rewriteJSON(b []byte, f func(map[string]any)) []byte {

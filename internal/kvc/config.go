@@ -94,6 +94,10 @@ type DispatchConfig struct {
 	DecodeKVBlocks int
 	// V3 holds KVC v3's options (v3.go); the zero value is v2.
 	V3 V3Config
+	// Workers says what each worker can be asked to do (decoderpath.go);
+	// its zero value, every worker everything, is the KVC extension
+	// everywhere.
+	Workers WorkerCaps
 }
 
 // ParseGate, ParseReset and ParseBelief check option values.

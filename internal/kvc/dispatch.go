@@ -39,7 +39,12 @@ type Action struct {
 	// Inline (ActAdmit, v3): the admission check rides on the request
 	// itself, so the executor sends it without a separate round trip.
 	Inline bool
-	Cause  string // ActFail
+	// Resident (ActAdmit) is what the router believes D holds of the
+	// session, in tokens (0: nothing known): its own admission for a
+	// decoder without the session cache checks τ_append against it
+	// (RouterAdmit).
+	Resident int
+	Cause    string // ActFail
 }
 
 // AdmitReply is a decoder's structured answer to an admission RPC.
@@ -100,7 +105,8 @@ type Dispatcher struct {
 	dPrefill []int            // pd-conditional: blocks of local prefills in flight per decoder
 	backups  map[int][]string // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
-	noPaths  bool // SetQuiet: nobody reads a request's path, so none is written
+	v4       v4State // decode isolation (v4.go)
+	noPaths  bool    // SetQuiet: nobody reads a request's path, so none is written
 	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
 	// and the violations seen.
 	open         int
@@ -208,6 +214,7 @@ func (t *Dispatch) beginKVC() {
 		return
 	}
 	s := x.session(t.r.Session)
+	t.v4Seen()
 	if t.r.Turn < x.cfg.SeedMinTurn {
 		if t.paths() {
 			t.note("seed filter: turn %d < seed-min-turn %d", t.r.Turn, x.cfg.SeedMinTurn)
@@ -270,6 +277,9 @@ func (t *Dispatch) route() {
 	t.tried[d] = true
 	t.chosenD = d
 	a := Action{Kind: ActAdmit, P: -1, D: d, Delay: t.pause}
+	if s.pin == d {
+		a.Resident = s.resident
+	}
 	t.pause = 0
 	if x.cfg.Mechanism == MechKVC && x.cfg.V3.Inline && t.attempts == 1 {
 		a.Inline, t.inline = true, true
@@ -501,6 +511,9 @@ func (t *Dispatch) plainPD(mode string) {
 				t.note("every decoder's transfer breaker is open: %s opened first", x.d.names[d])
 			}
 		}
+	}
+	if t.v3PlainLocal(d) {
+		return
 	}
 	if p < 0 || d < 0 {
 		t.noWorker(verdict(p < 0, "prefill", "decode"))

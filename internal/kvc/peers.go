@@ -148,6 +148,13 @@ func (t *Dispatch) beginPeer() {
 			t.peerPD(d, ModeDeciderPD)
 			return
 		}
+		if !x.localOnD(d) {
+			if t.paths() {
+				t.note("no local prefill: %s cannot prefill it (no conditional aggregation)", x.d.names[d])
+			}
+			t.peerPD(d, ModeDeciderPD)
+			return
+		}
 		t.decide(ActLocal, -1, d, ModeDeciderLocal)
 	case MechConditional:
 		p := t.prefillWorker()
@@ -169,6 +176,12 @@ func (t *Dispatch) beginPeer() {
 		if bypass && pc.DecodeBusy > 0 && float64(x.dActive[d]+t.dBlk) > pc.DecodeBusy*float64(x.cfg.DecodeKVBlocks) {
 			if t.paths() {
 				t.note("decode-busy gate: %s has %d active blocks + %d > %g × %d", x.d.names[d], x.dActive[d], t.dBlk, pc.DecodeBusy, x.cfg.DecodeKVBlocks)
+			}
+			bypass = false
+		}
+		if bypass && !x.localOnD(d) {
+			if t.paths() {
+				t.note("no local prefill: %s cannot prefill it (no conditional aggregation)", x.d.names[d])
 			}
 			bypass = false
 		}

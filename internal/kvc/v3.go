@@ -92,6 +92,10 @@ type V3Config struct {
 	// that is active now brings its decoder load for a while; one started
 	// an hour ago may have ended.
 	BalanceHalfLifeS float64
+	// Isolation is v4's decode isolation (v4.go): every prefill placed on
+	// a GPU that decodes draws from its stall budget, derived from the
+	// TPOT SLO; the zero value is off.
+	Isolation DecodeIsolation
 }
 
 // On reports whether any v3 option is set.
@@ -167,6 +171,15 @@ func (t *Dispatch) pUncached(p int) int {
 func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	x := t.x
 	c := x.v3()
+	if x.v3NoP() {
+		// No prefill worker in service: the decoder prefills it, past
+		// the stall budget, rather than the request failing on a dead P.
+		if t.paths() {
+			t.note("v3 placement: no prefill worker in service: local on %s", x.d.names[d])
+		}
+		t.dTok = uncached
+		return true
+	}
 	if c.DBudgetTokens <= 0 || p < 0 {
 		return false
 	}
@@ -176,7 +189,7 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	if !x.session(t.r.Session).seen {
 		pq += int(c.TransferTokens * float64(t.r.Input))
 	}
-	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq
+	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq && t.v4Allows(false, d, uncached, t.r.Input-uncached)
 	if t.paths() {
 		t.note("v3 placement: %s queue %d tokens with this (budget %d), %s %d (margin %d): %s",
 			x.d.names[d], dq, c.DBudgetTokens, x.p.names[p], pq, c.Margin, verdict(ok, "local", "through P"))
@@ -261,6 +274,7 @@ func (t *Dispatch) v3Accepted() {
 		x.load.d[t.chosenD] += t.dTok
 		t.dQ = t.dTok
 	}
+	t.v4Accepted()
 }
 
 // v3PrefillDone takes the request's prefill out of its queue.
@@ -284,7 +298,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 		return false
 	}
 	p := t.prefillWorker()
-	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
 	mode := ModeLocalReseed
@@ -300,11 +314,11 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 // whether it did. The decoder's refusal carried what it holds.
 func (t *Dispatch) v3LargeAppend(d int, rep AdmitReply) bool {
 	x := t.x
-	if x.cfg.Mechanism != MechKVC || x.p == nil || x.cfg.V3.DBudgetTokens <= 0 {
+	if x.cfg.Mechanism != MechKVC || x.p == nil || x.cfg.V3.DBudgetTokens <= 0 && !x.v3NoP() {
 		return false
 	}
 	p := t.prefillWorker()
-	if !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
+	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
 		return false
 	}
 	t.setWhy("real-large-append")
@@ -353,7 +367,8 @@ func (t *Dispatch) v3Fallback() bool {
 	if d < 0 {
 		return false
 	}
-	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input {
+	if p := t.prefillWorker(); c.WholeOnP && p >= 0 && !x.v3NoP() && x.wholeOnP(p) && x.load.p[p]+t.pUncached(p) < x.load.d[d]+t.r.Input &&
+		t.v4Allows(true, p, t.pUncached(p), t.r.Input-t.pUncached(p)) {
 		// An idle P takes decode work: its KV pool is free for it, and
 		// its queue is the shorter.
 		if t.paths() {
@@ -363,12 +378,40 @@ func (t *Dispatch) v3Fallback() bool {
 		t.decide(ActWholeP, p, -1, ModeWholeOnP)
 		return true
 	}
+	if !x.localOnD(d) {
+		return false // the decoder cannot prefill it: plain PD
+	}
 	// No budget or margin here: the request has to wait for a decoder's
 	// KV either way, and through P it would hold that KV reserved while
 	// it waits in P's queue too (SGLang's order), which starves the
 	// decoders further.
 	if t.paths() {
 		t.note("v3 fallback: every decoder refused for space; queued on %s (%d prefill tokens queued)", x.d.names[d], x.load.d[d])
+	}
+	t.dTok = max(t.r.Input-t.overlapOn(d)*max(x.cfg.BlockSize, 1), 1)
+	t.decide(ActDirect, -1, d, ModeLocalFall)
+	return true
+}
+
+// v3NoP reports whether KVC v3 runs without its prefill pool: every
+// prefill worker failing its health checks, drained or removed. The
+// decoders then prefill what P would have (local seeds, reseeds, large
+// appends, plain PD's requests), as colocated workers; P's whole-request
+// paths are off until one is back.
+func (x *Dispatcher) v3NoP() bool {
+	return x.v3Counts() && x.p != nil && (x.p.allDown || x.p.nOut == len(x.p.names))
+}
+
+// v3PlainLocal places a request bound for plain PD on decoder d itself
+// when v3 runs without P (v3NoP); it reports whether it did.
+func (t *Dispatch) v3PlainLocal(d int) bool {
+	x := t.x
+	if d < 0 || !x.v3NoP() {
+		return false
+	}
+	x.ensureLoad()
+	if t.paths() {
+		t.note("v3: no prefill worker in service: %s prefills it itself", x.d.names[d])
 	}
 	t.dTok = max(t.r.Input-t.overlapOn(d)*max(x.cfg.BlockSize, 1), 1)
 	t.decide(ActDirect, -1, d, ModeLocalFall)

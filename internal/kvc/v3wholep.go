@@ -61,7 +61,7 @@ func (t *Dispatch) v3HostOnP(p int) bool {
 	}
 	ok := least < 0 || x.load.whole[p] < least || (x.load.p[p] == 0 && x.load.hosted[p] < fewest)
 	if x.cfg.V3.BalanceStarts {
-		ok = x.v3ShareOnP(p)
+		ok = x.v3ShareOnP(p) && t.v4Allows(true, p, t.pUncached(p), t.r.Input-t.pUncached(p))
 		if t.paths() {
 			t.note("v3: %s started %d of %d sessions with %d prefill tokens queued (at most %d): %s",
 				x.p.names[p], x.load.started.p[p], x.load.started.all, x.load.p[p], x.cfg.V3.PHostQueueTokens, verdict(ok, "the session starts on P", "a decoder"))
@@ -105,7 +105,7 @@ func (x *Dispatcher) v3HostPick(r Request) int {
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
 	s := x.session(t.r.Session)
-	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil {
+	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil || x.v3NoP() {
 		return false
 	}
 	x.ensureLoad()
@@ -117,7 +117,7 @@ func (t *Dispatch) v3StayOnP() bool {
 		case s.seen:
 			return false
 		case x.cfg.V3.PHosts:
-			if p = x.v3HostPick(t.r); p < 0 || !t.v3HostOnP(p) {
+			if p = x.v3HostPick(t.r); p < 0 || !x.wholeOnP(p) || !t.v3HostOnP(p) {
 				return false
 			}
 			t.decide(ActWholeP, p, -1, ModeWholeOnP)
@@ -128,7 +128,7 @@ func (t *Dispatch) v3StayOnP() bool {
 			return false
 		}
 	}
-	if p < 0 || x.p.Out(p) {
+	if p < 0 || x.p.Out(p) || !x.wholeOnP(p) {
 		return false
 	}
 	pq := x.load.p[p] + t.pUncached(p)
@@ -157,15 +157,15 @@ func (t *Dispatch) v3StayOnP() bool {
 // did.
 func (t *Dispatch) v3WarmOnP() bool {
 	x := t.x
-	if !x.cfg.V3.WholeOnP {
+	if !x.cfg.V3.WholeOnP || x.v3NoP() {
 		return false
 	}
 	p := t.prefillWorker()
-	if p < 0 || x.p.Out(p) {
+	if p < 0 || x.p.Out(p) || !x.wholeOnP(p) {
 		return false
 	}
 	unc := t.pUncached(p)
-	if unc > x.cfg.TauAppend {
+	if unc > x.cfg.TauAppend || !t.v4Allows(true, p, unc, t.r.Input-unc) {
 		return false
 	}
 	if t.paths() {

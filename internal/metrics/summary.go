@@ -203,8 +203,8 @@ func (c *Collector) Add(r *Record) {
 	}
 	s.Completed++
 	s.ExecutionModes[r.ExecutionMode]++
-	if r.ExecutionMode == "kvcache-direct-to-d-session" {
-		c.direct++
+	if r.ExecutionMode == "kvcache-direct-to-d-session" || r.ExecutionMode == "kvcache-direct-to-d-session-via-local-prefill" {
+		c.direct++ // on the extension, or do_local_prefill (kvc.PathMode)
 	}
 	s.TotalInputTokens += int64(r.InputLength)
 	s.TotalOutputTokens += int64(r.OutputLength)

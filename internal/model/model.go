@@ -64,11 +64,18 @@ type Hardware struct {
 //	step = overhead + Σ_i (PrefillPerToken·n_i + PrefillAttn·n_i·(p_i + n_i/2))
 //	     + DecodePerSeq·B + DecodePerCtxToken·C + DecodeExperts·ExpertFraction(B)
 //
-// where overhead is PrefillOverhead when the step holds any prefill work and
-// DecodeOverhead otherwise. A step's cost is the sum over its composition, not
-// a flat per-token constant.
+// where overhead is PrefillOverhead + PrefillEager when the step holds any
+// prefill work and DecodeOverhead otherwise. A step's cost is the sum over
+// its composition, not a flat per-token constant.
 type Timing struct {
-	PrefillOverheadS   float64 `json:"prefill_overhead_s"`
+	PrefillOverheadS float64 `json:"prefill_overhead_s"`
+	// PrefillEagerS is what a step with prefill work (a prefill or mixed
+	// step) costs beyond the CUDA-graph time the other terms were fitted
+	// to, because the engine runs it eagerly: SGLang runs extend batches
+	// without CUDA graphs (unless piecewise graphs are on) and replays
+	// graphs for decode only. 0 where the fit already saw the engine's
+	// own steps (the roofline fitted to real vLLM runs).
+	PrefillEagerS      float64 `json:"prefill_eager_s,omitempty"`
 	PrefillPerTokenS   float64 `json:"prefill_per_token_s"`
 	PrefillAttnS       float64 `json:"prefill_attn_s"` // per token pair n·(p+n/2)
 	DecodeOverheadS    float64 `json:"decode_overhead_s"`
@@ -91,12 +98,16 @@ func (t Timing) CtxSlope(batch int) float64 {
 	return t.DecodePerCtxTokenS
 }
 
+// PrefillStepS is the fixed cost of a step with prefill work: its overhead
+// and, where the engine runs such steps eagerly, the eager launch cost.
+func (t Timing) PrefillStepS() float64 { return t.PrefillOverheadS + t.PrefillEagerS }
+
 // PrefillS is the time to prefill n new tokens after p cached ones alone.
 func (t Timing) PrefillS(n, p int) float64 {
 	if n <= 0 {
 		return 0
 	}
-	return t.PrefillOverheadS + t.PrefillWorkS(n, p)
+	return t.PrefillStepS() + t.PrefillWorkS(n, p)
 }
 
 // PrefillWorkS is the prefill cost of one chunk without the step overhead.
@@ -208,6 +219,7 @@ func (p *Profile) Validate() error {
 		errs = append(errs, fmt.Sprintf("hardware.mem_fraction = %v, expected in (0, 1]", p.Hardware.MemFraction))
 	}
 	nonneg("timing.prefill_overhead_s", p.Timing.PrefillOverheadS)
+	nonneg("timing.prefill_eager_s", p.Timing.PrefillEagerS)
 	pos("timing.prefill_per_token_s", p.Timing.PrefillPerTokenS)
 	nonneg("timing.prefill_attn_s", p.Timing.PrefillAttnS)
 	nonneg("timing.decode_overhead_s", p.Timing.DecodeOverheadS)

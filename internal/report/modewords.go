@@ -48,9 +48,25 @@ var modeSuffix = []struct{ suffix, words string }{
 	{"-d-backpressure", "; the decoders pushed back (busy)"},
 }
 
+// modeVia are the KVC paths on a decoder without the extension
+// (kvc.PathMode), as the label's last suffix.
+var modeVia = []struct{ suffix, words string }{
+	{"-via-local-prefill", " (on upstream SGLang: do_local_prefill on a decoder with conditional aggregation and its radix cache)"},
+	{"-via-delta-pd", " (on upstream SGLang: PD to the session's decoder, whose radix cache makes P send only the delta)"},
+	{"-via-plain-pd", " (on stock SGLang: plain PD to the session's decoder)"},
+}
+
 // ModeWords is an execution-mode label in plain words; "" for a label it
 // does not know.
 func ModeWords(mode string) string {
+	for _, v := range modeVia {
+		if base, ok := strings.CutSuffix(mode, v.suffix); ok {
+			if w := ModeWords(base); w != "" {
+				return w + v.words
+			}
+			return ""
+		}
+	}
 	if w, ok := modeExact[mode]; ok {
 		return w
 	}

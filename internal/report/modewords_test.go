@@ -25,6 +25,8 @@ func TestModeWords(t *testing.T) {
 		"kvcache-local-seed-on-d", "kvcache-local-reseed-on-d", "kvcache-direct-to-d-large-append", "kvcache-local-fallback-on-d", "kvcache-whole-on-p",
 		"pd-conditional-local-prefill-on-d", "pd-conditional-disagg-router", "pd-prefix-decider-decode-only", "pd-prefix-decider-disagg-router",
 		"pd-decode-radix-delta-router",
+		"pd-router-turn1-seed-via-plain-pd", "pd-router-d-session-reseed-via-delta-pd", "kvcache-direct-to-d-session-via-local-prefill",
+		"kvcache-local-seed-on-d-via-local-prefill", "pd-router-fallback-real-large-append-via-local-prefill",
 	} {
 		if ModeWords(m) == "" {
 			t.Errorf("%s has no plain words", m)
@@ -33,7 +35,7 @@ func TestModeWords(t *testing.T) {
 	if w := ModeWords("pd-router-real-large-append-reseed-after-eviction"); w != "KVC reseed: the session's context prefilled on P and sent to a decoder again: the new tokens exceed the direct-append limit (--direct-max-uncached-tokens), after an eviction" {
 		t.Errorf("composed words %q", w)
 	}
-	for _, m := range []string{"pd-router-fallback-martian", "something-else", "pd-router-x-reseed"} {
+	for _, m := range []string{"pd-router-fallback-martian", "something-else", "pd-router-x-reseed", "something-via-plain-pd"} {
 		if w := ModeWords(m); w != "" {
 			t.Errorf("unknown %s read as %q", m, w)
 		}

@@ -23,8 +23,9 @@ type Axis struct {
 	Min     float64
 	Max     float64
 	// Pad, on a linear axis, leaves this share of the range free below
-	// the lowest tick, so a series at the bottom of its range (a count of
-	// failures that stays 0) is drawn above the frame, not on it.
+	// the lowest tick and above the highest, so a series at either end of
+	// its range (a count of failures that stays 0, or stays at its
+	// maximum) is drawn inside the frame, not on it.
 	Pad float64
 }
 
@@ -38,6 +39,10 @@ type Line struct {
 	// direct label, so many lines read without the legend).
 	Label   string
 	LabelAt int
+	// Marks draws a dot at every point: for lines through a few measured
+	// values (a sweep's cells), where a bare line hides which x values
+	// were run.
+	Marks bool
 }
 
 // LineChart is an x–y chart of one or more lines.
@@ -107,7 +112,8 @@ func newScale(a Axis, p0, p1 float64) scale {
 		for v := s.lo; v <= s.hi+step*1e-6; v += step {
 			s.ticks = append(s.ticks, math.Round(v/step)*step)
 		}
-		s.lo -= (s.hi - s.lo) * a.Pad
+		pad := (s.hi - s.lo) * a.Pad
+		s.lo, s.hi = s.lo-pad, s.hi+pad
 	}
 	for _, t := range s.ticks {
 		s.labels = append(s.labels, tickLabel(t, a.Percent))
@@ -314,6 +320,12 @@ func drawLines(b *strings.Builder, lines []Line, sx, sy scale, left, top, right,
 				}
 				fmt.Fprintf(b, `<polyline class="mark" data-n="%d" data-line="%s" stroke="%s"%s points="%s"><title>%s</title></polyline>`,
 					len(pts), esc(l.Name), esc(l.Color), dash, strings.Join(pts, " "), esc(l.Name))
+				if l.Marks {
+					for _, p := range pts {
+						xy := strings.Split(p, ",")
+						fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5" fill="%s"/>`, xy[0], xy[1], esc(l.Color))
+					}
+				}
 			}
 			pts = pts[:0]
 		}

@@ -70,6 +70,10 @@ func (c BarChart) horizontal(items []LegendItem) template.HTML {
 	var b strings.Builder
 	svgOpen(&b, int(w), int(h), c.Title)
 	legend(&b, items, left, 34, right)
+	for i := 1; i < len(c.Categories); i += 2 { // bands under the grid keep rows apart
+		fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" fill="#f4f5f7"/>`,
+			f1(left), f1(top+rowH*float64(i)), f1(right-left), f1(rowH))
+	}
 	ys := scale{lo: 0, hi: 1, p0: bottom, p1: top}
 	axes(&b, sx, ys, c.Value.Label, "", left, top, right, bottom)
 	base := left
@@ -77,24 +81,35 @@ func (c BarChart) horizontal(items []LegendItem) template.HTML {
 		base = v
 	}
 	for i, cat := range c.Categories {
-		y0 := top + rowH*float64(i) + 4
+		// The bars a category has are stacked around its row's middle,
+		// where its label sits: a run with no bar there leaves no gap, so
+		// no bar reads as belonging to the next row's label.
+		y0 := top + rowH*float64(i)
+		mid := y0 + rowH/2
 		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="end">%s</text>`,
-			f1(left-4), f1(y0+rowH/2), esc(truncate(cat, int((left-8)/charW))))
-		for j, g := range c.Groups {
+			f1(left-4), f1(mid+4), esc(truncate(cat, int((left-8)/charW))))
+		type bar struct {
+			g BarGroup
+			x float64
+		}
+		var bars []bar
+		for _, g := range c.Groups {
 			if i >= len(g.Values) {
 				continue
 			}
-			x, ok := sx.px(g.Values[i])
-			if !ok {
-				continue
+			if x, ok := sx.px(g.Values[i]); ok {
+				bars = append(bars, bar{g, x})
 			}
-			y := y0 + barH*float64(j)
-			x0, x1 := math.Min(base, x), math.Max(base, x)
+		}
+		y := mid - barH*float64(len(bars))/2
+		for _, r := range bars {
+			x0, x1 := math.Min(base, r.x), math.Max(base, r.x)
 			fmt.Fprintf(&b, `<rect class="mark" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s — %s</title></rect>`,
-				f1(x0), f1(y), f1(math.Max(x1-x0, 1)), f1(barH-1), esc(g.Color), esc(g.Name), esc(cat))
-			if i < len(g.Labels) && g.Labels[i] != "" {
-				fmt.Fprintf(&b, `<text x="%s" y="%s" font-size="9">%s</text>`, f1(x1+3), f1(y+barH-2), esc(g.Labels[i]))
+				f1(x0), f1(y), f1(math.Max(x1-x0, 1)), f1(barH-1), esc(r.g.Color), esc(r.g.Name), esc(cat))
+			if i < len(r.g.Labels) && r.g.Labels[i] != "" {
+				fmt.Fprintf(&b, `<text x="%s" y="%s" font-size="9">%s</text>`, f1(x1+3), f1(y+barH-2), esc(r.g.Labels[i]))
 			}
+			y += barH
 		}
 	}
 	return closeSVG(&b, (left+right)/2, (top+bottom)/2)
@@ -132,7 +147,6 @@ func (c BarChart) vertical(items []LegendItem) template.HTML {
 	}
 	barW := (slot * 0.8) / float64(max(len(c.Groups), 1))
 	for i, cat := range c.Categories {
-		x0 := left + slot*float64(i) + slot*0.1
 		cx := left + slot*(float64(i)+0.5)
 		if rotate {
 			fmt.Fprintf(&b, `<text transform="translate(%s %s) rotate(-40)" text-anchor="end">%s</text>`,
@@ -140,21 +154,28 @@ func (c BarChart) vertical(items []LegendItem) template.HTML {
 		} else {
 			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f1(cx), f1(bottom+14), esc(cat))
 		}
-		for j, g := range c.Groups {
+		// As in horizontal charts, the bars a category has stand side by
+		// side around its label, with no gap for the runs it lacks.
+		var present []BarGroup
+		var ys []float64
+		for _, g := range c.Groups {
 			if i >= len(g.Values) {
 				continue
 			}
-			y, ok := sy.px(g.Values[i])
-			if !ok {
-				continue
+			if y, ok := sy.px(g.Values[i]); ok {
+				present, ys = append(present, g), append(ys, y)
 			}
-			y0, y1 := math.Min(base, y), math.Max(base, y)
+		}
+		x := cx - barW*float64(len(present))/2
+		for k, g := range present {
+			y0, y1 := math.Min(base, ys[k]), math.Max(base, ys[k])
 			tip := g.Name + " — " + cat
 			if i < len(g.Labels) && g.Labels[i] != "" {
 				tip += ": " + g.Labels[i]
 			}
 			fmt.Fprintf(&b, `<rect class="mark" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>`,
-				f1(x0+barW*float64(j)), f1(y0), f1(math.Max(barW-1, 1)), f1(math.Max(y1-y0, 1)), esc(g.Color), esc(tip))
+				f1(x), f1(y0), f1(math.Max(barW-1, 1)), f1(math.Max(y1-y0, 1)), esc(g.Color), esc(tip))
+			x += barW
 		}
 	}
 	return closeSVG(&b, (left+right)/2, (top+bottom)/2)

@@ -214,6 +214,9 @@ func (c *Config) Validate() error {
 		if err := c.KVC.validate(); err != nil {
 			return err
 		}
+		if err := c.checkKinds(); err != nil {
+			return err
+		}
 	case PDConditional, PDPrefixDecider, PDDecodeRadix:
 		if c.Prefill < 1 || c.Decode < 1 {
 			return fmt.Errorf("sim: %s needs ≥ 1 prefill and ≥ 1 decode worker (got %d P, %d D)", c.Mechanism, c.Prefill, c.Decode)

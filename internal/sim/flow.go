@@ -36,6 +36,9 @@ func (s *Sim) execute(r *req) {
 		r.delayed = false
 		switch a.Kind {
 		case kvc.ActAdmit:
+			if s.routerAdmits(r, a) {
+				continue // a decoder without the session cache (decoderkind.go)
+			}
 			rtt := s.cfg.KVC.AdmissionRTTS
 			if a.Inline {
 				rtt = 0 // v3: the check rides on the request; a refusal pays it after
@@ -139,7 +142,11 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
 		r.pe.LowPriority = true                              // a decoder keeps it (prefill priority eviction)
 	}
-	if s.cfg.Mechanism.isPeer() {
+	if s.dPath(a.D) == kvc.PathPlainPD {
+		// A stock decoder keeps nothing: the seed is plain PD to it.
+		r.de.Blocks, r.de.Session, r.de.KeepSession = nil, "", false
+	}
+	if s.cfg.Mechanism.isPeer() || s.dPath(a.D) == kvc.PathDeltaPD || s.dPath(a.D) == kvc.PathLocalPrefill {
 		// D's decode radix cache matches the prompt at its reservation and
 		// keeps what it receives and generates.
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
@@ -332,7 +339,7 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 		Error:        cause,
 	}
 	if r.x != nil {
-		m.ExecutionMode, m.Path = r.x.Mode(), r.x.Path()
+		m.ExecutionMode, m.Path = kvc.PathMode(r.x.Mode(), s.dPath(r.x.Decoder())), r.x.Path()
 	}
 	if r.p >= 0 {
 		m.PrefillWorker = s.workers[r.p].Name()

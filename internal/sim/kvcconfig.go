@@ -83,6 +83,11 @@ type KVC struct {
 
 	// V3 is KVC v3's options (kvcv3.go); the zero value is v2.
 	V3 KVCv3 `json:"v3"`
+
+	// DecodeWorkerKind is what the decoders offer (kvc.DecoderKinds):
+	// one kind for all, or a comma-separated list with one per decoder;
+	// "" is extended, the KVC extension (decoderkind.go).
+	DecodeWorkerKind string `json:"decode_worker_kind,omitempty"`
 }
 
 func (k *KVC) defaults() {
@@ -245,7 +250,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, RejectWindowS: k.RejectWindowS, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens()),
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens(), c.stallCost()),
 		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause, HomeHolds: k.HomeHolds}
 }
 
@@ -261,6 +266,23 @@ func (c *Config) transferTokens() float64 {
 	}
 	return float64(c.Profile.Model.KVBytesPerToken()) / l.BandwidthBytes / c.Profile.Timing.PrefillPerTokenS
 }
+
+// stallCost is the engine's prefill cost as KVC v4's stall budget counts
+// it (kvc.StallCost): the profile's prefill terms, the run's chunk budget,
+// and one decode step of a single sequence at stallCtxTokens of context
+// (the budget is the TPOT left over that step).
+func (c *Config) stallCost() kvc.StallCost {
+	if c.Profile == nil {
+		return kvc.StallCost{}
+	}
+	t := c.Profile.Timing
+	return kvc.StallCost{OverheadS: t.PrefillOverheadS, PerTokenS: t.PrefillPerTokenS, AttnS: t.PrefillAttnS,
+		ChunkTokens: c.ChunkTokens, DecodeStepS: t.DecodeStepS(c.Profile.Model, 1, stallCtxTokens)}
+}
+
+// stallCtxTokens is the context of the decode step v4's budget is measured
+// against: an agentic turn's (the WEKA sessions' median prompt is ~30K).
+const stallCtxTokens = 32768
 
 // breaker is the control plane's breaker: windowed mode only (with
 // hair-trigger the seed's router knew nothing of dead peers).

@@ -60,11 +60,25 @@ type KVCv3 struct {
 	// with PrefillMaxWaitS bounding the wait (0 = no bound).
 	PrefillOrder    string  `json:"prefill_order,omitempty"`
 	PrefillMaxWaitS float64 `json:"prefill_max_wait_s"`
+	// TPOTSLOMs is KVC v4's decode isolation (kvc/v4.go): every GPU's
+	// decode batch is held to this TPOT in milliseconds, each prefill
+	// placed there drawing from a stall budget derived from it (0 = off).
+	TPOTSLOMs float64 `json:"tpot_slo_ms,omitempty"`
+	// IsolationMaxPWaitS: with TPOTSLOMs, a prefill over its decoder's
+	// stall budget still runs there when the prefill worker has more than
+	// this many seconds of prefill queued (0 = never).
+	IsolationMaxPWaitS float64 `json:"isolation_max_p_wait_s,omitempty"`
 }
 
 func (v *KVCv3) validate() error {
-	if v.Preset != "" && v.Preset != "v2" && v.Preset != "v3" {
-		return fmt.Errorf("sim: unknown KVC preset %q (want v2 or v3)", v.Preset)
+	if v.Preset != "" && v.Preset != "v2" && v.Preset != "v3" && v.Preset != "v4" {
+		return fmt.Errorf("sim: unknown KVC preset %q (want v2, v3 or v4)", v.Preset)
+	}
+	if !(v.IsolationMaxPWaitS >= 0 && v.IsolationMaxPWaitS <= 86400) {
+		return fmt.Errorf("sim: KVC isolation_max_p_wait_s %v, expected seconds in [0, 86400] (0 = never)", v.IsolationMaxPWaitS)
+	}
+	if !(v.TPOTSLOMs >= 0 && v.TPOTSLOMs <= 1e6) {
+		return fmt.Errorf("sim: KVC tpot_slo_ms %v, expected milliseconds in [0, 1000000] (0 = off)", v.TPOTSLOMs)
 	}
 	if v.DBudgetTokens < 0 || v.DBudgetTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC d_prefill_budget_tokens %d, expected tokens in [0, 16777216] (0 = off)", v.DBudgetTokens)
@@ -95,12 +109,22 @@ func (v *KVCv3) validate() error {
 
 // config is the control plane's view; rtt is the admission round trip an
 // inline check's refusal pays, xfer the transfer cost of a token in prefill
-// tokens.
-func (v *KVCv3) config(rtt, xfer float64) kvc.V3Config {
+// tokens, cost the engine's prefill cost for v4's stall budget.
+func (v *KVCv3) config(rtt, xfer float64, cost kvc.StallCost) kvc.V3Config {
 	if !v.CountTransfer {
 		xfer = 0
 	}
-	return kvc.V3Config{TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
 		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
+}
+
+// sliceTPOTS is the TPOT KVC v4's workers hold their decode batches to
+// while they prefill (engine.Config.SliceTPOTS): --tpot-slo-ms, for KVC
+// only.
+func (c *Config) sliceTPOTS() float64 {
+	if c.Mechanism != KVCacheCentric {
+		return 0
+	}
+	return c.KVC.V3.TPOTSLOMs / 1000
 }

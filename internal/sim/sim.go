@@ -90,7 +90,8 @@ type Sim struct {
 	decodes  []int
 	colos    []int
 	disp     *kvc.Dispatcher
-	deadPeer map[[2]int]bool // hair-trigger peer failures: (P, D) pairs (transport.go)
+	dcaps    []kvc.DecoderCaps // kvcache-centric: what each decoder offers (decoderkind.go)
+	deadPeer map[[2]int]bool   // hair-trigger peer failures: (P, D) pairs (transport.go)
 
 	snaps        []*engine.SnapshotStore // D→P snapshot buffer per prefill worker, made on first use (dtop.go)
 	lastSync     map[string]int64        // active mode: session tokens at its last push
@@ -209,8 +210,19 @@ func (s *Sim) build() error {
 	if err != nil {
 		return err
 	}
+	if c.Mechanism == KVCacheCentric {
+		if s.dcaps, err = c.KVC.decoderKinds(c.Decode); err != nil {
+			return err
+		}
+	}
 	add := func(name string, role engine.Role, frac float64, cache bool, sc engine.SessionConfig) (int, error) {
 		dr := peerD && role == engine.RoleDecode
+		local := dr && c.Mechanism != PDDecodeRadix
+		if role == engine.RoleDecode && c.Mechanism == KVCacheCentric {
+			var kdr, kca bool
+			sc, kdr, kca = s.decoderEngine(len(s.decodes), sc)
+			dr, local = kdr, kca
+		}
 		w, err := engine.New(engine.Config{
 			HiCache: hc,
 			Name:    name, Role: role, Profile: c.Profile, BlockSize: bs,
@@ -219,9 +231,10 @@ func (s *Sim) build() error {
 			PrefillBackup:     backup && role == engine.RolePrefill,
 			PriorityEviction:  c.Mechanism == KVCacheCentric && c.KVC.PrefillPriorityEviction && role == engine.RolePrefill,
 			SessionOutputOnly: c.OutputReuse == OutputReuseSessions,
-			DecodeRadix:       dr, LocalPrefill: dr && c.Mechanism != PDDecodeRadix,
+			DecodeRadix:       dr, LocalPrefill: local,
 			ShortestFirst: c.Mechanism == KVCacheCentric && c.KVC.V3.PrefillOrder == "shortest",
 			MaxWaitS:      c.KVC.V3.PrefillMaxWaitS,
+			SliceTPOTS:    c.sliceTPOTS(),
 		})
 		if err != nil {
 			return 0, err
@@ -279,6 +292,9 @@ func (s *Sim) build() error {
 	}
 	dc := c.dispatchConfig()
 	dc.BlockSize = bs
+	if c.Mechanism == KVCacheCentric {
+		dc.Workers = s.workerCaps()
+	}
 	if c.editDispatch != nil {
 		c.editDispatch(&dc) // the conformance suite's rows (conformance_test.go)
 	}

@@ -273,7 +273,7 @@ func knobFigures(k Knob, ki int, rows []Row, colors map[string]string) knobSecti
 		var lines []report.Line
 		for i, s := range ss {
 			sort.SliceStable(s.rs, func(a, b int) bool { return pos[s.rs[a].Knobs[k.Name]] < pos[s.rs[b].Knobs[k.Name]] })
-			l := report.Line{Name: s.key, Color: style[i].Color, Dash: style[i].Dash}
+			l := report.Line{Name: s.key, Color: style[i].Color, Dash: style[i].Dash, Marks: true}
 			for _, r := range s.rs {
 				if r.Completed == 0 && !strings.HasPrefix(m.label, "failures") {
 					continue
@@ -284,7 +284,7 @@ func knobFigures(k Knob, ki int, rows []Row, colors map[string]string) knobSecti
 		}
 		ya := report.Axis{Label: m.label, Percent: m.share}
 		if strings.HasPrefix(m.label, "failures") {
-			ya.Pad = 0.04 // no failures is a line above the frame, not on it
+			ya.Pad = 0.04 // a count that stays 0, or at its top tick, is a line inside the frame, not on it
 		}
 		ch := report.LineChart{Title: m.label + " against --" + k.Name, X: xa, Y: ya, Lines: lines, Legend: style}
 		sec.Figures = append(sec.Figures, figure{ID: fmt.Sprintf("knob-%d-%d", ki, mi), SVG: ch.SVG()})

@@ -44,6 +44,10 @@ type Row struct {
 	RequestThroughput float64 `json:"request_throughput"` // completed requests / s
 	OutputThroughput  float64 `json:"output_throughput"`  // output tokens / s
 	Goodput           float64 `json:"goodput"`            // requests / s within the SLO
+	// SLOAttainment is the share of the cell's requests that completed
+	// within every SLO bound (vLLM's --goodput judgement): good requests
+	// over all requests, failures counted as missed.
+	SLOAttainment float64 `json:"slo_attainment"`
 
 	// Pareto: on the front of TTFT p50 against p99 among the cells of its
 	// workload and GPU count (Front says which cells compete).
@@ -60,6 +64,9 @@ func NewRow(c Cell, s *metrics.Summary) Row {
 		TPOTP50Ms: s.P50TPOTMs, TPOTP99Ms: s.P99TPOTMs,
 		DirectShare: s.DirectToDShare, CacheHitRatio: s.CacheHitRatio,
 		RequestThroughput: s.RequestThroughput, OutputThroughput: s.OutputThroughput, Goodput: s.RequestGoodput}
+	if s.Requests > 0 {
+		r.SLOAttainment = float64(s.GoodRequests) / float64(s.Requests)
+	}
 	for _, k := range c.Knobs {
 		r.Knobs[k.Name] = k.Value
 	}
@@ -160,6 +167,7 @@ var metricCols = []struct {
 	{"request_throughput", func(r Row) float64 { return r.RequestThroughput }},
 	{"output_throughput", func(r Row) float64 { return r.OutputThroughput }},
 	{"goodput", func(r Row) float64 { return r.Goodput }},
+	{"slo_attainment", func(r Row) float64 { return r.SLOAttainment }},
 }
 
 // WriteCSV writes one header line and one line per row. A knob that does

@@ -59,7 +59,7 @@ func TestMarkFront(t *testing.T) {
 func TestCSVReadsBackExactly(t *testing.T) {
 	s := &metrics.Summary{Mechanism: "kvcache-centric", Policy: "kv-aware", Complete: true, Requests: 7, Completed: 6, Errors: 1,
 		MeanTTFTMs: 1.0 / 3, P50TTFTMs: 2.0 / 3, P90TTFTMs: 12.345678901234567, P99TTFTMs: 1e6 / 7,
-		P99TPOTMs: 0.1 + 0.2, DirectToDShare: 5.0 / 6}
+		P99TPOTMs: 0.1 + 0.2, DirectToDShare: 5.0 / 6, GoodRequests: 4}
 	c1 := Cell{Mechanism: "kvcache-centric", Topology: Topology{Prefill: 1, Decode: 3}, Workload: Workload{Name: "w"}, Knobs: []Setting{{"tau", "2048"}}}
 	c2 := Cell{Mechanism: "pd-colo", Topology: Topology{Colo: 4}, Workload: Workload{Name: "w"}, Knobs: []Setting{{"policy", "sticky"}}}
 	rows := []Row{NewRow(c1, s), NewRow(c2, s)}
@@ -79,7 +79,8 @@ func TestCSVReadsBackExactly(t *testing.T) {
 		col[h] = i
 	}
 	for name, want := range map[string]float64{"ttft_mean_ms": s.MeanTTFTMs, "ttft_p50_ms": s.P50TTFTMs, "ttft_p90_ms": s.P90TTFTMs,
-		"ttft_p99_ms": s.P99TTFTMs, "tpot_p99_ms": s.P99TPOTMs, "direct_share": s.DirectToDShare, "failures": 1, "requests": 7} {
+		"ttft_p99_ms": s.P99TTFTMs, "tpot_p99_ms": s.P99TPOTMs, "direct_share": s.DirectToDShare, "failures": 1, "requests": 7,
+		"slo_attainment": 4.0 / 7} { // 4 good of 7 requests, the failure a miss
 		got, err := strconv.ParseFloat(recs[1][col[name]], 64)
 		if err != nil || got != want {
 			t.Errorf("%s = %q, want %v", name, recs[1][col[name]], want)
