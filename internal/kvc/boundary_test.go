@@ -1,6 +1,9 @@
 package kvc
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // The boundaries the mutation round found unheld (docs/mutation.md): each
 // test fails on the named mutant.
@@ -53,5 +56,54 @@ func TestRouterGateResidentWaitsForLastInflight(t *testing.T) {
 	b.Finished(true)
 	if r := x.session("s").resident; r != 3005 {
 		t.Fatalf("after turn 3: resident %d, want 3005", r)
+	}
+}
+
+// v3's local fallback: a request every decoder refused for space queues on
+// the decoder with the least queued prefill (ties to the first), and with
+// WholeOnP goes whole to an idle prefill worker whose queue is the shorter.
+func TestV3LocalFallback(t *testing.T) {
+	refusedEverywhere := func(x *Dispatcher, s string, blk uint64, input int) *Dispatch {
+		t.Helper()
+		d := x.Begin(0, Request{Session: s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: input, Output: 10})
+		for i := 0; d.Action().Kind == ActAdmit; i++ {
+			if i > 4 {
+				t.Fatalf("%s: admission loop", s)
+			}
+			d.Reply(AdmitReply{Reason: "no-space"})
+		}
+		d.Accepted()
+		return d
+	}
+	x := v3Dispatcher(V3Config{DBudgetTokens: 10000, LocalFallback: true})
+	a := refusedEverywhere(x, "a", 100, 8000)
+	b := refusedEverywhere(x, "b", 200, 3000)
+	for _, c := range []struct {
+		d    *Dispatch
+		on   int
+		name string
+	}{{a, 0, "a"}, {b, 1, "b"}} {
+		if c.d.kind != ActDirect || c.d.Decoder() != c.on || c.d.Mode() != ModeLocalFall {
+			t.Fatalf("%s: %v on d%d (%s), want a local fallback on d%d; path %v", c.name, c.d.kind, c.d.Decoder(), c.d.Mode(), c.on, c.d.Path())
+		}
+	}
+	if p, dq := x.PrefillQueued(); !slices.Equal(p, []int{0}) || !slices.Equal(dq, []int{8000, 3000}) {
+		t.Fatalf("queues P %v D %v, want [0] [8000 3000]", p, dq)
+	}
+	a.Finished(true)
+	b.Finished(true)
+	if p, dq := x.PrefillQueued(); !slices.Equal(p, []int{0}) || !slices.Equal(dq, []int{0, 0}) {
+		t.Fatalf("all finished: queues P %v D %v, want zeros", p, dq)
+	}
+
+	w := v3Dispatcher(V3Config{DBudgetTokens: 10000, LocalFallback: true, WholeOnP: true})
+	a = refusedEverywhere(w, "a", 100, 8000)
+	b = refusedEverywhere(w, "b", 200, 3000)
+	c := refusedEverywhere(w, "c", 300, 5000) // P 0+5,000 < d1 3,000+5,000
+	if c.kind != ActWholeP || c.Mode() != ModeWholeOnP {
+		t.Fatalf("c: %v (%s), want whole on the idle P; path %v", c.kind, c.Mode(), c.Path())
+	}
+	for _, d := range []*Dispatch{a, b, c} {
+		d.Finished(true)
 	}
 }
