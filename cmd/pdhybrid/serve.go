@@ -25,7 +25,7 @@ func serveCmd(e *env) *cobra.Command {
 		port, blockSize, tauAppend, tauReject   int
 		attempts                                int
 		noProbe, backpressure, homeHolds        bool
-		maxPauseMs, rejectWindow                float64
+		maxPauseMs, rejectWindow, floorK        float64
 		config, tokenizerFile                   string
 		drainS                                  float64
 		ops                                     opsFlags
@@ -66,6 +66,7 @@ docs/gateway.md says what is built.`,
 	fs.IntVar(&port, "port", 8000, "`port` to listen on; 0 = a free one")
 	fs.StringVar(&policy, "policy", "kv-aware", "decoder routing `policy`: default (round-robin), sticky, kv-aware, cache-aware (SGLang router's)")
 	fs.IntVar(&blockSize, "block-size", 64, "`tokens` per prefix block the router hashes prompts into")
+	fs.Float64Var(&floorK, "floor-k", 0, "kv-aware policy only: load-floor bonus in `blocks` for under-assigned decoders (the seed's --kvcache-load-floor-bonus, 200 in its E3/E4 runs); 0 = off, as in the seed's defaults, which send new sessions sharing a system prompt all to one decoder (docs/kvc.md)")
 	fs.StringVar(&tokenizerFile, "tokenizer", "", "the model's Hugging Face tokenizer.json `file`: text prompts are tokenized with it and sent as input_ids, so the router hashes what the workers cache (default: none, a 4-bytes-a-token estimate, reported as such by count_tokens)")
 	fs.IntVar(&tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append, the largest direct append in `tokens`")
 	fs.IntVar(&tauReject, "migration-reject-threshold", 3, "kvcache-centric: τ_reject, admission `rejects` before a decoder is skipped for a session; 0 = never")
@@ -98,6 +99,8 @@ docs/gateway.md says what is built.`,
 		ck.oneOf("policy", "default", "sticky", "kv-aware", "cache-aware")
 		ck.num("port", between(0, 65535).is("a TCP port").orZero("a free one"))
 		ck.num("block-size", between(1, 1<<20).is("a number of tokens"))
+		ck.num("floor-k", between(0, 1e9).is("a bonus in blocks").orZero("off"))
+		ck.only("floor-k", policy == "kv-aware", "with --policy kv-aware")
 		ck.num("direct-max-uncached-tokens", between(1, 1<<22).is("a number of tokens"))
 		ck.num("migration-reject-threshold", between(0, 1e6).is("a number of rejects"))
 		ck.num("kvc-max-attempts", between(1, 1024).is("a number of attempts").orZero("one per decoder"))
@@ -146,7 +149,7 @@ docs/gateway.md says what is built.`,
 		g, _ := kvc.ParseGate(gate)
 		r, _ := kvc.ParseReset(reset)
 		b, _ := kvc.ParseBelief(belief)
-		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1},
+		cfg.Dispatch = kvc.DispatchConfig{Mechanism: kvc.Mechanism(mech), Policy: kvc.Policy(policy), Options: kvc.Options{Alpha: 1, FloorK: floorK},
 			TauReject: tauReject, TauAppend: tauAppend, MaxRetries: attempts - 1, SeedMinTurn: 1, Gate: g, Reset: r, RejectWindowS: rejectWindow, Belief: b,
 			NoBackpressure: !backpressure, MaxPauseS: maxPauseMs / 1000, HomeHolds: homeHolds}
 		if maxPauseMs == 0 {

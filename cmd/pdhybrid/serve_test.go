@@ -187,7 +187,7 @@ func TestServeKVCv3Flags(t *testing.T) {
 		{[]string{"--inline-admission"}, "unknown flag: --inline-admission"},
 		{[]string{"--count-transfer"}, "unknown flag: --count-transfer"},
 		{[]string{"--mechanism", "pd-colo", "--colo", "http://127.0.0.1:1", "--kvc-preset", "v3"}, "--kvc-preset"},
-		{[]string{"--kvc-preset", "v4"}, "--kvc-preset"},
+		{[]string{"--kvc-preset", "v9"}, "--kvc-preset"},
 		{[]string{"--p-hosts-sessions"}, "--p-hosts-sessions"}, // without --whole-on-p
 	} {
 		args := append([]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2"}, tc.args...)

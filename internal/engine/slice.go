@@ -61,7 +61,7 @@ func (w *Worker) slicePlan(now float64) (int, bool) {
 	}
 	// A mixed step takes its duration less the decode step from every
 	// budget; the decode batch's own part of it is about s.
-	w.sliceRoomS = min(least, sliceStepTPOTs*t) + s - w.tm.PrefillOverheadS - s
+	w.sliceRoomS = min(least, sliceStepTPOTs*t) + s - w.tm.PrefillStepS() - s
 	if w.sliceRoomS >= w.chunkWorkS(sliceMinChunk) {
 		return 0, false
 	}

@@ -161,7 +161,15 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("gateway: worker URL %q: %v", u, err)
 		}
 	}
-	opts := kvc.Options{Alpha: 1, IndexBlocks: 1 << 20}
+	// The routers' options as configured (serve's --floor-k, say), with
+	// the sticky bonus α 1 and a bounded belief where unset.
+	opts := cfg.Dispatch.Options
+	if opts.Alpha == 0 {
+		opts.Alpha = 1
+	}
+	if opts.IndexBlocks == 0 {
+		opts.IndexBlocks = 1 << 20
+	}
 	dOpts := opts
 	dOpts.NoCache = cfg.Dispatch.Mechanism == kvc.MechPD // naive PD decoders keep nothing
 	s := &Server{cfg: cfg, start: time.Now(), mux: http.NewServeMux(), turns: map[string]int{}}

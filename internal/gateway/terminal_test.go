@@ -31,7 +31,9 @@ func rawWorker(t *testing.T, stream bool, body string, cut bool) string {
 		if stream {
 			ct = "text/event-stream"
 		}
-		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", ct, len(body), body)
+		// Connection: close: the connection ends with the answer, so the
+		// gateway must not reuse it for its next request.
+		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", ct, len(body), body)
 		if !cut {
 			fmt.Fprint(bw, "0\r\n\r\n")
 		}

@@ -276,7 +276,7 @@ func (c *Config) stallCost() kvc.StallCost {
 		return kvc.StallCost{}
 	}
 	t := c.Profile.Timing
-	return kvc.StallCost{OverheadS: t.PrefillOverheadS, PerTokenS: t.PrefillPerTokenS, AttnS: t.PrefillAttnS,
+	return kvc.StallCost{OverheadS: t.PrefillStepS(), PerTokenS: t.PrefillPerTokenS, AttnS: t.PrefillAttnS,
 		ChunkTokens: c.ChunkTokens, DecodeStepS: t.DecodeStepS(c.Profile.Model, 1, stallCtxTokens)}
 }
 

@@ -133,6 +133,11 @@ func TestSimProperty(t *testing.T) {
 						cfg.KVC.V3.PrefillOrder, cfg.KVC.V3.PrefillMaxWaitS = "shortest", float64(r5.IntN(3)*r5.IntN(60))
 					}
 				}
+				if r7 := rand.New(rand.NewPCG(seed, 7)); cfg.KVC.V3.DBudgetTokens > 0 && r7.IntN(2) == 0 {
+					// KVC v4's decode isolation: the buckets and the workers' slicing.
+					cfg.KVC.V3.TPOTSLOMs = float64(4 + r7.IntN(60))
+					cfg.KVC.V3.IsolationMaxPWaitS = float64(r7.IntN(2) * r7.IntN(30))
+				}
 				v3Runs++
 			}
 		case 3:

@@ -1,0 +1,256 @@
+// Command proxybench measures what a reverse proxy adds to a streaming
+// worker's time to first token, and the CPU it spends per relayed event:
+// the same closed-loop load of concurrent SSE streams sent, in rotation
+// within one run, straight to a worker (direct), through the pdhybrid
+// gateway and through nginx in front of the same worker. Rotating the
+// conditions round by round spreads a shared machine's noise over all
+// three instead of one (scripts/proxybench.sh starts the processes;
+// docs/gateway.md has the table).
+//
+// Added TTFT is a condition's percentile less direct's, over the pooled
+// requests of all rounds; CPU per event is the proxy's user+system time
+// during its rounds (from /proc/PID/stat) over the token events the client
+// read in them.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type condition struct {
+	name string
+	url  string
+	pids []int // whose CPU counts (none for direct)
+	tr   *http.Transport
+}
+
+type result struct {
+	ttft   []time.Duration
+	events int64
+	reqs   int64
+	errs   int64
+	cpu    time.Duration
+	wall   time.Duration
+}
+
+func main() {
+	direct := flag.String("direct", "", "the worker's base URL")
+	gateway := flag.String("gateway", "", "the gateway's base URL")
+	nginx := flag.String("nginx", "", "nginx's base URL")
+	gwPids := flag.String("gateway-pids", "", "comma-separated pids of the gateway (CPU)")
+	ngPids := flag.String("nginx-pids", "", "comma-separated pids of nginx's workers (CPU)")
+	streamsF := flag.String("streams", "100,500", "comma-separated concurrent stream counts")
+	rounds := flag.Int("rounds", 3, "rounds per stream count; each round runs every condition once, in rotated order")
+	roundDur := flag.Duration("round", 5*time.Second, "how long one condition's load runs in a round")
+	tokens := flag.Int("tokens", 32, "max_new_tokens per request (token events per stream)")
+	prompt := flag.Int("prompt", 64, "prompt tokens per request")
+	out := flag.String("out", "", "write the table's figures as JSON to this file")
+	flag.Parse()
+	if *direct == "" || *gateway == "" || *nginx == "" {
+		fmt.Fprintln(os.Stderr, "proxybench: -direct, -gateway and -nginx are required")
+		os.Exit(2)
+	}
+	var counts []int
+	for _, s := range strings.Split(*streamsF, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 10000 {
+			fmt.Fprintf(os.Stderr, "proxybench: -streams %q: want counts in [1, 10000]\n", s)
+			os.Exit(2)
+		}
+		counts = append(counts, n)
+	}
+	conds := []*condition{{name: "direct", url: *direct}, {name: "gateway", url: *gateway, pids: pids(*gwPids)}, {name: "nginx", url: *nginx, pids: pids(*ngPids)}}
+	type row struct {
+		Streams                   int
+		Condition                 string
+		Requests, Errors, Events  int64
+		TTFTp50ms, TTFTp99ms      float64
+		AddedP50ms, AddedP99ms    float64
+		CPUusPerEvent, EventsPerS float64
+		CPUShareOfOneCore         float64
+	}
+	var rows []row
+	for _, n := range counts {
+		res := map[string]*result{}
+		for _, c := range conds {
+			c.tr = &http.Transport{MaxIdleConnsPerHost: 2 * n, MaxConnsPerHost: 0, DisableCompression: true}
+			res[c.name] = &result{}
+			// Warm-up: connections dialled and every hop's pools filled,
+			// not counted.
+			runLoad(c, n, time.Second, *tokens, *prompt, &result{})
+		}
+		for r := range *rounds {
+			for k := range conds {
+				c := conds[(k+r)%len(conds)]
+				runLoad(c, n, *roundDur, *tokens, *prompt, res[c.name])
+			}
+		}
+		d := res["direct"]
+		dp50, dp99 := pct(d.ttft, 50), pct(d.ttft, 99)
+		for _, c := range conds {
+			x := res[c.name]
+			p50, p99 := pct(x.ttft, 50), pct(x.ttft, 99)
+			rw := row{Streams: n, Condition: c.name, Requests: x.reqs, Errors: x.errs, Events: x.events,
+				TTFTp50ms: ms(p50), TTFTp99ms: ms(p99), EventsPerS: float64(x.events) / x.wall.Seconds()}
+			if c.name != "direct" {
+				rw.AddedP50ms, rw.AddedP99ms = ms(p50-dp50), ms(p99-dp99)
+				if x.events > 0 {
+					rw.CPUusPerEvent = float64(x.cpu.Microseconds()) / float64(x.events)
+				}
+				rw.CPUShareOfOneCore = x.cpu.Seconds() / x.wall.Seconds()
+			}
+			rows = append(rows, rw)
+			fmt.Printf("streams=%d %-7s reqs=%d errs=%d events=%d (%.0f/s) ttft p50=%.2fms p99=%.2fms added p50=%+.2fms p99=%+.2fms cpu/event=%.1fµs cpu=%.2f cores\n",
+				n, c.name, x.reqs, x.errs, x.events, rw.EventsPerS, rw.TTFTp50ms, rw.TTFTp99ms, rw.AddedP50ms, rw.AddedP99ms, rw.CPUusPerEvent, rw.CPUShareOfOneCore)
+		}
+	}
+	if *out != "" {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		if err := os.WriteFile(*out, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "proxybench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// runLoad keeps n streams open against c for dur, each a closed loop of
+// requests, and adds what it measured to res.
+func runLoad(c *condition, n int, dur time.Duration, tokens, prompt int, res *result) {
+	client := &http.Client{Transport: c.tr, Timeout: 60 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var mu sync.Mutex
+	var events, reqs, errs atomic.Int64
+	cpu0 := cpuOf(c.pids)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local []time.Duration
+			for k := 0; ctx.Err() == nil; k++ {
+				ttft, ev, err := stream(client, c.url, i*100000+k, prompt, tokens)
+				if err != nil {
+					errs.Add(1)
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				local = append(local, ttft)
+				events.Add(ev)
+				reqs.Add(1)
+			}
+			mu.Lock()
+			res.ttft = append(res.ttft, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.wall += time.Since(t0)
+	res.cpu += cpuOf(c.pids) - cpu0
+	res.events += events.Load()
+	res.reqs += reqs.Load()
+	res.errs += errs.Load()
+}
+
+// stream sends one streaming /generate and reads it to the end: the time
+// to its first token event and the token events read. A request runs to
+// its end even past the round's end (the next condition starts on a quiet
+// worker).
+func stream(client *http.Client, base string, seed, prompt, tokens int) (time.Duration, int64, error) {
+	ids := make([]int, prompt)
+	for i := range ids {
+		ids[i] = (seed*7919 + i) % 150000
+	}
+	body, _ := json.Marshal(map[string]any{"input_ids": ids, "stream": true, "sampling_params": map[string]any{"max_new_tokens": tokens, "ignore_eos": true}})
+	req, _ := http.NewRequest(http.MethodPost, base+"/generate", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return 0, 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	br := bufio.NewReaderSize(resp.Body, 16*1024)
+	var first time.Duration
+	var ev int64
+	done := false
+	for {
+		line, err := br.ReadSlice('\n')
+		if bytes.HasPrefix(line, []byte("data: {")) {
+			if first == 0 {
+				first = time.Since(t0)
+			}
+			ev++
+		} else if bytes.HasPrefix(line, []byte("data: [DONE]")) {
+			done = true
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	if first == 0 || !done {
+		return 0, 0, fmt.Errorf("stream ended without tokens or [DONE]")
+	}
+	return first, ev, nil
+}
+
+// cpuOf sums user and system time of the processes (Linux /proc).
+func cpuOf(ps []int) time.Duration {
+	var ticks int64
+	for _, p := range ps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime is the
+		// 14th field of the line, stime the 15th.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + s
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+func pids(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
