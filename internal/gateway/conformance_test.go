@@ -86,7 +86,14 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 		toks := prompts.Next(turn, outs[turn.Session])
 		body := map[string]any{"input_ids": toks, "session_id": turn.Session, "sampling_params": map[string]any{"max_new_tokens": turn.Output}}
 		switch row.Fault {
-		case kvctest.FaultPauseClientLeaves, kvctest.FaultClientLeavesPrefill:
+		case kvctest.FaultPauseClientLeaves:
+			clientLeaves(t, gw.URL, body, 200*time.Millisecond)
+			continue
+		case kvctest.FaultClientLeavesPrefill:
+			// Streamed: the decoder's 200 comes before its first token, so
+			// the client leaves while the gateway relays D's answer and P's
+			// leg is still open.
+			body["stream"] = true
 			clientLeaves(t, gw.URL, body, 200*time.Millisecond)
 			continue
 		case kvctest.FaultClientLeavesMidStream:
@@ -140,6 +147,7 @@ func faulty(t *testing.T, base, fault string, role engine.Role) string {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(10 * time.Second): // bounded: a gateway that never ends it fails the row
+				t.Errorf("the gateway kept the prefill leg open 10 s after the client left (an abort P never saw)")
 				http.Error(w, `{"error":{"message":"prefill leg never ended","code":500}}`, http.StatusInternalServerError)
 			}
 			return
@@ -202,7 +210,7 @@ func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string 
 	return ts.URL
 }
 
-// clientLeaves sends body and hangs up after d.
+// clientLeaves sends body and hangs up after d, before any token came.
 func clientLeaves(t *testing.T, gw string, body map[string]any, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -210,9 +218,20 @@ func clientLeaves(t *testing.T, gw string, body map[string]any, d time.Duration)
 	j, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/generate", bytes.NewReader(j))
 	req.Header.Set("Content-Type", "application/json")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // it left before the answer began
+	}
+	defer resp.Body.Close()
+	if stream, _ := body["stream"].(bool); !stream || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the request answered %d before the client left", resp.StatusCode)
+	}
+	// A stream's headers may come first; no token may.
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			t.Fatalf("a token came before the client left: %s", sc.Text())
+		}
 	}
 }
 

@@ -341,4 +341,17 @@ var Rows = []Row{
 			"Begin s/2 in=3308 out=8", "Accepted whole-p p0 d-1 kvcache-whole-on-p", "PrefillDone", "Finished ok",
 		},
 	},
+	{
+		// The router gate's own session cap refuses a new session on a
+		// decoder at the cap without asking it (session-cap), and the
+		// request goes as plain PD.
+		Name: "router-session-cap", Decoders: 1, Gate: kvc.GateRouter, RouterCap: 1,
+		Turns: []Turn{{Session: "a", New: 3000, Output: 8}, {Session: "b", New: 3000, Output: 8}},
+		Want: []string{
+			"Begin a/1 in=3000 out=8", "Reply d0 can=true direct=false session-not-resident", "Accepted seed p0 d0 pd-router-turn1-seed",
+			"TransferLanded", "PrefillDone", "Finished ok",
+			"Begin b/1 in=3000 out=8", "Accepted pd p0 d0 pd-router-fallback-session-not-resident-session-cap",
+			"TransferLanded", "PrefillDone", "Finished ok",
+		},
+	},
 }
