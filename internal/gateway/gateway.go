@@ -234,12 +234,6 @@ func New(cfg Config) (*Server, error) {
 func workerTransport(o Ops) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 4096, 1024
-	// Plain HTTP/1.1 to the workers, as SGLang serves it: no HTTP/2
-	// attempt, no gzip negotiation (a gzip body would be inflated and
-	// re-sent per event), and a read buffer that takes a burst of events
-	// in one read.
-	t.ForceAttemptHTTP2, t.DisableCompression = false, true
-	t.ReadBufferSize, t.WriteBufferSize = 32<<10, 32<<10
 	d := &net.Dialer{Timeout: timeout(o.WorkerConnectTimeout), KeepAlive: 30 * time.Second}
 	t.DialContext = d.DialContext
 	t.ResponseHeaderTimeout = timeout(o.WorkerHeaderTimeout)
