@@ -270,6 +270,14 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		// Each GPU reads the whole KV of its own share of the batch.
 		tm.DecodePerCtxTokenS /= float64(d.TP)
 	}
+	if a.Experts > 0 && a.TopK > 0 && d.Engine == "vllm" {
+		// vLLM's fused MoE pads each expert's tokens to the tile height
+		// (moepad.go); a padded row costs its expert GEMMs' FLOPs at peak,
+		// as the real rows in DecodePerSeqS do.
+		rowFLOPs := 2 * float64(a.Params().Experts) / float64(a.Experts) / float64(d.TP)
+		tm.ExpertPadRowS = rowFLOPs / peak
+		tm.ExpertTiles = vllmExpertTiles(a.Experts, a.MoEIntermediate/d.TP, d.GPU.Name)
+	}
 	if a.Experts == 0 {
 		tm.DecodeOverheadS += expertRead
 		tm.DecodeExpertsS = 0
