@@ -90,3 +90,26 @@ func TestRooflineChargesExpertPadding(t *testing.T) {
 		t.Fatal("the tile rule is vLLM's; SGLang profiles must not get it here")
 	}
 }
+
+// kv_bw_eff_large: Llama-2-7B at TP1 holds 32·32·128·2·2 = 524,288 bytes
+// of KV a token; at 0.8 of 3.35 TB/s from B = 120 on that is 195.6 ns a
+// context token, the datasheet rate's 156.5 ns below it.
+func TestRooflineLargeBatchKVSlope(t *testing.T) {
+	a, err := LoadHF("testdata/hf/llama-2-7b-hf.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultCoefficients
+	c.KVBWEffLarge, c.LargeBatch = 0.8, 120
+	tm := Deployment{GPU: gpus["h100-sxm"], TP: 1, Engine: "vllm"}.Timing(a, c)
+	small, large := 524288/3.35e12, 524288/(3.35e12*0.8)
+	if got := tm.CtxSlope(119); math.Abs(got-small)/small > 1e-9 {
+		t.Fatalf("B=119: %v s a context token, want %v", got, small)
+	}
+	if got := tm.CtxSlope(120); math.Abs(got-large)/large > 1e-9 {
+		t.Fatalf("B=120: %v s a context token, want %v", got, large)
+	}
+	if off := (Deployment{GPU: gpus["h100-sxm"], TP: 1, Engine: "vllm"}).Timing(a, DefaultCoefficients); off.LargeBatch != 0 || off.DecodePerCtxTokenLargeS != 0 {
+		t.Fatal("the committed coefficients must leave the large-batch slope off")
+	}
+}
