@@ -88,6 +88,13 @@ type Timing struct {
 	// on the H200); 0 (or LargeBatch 0) keeps one slope for every batch.
 	DecodePerCtxTokenLargeS float64 `json:"decode_per_ctx_token_large_batch_s,omitempty"`
 	LargeBatch              int     `json:"large_batch,omitempty"`
+	// ExpertPadRowS is what one padded row of the fused-MoE kernel adds to
+	// a decode step (its expert GEMM FLOPs over every MoE layer), and
+	// ExpertTiles the kernel's tile height by batch: each expert's tokens
+	// are padded to a multiple of it (moepad.go). 0 / none: not charged
+	// (profiles fitted to measured steps already hold it).
+	ExpertPadRowS float64      `json:"decode_expert_pad_row_s,omitempty"`
+	ExpertTiles   []ExpertTile `json:"expert_tiles,omitempty"`
 }
 
 // CtxSlope is the decode cost per context token for a batch of this size.
@@ -122,7 +129,7 @@ func (t Timing) DecodeWorkS(m Model, batch int, ctxTokens int64) float64 {
 		return 0
 	}
 	return t.DecodePerSeqS*float64(batch) + t.CtxSlope(batch)*float64(ctxTokens) +
-		t.DecodeExpertsS*m.ExpertFraction(batch)
+		t.DecodeExpertsS*m.ExpertFraction(batch) + t.ExpertPaddingS(m, batch)
 }
 
 // DecodeStepS is one decode step for batch sequences with ctxTokens context
@@ -228,6 +235,12 @@ func (p *Profile) Validate() error {
 	nonneg("timing.decode_per_ctx_token_large_batch_s", p.Timing.DecodePerCtxTokenLargeS)
 	nonneg("timing.large_batch", float64(p.Timing.LargeBatch))
 	nonneg("timing.decode_experts_s", p.Timing.DecodeExpertsS)
+	nonneg("timing.decode_expert_pad_row_s", p.Timing.ExpertPadRowS)
+	for i, r := range p.Timing.ExpertTiles {
+		if r.UpTo < 1 || r.BlockM < 1 || (i > 0 && r.UpTo <= p.Timing.ExpertTiles[i-1].UpTo) {
+			errs = append(errs, fmt.Sprintf("timing.expert_tiles[%d]: up_to_tokens %d, block_m %d; want both ≥ 1 and up_to_tokens rising", i, r.UpTo, r.BlockM))
+		}
+	}
 	if p.Timing.DecodeOverheadS+p.Timing.DecodePerSeqS <= 0 {
 		errs = append(errs, "timing: a decode step must cost something (decode_overhead_s + decode_per_seq_s > 0)")
 	}

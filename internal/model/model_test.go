@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -40,7 +41,7 @@ func TestBuiltinsLoadAndRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q.Timing != p.Timing || q.Model != p.Model || q.Hardware != p.Hardware {
+		if !reflect.DeepEqual(q.Timing, p.Timing) || q.Model != p.Model || q.Hardware != p.Hardware {
 			t.Fatalf("%s: round trip changed the profile", n)
 		}
 		if (q.Server == nil) != (p.Server == nil) || (p.Server != nil && *q.Server != *p.Server) {

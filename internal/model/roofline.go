@@ -50,6 +50,11 @@ type Coefficients struct {
 	BWEff       float64 `json:"bw_eff"`
 	KVBWEff     float64 `json:"kv_bw_eff,omitempty"`
 	ExpertBWEff float64 `json:"expert_bw_eff,omitempty"`
+	// KVBWEffLarge is the share decode attention's KV reads reach in
+	// batches of LargeBatch sequences or more (0 = KVBWEff): the
+	// attention kernel's split over the context changes with the batch.
+	KVBWEffLarge float64 `json:"kv_bw_eff_large,omitempty"`
+	LargeBatch   int     `json:"large_batch,omitempty"`
 	// PrefillWeightRead is the share of the weight read charged to every
 	// prefill step as fixed cost (a chunk's GEMMs only partly hide it).
 	PrefillWeightRead float64 `json:"prefill_weight_read"`
@@ -266,9 +271,22 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		DecodePerCtxTokenS: float64(g.kvPerToken) / (d.GPU.HBMBandwidth * cmpOrF(c.KVBWEff, c.BWEff)),
 		DecodeExpertsS:     expertRead,
 	}
+	if c.KVBWEffLarge > 0 && c.LargeBatch > 0 {
+		tm.DecodePerCtxTokenLargeS = float64(g.kvPerToken) / (d.GPU.HBMBandwidth * c.KVBWEffLarge)
+		tm.LargeBatch = c.LargeBatch
+	}
 	if d.DPAttention {
 		// Each GPU reads the whole KV of its own share of the batch.
 		tm.DecodePerCtxTokenS /= float64(d.TP)
+		tm.DecodePerCtxTokenLargeS /= float64(d.TP)
+	}
+	if a.Experts > 0 && a.TopK > 0 && d.Engine == "vllm" {
+		// vLLM's fused MoE pads each expert's tokens to the tile height
+		// (moepad.go); a padded row costs its expert GEMMs' FLOPs at peak,
+		// as the real rows in DecodePerSeqS do.
+		rowFLOPs := 2 * float64(a.Params().Experts) / float64(a.Experts) / float64(d.TP)
+		tm.ExpertPadRowS = rowFLOPs / peak
+		tm.ExpertTiles = vllmExpertTiles(a.Experts, a.MoEIntermediate/d.TP, d.GPU.Name)
 	}
 	if a.Experts == 0 {
 		tm.DecodeOverheadS += expertRead
@@ -280,6 +298,7 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		// approximation; short contexts are overcharged by that share).
 		full := float64(a.Layers-a.SlidingLayers) / float64(a.Layers)
 		tm.DecodePerCtxTokenS *= math.Max(full, 0.05)
+		tm.DecodePerCtxTokenLargeS *= math.Max(full, 0.05)
 	}
 	return tm
 }
@@ -352,6 +371,9 @@ func (d Deployment) links() map[string]Link {
 func (d Deployment) sources(a *Arch, c Coefficients, g perGPU, pool int64) map[string]string {
 	p := a.Params()
 	fit := "coefficients: " + c.Source
+	if c.KVBWEffLarge > 0 && c.LargeBatch > 0 {
+		fit = fmt.Sprintf("KV reads at %.3f of HBM in batches of %d or more; %s", c.KVBWEffLarge, c.LargeBatch, fit)
+	}
 	return map[string]string{
 		"model": fmt.Sprintf("Hugging Face config.json (%s): %d layers, hidden %d, %d query / %d KV heads, head dim %d, %d experts top-%d (%d MoE layers, shared width %d), MLA latent %d+%d, sliding window %d on %d layers; %.2f B parameters (%.2f B active per token), weights %s",
 			a.ModelType, a.Layers, a.Hidden, a.QHeads, a.KVHeads, a.HeadDim, a.Experts, a.TopK, a.MoELayers, a.SharedWidth, a.KVLoraRank, a.QKRopeDim, a.SlidingWindow, a.SlidingLayers,
