@@ -30,7 +30,7 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 		x.SessionEvicted(d, session)
 		return
 	}
-	s.onHost = true
+	s.onHost, s.hostTok = true, s.resident
 }
 
 // Tier is where the router believes the session's prefix is: in its
