@@ -60,6 +60,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"hicache-ratio":                    {"--enable-hierarchical-cache", "--hicache-ratio", "3"},
 		"hicache-size":                     {"--enable-hierarchical-cache", "--hicache-size", "200"},
 		"hicache-write-policy":             {"--enable-hierarchical-cache", "--hicache-write-policy", "write_back"},
+		"hicache-demote-idle":              {"--enable-hierarchical-cache", "--hicache-demote-idle"},
 		"time-scale":                       {"--time-scale", "2"},
 		"concurrency":                      {"--concurrency", "3"},
 		"timeout":                          {"--timeout", "50"},

@@ -80,6 +80,14 @@ type HiCacheConfig struct {
 	WritePolicy WritePolicy
 	// Link is the GPU↔host link; zero takes the profile's HostLink.
 	Link model.Link
+	// DemoteIdle (--hicache-demote-idle) writes a session that a trim
+	// takes from HBM while none of its requests is here (between its
+	// turns: a tool call or the user's think time) to host first, under
+	// every write policy, so it is demoted rather than dropped. Under
+	// write_through and write_back that is already so; under
+	// write_through_selective a session never reused from HBM would be
+	// dropped. The host pool makes room by its own LRU.
+	DemoteIdle bool
 }
 
 // DefaultHiCacheRatio is SGLang's --hicache-ratio default.
@@ -91,6 +99,7 @@ type hostTier struct {
 	capacity int64 // tokens
 	link     model.Link
 	policy   WritePolicy
+	idle     bool                   // DemoteIdle
 	tails    map[string]*outputTail // demoted output tails, by session
 	order    []*outputTail          // in demotion order, for the host LRU
 	head     int
@@ -125,7 +134,7 @@ func newHostTier(cfg Config, pool int64) (*hostTier, error) {
 		}
 		capacity = int64(ratio * float64(pool))
 	}
-	return &hostTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: h.WritePolicy}, nil
+	return &hostTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: h.WritePolicy, idle: h.DemoteIdle}, nil
 }
 
 // HostCapacity is the host KV pool in tokens (0 without a host tier).
@@ -232,6 +241,18 @@ func (w *Worker) hiDemote(now float64, n int32) bool {
 		w.hiWrite(now, blocks, last)
 	}
 	return w.host.tree.Match(blocks, last).Tokens == tokens
+}
+
+// hiDemoteSession is hiDemote for a session a trim takes from HBM: with
+// DemoteIdle, a session with no request here (idle) is written to host
+// first whatever the write policy.
+func (w *Worker) hiDemoteSession(now float64, n int32, idle bool) bool {
+	if h := w.host; h != nil && h.idle && idle && h.policy != WriteBack {
+		if blocks, tokens := w.tree.PathBlocks(n); len(blocks) > 0 {
+			w.hiWrite(now, blocks, tokens-int64(len(blocks)-1)*int64(w.cfg.BlockSize))
+		}
+	}
+	return w.hiDemote(now, n)
 }
 
 // hiDemoteOldest demotes the leaf the prefix cache evicts next.

@@ -375,3 +375,49 @@ func TestHiCacheSessionAdmittedFromHost(t *testing.T) {
 		}
 	}
 }
+
+// TestHiCacheDemoteIdle: under write_through_selective a session seeded on
+// a decoder (12,800 tokens, never reused from HBM) has no host copy, so
+// when the next session's admission trims it between its turns it is
+// dropped, and its next turn is a seed that computes everything. With
+// --hicache-demote-idle the trim writes its 12,800 tokens to host first
+// (the host pool of 3 × 30,000 tokens has room): demoted, and its next
+// turn is a direct append that loads the 12,800 back.
+func TestHiCacheDemoteIdle(t *testing.T) {
+	for _, idle := range []bool{false, true} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 30000,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession},
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: WriteThroughSelective, DemoteIdle: idle}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := chain(1, 210), chain(2, 282)
+		now := seedOn(t, w, 0, "a", a[:200], 12800, 4)
+		if got := w.HostPrefixMatch(a[:200], 12800); got != 0 {
+			t.Fatalf("demote-idle %v: host holds %d of a before the trim, want 0 (selective: never reused)", idle, got)
+		}
+		if rep := w.AdmitSession(now, AdmitQuery{Session: "b", Blocks: b, Input: 18000, Output: 4}); rep.Trimmed != 1 {
+			t.Fatalf("demote-idle %v: b's admission %+v, want one trim (a)", idle, rep)
+		}
+		demoted := false
+		for _, ev := range w.TakeEvents() {
+			if ev.Kind == EvSessionEvicted && ev.Session == "a" {
+				demoted = ev.Demoted
+			}
+		}
+		want := map[bool]int{false: 0, true: 12800}[idle]
+		if got := w.HostPrefixMatch(a[:200], 12800); demoted != idle || got != want {
+			t.Fatalf("demote-idle %v: a demoted %v, host holds %d; want %v and %d", idle, demoted, got, idle, want)
+		}
+		now = seedOn(t, w, now, "b", b, 18000, 4)
+		rep := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 1024})
+		if idle && (rep.Mode != AdmitDirect || rep.Tier != TierHost || rep.HostTokens != 12800) {
+			t.Fatalf("demote-idle: a's next turn %+v, want a direct append loading 12800 from host", rep)
+		}
+		if !idle && rep.Mode != AdmitSeed {
+			t.Fatalf("no demote-idle: a's next turn %+v, want a seed", rep)
+		}
+		checkPool(t, w)
+		checkHost(t, w)
+	}
+}

@@ -197,7 +197,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		} else {
 			held = 0
 			w.tree.Unlock(s.node, now)
-			demoted = w.hiDemote(now, s.node)
+			demoted = w.hiDemoteSession(now, s.node, !hot)
 			freed += w.tree.EvictPath(s.node)
 		}
 	}

@@ -43,7 +43,7 @@ func (w *Worker) trimTailFor(now float64, except string, short int64, rep *Admit
 		}
 		m := w.tree.Lock(path[:keep], int64(w.cfg.BlockSize), now)
 		w.tree.Unlock(s.node, now)
-		w.hiDemote(now, s.node)
+		w.hiDemoteSession(now, s.node, s.inflight == 0)
 		cut := w.tree.EvictPath(s.node)
 		freed += cut
 		s.node = m.Node

@@ -77,6 +77,7 @@ type sessState struct {
 	inflight int            // its requests direct or seeded, not yet finished
 	evicted  bool           // last reported evicting it (labels: session-was-evicted)
 	onHost   bool           // pin reported demoting it to its host tier (tiers.go)
+	hostTok  int            // tokens of it believed on that host tier (TierTokens)
 	backup   int            // prefill worker keeping a capacity-backup of it; −1 none
 	handles  []radix.Handle // per decoder: the path the router believes it holds
 	rejects  []int          // per decoder: its refusals of the session (τ_reject), nil while none
@@ -172,6 +173,7 @@ type Dispatch struct {
 	wholeAt                    int      // 1 + the prefill worker serving it whole, until it ends
 	inline                     bool     // the admission in flight rode on the request
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
+	host                       int      // tier costing: prompt tokens its direct append loads back from host
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -338,6 +340,9 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		return
 	}
 	if rep.Direct {
+		if t.v3TierPlace(d, rep) {
+			return // the reseed through P costs less than the load-back (tiercost.go)
+		}
 		if t.paths() {
 			t.note("admit %s: direct%s", x.d.names[d], fromHost(rep))
 		}

@@ -15,6 +15,10 @@ const (
 	TierHBM  = "hbm"
 	TierHost = "host"
 	TierNone = "none"
+	// TierStorage is the protocol's name for a storage tier below host
+	// (docs/worker-protocol.md, revision 1.1); no worker reports it yet,
+	// and the router treats it as TierNone.
+	TierStorage = "storage"
 )
 
 // SessionDemoted is a decoder's report that it evicted a session from HBM
@@ -30,7 +34,7 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 		x.SessionEvicted(d, session)
 		return
 	}
-	s.onHost = true
+	s.onHost, s.hostTok = true, s.resident
 }
 
 // Tier is where the router believes the session's prefix is: in its

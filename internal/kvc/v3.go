@@ -96,6 +96,10 @@ type V3Config struct {
 	// a GPU that decodes draws from its stall budget, derived from the
 	// TPOT SLO; the zero value is off.
 	Isolation DecodeIsolation
+	// Tiers costs a decoder's host-tier answers (tiercost.go): load-back
+	// against a reseed through P; the zero value counts host tokens as
+	// cached.
+	Tiers TierCost
 }
 
 // On reports whether any v3 option is set.

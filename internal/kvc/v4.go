@@ -240,9 +240,18 @@ func (t *Dispatch) v4Draw(onP bool, w, n, p int) {
 	if !x.v4On() || w < 0 || !x.v4Decoding(onP, w) {
 		return
 	}
+	t.v4DrawS(onP, w, x.iso().Cost.PrefillS(n, p))
+}
+
+// v4DrawS takes s seconds of stall from the GPU's bucket when requests
+// decode there.
+func (t *Dispatch) v4DrawS(onP bool, w int, s float64) {
+	x := t.x
+	if !x.v4On() || w < 0 || !x.v4Decoding(onP, w) {
+		return
+	}
 	b := x.v4Bucket(onP, w)
 	x.v4Level(b, t.now)
-	s := x.iso().Cost.PrefillS(n, p)
 	b.level -= s
 	x.v4.drawnS += s
 }
@@ -260,6 +269,10 @@ func (t *Dispatch) v4Accepted() {
 			t.v4Draw(true, t.chosenP, t.pQ, t.r.Input-t.pQ)
 		}
 	case ActDirect:
+		if t.host > 0 {
+			t.v4DrawS(false, t.chosenD, x.cfg.V3.Tiers.PrefillWithLoadS(x.iso().Cost, t.dTok, t.r.Input-t.dTok, t.host))
+			return
+		}
 		t.v4Draw(false, t.chosenD, t.dTok, t.r.Input-t.dTok)
 	}
 }

@@ -16,6 +16,8 @@ type HiCache struct {
 	SizeBytes int64   `json:"size_bytes,omitempty"`
 	// WritePolicy is write_through, write_through_selective or write_back.
 	WritePolicy string `json:"write_policy"`
+	// DemoteIdle: --hicache-demote-idle (engine.HiCacheConfig.DemoteIdle).
+	DemoteIdle bool `json:"demote_idle,omitempty"`
 }
 
 // engineConfig is the tier as the engine takes it (none for nil).
@@ -27,7 +29,7 @@ func (h *HiCache) engineConfig() (engine.HiCacheConfig, error) {
 	if err != nil {
 		return engine.HiCacheConfig{}, fmt.Errorf("sim: hierarchical cache: %w", err)
 	}
-	return engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp}, nil
+	return engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp, DemoteIdle: h.DemoteIdle}, nil
 }
 
 // HostStats are one worker's host-tier counters at the end of a run

@@ -254,7 +254,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 	}
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, RejectWindowS: k.RejectWindowS, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: k.V3.config(k.AdmissionRTTS, c.transferTokens(), c.stallCost()),
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: c.withTiers(k.V3.config(k.AdmissionRTTS, c.transferTokens(), c.stallCost())),
 		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause, HomeHolds: k.HomeHolds}
 }
 

@@ -1,0 +1,136 @@
+package kvc
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// tierWorld is one P and one decoder with tier costing: prefill 10 µs a
+// token (no overhead, no attention), KV 100,000 bytes a token over 50
+// layers, the host link at host bytes/s (2 µs a token at 50 GB/s) and the
+// P→D link at 25 GB/s (4 µs a token); TPOT SLO slo (0 = v4 off) over 2 ms
+// steps for 101-token decodes.
+func tierWorld(host, slo float64) *Dispatcher {
+	v3 := V3Config{TypedRejects: true,
+		Isolation: DecodeIsolation{TPOTSLOS: slo, OutputTokens: 101, Cost: StallCost{PerTokenS: 1e-5, ChunkTokens: 8192, DecodeStepS: 0.002}},
+		Tiers:     TierCost{KVBytesPerToken: 100_000, Layers: 50, HostBandwidth: host, XferBandwidth: 25e9}}
+	return NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+		TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+		BlockSize: 1000, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+}
+
+// onHost seeds session s (100,000 tokens) on d0, ends the turn and has d0
+// demote it to its host tier; then its next turn (101,000 tokens: a
+// 1,000-token append) is answered direct from host, all 100,000 cached
+// tokens loaded back.
+func onHost(t *testing.T, x *Dispatcher, s string) *Dispatch {
+	t.Helper()
+	blocks := make([]uint64, 101)
+	for i := range blocks {
+		blocks[i] = uint64(s[0])<<32 | uint64(i+1)
+	}
+	d := x.Begin(0, Request{Session: s, Turn: 1, Blocks: blocks[:100], Input: 100_000, Output: 101})
+	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+	d.Accepted()
+	d.Finished(true)
+	x.SessionDemoted(0, s)
+	if tier, hbm, host := x.TierTokens(s); tier != TierHost || hbm != 0 || host != 100_101 {
+		t.Fatalf("after the demotion: tier %q, %d HBM and %d host tokens; want host, 0 and 100,101 (prompt and output)", tier, hbm, host)
+	}
+	d = x.Begin(100, Request{Session: s, Turn: 2, Blocks: blocks, Input: 101_000, Output: 101})
+	if d.Action().Kind != ActAdmit || d.Action().D != 0 {
+		t.Fatalf("turn 2 not asked of d0 first: %+v", d.Action())
+	}
+	d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
+	return d
+}
+
+// TestTierCostByHand: the load-back of 100,000 host tokens is 0.2 s on the
+// link (10 GB at 50 GB/s); it rides on the append's one chunk of 1,000
+// tokens (0.01 s of compute), so the step takes max(0.01 + 0.2/50,
+// 0.2 + 0.01/50) = 0.2002 s. The reseed goes through an idle P that, as
+// the router believes, still caches turn 1's 100,000-token prompt: it
+// computes the 1,000-token append (0.01 s) and moves the whole prompt's KV
+// (101,000 · 100,000 B at 25 GB/s = 0.404 s): 0.414 s. The transfer of a
+// huge session loses to its load-back by the links' numbers, so the
+// session is loaded back, and v4 draws the load-back's 0.2002 s from d0's
+// bucket, not the append's 0.01 s. Over a host link of 5 GB/s the load is
+// 2 s, the step 2.0002 s, and the reseed is the cheaper: it goes through P.
+func TestTierCostByHand(t *testing.T) {
+	tc := TierCost{KVBytesPerToken: 100_000, Layers: 50, HostBandwidth: 50e9, XferBandwidth: 25e9}
+	sc := StallCost{PerTokenS: 1e-5, ChunkTokens: 8192}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"LoadS(100000)", tc.LoadS(100_000), 0.2},
+		{"TransferS(101000)", tc.TransferS(101_000), 0.404},
+		{"PrefillWithLoadS(1000, 100000, 100000)", tc.PrefillWithLoadS(sc, 1000, 100_000, 100_000), 0.2002},
+		{"PrefillWithLoadS(1000, 100000, 0)", tc.PrefillWithLoadS(sc, 1000, 100_000, 0), 0.01},
+		// 20,000 new tokens: chunks of 8,192, 8,192, 3,616; the load hides
+		// the first's 0.08192 s: 0.2 + 0.08192/50 + 0.11808 = 0.3197184.
+		{"PrefillWithLoadS(20000, 100000, 100000)", tc.PrefillWithLoadS(sc, 20_000, 100_000, 100_000), 0.2 + 0.08192/50 + 0.11808},
+	} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+
+	t.Run("loaded back", func(t *testing.T) {
+		x := tierWorld(50e9, 0.012)
+		d := onHost(t, x, "s")
+		if d.Action().Kind != ActDirect || d.Mode() != "kvcache-direct-to-d-session" {
+			t.Fatalf("got %v %q, want a direct append (load-back 0.2002 s < reseed 0.414 s); path %v", d.Action().Kind, d.Mode(), d.Path())
+		}
+		if p := strings.Join(d.Path(), "; "); !strings.Contains(p, "load-back 0.200 s, reseed through p0 0.414 s: load back") {
+			t.Fatalf("path %q does not carry the two costs", p)
+		}
+		before, _ := x.V4Stall()
+		d.Accepted()
+		if drawn, _ := x.V4Stall(); math.Abs(drawn-before-0.2002) > 1e-9 {
+			t.Fatalf("v4 drew %v s for the load-back, want 0.2002", drawn-before)
+		}
+		if tier, hbm, host := x.TierTokens("s"); tier != TierHBM || host != 0 {
+			t.Fatalf("after the load-back: %q %d/%d, want hbm with nothing on host", tier, hbm, host)
+		}
+	})
+	t.Run("slow host link: reseeded", func(t *testing.T) {
+		x := tierWorld(5e9, 0)
+		d := onHost(t, x, "s")
+		if d.Action().Kind != ActSeed || d.Mode() != ModeHostReseed || d.Action().D != 0 {
+			t.Fatalf("got %v %q to d%d, want a reseed through P to d0 (reseed 0.414 s < load-back 2.0002 s); path %v",
+				d.Action().Kind, d.Mode(), d.Action().D, d.Path())
+		}
+	})
+	t.Run("tiers off: host counts as cached", func(t *testing.T) {
+		x := tierWorld(5e9, 0)
+		x.cfg.V3.Tiers = TierCost{}
+		if d := onHost(t, x, "s"); d.Action().Kind != ActDirect {
+			t.Fatalf("without tier costing got %v %q, want direct", d.Action().Kind, d.Mode())
+		}
+	})
+}
+
+// TestTierCostOverBudget: v4 at 12 ms over 2 ms steps gives d0 a bucket of
+// 0.01·100 = 1 s, refilled at 5/6 s a second. Set by hand to 0.1 s at
+// t=100 (the session pinned there makes d0 a decoder with a victim), it is
+// under the load-back's 0.2002 s stall: the 0.414 s reseed through P runs
+// instead, though it is the slower (isolation first), and the bucket keeps
+// its 0.1 s.
+func TestTierCostOverBudget(t *testing.T) {
+	x := tierWorld(50e9, 0.012)
+	x.v4Grow()
+	x.v4.d[0] = stallBucket{level: 0.1, at: 100, used: true}
+	d := onHost(t, x, "s")
+	if d.Action().Kind != ActSeed || d.Mode() != ModeHostReseed {
+		t.Fatalf("got %v %q, want a reseed through P (load-back's 0.2002 s stall over d0's 0.1 s); path %v", d.Action().Kind, d.Mode(), d.Path())
+	}
+	if p := strings.Join(d.Path(), "; "); !strings.Contains(p, "(over its stall budget)") {
+		t.Fatalf("path %q does not name the budget", p)
+	}
+	d.Accepted()
+	if lv := x.v4Level(x.v4Bucket(false, 0), 100); math.Abs(lv-0.1) > 1e-9 {
+		t.Fatalf("d0's bucket %v after the reseed, want 0.1 untouched", lv)
+	}
+}
