@@ -39,7 +39,12 @@ type env struct {
 	now func() time.Time
 }
 
-func main() { os.Exit(mainStatus(os.Args[1:])) }
+func main() {
+	stop := startCPUProfile(os.Stderr)
+	status := mainStatus(os.Args[1:])
+	stop()
+	os.Exit(status)
+}
 
 // mainStatus runs the command line and returns the exit status. It is
 // main without os.Exit, so a test binary can run itself as pdhybrid.
