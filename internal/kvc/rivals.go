@@ -8,8 +8,8 @@ package kvc
 //
 //   - pd-ppd, PPD disaggregation (Li et al., "Not All Prefills Are Equal:
 //     PPD Disaggregation for Multi-turn LLM Serving", arXiv 2603.13358):
-//     turn 1 goes through P; a turn-2+ request (its decoder already holds
-//     part of its prompt) is append-prefilled on that decoder when the
+//     turn 1 goes through P; a turn-2+ request (by its turn number, and
+//     its decoder already holds part of its prompt) is append-prefilled on that decoder when the
 //     SLO-weighted gain beats the harm: w_ttft·(TTFT via P − TTFT on D)/TTFT
 //     SLO ≥ w_tpot·(the append's stall spread over a decode)/TPOT SLO. The
 //     paper's published text stored here gives the rule's shape (turn 2+,
@@ -109,8 +109,8 @@ func (t *Dispatch) beginPPD() {
 	d := dd.Worker
 	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
 	held := min(dd.Overlap*bs, max(r.Input-1, 0))
-	if held == 0 {
-		t.note("ppd: turn 1 (%s holds none of the prompt): through P", x.d.names[d])
+	if r.Turn <= 1 || held == 0 { // a first turn may share a prefix with other sessions: it is still turn 1
+		t.note("ppd: turn %d, %s holds %d of the prompt: through P", r.Turn, x.d.names[d], held)
 		t.peerPD(d, ModePPDTurn1)
 		return
 	}

@@ -37,6 +37,11 @@ func TestPPDRuleByHand(t *testing.T) {
 	t1.Accepted()
 	t1.PrefillDone()
 	t1.Finished(true)
+	// A first turn whose prompt the decoder holds (a prefix shared with
+	// another session) is still turn 1.
+	if d := x.Begin(5, Request{Session: "u", Turn: 1, Blocks: seqBlocks(0, 110), Input: 7040, Output: 129}); d.Mode() != ModePPDTurn1 {
+		t.Fatalf("a turn 1 sharing a cached prefix: %s, want %s", d.Mode(), ModePPDTurn1)
+	}
 	turn2 := func(q, batch int) Dispatch {
 		x.pActive[0], x.dActive[0] = q, batch
 		d := x.Begin(10, Request{Session: "s", Turn: 2, Blocks: seqBlocks(0, 110), Input: 7040, Output: 129})
