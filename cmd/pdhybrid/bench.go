@@ -49,7 +49,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 	fs.StringVar(&pdPolicy, "pd-policy", "default", "routing `policies` for naive PD's decode workers, comma-separated (one run each): default, sticky, kv-aware")
 	fs.StringVar(&dpPolicy, "dp-policy", "sticky", "routing `policies` for data-parallel workers, comma-separated (one run each): default, sticky, kv-aware (kv-aware without --floor-k piles sessions sharing a system prompt onto one worker; see docs/simulator.md)")
 	fs.StringVar(&kvcPolicy, "kvc-policy", "kv-aware", "routing `policies` for KVC's decode workers, comma-separated (one run each): default, sticky, kv-aware; none = no KVC run")
-	fs.StringVar(&peers, "peers", "none", "peer baselines to run too on the naive-PD cluster (1 prefill + gpus-1 decode workers, kv-aware routing, decoders with SGLang's decode radix cache), a comma-separated `list`: pd-conditional (Dynamo), pd-prefix-decider (llm-d), pd-decode-radix (SGLang), or all; none = no peer run (docs/peer-baselines.md)")
+	fs.StringVar(&peers, "peers", "none", "peer baselines to run too on the naive-PD cluster (1 prefill + gpus-1 decode workers, kv-aware routing, decoders with SGLang's decode radix cache), a comma-separated `list`: pd-conditional (Dynamo), pd-prefix-decider (llm-d), pd-decode-radix (SGLang), pd-ppd (PPD, arXiv 2603.13358), pd-deflect (prefill deflection, arXiv 2607.02043), or all; none = no peer run (docs/peer-baselines.md)")
 	fs.StringVar(&out, "out", "", "write one run folder per mechanism, comparison.json and report/index.html to `dir` (default: none, only the table on stdout)")
 	fs.StringVar(&format, "format", "text", "table `format` on stdout: text, csv, json")
 	f.register(fs)
@@ -78,23 +78,25 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 		case "none":
 			peerList = nil
 		case "all":
-			peerList = []string{string(sim.PDConditional), string(sim.PDPrefixDecider), string(sim.PDDecodeRadix)}
+			peerList = []string{string(sim.PDConditional), string(sim.PDPrefixDecider), string(sim.PDDecodeRadix), string(sim.PDPPD), string(sim.PDDeflect)}
 		}
 		if peers != "none" && len(peerList) == 0 {
-			ck.fail("--peers %q: give pd-conditional, pd-prefix-decider, pd-decode-radix, all or none", peers)
+			ck.fail("--peers %q: give pd-conditional, pd-prefix-decider, pd-decode-radix, pd-ppd, pd-deflect, all or none", peers)
 		}
 		for _, pm := range peerList {
 			m := sim.Mechanism(pm)
 			switch m {
-			case sim.PDConditional, sim.PDPrefixDecider, sim.PDDecodeRadix:
+			case sim.PDConditional, sim.PDPrefixDecider, sim.PDDecodeRadix, sim.PDPPD, sim.PDDeflect:
 			default:
-				ck.fail("--peers %s: unknown peer %q; want pd-conditional, pd-prefix-decider, pd-decode-radix, all or none", peers, pm)
+				ck.fail("--peers %s: unknown peer %q; want pd-conditional, pd-prefix-decider, pd-decode-radix, pd-ppd, pd-deflect, all or none", peers, pm)
 				continue
 			}
 			plans = append(plans, plan{m, []kvc.Policy{kvc.PolicyKVAware}, fmt.Sprintf("%s-1p%dd", pm, gpus-1), "peers"})
 			modes.peer, modes.kvAware = true, true
 			modes.conditional = modes.conditional || m == sim.PDConditional
 			modes.decider = modes.decider || m == sim.PDPrefixDecider
+			modes.rival = modes.rival || m == sim.PDPPD || m == sim.PDDeflect
+			modes.ppd = modes.ppd || m == sim.PDPPD
 		}
 		for i, lst := range []string{pdPolicy, dpPolicy, kvcPolicy} { // the peers' plans are complete
 			if lst == "none" && plans[i].mech == sim.KVCacheCentric {

@@ -21,6 +21,8 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 	kvcFlags := []string{"--mechanism", "kvcache-centric"}
 	cond := []string{"--mechanism", "pd-conditional"}
 	decider := []string{"--mechanism", "pd-prefix-decider"}
+	ppd := []string{"--mechanism", "pd-ppd"}
+	deflect := []string{"--mechanism", "pd-deflect"}
 	with := func(base []string, more ...string) []string { return append(append([]string(nil), base...), more...) }
 	values := map[string][]string{
 		"mechanism":                        kvcFlags,
@@ -132,6 +134,10 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"conditional-session-affinity-ttl": with(cond, "--conditional-session-affinity-ttl", "300"),
 		"decider-non-cached-tokens":        with(decider, "--decider-non-cached-tokens", "16"),
 		"decider-prompt-tokens":            with(decider, "--decider-prompt-tokens", "1000"),
+		"ppd-ttft-weight":                  with(ppd, "--ppd-ttft-weight", "2.5"),
+		"ppd-tpot-weight":                  with(ppd, "--ppd-tpot-weight", "0.5"),
+		"rival-ttft-slo-ms":                with(deflect, "--rival-ttft-slo-ms", "1500"),
+		"rival-tpot-slo-ms":                with(deflect, "--rival-tpot-slo-ms", "40"),
 		"transfer-timeout":                 {"--transfer-timeout", "30"},
 		"peer-failure":                     {"--peer-failure", "hair-trigger"},
 		"breaker-failures":                 {"--breaker-failures", "5"},

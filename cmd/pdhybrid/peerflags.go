@@ -16,6 +16,7 @@ type peerFlags struct {
 	affinityTTL             float64
 	nonCached, promptTokens int
 	noKVEvents              bool
+	rival                   rivalFlags
 }
 
 var (
@@ -40,6 +41,7 @@ func (p *peerFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&p.affinityTTL, "conditional-session-affinity-ttl", 0, "pd-conditional: session affinity, in `seconds` in [0, 1e7]: a session's turns go to the decoder of its first successful dispatch while the binding was used within this long (a failure drops it); 0 = off (Dynamo's default: --router-session-affinity-ttl-secs unset)")
 	fs.IntVar(&p.nonCached, "decider-non-cached-tokens", sim.DefaultNonCachedTokens, "pd-prefix-decider: nonCachedTokens of "+llmdSrc+
 		": a request goes through P only when its uncached suffix on the decoder the prefix scorer chose is at least this many `tokens`, in [0, 4194304]; 0 disables disaggregation (the plugin's code default); 512 is the value its README configures")
+	p.rival.register(fs)
 	fs.IntVar(&p.promptTokens, "decider-prompt-tokens", 0, "pd-prefix-decider: promptTokens of "+llmdSrc+": prompts shorter than this many `tokens` stay on the decoder, in [0, 4194304]; 0 = no such gate (llm-d's default)")
 }
 

@@ -60,7 +60,7 @@ the stop reason, and the exit status is 130.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&o.mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel), kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback), or a peer as a baseline on decoders with SGLang's decode radix cache (docs/peer-baselines.md): pd-conditional (Dynamo's conditional disaggregation: local prefill on the decoder when --conditional-strategy says so), pd-prefix-decider (llm-d's prefix-based-pd-decider: P only when the uncached suffix ≥ --decider-non-cached-tokens), pd-decode-radix (SGLang's --disaggregation-decode-enable-radix-cache, PR #19746: every request through P, only the delta KV sent)")
+	fs.StringVar(&o.mech, "mechanism", "pd-disaggregation", "serving `mechanism`: pd-disaggregation (naive PD), pd-colo (data-parallel), kvcache-centric (KVC: direct appends on session-aware decoders, seeds/reseeds through P, plain-PD fallback), or a peer as a baseline on decoders with SGLang's decode radix cache (docs/peer-baselines.md): pd-conditional (Dynamo's conditional disaggregation: local prefill on the decoder when --conditional-strategy says so), pd-prefix-decider (llm-d's prefix-based-pd-decider: P only when the uncached suffix ≥ --decider-non-cached-tokens), pd-decode-radix (SGLang's --disaggregation-decode-enable-radix-cache, PR #19746: every request through P, only the delta KV sent); or a 2026 rival on the same decoders: pd-ppd (PPD, arXiv 2603.13358: turn 1 through P, turn 2+ append-prefilled on the session's decoder when the SLO-weighted gain beats the harm, --ppd-ttft-weight/--ppd-tpot-weight), pd-deflect (prefill deflection, arXiv 2607.02043: a request whose TTFT via P would miss --rival-ttft-slo-ms is prefilled on the decoder whose TBT-bounded chunks give the lowest TTFT); DP with HiCache and PD with the decode radix cache and HiCache are pd-colo and pd-decode-radix with --enable-hierarchical-cache")
 	fs.StringVar(&o.policy, "policy", "default", "routing `policy` over the decode (or colocated) workers: default (round-robin), sticky, kv-aware (Algorithm 1), cache-aware (SGLang router's DP default: shortest queue past a 32-request imbalance, else the best prefix match over half the prompt, else the smallest tree); kvcache-centric and the peers default to kv-aware")
 	fs.IntVar(&o.prefill, "prefill", 1, "pd-disaggregation, kvcache-centric, the peers: number of prefill `workers` (GPUs)")
 	fs.IntVar(&o.decode, "decode", 3, "pd-disaggregation, kvcache-centric, the peers: number of decode `workers` (GPUs)")
@@ -126,7 +126,8 @@ func (o *simOpts) resolve(e *env, ck *checks) (cfg sim.Config, dumped bool, err 
 		return cfg, false, usagef("--mechanism %s: %v", o.mech, err)
 	}
 	policy := o.policy
-	peer := m == sim.PDConditional || m == sim.PDPrefixDecider || m == sim.PDDecodeRadix
+	rival := m == sim.PDPPD || m == sim.PDDeflect
+	peer := m == sim.PDConditional || m == sim.PDPrefixDecider || m == sim.PDDecodeRadix || rival
 	if (m == sim.KVCacheCentric || peer) && !ck.set("policy") {
 		policy = string(kvc.PolicyKVAware) // Algorithm 1
 	}
@@ -135,7 +136,7 @@ func (o *simOpts) resolve(e *env, ck *checks) (cfg sim.Config, dumped bool, err 
 		return cfg, false, usagef("--policy %s: %v", policy, err)
 	}
 	modes := runModes{pd: m == sim.PDDisaggregation, colo: m == sim.PDColo, kvc: m == sim.KVCacheCentric, kvAware: pol == kvc.PolicyKVAware,
-		peer: peer, conditional: m == sim.PDConditional, decider: m == sim.PDPrefixDecider}
+		peer: peer, conditional: m == sim.PDConditional, decider: m == sim.PDPrefixDecider, rival: rival, ppd: m == sim.PDPPD}
 	ck.num("prefill", between(1, 1024).is("a number of workers"))
 	ck.num("decode", between(1, 1024).is("a number of workers"))
 	ck.num("colo", between(1, 1024).is("a number of workers"))

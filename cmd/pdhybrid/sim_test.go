@@ -50,8 +50,8 @@ func TestBenchPeers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench --peers all: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"pd-conditional-1p3d", "pd-prefix-decider-1p3d", "pd-decode-radix-1p3d",
-		"pd-conditional-local-prefill-on-d", "pd-decode-radix-delta-router", "6 runs"} {
+	for _, want := range []string{"pd-conditional-1p3d", "pd-prefix-decider-1p3d", "pd-decode-radix-1p3d", "pd-ppd-1p3d", "pd-deflect-1p3d",
+		"pd-conditional-local-prefill-on-d", "pd-decode-radix-delta-router", "pd-ppd-turn1-router", "8 runs"} {
 		if !strings.Contains(out+stderr, want) {
 			t.Fatalf("bench --peers all lacks %q:\n%s\n%s", want, out, stderr)
 		}

@@ -134,6 +134,8 @@ type runModes struct {
 	// peer: a peer baseline runs (P and D workers); conditional and
 	// decider: pd-conditional, pd-prefix-decider runs.
 	peer, conditional, decider bool
+	// rival, ppd: a 2026 rival runs (pd-ppd or pd-deflect); pd-ppd runs.
+	rival, ppd bool
 }
 
 // pdWorkers says whether some run has prefill and decode workers.
@@ -186,6 +188,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 	ck.only("mem-fraction-decode", m.pdWorkers(), "to mechanisms with decode workers (pd-disaggregation, kvcache-centric, the peers)")
 	f.kvc.check(ck, m.kvc)
 	f.peer.check(ck, m.conditional, m.decider)
+	f.peer.checkRival(ck, m.rival, m.ppd)
 	f.transport.check(ck, m.pdWorkers())
 	ck.only("mem-fraction-colo", m.colo, "to data-parallel (pd-colo) workers")
 	ck.only("alpha", m.kvAware, "with the kv-aware policy")
@@ -349,6 +352,9 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		SampleIntervalS: f.sample, Seed: f.seed,
 		KVC:  f.kvc.config(),
 		Peer: f.peer.config(),
+	}
+	if kvc.Mechanism(mech).IsRival() {
+		cfg.Peer.Rival = f.peer.rivalConfig()
 	}
 	f.transport.apply(&cfg)
 	if f.hicache.enabled {

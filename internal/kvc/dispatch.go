@@ -201,6 +201,10 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 		t.plainPD("pd-disaggregation-router")
 	case MechConditional, MechPrefixDecider, MechDecodeRadix:
 		t.beginPeer()
+	case MechPPD:
+		t.beginPPD()
+	case MechDeflect:
+		t.beginDeflect()
 	default:
 		t.beginKVC()
 	}

@@ -43,7 +43,7 @@ const (
 
 // IsPeer reports whether m is one of the peer baselines.
 func (m Mechanism) IsPeer() bool {
-	return m == MechConditional || m == MechPrefixDecider || m == MechDecodeRadix
+	return m == MechConditional || m == MechPrefixDecider || m == MechDecodeRadix || m.IsRival()
 }
 
 // Execution-mode labels of the peers.
@@ -102,6 +102,8 @@ type PeerConfig struct {
 	// router (--router-kv-events, Dynamo's default). nil: pd-conditional
 	// uses the router's belief of what it sent (--no-router-kv-events).
 	DecodeCached func(d int, session string, blocks []uint64, input int) int
+	// Rival holds the 2026 rivals' SLOs, weights and cost model (rivals.go).
+	Rival RivalConfig
 }
 
 // beginPeer decides a peer baseline's request: pick the decoder the way the

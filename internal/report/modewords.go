@@ -25,6 +25,11 @@ var modeExact = map[string]string{
 	"pd-prefix-decider-decode-only":     "llm-d's prefix decider: little enough uncached, prefilled on the decoder",
 	"pd-prefix-decider-disagg-router":   "llm-d's prefix decider: through P as naive PD",
 	"pd-decode-radix-delta-router":      "SGLang's decode radix cache: through P, only the KV the decoder lacks sent",
+	"pd-ppd-turn1-router":               "PPD: a session's first turn through P as naive PD",
+	"pd-ppd-append-on-d":                "PPD: a later turn's append prefilled on the session's decoder (no P)",
+	"pd-ppd-disagg-router":              "PPD: a later turn through P, its SLO weights favouring the decode batch",
+	"pd-deflect-prefill-on-d":           "prefill deflection: P would miss the TTFT SLO, so prefilled on a decoder in TBT-sized chunks",
+	"pd-deflect-disagg-router":          "prefill deflection: through P as naive PD",
 }
 
 // modeWhy are the reasons a KVC request did not go direct to its decoder.

@@ -24,7 +24,8 @@ func TestModeWords(t *testing.T) {
 		"pd-router-fallback-no-direct-info-no-d-capacity",
 		"kvcache-local-seed-on-d", "kvcache-local-reseed-on-d", "kvcache-direct-to-d-large-append", "kvcache-local-fallback-on-d", "kvcache-whole-on-p",
 		"pd-conditional-local-prefill-on-d", "pd-conditional-disagg-router", "pd-prefix-decider-decode-only", "pd-prefix-decider-disagg-router",
-		"pd-decode-radix-delta-router",
+		"pd-decode-radix-delta-router", "pd-ppd-turn1-router", "pd-ppd-append-on-d", "pd-ppd-disagg-router",
+		"pd-deflect-prefill-on-d", "pd-deflect-disagg-router",
 		"pd-router-turn1-seed-via-plain-pd", "pd-router-d-session-reseed-via-delta-pd", "kvcache-direct-to-d-session-via-local-prefill",
 		"kvcache-local-seed-on-d-via-local-prefill", "pd-router-fallback-real-large-append-via-local-prefill",
 	} {

@@ -39,10 +39,10 @@ const (
 // ParseMechanism checks a mechanism name.
 func ParseMechanism(s string) (Mechanism, error) {
 	switch m := Mechanism(s); m {
-	case PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix:
+	case PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix, PDPPD, PDDeflect:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation, pd-colo, kvcache-centric, pd-conditional, pd-prefix-decider or pd-decode-radix)", s)
+	return "", fmt.Errorf("unknown mechanism %q (want pd-disaggregation, pd-colo, kvcache-centric, pd-conditional, pd-prefix-decider, pd-decode-radix, pd-ppd or pd-deflect)", s)
 }
 
 // Config is everything a run needs besides the trace.
@@ -217,7 +217,7 @@ func (c *Config) Validate() error {
 		if err := c.checkKinds(); err != nil {
 			return err
 		}
-	case PDConditional, PDPrefixDecider, PDDecodeRadix:
+	case PDConditional, PDPrefixDecider, PDDecodeRadix, PDPPD, PDDeflect:
 		if c.Prefill < 1 || c.Decode < 1 {
 			return fmt.Errorf("sim: %s needs ≥ 1 prefill and ≥ 1 decode worker (got %d P, %d D)", c.Mechanism, c.Prefill, c.Decode)
 		}

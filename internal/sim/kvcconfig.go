@@ -233,7 +233,7 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 		mech = kvc.MechColo
 	case KVCacheCentric:
 		mech = kvc.MechKVC
-	case PDConditional, PDPrefixDecider, PDDecodeRadix:
+	case PDConditional, PDPrefixDecider, PDDecodeRadix, PDPPD, PDDeflect:
 		mech = kvc.Mechanism(c.Mechanism)
 	}
 	k := c.KVC
@@ -252,9 +252,11 @@ func (c *Config) dispatchConfig() kvc.DispatchConfig {
 			maxPause = -1 // kvc: a cap of 0
 		}
 	}
+	peer := c.Peer.config(c.ChunkTokens)
+	peer.Rival = c.rivalConfig()
 	return kvc.DispatchConfig{Mechanism: mech, Policy: c.Policy, TauReject: tau, TauAppend: k.TauAppend,
 		MaxRetries: retries, SeedMinTurn: k.SeedMinTurn, Gate: gate, Reset: reset, RejectWindowS: k.RejectWindowS, Belief: belief, SessionCap: k.SessionCap,
-		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: c.Peer.config(c.ChunkTokens), V3: c.withTiers(k.V3.config(k.AdmissionRTTS, c.transferTokens(), c.stallCost())),
+		Breaker: c.breaker(), SeedMaxInflight: k.SeedMaxInflight, Peer: peer, V3: c.withTiers(k.V3.config(k.AdmissionRTTS, c.transferTokens(), c.stallCost())),
 		NoBackpressure: k.Backpressure == "off", MaxPauseS: maxPause, HomeHolds: k.HomeHolds}
 }
 

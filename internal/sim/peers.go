@@ -56,6 +56,9 @@ type Peer struct {
 	// lasts since its last use (Dynamo's --router-session-affinity-ttl-secs;
 	// 0 = off, its default).
 	AffinityTTLS float64 `json:"session_affinity_ttl_s,omitempty"`
+	// Rival holds the 2026 rivals' knobs (rivals.go); nil for the others,
+	// so their run files stay as they were.
+	Rival *Rival `json:"rival,omitempty"`
 }
 
 // DefaultNonCachedTokens is the threshold llm-d's decider README configures
@@ -65,6 +68,12 @@ type Peer struct {
 const DefaultNonCachedTokens = 512
 
 func (p *Peer) defaults(m Mechanism) {
+	if kvc.Mechanism(m).IsRival() {
+		if p.Rival == nil {
+			p.Rival = &Rival{}
+		}
+		p.Rival.defaults(m)
+	}
 	switch m {
 	case PDConditional:
 		if p.Strategy == "" {
@@ -87,6 +96,11 @@ func (p *Peer) defaults(m Mechanism) {
 }
 
 func (p *Peer) validate() error {
+	if p.Rival != nil {
+		if err := p.Rival.validate(); err != nil {
+			return err
+		}
+	}
 	if p.Strategy != "" {
 		if _, err := kvc.ParseStrategy(p.Strategy); err != nil {
 			return fmt.Errorf("sim: %v", err)

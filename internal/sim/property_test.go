@@ -149,6 +149,12 @@ func TestSimProperty(t *testing.T) {
 				EffISLThreshold: rng.IntN(6000), EffISLRatio: rng.Float64(), PrefillBusy: rng.Float64() * 8,
 				DecodeBusy: rng.Float64() * rng.Float64(), NonCachedTokens: rng.IntN(3000) - 1, PromptTokens: rng.IntN(2) * rng.IntN(8000),
 				ApproxOverlap: rng.IntN(2) == 0, AffinityTTLS: float64(rng.IntN(2)) * rng.Float64() * 20}
+			if r8 := rand.New(rand.NewPCG(seed, 8)); r8.IntN(2) == 0 {
+				// The 2026 rivals, their SLOs and PPD's weights spread wide.
+				cfg.Mechanism = []Mechanism{PDPPD, PDDeflect}[r8.IntN(2)]
+				cfg.Peer.Rival = &Rival{TTFTSLOMs: float64(r8.IntN(4000)), TPOTSLOMs: float64(r8.IntN(80)),
+					TTFTWeight: r8.Float64() * 3, TPOTWeight: r8.Float64() * 3}
+			}
 		default:
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
 			cfg.ColoMemFraction = frac
@@ -231,7 +237,7 @@ func TestSimProperty(t *testing.T) {
 	if v3Runs == 0 {
 		t.Fatal("no KVC v3 run: the property test no longer covers its options")
 	}
-	for _, m := range []Mechanism{PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix} {
+	for _, m := range []Mechanism{PDDisaggregation, PDColo, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix, PDPPD, PDDeflect} {
 		if byMech[m] == 0 {
 			t.Fatalf("no run of %s: the property test no longer covers it", m)
 		}

@@ -234,7 +234,7 @@ func (s *Sim) build() error {
 			DecodeRadix:       dr, LocalPrefill: local,
 			ShortestFirst: c.Mechanism == KVCacheCentric && c.KVC.V3.PrefillOrder == "shortest",
 			MaxWaitS:      c.KVC.V3.PrefillMaxWaitS,
-			SliceTPOTS:    c.sliceTPOTS(),
+			SliceTPOTS:    c.workerSliceTPOTS(),
 		})
 		if err != nil {
 			return 0, err
@@ -249,7 +249,7 @@ func (s *Sim) build() error {
 	var pNames, dNames []string
 	var pOpts, dOpts kvc.Options
 	switch c.Mechanism {
-	case PDDisaggregation, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix:
+	case PDDisaggregation, KVCacheCentric, PDConditional, PDPrefixDecider, PDDecodeRadix, PDPPD, PDDeflect:
 		for i := 0; i < c.Prefill; i++ {
 			idx, err := add(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, c.PrefillMemFraction, true, engine.SessionConfig{})
 			if err != nil {
