@@ -49,14 +49,7 @@ func (w *Worker) runTime(k int) float64 {
 // stepsWithin is the number of whole steps of the current run that fit in
 // elapsed seconds.
 func (w *Worker) stepsWithin(elapsed float64) int {
-	a := w.plan.slope / 2
-	b := w.plan.base - a
-	var j int
-	if a <= 0 {
-		j = int(elapsed / w.plan.base)
-	} else {
-		j = int((-b + math.Sqrt(b*b+4*a*elapsed)) / (2 * a))
-	}
+	j := w.plan.guessSteps(elapsed)
 	for j > 0 && w.runTime(j) > elapsed {
 		j--
 	}
@@ -64,6 +57,20 @@ func (w *Worker) stepsWithin(elapsed float64) int {
 		j++
 	}
 	return min(j, w.plan.decodeK)
+}
+
+// guessSteps solves base·k + slope·k(k−1)/2 = elapsed for k in closed
+// form. stepsWithin only nudges it by a step or two for rounding, so its
+// cost stays O(1) however long the run: a wrong guess would still give the
+// right count, one step of correction at a time, which is why its accuracy
+// is tested on its own (TestGuessStepsExact).
+func (p *stepPlan) guessSteps(elapsed float64) int {
+	a := p.slope / 2
+	b := p.base - a
+	if a <= 0 {
+		return int(elapsed / p.base)
+	}
+	return int((-b + math.Sqrt(b*b+4*a*elapsed)) / (2 * a))
 }
 
 // Advance completes the step (or decode run) that ends at now and plans the
