@@ -96,18 +96,27 @@ func (t *Dispatch) ttftViaP(p int) float64 {
 	return c.queueS(t.x.pActive[p]) + c.PrefillS(t.r.Input-ov, ov)
 }
 
+// rivalStart is what both rivals do first: the session's decoder (or
+// the kv-aware pick when none holds it) and the decode blocks the request
+// will take there.
+func (t *Dispatch) rivalStart() (bs int, rc RivalConfig, dd Decision) {
+	x, r := t.x, &t.r
+	bs = max(x.cfg.BlockSize, 1)
+	rc = x.cfg.Peer.Rival.Defaults()
+	dd = t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
+	if dd.Worker < 0 {
+		dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
+	}
+	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
+	return bs, rc, dd
+}
+
 // beginPPD: turn 1 through P; turn 2+ on its decoder when the weighted
 // gain in TTFT beats the weighted harm to the decode batch's TPOT.
 func (t *Dispatch) beginPPD() {
 	x, r := t.x, &t.r
-	bs := max(x.cfg.BlockSize, 1)
-	rc := x.cfg.Peer.Rival.Defaults()
-	dd := t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
-	if dd.Worker < 0 {
-		dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
-	}
+	bs, rc, dd := t.rivalStart()
 	d := dd.Worker
-	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
 	held := min(dd.Overlap*bs, max(r.Input-1, 0))
 	if r.Turn <= 1 || held == 0 { // a first turn may share a prefix with other sessions: it is still turn 1
 		t.note("ppd: turn %d, %s holds %d of the prompt: through P", r.Turn, x.d.names[d], held)
@@ -179,13 +188,7 @@ func (rc *RivalConfig) deflectTTFT(n, p, q int) (float64, bool) {
 // whose TBT-bounded chunked prefill gives the lowest TTFT, when it beats P.
 func (t *Dispatch) beginDeflect() {
 	x, r := t.x, &t.r
-	bs := max(x.cfg.BlockSize, 1)
-	rc := x.cfg.Peer.Rival.Defaults()
-	dd := t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
-	if dd.Worker < 0 {
-		dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
-	}
-	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
+	bs, rc, dd := t.rivalStart()
 	p := t.prefillWorker()
 	viaP := t.ttftViaP(p)
 	if viaP <= rc.TTFTSLOS {
