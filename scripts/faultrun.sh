@@ -1,7 +1,8 @@
 #!/bin/bash
 # fault run: 1P3D KVC, 2 replicas, closed-loop replay; kills on a schedule
 cd "${1:-.}"
-pdhybrid up --mechanism kvcache-centric --prefill 1 --decode 3 --gateways 2 --port 0 --time-scale 20 \
+# KVC_PRESET: the gateways' --kvc-preset; v2 by default, as the run in docs/gateway.md was measured
+pdhybrid up --mechanism kvcache-centric --kvc-preset "${KVC_PRESET:-v2}" --prefill 1 --decode 3 --gateways 2 --port 0 --time-scale 20 \
   --trace t.jsonl --out run --request-timeout 30 > up.out 2> up.err &
 UP=$!
 for i in $(seq 100); do grep -q "^listening" up.out && break; sleep 0.1; done

@@ -90,6 +90,9 @@ func TestEveryNumericFlagRejectsBadValues(t *testing.T) {
 				return
 			}
 			for _, v := range []string{"NaN", "Inf", "-Inf", "-1", "1e300"} {
+				if v == "-1" && strings.Contains(f.Usage, "in [-") {
+					continue // its help gives a range with negatives (--local-prefill-margin)
+				}
 				args := append(strings.Fields(path), pos...)
 				args = append(args, "--"+f.Name, v)
 				_, stderr, err := runCLI(args...)

@@ -7,10 +7,12 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/sim"
 )
 
-// kvcV3Flags are KVC v3's options (docs/kvc-v3.md). --kvc-preset v2 (the
-// default) leaves them all off, which is KVC v2; --kvc-preset v3 sets the
-// defaults chosen from the sweep there, and each flag given overrides its
-// preset value.
+// kvcV3Flags are KVC v3's options (docs/kvc-v3.md). --kvc-preset v3 (the
+// default) sets the values chosen from the sweep there; --kvc-preset v2
+// leaves them all off, which is the seed's KVC v2; each flag given
+// overrides its preset value. v3 is the default because v2 routes every new
+// session that shares a system prompt to one decoder (docs/kvc.md, "v2's
+// pile-up") and v3 beats it on every bench figure but TPOT p99.
 type kvcV3Flags struct {
 	preset            string
 	budget, margin    int
@@ -88,7 +90,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v2", "kvcache-centric: `preset` of the v3 options below: v2 (all off: KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20: decode isolation, docs/kvc-v4.md; the gateway takes it as v3, having no cost model) or v3 (the defaults docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20: decode isolation, docs/kvc-v4.md; the gateway takes it as v3, having no cost model) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")

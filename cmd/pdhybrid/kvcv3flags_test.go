@@ -37,21 +37,25 @@ func TestKVCPreset(t *testing.T) {
 		key  string
 		want any
 	}{
-		{nil, "d_prefill_budget_tokens", 0.0},
-		{nil, "whole_on_p", false},
+		// v3 is the default preset; v2 turns every v3 option off.
+		{nil, "d_prefill_budget_tokens", float64(v3Budget)},
+		{nil, "whole_on_p", true},
+		{[]string{"--kvc-preset", "v2"}, "d_prefill_budget_tokens", 0.0},
+		{[]string{"--kvc-preset", "v2"}, "whole_on_p", false},
 		{[]string{"--kvc-preset", "v3"}, "d_prefill_budget_tokens", float64(v3Budget)},
 		{[]string{"--kvc-preset", "v3"}, "local_prefill_margin_tokens", float64(v3Margin)},
 		{[]string{"--kvc-preset", "v3"}, "inline_admission", true},
 		{[]string{"--kvc-preset", "v3"}, "whole_on_p", true},
 		{[]string{"--kvc-preset", "v3"}, "p_hosts_sessions", true},
 		{[]string{"--kvc-preset", "v3"}, "cold_route_inflight_tokens", float64(v3ColdInflight)},
-		{nil, "p_hosts_sessions", false},
-		{nil, "balance_session_starts", false},
+		{[]string{"--kvc-preset", "v2"}, "p_hosts_sessions", false},
+		{[]string{"--kvc-preset", "v2"}, "balance_session_starts", false},
 		{[]string{"--kvc-preset", "v3"}, "balance_session_starts", true},
 		{[]string{"--kvc-preset", "v3"}, "p_host_queue_tokens", float64(v3PHostQueue)},
 		{[]string{"--kvc-preset", "v3"}, "balance_half_life_s", float64(v3BalanceHalfLife)},
 		{[]string{"--kvc-preset", "v3"}, "prefill_bypass_tokens", float64(v3Bypass)},
-		{nil, "prefill_bypass_tokens", 0.0},
+		{nil, "prefill_bypass_tokens", float64(v3Bypass)},
+		{[]string{"--kvc-preset", "v2"}, "prefill_bypass_tokens", 0.0},
 		{[]string{"--kvc-preset", "v3"}, "prefill_order", v3Order},
 		{[]string{"--kvc-preset", "v3"}, "prefill_max_wait_s", float64(v3MaxWait)},
 		{[]string{"--kvc-preset", "v3", "--prefill-order", "fcfs"}, "prefill_max_wait_s", 0.0},
@@ -81,18 +85,18 @@ func TestKVCPreset(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--kvc-preset", "v5"},
 		{"--d-prefill-budget", "-1"},
-		{"--tpot-slo-ms", "12"}, // without a budget (the v3 or v4 preset)
+		{"--tpot-slo-ms", "12", "--kvc-preset", "v2"}, // without a budget (the v3 or v4 preset)
 		{"--tpot-slo-ms", "-1", "--kvc-preset", "v3"},
-		{"--isolation-max-p-wait", "5", "--kvc-preset", "v3"}, // without --tpot-slo-ms
-		{"--local-prefill-margin", "5"},                       // without a budget
-		{"--whole-on-p"},                                      // without --local-fallback
-		{"--p-hosts-sessions"},                                // without --whole-on-p
-		{"--cold-route-inflight-tokens", "4096"},              // without --cold-route
-		{"--p-host-queue-tokens", "4096"},                     // without --balance-starts
-		{"--balance-half-life", "30"},                         // without --balance-starts
+		{"--isolation-max-p-wait", "5", "--kvc-preset", "v3"},          // without --tpot-slo-ms
+		{"--local-prefill-margin", "5", "--kvc-preset", "v2"},          // without a budget
+		{"--whole-on-p", "--kvc-preset", "v2"},                         // without --local-fallback
+		{"--p-hosts-sessions", "--kvc-preset", "v2"},                   // without --whole-on-p
+		{"--cold-route-inflight-tokens", "4096", "--kvc-preset", "v2"}, // without --cold-route
+		{"--p-host-queue-tokens", "4096", "--kvc-preset", "v2"},        // without --balance-starts
+		{"--balance-half-life", "30", "--kvc-preset", "v2"},            // without --balance-starts
 		{"--prefill-bypass-tokens", "-5"},
 		{"--prefill-order", "sjf"},
-		{"--prefill-max-wait", "30"}, // without --prefill-order shortest
+		{"--prefill-max-wait", "30", "--kvc-preset", "v2"}, // without --prefill-order shortest
 		{"--balance-half-life", "-1", "--kvc-preset", "v3"},
 		{"--p-host-queue-tokens", "-1", "--kvc-preset", "v3"},
 	} {

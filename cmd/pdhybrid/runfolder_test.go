@@ -73,7 +73,7 @@ func TestOutRefusesAndForceReplaces(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if want := []string{"comparison.json", "dp-x4", "kvc-v2-1p3d", "naive-pd-1p3d", "report"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"comparison.json", "dp-x4", "kvc-v3-1p3d", "naive-pd-1p3d", "report"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("bench folder after --force holds %v, want %v", names, want)
 	}
 }

@@ -188,7 +188,8 @@ func TestServeKVCv3Flags(t *testing.T) {
 		{[]string{"--count-transfer"}, "unknown flag: --count-transfer"},
 		{[]string{"--mechanism", "pd-colo", "--colo", "http://127.0.0.1:1", "--kvc-preset", "v3"}, "--kvc-preset"},
 		{[]string{"--kvc-preset", "v9"}, "--kvc-preset"},
-		{[]string{"--p-hosts-sessions"}, "--p-hosts-sessions"}, // without --whole-on-p
+		{[]string{"--kvc-preset", "v2", "--p-hosts-sessions"}, "--p-hosts-sessions"}, // without --whole-on-p
+		{[]string{"--whole-on-p=false", "--p-hosts-sessions"}, "--p-hosts-sessions"},
 	} {
 		args := append([]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2"}, tc.args...)
 		if tc.args[0] == "--mechanism" {
@@ -205,12 +206,14 @@ func TestServeKVCv3Flags(t *testing.T) {
 // D→P flag was parsed and dropped on its way, seed-inventory F24): a
 // session's direct append that grew it by more than the delta is synced
 // from its decoder to the prefill worker, and /metrics counts the sync ok.
+// It runs under --kvc-preset v2, whose turns all go through P and the
+// decoder, so the session is the decoder's (v3 may host it on P whole).
 func TestServeDToPSync(t *testing.T) {
 	p := emulatortest.Start(t, engine.RolePrefill, false, emulator.Faults{})
 	d := emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{})
 	emulatortest.WaitHealthy(t, p.URL(), d.URL())
 	c := pdhybrid(t, "serve", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()), "--decode", d.URL(), "--port", "0",
-		"--load-poll-interval", "0", "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "500")
+		"--load-poll-interval", "0", "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "500", "--kvc-preset", "v2")
 	out, _ := c.StdoutPipe()
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func TestSessionFlagErrors(t *testing.T) {
 // is seeded, the later ones (a tool_use / tool_result loop, streamed and
 // not) go direct to the decoder and read a growing cached prefix.
 func TestUpAnthropicSDK(t *testing.T) {
-	gw, _, _, _, _ := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0",
+	gw, _, _, _, _ := startUp(t, "--mechanism", "kvcache-centric", "--kvc-preset", "v2", "--prefill", "1", "--decode", "2", "--port", "0",
 		"--time-scale", "20", "--session-header", "X-Agent-Conversation")
 	client := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(gw), option.WithAPIKey("unused"),
 		option.WithMaxRetries(0), option.WithRequestTimeout(20*time.Second), option.WithHeader("X-Agent-Conversation", "conv-1"))

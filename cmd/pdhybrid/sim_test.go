@@ -33,7 +33,7 @@ func TestBenchDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-v2-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session", "latency floor", "verdict (", "kvc-v2-1p3d vs best other ("} {
+	for _, want := range []string{"naive-pd-1p3d", "dp-x4", "kvc-v3-1p3d", "TTFT p99", "pd-disaggregation-router", "dp-colo-router", "kvcache-direct-to-d-session", "latency floor", "verdict (", "kvc-v3-1p3d vs best other ("} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench table lacks %q:\n%s", want, out)
 		}
@@ -74,7 +74,7 @@ func TestBenchOutFolders(t *testing.T) {
 	if _, stderr, err := runCLI("bench", "-synth-sessions", "6", "-out", dir, "-format", "json"); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	for _, run := range []string{"naive-pd-1p3d", "dp-x4", "kvc-v2-1p3d"} {
+	for _, run := range []string{"naive-pd-1p3d", "dp-x4", "kvc-v3-1p3d"} {
 		for _, f := range []string{"metrics.jsonl", "summary.json", "config.json", "structural/workers.jsonl", "structural/session-d-binding.jsonl"} {
 			if st, err := os.Stat(filepath.Join(dir, run, f)); err != nil || st.Size() == 0 {
 				t.Fatalf("%s/%s missing or empty (%v)", run, f, err)

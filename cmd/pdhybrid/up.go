@@ -77,7 +77,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
-	fs.StringVar(&f.kvcPreset, "kvc-preset", "v2", "kvcache-centric: `preset` of the gateways' KVC options: v2 or v3 (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512)")
+	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default) or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512)")
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")

@@ -23,6 +23,10 @@ import (
 // a live KVC stack: the first is seeded through P onto one of the decoders, every
 // later one goes direct to that same decoder, and the cached prefix the
 // worker reports grows turn over turn.
+// agentTurns holds KVC v2's path through an agent's turns: a seed
+// through P to a decoder, then direct appends there. The up tests that use
+// it run --kvc-preset v2, whose labels are fixed; TestUpStack runs the
+// default, v3.
 type agentTurns struct {
 	t          *testing.T
 	decoders   []string // the decoders' URLs, as up named them
@@ -82,7 +86,7 @@ func stopUp(t *testing.T, c *exec.Cmd, exited chan error) {
 // grows. The gateway runs with --log-prompts, so the prompt reaches up's
 // stderr as the gateway's request log.
 func TestUpOpenAIClientToolLoop(t *testing.T) {
-	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0",
+	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--kvc-preset", "v2", "--prefill", "1", "--decode", "2", "--port", "0",
 		"--time-scale", "20", "--gateway-arg=--log-prompts")
 	client := openai.NewClient(option.WithBaseURL(gw+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
 		option.WithRequestTimeout(20*time.Second), option.WithHeader("x-session-id", "ses_oc_41f2"))
@@ -143,7 +147,7 @@ func TestUpOpenAIClientToolLoop(t *testing.T) {
 // same one each turn, and usage.cache_read_input_tokens grows. No prompt
 // reaches the logs by default.
 func TestUpAnthropicSDKReplicas(t *testing.T) {
-	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2",
+	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--kvc-preset", "v2", "--prefill", "1", "--decode", "2",
 		"--gateways", "3", "--port", "0", "--time-scale", "20")
 	client := anthropic.NewClient(aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(gw), aoption.WithAPIKey("unused"),
 		aoption.WithMaxRetries(0), aoption.WithRequestTimeout(20*time.Second))

@@ -20,6 +20,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/promtest"
 )
 
@@ -73,9 +74,10 @@ func startUp(t *testing.T, args ...string) (string, []string, *exec.Cmd, chan er
 	return "", nil, nil, nil, nil
 }
 
-// TestUpStack: pdhybrid up runs a KVC stack as child processes; a
-// session's first request is seeded through P, its second goes direct to
-// its decoder; SIGINT stops the whole stack with status 130.
+// TestUpStack: pdhybrid up runs a KVC stack (the default preset, v3) as
+// child processes; a session's first request is seeded on a decoder or
+// hosted whole on P, its second goes direct to wherever the first left it;
+// SIGINT stops the whole stack with status 130.
 func TestUpStack(t *testing.T) {
 	gw, children, c, exited, stderr := startUp(t, "--mechanism", "kvcache-centric", "--prefill", "1", "--decode", "2", "--port", "0", "--time-scale", "20")
 	prompt := make([]int, 1500)
@@ -101,17 +103,24 @@ func TestUpStack(t *testing.T) {
 		return resp.Header.Get("X-PDHybrid-Mode"), ans.OutputIDs
 	}
 	mode, outIDs := ask(prompt)
-	if mode != "pd-router-turn1-seed" {
-		t.Fatalf("first request went %q", mode)
+	first := mode
+	second := "kvcache-direct-to-d-session"
+	switch mode {
+	case kvc.ModeLocalSeed:
+	case kvc.ModeWholeOnP:
+		second = kvc.ModeWholeOnP
+	default:
+		t.Fatalf("first request went %q, want v3's %s or %s", mode, kvc.ModeLocalSeed, kvc.ModeWholeOnP)
 	}
-	if mode, _ = ask(append(append(prompt, outIDs...), 90001, 90002, 90003)); mode != "kvcache-direct-to-d-session" {
-		t.Fatalf("second request went %q", mode)
+	if mode, _ = ask(append(append(prompt, outIDs...), 90001, 90002, 90003)); mode != second {
+		t.Fatalf("second request went %q, want %s", mode, second)
 	}
 	dir := replayInto(t, gw)
 	// The gateway's /metrics, read by Prometheus' own parser, agrees with
 	// the summary.json replay wrote: per execution mode, the requests
 	// counted ok are the summary's plus the two asked above.
-	want := map[string]float64{"pd-router-turn1-seed": 1, "kvcache-direct-to-d-session": 1}
+	want := map[string]float64{first: 1}
+	want[second]++
 	var sum struct {
 		Modes     map[string]int `json:"execution_modes"`
 		Completed int            `json:"completed"`
