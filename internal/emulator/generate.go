@@ -330,9 +330,6 @@ func (s *Server) sessionOf(named string, st *reqState) string {
 	return s.tails.lookup(st.blocks, st.rid)
 }
 
-// pyRepr quotes a string the way Python's repr does for plain ids.
-func pyRepr(s string) string { return "'" + s + "'" }
-
 // end finishes st once: it leaves the worker's tables and the handler gets
 // the outcome (driver goroutine).
 func (s *Server) end(st *reqState, o *outcome) {

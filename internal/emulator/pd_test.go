@@ -144,11 +144,14 @@ func TestDecodeRefusesRawGenerate(t *testing.T) {
 	d := start(t, Config{Role: engine.RoleDecode})
 	p := start(t, Config{Role: engine.RolePrefill})
 	for _, s := range []*Server{d, p} {
-		st, b := post(t, s.URL()+"/generate", map[string]any{"text": "hello there", "rid": "raw-1"})
-		want := "Invalid request: Disaggregated request received without bootstrap room id. req.rid='raw-1'"
-		var e errorBody
-		if json.Unmarshal(b, &e); st != 400 || e.Error.Message != want {
-			t.Fatalf("%s: %d %s", s.engineType(), st, b)
+		// The rid is formatted as Python's repr (scheduler.py's {req.rid=}).
+		for rid, shown := range map[string]string{"raw-1": `'raw-1'`, "it's": `"it's"`, `a\b`: `'a\\b'`} {
+			st, b := post(t, s.URL()+"/generate", map[string]any{"text": "hello there", "rid": rid})
+			want := "Invalid request: Disaggregated request received without bootstrap room id. req.rid=" + shown
+			var e errorBody
+			if json.Unmarshal(b, &e); st != 400 || e.Error.Message != want {
+				t.Fatalf("%s: %d %s, want %q", s.engineType(), st, b, want)
+			}
 		}
 		evs, _, fin := stream(t, s.URL(), map[string]any{"text": "hello there", "rid": "raw-2"})
 		if !fin || len(evs) != 1 {
