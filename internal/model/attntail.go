@@ -1,6 +1,9 @@
 package model
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // AttnTiles is how FlashAttention-3's varlen forward kernel (the one vLLM's
 // FlashAttention backend runs on Hopper) lays a decode batch's attention
@@ -76,42 +79,90 @@ func (a *AttnTiles) Splits(ctxs []int, out []int) []int {
 	return out
 }
 
+// fa3ExactWaves bounds the exact list schedule: beyond this many tiles per
+// CTA the dynamic fetch has balanced the CTAs to within one tile, and only
+// the last wave decides the tail (Makespan).
+const fa3ExactWaves = 8
+
 // Makespan is the most context tokens (summed over its tiles, per layer)
 // any one CTA reads when the tiles go, in the scheduler's order, each to
 // the CTA that goes idle first: greedy list scheduling onto SMs CTAs.
-// loads and splits are scratch (reused across calls; may be nil).
+// Up to fa3ExactWaves tiles per CTA it is exact; beyond, every tile but
+// the last SMs is taken as spread evenly, the CTAs' finish times staggered
+// uniformly over one mean tile (a dynamic queue's steady state), and the
+// last SMs tiles are scheduled onto them exactly. loads and splits are
+// scratch (reused across calls; may be nil).
 func (a *AttnTiles) Makespan(ctxs []int, loads *[]int64, splits *[]int) int64 {
 	if len(ctxs) == 0 || a.SMs < 1 || a.KVHeads < 1 || a.BlockN < 1 {
 		return 0
 	}
 	*splits = a.Splits(ctxs, (*splits)[:0])
-	h := cpuHeap((*loads)[:0])
-	for i := 0; i < a.SMs; i++ {
-		h = append(h, 0)
+	n, total := 0, int64(0)
+	for b, s := range *splits {
+		n += s * a.KVHeads
+		total += int64(ctxs[b]) * int64(a.KVHeads)
 	}
-	for g := 0; g < len(ctxs); g += fa3GroupBatches {
+	exact := n <= fa3ExactWaves*a.SMs
+	keep := n // tiles scheduled one by one, the last of the order
+	if !exact {
+		keep = a.SMs
+	}
+	// The kept tiles, last first: walk the order backwards.
+	buf := (*loads)[:0]
+	for g := (len(ctxs) - 1) / fa3GroupBatches * fa3GroupBatches; g >= 0 && len(buf) < keep; g -= fa3GroupBatches {
 		end := min(g+fa3GroupBatches, len(ctxs))
-		for head := 0; head < a.KVHeads; head++ {
-			for b := g; b < end; b++ {
+		for head := a.KVHeads - 1; head >= 0 && len(buf) < keep; head-- {
+			for b := end - 1; b >= g && len(buf) < keep; b-- {
 				nb := ceilDiv(ctxs[b], a.BlockN)
 				s := (*splits)[b]
 				per := ceilDiv(nb, s)
-				for j := 0; j < s; j++ {
-					lo := j * per * a.BlockN
-					hi := min((j+1)*per*a.BlockN, ctxs[b])
-					if hi > lo {
-						h.addToMin(int64(hi - lo))
-					}
+				for j := s - 1; j >= 0 && len(buf) < keep; j-- {
+					buf = append(buf, int64(min((j+1)*per*a.BlockN, ctxs[b])-min(j*per*a.BlockN, ctxs[b])))
 				}
 			}
 		}
+	}
+	slices.Reverse(buf)
+	// CTAs after them in the same buffer.
+	h := cpuHeap(buf[len(buf):len(buf)])
+	for i := 0; i < a.SMs; i++ {
+		h = append(h, 0)
+	}
+	tiles := buf[:len(buf)]
+	first := 0
+	if exact {
+		// The first SMs tiles each start on an idle CTA.
+		first = min(len(tiles), a.SMs)
+		copy(h, tiles[:first])
+		h.init()
+	} else {
+		var rest int64
+		for _, w := range tiles {
+			rest += w
+		}
+		h.stagger(total-rest, int64(n-len(tiles)))
+	}
+	for _, w := range tiles[first:] {
+		h.addToMin(w)
 	}
 	var m int64
 	for _, v := range h {
 		m = max(m, v)
 	}
-	*loads = h
+	*loads = buf
 	return m
+}
+
+// stagger sets the CTAs' loads to total tokens of count tiles spread
+// evenly, their finish times staggered uniformly over one mean tile
+// (ascending, so the slice stays a min-heap).
+func (h cpuHeap) stagger(total, count int64) {
+	s := int64(len(h))
+	mean := total / count
+	base := total/s - mean/2
+	for i := range h {
+		h[i] = base + mean*int64(i)/s
+	}
 }
 
 // AttnTailS is what FA3's tile schedule adds to a decode step's attention
@@ -136,10 +187,22 @@ func (t Timing) AttnTailS(ctxs []int, loads *[]int64, splits *[]int) float64 {
 // cpuHeap is a min-heap of CTA loads.
 type cpuHeap []int64
 
+// init orders h as a min-heap.
+func (h cpuHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
 // addToMin adds w to the least loaded CTA and restores the heap.
 func (h cpuHeap) addToMin(w int64) {
 	h[0] += w
-	i, n := 0, len(h)
+	h.down(0)
+}
+
+// down sifts element i down to its place.
+func (h cpuHeap) down(i int) {
+	n := len(h)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < n && h[l] < h[m] {

@@ -102,3 +102,27 @@ func TestRooflineAttachesFA3Tiles(t *testing.T) {
 		t.Error("tiles attached for SGLang")
 	}
 }
+
+// Beyond eight tiles per CTA only the last wave is scheduled exactly:
+// 4,096 equal tiles of 100 tokens on 132 CTAs (exactly ⌈4096/132⌉·100 =
+// 3,200) come out as the even spread 3,010 − 50 + a stagger of up to
+// 99·131/132 on the CTA that takes the last tile, plus that tile: within
+// one tile of the exact 3,200.
+func TestFA3MakespanManyWaves(t *testing.T) {
+	a := &AttnTiles{KVHeads: 32, SMs: 132, BlockN: 128, MaxSplits: 1}
+	ctxs := make([]int, 128)
+	for i := range ctxs {
+		ctxs[i] = 100
+	}
+	var loads []int64
+	var splits []int
+	got := a.Makespan(ctxs, &loads, &splits)
+	// (4096−132)·100 = 396,400 spread: 3,003 a CTA less 50, staggered by
+	// 100·i/132 up to 99; the last 132 tiles land one on each CTA.
+	if want := int64(396400/132 - 50 + 100*131/132 + 100); got != want {
+		t.Errorf("makespan %d tokens, want %d", got, want)
+	}
+	if d := got - 3200; d < -100 || d > 100 {
+		t.Errorf("makespan %d: more than a tile from the exact 3,200", got)
+	}
+}
