@@ -145,6 +145,7 @@ var knobs = []knob{
 	{"expert_bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.ExpertBWEff }, 0.1, 1},
 	{"kv_bw_eff", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.KVBWEff }, 0.1, 1},
 	{"kv_bw_eff_large", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.KVBWEffLarge }, 0.1, 1},
+	{"attn_cta_share", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.AttnCTAShare }, 1.0 / 528, 1},
 	{"step_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.StepS }, 1e-5, 0.02},
 	{"layer_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.LayerS }, 1e-7, 5e-4},
 	{"per_seq_s", func(c *model.Coefficients, _ *fidelity.ClientPath) *float64 { return &c.PerSeqS }, 1e-7, 1e-3},

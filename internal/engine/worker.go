@@ -180,6 +180,7 @@ type Worker struct {
 	host       *hostTier            // hicache.go: the host KV tier, nil without one
 	sliceRoomS float64              // slice.go: prefill work the next step may still take
 	gapFree    []gapList            // itl.go: finished requests' gap lists, reused
+	attn       attnScratch          // attntail.go: the tile-schedule tail's buffers
 
 	events []Event
 	stats  Stats

@@ -22,7 +22,11 @@ type GPU struct {
 	// Fabric, or PCIe where there is none), per direction, bytes/s.
 	ScaleUpName      string
 	ScaleUpBandwidth float64
-	Source           string
+	// SMs is the streaming multiprocessor count where FlashAttention-3's
+	// persistent decode schedule applies (Hopper; 0 elsewhere: vLLM runs
+	// other attention kernels there, attntail.go).
+	SMs    int
+	Source string
 }
 
 // gpus is the datasheet table. Throughputs are the dense figures (NVIDIA
@@ -30,12 +34,12 @@ type GPU struct {
 var gpus = map[string]GPU{
 	"h100-sxm": {Name: "h100-sxm", DenseBF16: 989.4e12, DenseFP8: 1978.9e12,
 		HBMBytes: 80e9, UsableBytes: 85_029_000_000, HBMBandwidth: 3.35e12,
-		ScaleUpName: "nvlink4", ScaleUpBandwidth: 450e9,
-		Source: "NVIDIA H100 Tensor Core GPU datasheet (SXM5): BF16 1,979 / FP8 3,958 TFLOPS with sparsity (half dense), 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s bidirectional; usable 79.19 GiB as vLLM logs total_gpu_memory on an H100 80GB"},
+		ScaleUpName: "nvlink4", ScaleUpBandwidth: 450e9, SMs: 132,
+		Source: "NVIDIA H100 Tensor Core GPU datasheet (SXM5): BF16 1,979 / FP8 3,958 TFLOPS with sparsity (half dense), 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s bidirectional, 132 SMs; usable 79.19 GiB as vLLM logs total_gpu_memory on an H100 80GB"},
 	"h200": {Name: "h200", DenseBF16: 989.4e12, DenseFP8: 1978.9e12,
 		HBMBytes: 141e9, UsableBytes: 150_109_880_320, HBMBandwidth: 4.8e12,
-		ScaleUpName: "nvlink4", ScaleUpBandwidth: 450e9,
-		Source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 / FP8 3,958 TFLOPS with sparsity, 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s bidirectional; usable bytes measured by torch.cuda.mem_get_info (calibration/data/triton)"},
+		ScaleUpName: "nvlink4", ScaleUpBandwidth: 450e9, SMs: 132,
+		Source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 / FP8 3,958 TFLOPS with sparsity, 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s bidirectional, 132 SMs; usable bytes measured by torch.cuda.mem_get_info (calibration/data/triton)"},
 	"b200": {Name: "b200", DenseBF16: 2.25e15, DenseFP8: 4.5e15,
 		HBMBytes: 180e9, UsableBytes: 180e9 * 0.99, HBMBandwidth: 8e12,
 		ScaleUpName: "nvlink5", ScaleUpBandwidth: 900e9,

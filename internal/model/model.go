@@ -95,6 +95,10 @@ type Timing struct {
 	// (profiles fitted to measured steps already hold it).
 	ExpertPadRowS float64      `json:"decode_expert_pad_row_s,omitempty"`
 	ExpertTiles   []ExpertTile `json:"expert_tiles,omitempty"`
+	// AttnTiles, when set, charges decode attention's tile-schedule tail
+	// (FlashAttention-3's varlen scheduler, attntail.go) from the batch's
+	// per-sequence contexts; nil: the linear context term alone.
+	AttnTiles *AttnTiles `json:"attn_tiles,omitempty"`
 }
 
 // CtxSlope is the decode cost per context token for a batch of this size.
@@ -240,6 +244,10 @@ func (p *Profile) Validate() error {
 		if r.UpTo < 1 || r.BlockM < 1 || (i > 0 && r.UpTo <= p.Timing.ExpertTiles[i-1].UpTo) {
 			errs = append(errs, fmt.Sprintf("timing.expert_tiles[%d]: up_to_tokens %d, block_m %d; want both ≥ 1 and up_to_tokens rising", i, r.UpTo, r.BlockM))
 		}
+	}
+	if a := p.Timing.AttnTiles; a != nil && (a.KVHeads < 1 || a.SMs < 1 || a.BlockN < 1 || a.MaxSplits < 1 || !(a.CTAShare > 0 && a.CTAShare <= 1)) {
+		errs = append(errs, fmt.Sprintf("timing.attn_tiles: kv_heads_per_gpu %d, sms %d, block_n %d, max_splits %d, cta_share %v; want the counts ≥ 1 and cta_share in (0, 1]",
+			a.KVHeads, a.SMs, a.BlockN, a.MaxSplits, a.CTAShare))
 	}
 	if p.Timing.DecodeOverheadS+p.Timing.DecodePerSeqS <= 0 {
 		errs = append(errs, "timing: a decode step must cost something (decode_overhead_s + decode_per_seq_s > 0)")

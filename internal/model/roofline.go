@@ -55,6 +55,10 @@ type Coefficients struct {
 	// attention kernel's split over the context changes with the batch.
 	KVBWEffLarge float64 `json:"kv_bw_eff_large,omitempty"`
 	LargeBatch   int     `json:"large_batch,omitempty"`
+	// AttnCTAShare is the share of HBM bandwidth one attention CTA draws
+	// on its own: with it, a vLLM decode step on a GPU with SMs set pays
+	// FlashAttention-3's tile schedule's tail (attntail.go); 0 = off.
+	AttnCTAShare float64 `json:"attn_cta_share,omitempty"`
 	// PrefillWeightRead is the share of the weight read charged to every
 	// prefill step as fixed cost (a chunk's GEMMs only partly hide it).
 	PrefillWeightRead float64 `json:"prefill_weight_read"`
@@ -275,6 +279,13 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		tm.DecodePerCtxTokenLargeS = float64(g.kvPerToken) / (d.GPU.HBMBandwidth * c.KVBWEffLarge)
 		tm.LargeBatch = c.LargeBatch
 	}
+	if c.AttnCTAShare > 0 && d.Engine == "vllm" && d.GPU.SMs > 0 && !d.DPAttention && !a.IsMLA() && a.SlidingLayers == 0 {
+		// vLLM's FlashAttention backend on Hopper runs FA3's varlen kernel
+		// under full CUDA graphs with at most 16 splits
+		// (_DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH in flash_attn.py).
+		tm.AttnTiles = &AttnTiles{KVHeads: max(a.KVHeads/d.TP, 1), SMs: d.GPU.SMs,
+			BlockN: fa3BlockN(a.HeadDim), MaxSplits: 16, CTAShare: c.AttnCTAShare}
+	}
 	if d.DPAttention {
 		// Each GPU reads the whole KV of its own share of the batch.
 		tm.DecodePerCtxTokenS /= float64(d.TP)
@@ -373,6 +384,9 @@ func (d Deployment) sources(a *Arch, c Coefficients, g perGPU, pool int64) map[s
 	fit := "coefficients: " + c.Source
 	if c.KVBWEffLarge > 0 && c.LargeBatch > 0 {
 		fit = fmt.Sprintf("KV reads at %.3f of HBM in batches of %d or more; %s", c.KVBWEffLarge, c.LargeBatch, fit)
+	}
+	if c.AttnCTAShare > 0 {
+		fit = fmt.Sprintf("decode attention's FA3 tile-schedule tail with one CTA drawing %.4g of HBM (%d SMs; where vLLM runs FA3); %s", c.AttnCTAShare, d.GPU.SMs, fit)
 	}
 	return map[string]string{
 		"model": fmt.Sprintf("Hugging Face config.json (%s): %d layers, hidden %d, %d query / %d KV heads, head dim %d, %d experts top-%d (%d MoE layers, shared width %d), MLA latent %d+%d, sliding window %d on %d layers; %.2f B parameters (%.2f B active per token), weights %s",
