@@ -347,15 +347,18 @@ func TestHiCacheSessionAdmittedFromHost(t *testing.T) {
 		}
 		rep = w.AdmitSession(now, q)
 		if !tiers {
-			if rep.Mode != AdmitSeed || rep.Tier != TierNone {
+			if rep.Mode != AdmitSeed || rep.Tier != TierNone || rep.HostTokens != 0 {
 				t.Fatalf("no tiers: revisit %+v, want a seed", rep)
 			}
 			continue
 		}
 		// An append too large for τ_append even after the host hit is no
 		// refusal: the admission goes on as the seed it was without the tier.
-		if big := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 100}); !big.CanAdmit || big.Mode != AdmitSeed || big.Reason != ReasonWasEvicted {
-			t.Fatalf("revisit with τ_append 100: %+v, want a seed (session-was-evicted)", big)
+		// The seed says what a prefill here would load back: host holds
+		// 12,800 of the prompt, HBM none of it.
+		if big := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 100}); !big.CanAdmit || big.Mode != AdmitSeed || big.Reason != ReasonWasEvicted ||
+			big.Tier != TierHost || big.HostTokens != 12800 || big.CachedTokens != 12800 {
+			t.Fatalf("revisit with τ_append 100: %+v, want a seed (session-was-evicted) naming 12800 host tokens", big)
 		}
 		if !rep.CanAdmit || rep.Mode != AdmitDirect || rep.Tier != TierHost || rep.HostTokens != 12800 || rep.CachedTokens != 12800 {
 			t.Fatalf("revisit %+v, want a direct append from host of 12800 tokens", rep)
