@@ -424,3 +424,53 @@ func TestHiCacheDemoteIdle(t *testing.T) {
 		checkHost(t, w)
 	}
 }
+
+// TestHiCacheTrimHostFirst: a 10,000-token decoder holds sessions a, b and
+// c (3,200 tokens each, seeded in that order, so a is the least recently
+// used) under write_through_selective: none was reused from HBM, so none
+// is on host, until b's path is written there (what a write-through copy
+// does). d's seed needs 3,204 tokens with 388 free: one trim. By LRU it
+// takes a, which host does not hold: dropped, its next turn recomputes
+// 3,200 tokens. Host-first takes b instead, whose 3,200 tokens host holds:
+// demoted, its next turn a direct append loading them back; a stays.
+func TestHiCacheTrimHostFirst(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 10000,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession},
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: WriteThroughSelective, TrimHostFirst: first}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := map[string][]uint64{}
+		now := 0.0
+		for i, s := range []string{"a", "b", "c"} {
+			blocks[s] = chain(uint64(i+1), 50)
+			now = seedOn(t, w, now, s, blocks[s], 3200, 4)
+		}
+		w.hiWrite(now, blocks["b"], 64)
+		if got := w.HostPrefixMatch(blocks["b"], 3200); got != 3200 {
+			t.Fatalf("host holds %d of b, want 3200", got)
+		}
+		rep := w.AdmitSession(now, AdmitQuery{Session: "d", Blocks: chain(4, 50), Input: 3200, Output: 4})
+		if !rep.CanAdmit || rep.Mode != AdmitSeed || rep.Trimmed != 1 {
+			t.Fatalf("host-first %v: d's admission %+v, want a seed after one trim", first, rep)
+		}
+		want, demoted := map[bool]string{false: "a", true: "b"}[first], false
+		var got []string
+		for _, ev := range w.TakeEvents() {
+			if ev.Kind == EvSessionEvicted {
+				got = append(got, ev.Session)
+				demoted = ev.Demoted
+			}
+		}
+		if len(got) != 1 || got[0] != want || demoted != first {
+			t.Fatalf("host-first %v: trimmed %v (demoted %v), want %s (demoted %v)", first, got, demoted, want, first)
+		}
+		next := w.AdmitSession(now, AdmitQuery{Session: want, Blocks: chain(map[string]uint64{"a": 1, "b": 2}[want], 60), Input: 3840, Output: 4})
+		if wantHost := map[bool]int{false: 0, true: 3200}[first]; next.HostTokens != wantHost {
+			t.Fatalf("host-first %v: %s's next turn %+v, want %d tokens from host", first, want, next, wantHost)
+		}
+		checkPool(t, w)
+		checkHost(t, w)
+	}
+}
