@@ -63,6 +63,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"hicache-size":                     {"--enable-hierarchical-cache", "--hicache-size", "200"},
 		"hicache-write-policy":             {"--enable-hierarchical-cache", "--hicache-write-policy", "write_back"},
 		"hicache-demote-idle":              {"--enable-hierarchical-cache", "--hicache-demote-idle"},
+		"hicache-trim-host-first":          {"--enable-hierarchical-cache", "--hicache-trim-host-first"},
 		"time-scale":                       {"--time-scale", "2"},
 		"concurrency":                      {"--concurrency", "3"},
 		"timeout":                          {"--timeout", "50"},

@@ -18,6 +18,7 @@ type hicacheFlags struct {
 	sizeGB  float64
 	policy  string
 	idle    bool
+	trimH   bool
 }
 
 var (
@@ -31,6 +32,7 @@ func (f *hicacheFlags) register(fs *pflag.FlagSet, who string) {
 	fs.Float64Var(&f.sizeGB, "hicache-size", 0, "with --enable-hierarchical-cache: host KV pool size per worker in `GB` (10^9 bytes), overriding --hicache-ratio; it must hold more than the HBM pool (SGLang --hicache-size); 0 = by --hicache-ratio")
 	fs.StringVar(&f.policy, "hicache-write-policy", "write_through", "with --enable-hierarchical-cache: when HBM's KV is copied to host: `write_through` (everything cached, at once), write_through_selective (KV reused from HBM) or write_back (only what HBM evicts, at eviction) (SGLang --hicache-write-policy)")
 	fs.BoolVar(&f.idle, "hicache-demote-idle", false, "with --enable-hierarchical-cache: a session trimmed from HBM while none of its requests is on the worker (between turns: tool calls, think time) is written to host first under every write policy, so it is demoted, not dropped (write_through and write_back already do; it changes write_through_selective); off by default")
+	fs.BoolVar(&f.trimH, "hicache-trim-host-first", false, "with --enable-hierarchical-cache: a session trim that must free HBM takes, of the 8 least recently used sessions it may trim, the oldest whose KV the host tier already holds (its next turn loads back instead of recomputing); LRU when none is held there; off by default")
 }
 
 // check validates the flags; the tier applies to every mechanism (a worker
@@ -39,7 +41,7 @@ func (f *hicacheFlags) check(ck *checks) {
 	ck.num("hicache-ratio", hicacheRatioRange)
 	ck.num("hicache-size", hicacheSizeRange)
 	ck.oneOf("hicache-write-policy", engine.WritePolicies...)
-	for _, n := range []string{"hicache-ratio", "hicache-size", "hicache-write-policy", "hicache-demote-idle"} {
+	for _, n := range []string{"hicache-ratio", "hicache-size", "hicache-write-policy", "hicache-demote-idle", "hicache-trim-host-first"} {
 		ck.only(n, f.enabled, "with --enable-hierarchical-cache")
 	}
 	if ck.set("hicache-ratio") && ck.set("hicache-size") {
@@ -70,5 +72,5 @@ func (f *hicacheFlags) config() engine.HiCacheConfig {
 		return engine.HiCacheConfig{}
 	}
 	wp, _ := engine.ParseWritePolicy(f.policy) // checked
-	return engine.HiCacheConfig{Enabled: true, Ratio: f.ratio, SizeBytes: int64(math.Round(f.sizeGB * 1e9)), WritePolicy: wp, DemoteIdle: f.idle}
+	return engine.HiCacheConfig{Enabled: true, Ratio: f.ratio, SizeBytes: int64(math.Round(f.sizeGB * 1e9)), WritePolicy: wp, DemoteIdle: f.idle, TrimHostFirst: f.trimH}
 }

@@ -359,7 +359,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 	f.transport.apply(&cfg)
 	if f.hicache.enabled {
 		h := f.hicache.config()
-		cfg.HiCache = &sim.HiCache{Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: h.WritePolicy.String(), DemoteIdle: h.DemoteIdle}
+		cfg.HiCache = &sim.HiCache{Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: h.WritePolicy.String(), DemoteIdle: h.DemoteIdle, TrimHostFirst: h.TrimHostFirst}
 	}
 	return cfg
 }

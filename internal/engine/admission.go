@@ -130,7 +130,20 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 	if s != nil {
 		rep.Reason = ReasonWasEvicted
 	}
+	w.seedFromHost(s, q, cached, &rep)
 	return rep
+}
+
+// seedFromHost tells a seed answer what this worker's host tier holds of
+// the prompt beyond HBM: a prefill of the turn here (a local seed or
+// reseed) loads those tokens back instead of computing them (admit's
+// hiMatch), so the router can cost it as such (protocol revision 1.1:
+// host_tokens of cached_tokens, tier host). A seed through P is not
+// changed by it: P's KV crosses the link whole.
+func (w *Worker) seedFromHost(s *dSession, q AdmitQuery, cached int, rep *AdmitReply) {
+	if host := w.hostBeyond(s, q, cached); host > 0 {
+		rep.CachedTokens, rep.HostTokens, rep.Tier = cached+host, host, TierHost
+	}
 }
 
 // DefaultHighWater is the share of the pool from which a session-aware

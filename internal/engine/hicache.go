@@ -88,6 +88,12 @@ type HiCacheConfig struct {
 	// write_through_selective a session never reused from HBM would be
 	// dropped. The host pool makes room by its own LRU.
 	DemoteIdle bool
+	// TrimHostFirst (--hicache-trim-host-first): when a session trim must
+	// free HBM, it takes, among the TrimHostWindow least recently used
+	// sessions it may trim, the oldest whose KV the host tier already
+	// holds: its next turn loads back over the host link instead of
+	// recomputing, and its trim writes nothing. With none held there, LRU.
+	TrimHostFirst bool
 }
 
 // DefaultHiCacheRatio is SGLang's --hicache-ratio default.
@@ -100,6 +106,7 @@ type hostTier struct {
 	link     model.Link
 	policy   WritePolicy
 	idle     bool                   // DemoteIdle
+	hostTrim bool                   // TrimHostFirst
 	tails    map[string]*outputTail // demoted output tails, by session
 	order    []*outputTail          // in demotion order, for the host LRU
 	head     int
@@ -134,7 +141,7 @@ func newHostTier(cfg Config, pool int64) (*hostTier, error) {
 		}
 		capacity = int64(ratio * float64(pool))
 	}
-	return &hostTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: h.WritePolicy, idle: h.DemoteIdle}, nil
+	return &hostTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: h.WritePolicy, idle: h.DemoteIdle, hostTrim: h.TrimHostFirst}, nil
 }
 
 // HostCapacity is the host KV pool in tokens (0 without a host tier).

@@ -347,15 +347,18 @@ func TestHiCacheSessionAdmittedFromHost(t *testing.T) {
 		}
 		rep = w.AdmitSession(now, q)
 		if !tiers {
-			if rep.Mode != AdmitSeed || rep.Tier != TierNone {
+			if rep.Mode != AdmitSeed || rep.Tier != TierNone || rep.HostTokens != 0 {
 				t.Fatalf("no tiers: revisit %+v, want a seed", rep)
 			}
 			continue
 		}
 		// An append too large for τ_append even after the host hit is no
 		// refusal: the admission goes on as the seed it was without the tier.
-		if big := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 100}); !big.CanAdmit || big.Mode != AdmitSeed || big.Reason != ReasonWasEvicted {
-			t.Fatalf("revisit with τ_append 100: %+v, want a seed (session-was-evicted)", big)
+		// The seed says what a prefill here would load back: host holds
+		// 12,800 of the prompt, HBM none of it.
+		if big := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a, Input: 13440, Output: 4, MaxAppend: 100}); !big.CanAdmit || big.Mode != AdmitSeed || big.Reason != ReasonWasEvicted ||
+			big.Tier != TierHost || big.HostTokens != 12800 || big.CachedTokens != 12800 {
+			t.Fatalf("revisit with τ_append 100: %+v, want a seed (session-was-evicted) naming 12800 host tokens", big)
 		}
 		if !rep.CanAdmit || rep.Mode != AdmitDirect || rep.Tier != TierHost || rep.HostTokens != 12800 || rep.CachedTokens != 12800 {
 			t.Fatalf("revisit %+v, want a direct append from host of 12800 tokens", rep)
@@ -416,6 +419,56 @@ func TestHiCacheDemoteIdle(t *testing.T) {
 		}
 		if !idle && rep.Mode != AdmitSeed {
 			t.Fatalf("no demote-idle: a's next turn %+v, want a seed", rep)
+		}
+		checkPool(t, w)
+		checkHost(t, w)
+	}
+}
+
+// TestHiCacheTrimHostFirst: a 10,000-token decoder holds sessions a, b and
+// c (3,200 tokens each, seeded in that order, so a is the least recently
+// used) under write_through_selective: none was reused from HBM, so none
+// is on host, until b's path is written there (what a write-through copy
+// does). d's seed needs 3,204 tokens with 388 free: one trim. By LRU it
+// takes a, which host does not hold: dropped, its next turn recomputes
+// 3,200 tokens. Host-first takes b instead, whose 3,200 tokens host holds:
+// demoted, its next turn a direct append loading them back; a stays.
+func TestHiCacheTrimHostFirst(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 10000,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession},
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: WriteThroughSelective, TrimHostFirst: first}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := map[string][]uint64{}
+		now := 0.0
+		for i, s := range []string{"a", "b", "c"} {
+			blocks[s] = chain(uint64(i+1), 50)
+			now = seedOn(t, w, now, s, blocks[s], 3200, 4)
+		}
+		w.hiWrite(now, blocks["b"], 64)
+		if got := w.HostPrefixMatch(blocks["b"], 3200); got != 3200 {
+			t.Fatalf("host holds %d of b, want 3200", got)
+		}
+		rep := w.AdmitSession(now, AdmitQuery{Session: "d", Blocks: chain(4, 50), Input: 3200, Output: 4})
+		if !rep.CanAdmit || rep.Mode != AdmitSeed || rep.Trimmed != 1 {
+			t.Fatalf("host-first %v: d's admission %+v, want a seed after one trim", first, rep)
+		}
+		want, demoted := map[bool]string{false: "a", true: "b"}[first], false
+		var got []string
+		for _, ev := range w.TakeEvents() {
+			if ev.Kind == EvSessionEvicted {
+				got = append(got, ev.Session)
+				demoted = ev.Demoted
+			}
+		}
+		if len(got) != 1 || got[0] != want || demoted != first {
+			t.Fatalf("host-first %v: trimmed %v (demoted %v), want %s (demoted %v)", first, got, demoted, want, first)
+		}
+		next := w.AdmitSession(now, AdmitQuery{Session: want, Blocks: chain(map[string]uint64{"a": 1, "b": 2}[want], 60), Input: 3840, Output: 4})
+		if wantHost := map[bool]int{false: 0, true: 3200}[first]; next.HostTokens != wantHost {
+			t.Fatalf("host-first %v: %s's next turn %+v, want %d tokens from host", first, want, next, wantHost)
 		}
 		checkPool(t, w)
 		checkHost(t, w)

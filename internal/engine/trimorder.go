@@ -48,13 +48,27 @@ func (w *Worker) sessionMoved(s *dSession) {
 	}
 }
 
+// TrimHostWindow is how many of the least recently used trimmable
+// sessions a host-aware trim (HiCacheConfig.TrimHostFirst) looks at for
+// one the host tier holds: a bounded look-ahead keeps a trim O(log n)
+// (the reason the order is a heap), and a session far down the LRU order
+// is not taken for a small saving.
+const TrimHostWindow = 8
+
 // oldestPinned is the least recently used pinned session other than
-// except that a trim may take (TrimIdle: none with a request here).
+// except that a trim may take (TrimIdle: none with a request here); with
+// a host-aware trim, the oldest of the TrimHostWindow least recently used
+// that the host tier holds, if any.
 func (w *Worker) oldestPinned(except string) *dSession {
 	h := &w.trimOrder
 	aside := w.trimAside[:0]
 	var victim *dSession
-	for len(*h) > 0 {
+	window := 1
+	if w.host != nil && w.host.hostTrim {
+		window = TrimHostWindow
+	}
+	seen := 0
+	for len(*h) > 0 && seen < window {
 		w.schedWork++
 		e := (*h)[0]
 		if !e.live() {
@@ -65,8 +79,15 @@ func (w *Worker) oldestPinned(except string) *dSession {
 			aside = append(aside, h.pop())
 			continue
 		}
-		victim = e.s
-		break
+		if seen == 0 {
+			victim = e.s // LRU: taken when no candidate is on host
+		}
+		seen++
+		if window == 1 || w.hostHolds(e.s) {
+			victim = e.s
+			break
+		}
+		aside = append(aside, h.pop())
 	}
 	for _, e := range aside {
 		h.push(e)
@@ -128,4 +149,16 @@ func (h trimHeap) init() {
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.down(i, h[i])
 	}
+}
+
+// hostHolds reports whether the host tier holds session s's whole pinned
+// path (hicache.go), so trimming it from HBM loses nothing a load-back
+// cannot bring back.
+func (w *Worker) hostHolds(s *dSession) bool {
+	blocks, tokens := w.tree.PathBlocks(s.node)
+	if len(blocks) == 0 {
+		return false
+	}
+	last := tokens - int64(len(blocks)-1)*int64(w.cfg.BlockSize)
+	return w.host.tree.Match(blocks, last).Tokens == tokens
 }

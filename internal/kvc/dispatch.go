@@ -173,7 +173,7 @@ type Dispatch struct {
 	wholeAt                    int      // 1 + the prefill worker serving it whole, until it ends
 	inline                     bool     // the admission in flight rode on the request
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
-	host                       int      // tier costing: prompt tokens its direct append loads back from host
+	host                       int      // tier costing: prompt tokens its prefill on the decoder loads back from host
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
@@ -326,6 +326,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	d := t.act.D
 	x := t.x
 	t.cached = rep.CachedTokens
+	x.believeTier(d, t.r.Session, rep)
 	t.v3Answered()
 	if t.inline {
 		// The inline check came back without starting the request on d:

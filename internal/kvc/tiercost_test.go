@@ -134,3 +134,69 @@ func TestTierCostOverBudget(t *testing.T) {
 		t.Fatalf("d0's bucket %v after the reseed, want 0.1 untouched", lv)
 	}
 }
+
+// TestSeedAnswerHostTokens: session s (100,000 tokens, seeded through P, so
+// the router believes P caches them) is demoted to d0's host tier; its
+// next turn of 130,000 tokens is an append of 30,000, over τ_append, so d0
+// answers a seed that names the 100,000 tokens its host tier holds (cached
+// 100,000, all on host). The belief takes them (tier host, 100,000). v3's
+// queues compare d0's 30,000 tokens to compute with P's 30,000 (what P
+// lacks): local (margin 0), where counting the host tokens as uncached
+// (130,000 against 30,000) would send it through P. v4 costs the local
+// reseed with its load-back: 30,000 tokens in chunks of 8,192 are 0.3 s
+// of compute, the first chunk's 0.08192 s riding under the 0.2 s load
+// (max(0.08192 + 0.2/50, 0.2 + 0.08192/50) = 0.2016384), so the stall is
+// 0.3 − 0.08192 + 0.2016384 = 0.4197184 s: it fits d0's full 1 s bucket
+// and is drawn whole; in a bucket of 0.35 s, which the compute alone
+// (0.3 s) would fit, it does not, and the reseed goes through P.
+func TestSeedAnswerHostTokens(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bucket float64 // d0's level at t=100 (0: full)
+		local  bool
+	}{{"full bucket", 0, true}, {"bucket under the load-back", 0.35, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			x := tierWorld(50e9, 0.012)
+			blocks := make([]uint64, 130)
+			for i := range blocks {
+				blocks[i] = uint64(i + 1)
+			}
+			d := x.Begin(0, Request{Session: "s", Turn: 1, Blocks: blocks[:100], Input: 100_000, Output: 101})
+			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+			if d.Action().Kind != ActSeed {
+				t.Fatalf("turn 1: %v %q, want a seed through P; path %v", d.Action().Kind, d.Mode(), d.Path())
+			}
+			d.Accepted()
+			d.PrefillDone()
+			d.Finished(true)
+			x.SessionDemoted(0, "s")
+			x.cfg.V3.DBudgetTokens = 1 << 20 // turn 1 went through P (no budget then)
+			if c.bucket > 0 {
+				x.v4Grow()
+				x.v4.d[0] = stallBucket{level: c.bucket, at: 100, used: true}
+			}
+			d = x.Begin(100, Request{Session: "s", Turn: 2, Blocks: blocks, Input: 130_000, Output: 101})
+			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-was-evicted", Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
+			if tier, hbm, host := x.TierTokens("s"); tier != TierHost || hbm != 0 || host != 100_000 {
+				t.Fatalf("after the seed answer: %q %d/%d, want host with 100,000 host tokens", tier, hbm, host)
+			}
+			if !c.local {
+				if d.Action().Kind != ActSeed || d.Mode() == ModeLocalReseed {
+					t.Fatalf("got %v %q, want a reseed through P (load-back stall 0.4197 s over 0.35 s); path %v", d.Action().Kind, d.Mode(), d.Path())
+				}
+				return
+			}
+			if d.Action().Kind != ActDirect || d.Mode() != ModeLocalReseed {
+				t.Fatalf("got %v %q, want a local reseed on d0 (30,000 to compute, as on P); path %v", d.Action().Kind, d.Mode(), d.Path())
+			}
+			before, _ := x.V4Stall()
+			d.Accepted()
+			if drawn, _ := x.V4Stall(); math.Abs(drawn-before-0.4197184) > 1e-9 {
+				t.Fatalf("v4 drew %v s for the local reseed, want 0.4197184 (compute with the load-back)", drawn-before)
+			}
+			if tier, _, host := x.TierTokens("s"); tier != TierHBM || host != 0 {
+				t.Fatalf("after the placement: %q with %d host tokens, want hbm", tier, host)
+			}
+		})
+	}
+}

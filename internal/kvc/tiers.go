@@ -57,3 +57,23 @@ func fromHost(rep AdmitReply) string {
 	}
 	return fmt.Sprintf(" from its host tier (%d of %d cached tokens loaded back)", rep.HostTokens, rep.CachedTokens)
 }
+
+// believeTier takes a decoder's answer about the tier it holds a session's
+// prefix in into the router's belief (TierTokens), when the session is
+// pinned there: "host" with its host tokens (a direct or a seed answer:
+// the prefix was demoted, whether or not the router heard the report),
+// "hbm" as resident in HBM again. A decoder that does not say ("") or
+// holds nothing ("none": the outcome of the placement decides) changes
+// nothing.
+func (x *Dispatcher) believeTier(d int, session string, rep AdmitReply) {
+	s := x.sessions[session]
+	if s == nil || s.pin != d || x.cfg.Belief != BeliefTrack {
+		return
+	}
+	switch {
+	case rep.Tier == TierHost && rep.HostTokens > 0:
+		s.onHost, s.hostTok = true, rep.HostTokens
+	case rep.Tier == TierHBM:
+		s.onHost, s.hostTok = false, 0
+	}
+}

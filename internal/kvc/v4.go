@@ -198,6 +198,9 @@ func (t *Dispatch) v4Allows(onP bool, w, n, p int) bool {
 		return true
 	}
 	need := x.iso().Cost.PrefillS(n, p)
+	if !onP && t.host > 0 {
+		need = x.cfg.V3.Tiers.PrefillWithLoadS(x.iso().Cost, n, p, t.host) // a local seed loading from host
+	}
 	have := x.v4Level(x.v4Bucket(onP, w), t.now)
 	ok := need <= have
 	if !ok && !onP && t.v4PBusy() {

@@ -18,6 +18,8 @@ type HiCache struct {
 	WritePolicy string `json:"write_policy"`
 	// DemoteIdle: --hicache-demote-idle (engine.HiCacheConfig.DemoteIdle).
 	DemoteIdle bool `json:"demote_idle,omitempty"`
+	// TrimHostFirst: --hicache-trim-host-first (engine.HiCacheConfig.TrimHostFirst).
+	TrimHostFirst bool `json:"trim_host_first,omitempty"`
 }
 
 // engineConfig is the tier as the engine takes it (none for nil).
@@ -29,7 +31,7 @@ func (h *HiCache) engineConfig() (engine.HiCacheConfig, error) {
 	if err != nil {
 		return engine.HiCacheConfig{}, fmt.Errorf("sim: hierarchical cache: %w", err)
 	}
-	return engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp, DemoteIdle: h.DemoteIdle}, nil
+	return engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp, DemoteIdle: h.DemoteIdle, TrimHostFirst: h.TrimHostFirst}, nil
 }
 
 // HostStats are one worker's host-tier counters at the end of a run
