@@ -106,8 +106,8 @@ type Request struct {
 	DecodeStartAt float64 // joined the decode batch
 	FirstTokenAt  float64
 	FinishedAt    float64
-	lastTokenAt   float64 // for inter-token gaps (itl.go)
-	gaps          gapList // its inter-token gaps, held until it completes (itl.go)
+	lastTokenAt   float64  // for inter-token gaps (itl.go)
+	gapSt         gapState // its inter-token gaps folded so far (itl.go)
 }
 
 // Uncached is the number of prompt tokens this worker must compute, and

@@ -194,7 +194,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 }
 
 func (w *Worker) finish(now float64, r *Request) {
-	w.flushGaps(r)
+	w.completeGaps(r)
 	w.keepOutput(now, r)
 	w.sessionEnd(now, r)
 	w.freeRequest(now, r)

@@ -137,6 +137,7 @@ func (w *Worker) preempt(now float64, r *Request) {
 	w.freeRequest(now, r)
 	w.admitted--
 	w.stats.Preemptions++
+	w.parkGaps(r)
 	r.recompute = r.generated
 	r.prefilled, r.CachedTokens, r.matched, r.loaded, r.loadPending = 0, 0, 0, 0, false
 	r.Stage = StageWaiting

@@ -179,8 +179,8 @@ type Worker struct {
 	stallUntil float64              // trims stall the scheduler loop until then (session.go)
 	host       *hostTier            // hicache.go: the host KV tier, nil without one
 	sliceRoomS float64              // slice.go: prefill work the next step may still take
-	gapFree    []gapList            // itl.go: finished requests' gap lists, reused
 	attn       attnScratch          // attntail.go: the tile-schedule tail's buffers
+	gapLog     gapLog               // itl.go: the decode runs live requests' folded gaps came from
 
 	events []Event
 	stats  Stats
@@ -432,7 +432,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 		w.joining = removeReq(w.joining, r)
 	}
 	w.freeRequest(now, r)
-	w.dropGaps(r) // ITL counts completed requests only (itl.go)
+	w.unfoldGaps(r) // ITL counts completed requests only (itl.go)
 	if r.sessCounted {
 		r.sessCounted = false
 		if s := w.dsess[r.Session]; s != nil {

@@ -18,6 +18,7 @@ type GapHistogram struct {
 	n        int64
 	mean, m2 float64 // running mean and sum of squared deviations (Welford, weighted)
 	min, max float64
+	ranged   bool // min and max hold a gap (Widen was called)
 }
 
 const (
@@ -41,7 +42,64 @@ func (h *GapHistogram) Add(gapS float64, count int64) {
 	if count <= 0 || math.IsNaN(gapS) {
 		return
 	}
+	h.Fold(gapS, count)
+	h.Widen(gapS, gapS)
+}
+
+// Fold records count gaps of gapS seconds in the buckets, the count, mean
+// and spread, but not in Min and Max: Widen says those. It lets a caller
+// add gaps before it knows they will stay (a simulator folds every running
+// sequence's gaps at each decode step) and take them back with Unfold,
+// while Min and Max only ever see gaps that stayed. NaN gaps and counts ≤ 0
+// are ignored; negative gaps count as 0.
+func (h *GapHistogram) Fold(gapS float64, count int64) {
+	if count <= 0 || math.IsNaN(gapS) {
+		return
+	}
 	gapS = max(gapS, 0)
+	h.bucket(gapS, count)
+	n := h.n + count
+	d := gapS - h.mean
+	h.mean += d * float64(count) / float64(n)
+	h.m2 += d * float64(count) * (gapS - h.mean)
+	h.n = n
+}
+
+// Unfold takes back count gaps of gapS seconds that Fold added (the
+// weighted Welford step run backwards). Bucket counts and Count come back
+// exactly; the mean and spread to rounding.
+func (h *GapHistogram) Unfold(gapS float64, count int64) {
+	if count <= 0 || math.IsNaN(gapS) {
+		return
+	}
+	gapS = max(gapS, 0)
+	h.bucket(gapS, -count)
+	n := h.n - count
+	if n <= 0 {
+		h.n, h.mean, h.m2 = 0, 0, 0
+		return
+	}
+	mean := h.mean - float64(count)*(gapS-h.mean)/float64(n)
+	h.m2 -= float64(count) * (gapS - mean) * (gapS - h.mean)
+	h.mean, h.n = mean, n
+}
+
+// Widen makes Min and Max cover [lo, hi] (negative gaps count as 0; NaN is
+// ignored).
+func (h *GapHistogram) Widen(lo, hi float64) {
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		return
+	}
+	lo, hi = max(lo, 0), max(hi, 0)
+	if !h.ranged {
+		h.min, h.max, h.ranged = lo, hi, true
+		return
+	}
+	h.min, h.max = min(h.min, lo), max(h.max, hi)
+}
+
+// bucket adds count (which may be negative) to gapS's bucket.
+func (h *GapHistogram) bucket(gapS float64, count int64) {
 	switch {
 	case gapS < gapMin:
 		h.under += count
@@ -53,16 +111,6 @@ func (h *GapHistogram) Add(gapS float64, count int64) {
 		}
 		h.counts[bucketOf(gapS)] += count
 	}
-	if h.n == 0 {
-		h.min, h.max = gapS, gapS
-	} else {
-		h.min, h.max = min(h.min, gapS), max(h.max, gapS)
-	}
-	n := h.n + count
-	d := gapS - h.mean
-	h.mean += d * float64(count) / float64(n)
-	h.m2 += d * float64(count) * (gapS - h.mean)
-	h.n = n
 }
 
 // bucketOf is the bucket of a gap in [gapMin, gapMax): bucketLog's
@@ -122,10 +170,8 @@ func (h *GapHistogram) Merge(o *GapHistogram) {
 	if o == nil || o.n == 0 {
 		return
 	}
-	if h.n == 0 {
-		h.min, h.max = o.min, o.max
-	} else {
-		h.min, h.max = min(h.min, o.min), max(h.max, o.max)
+	if o.ranged {
+		h.Widen(o.min, o.max)
 	}
 	if o.counts != nil {
 		if h.counts == nil {

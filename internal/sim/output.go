@@ -22,7 +22,7 @@ type DirSink struct {
 	events  *jsonl
 	byKind  map[string]*jsonl
 	all     []*jsonl
-	line    metrics.RecordLine
+	line    []byte // metrics.jsonl's line, reused
 }
 
 // EventFiles maps an event kind to its file under structural/ (the seed's
@@ -84,9 +84,15 @@ func NewDirSink(dir string) (*DirSink, error) {
 	return d, nil
 }
 
+// Request writes r's line of metrics.jsonl (metrics.Record.AppendJSON: the
+// bytes encoding/json would write, without its reflection).
 func (d *DirSink) Request(r *metrics.Record) error {
-	d.line.Set(r)
-	return d.metrics.enc.Encode(&d.line)
+	var err error
+	if d.line, err = r.AppendJSON(d.line[:0]); err != nil {
+		return err
+	}
+	_, err = d.metrics.bw.Write(d.line)
+	return err
 }
 func (d *DirSink) Worker(w *metrics.WorkerSample) error { return d.workers.enc.Encode(w) }
 func (d *DirSink) Event(e *metrics.Event) error {

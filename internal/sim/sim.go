@@ -151,6 +151,11 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink, progress Progre
 		if !errors.As(err, &stop) {
 			return nil, err
 		}
+		// ITL is over completed requests: what the ones still running
+		// folded goes back (engine/itl.go).
+		for _, w := range s.workers {
+			w.RetractLiveGaps()
+		}
 		res := s.result()
 		res.Summary.Complete = false
 		res.Summary.StopReason = stop.Reason
