@@ -388,6 +388,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	l.accept() // counted in flight from now (see pd)
 	resp, err := s.send(ctx, base+"/generate", body)
 	if err != nil {
+		onP := l.d.Prefill() // before finish, which lets P go
 		l.finish(false)
 		if ctx.Err() != nil {
 			return false // the client left: nobody to answer, no worker's fault
@@ -400,6 +401,14 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 				q.retry, q.retryOn = cause, base
 				return false
 			}
+		} else if onP >= 0 && q.attempt < s.cfg.Retries {
+			// Whole on a prefill worker that is gone (a session P hosts):
+			// out of service at once, so the next attempt prefills on a
+			// decoder (v3 without P) or finds P back, as pd's prefill leg
+			// does.
+			s.prefillRefused(onP, base, err)
+			q.retry, q.retryOn = cause, base
+			return false
 		}
 		s.fail(w, q, http.StatusServiceUnavailable, cause)
 		return false

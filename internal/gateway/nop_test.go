@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
+	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
@@ -53,4 +55,46 @@ func TestGatewayKVCv3ServesWithoutP(t *testing.T) {
 	}
 	settled(t, d0.URL())
 	settled(t, d1.URL())
+}
+
+// TestGatewayKVCv3SessionOnDeadP: a session v3 hosts whole on the prefill
+// worker, whose process is then gone: its next turn is not answered 503
+// (the fault run's two losses under v3 before the fix) but served on the
+// decoder, as the turns that P would have prefilled are; P is out of
+// service at once.
+func TestGatewayKVCv3SessionOnDeadP(t *testing.T) {
+	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, func(c *emulator.Config) { c.ServeWhole = true })
+	d := worker(t, engine.RoleDecode, true)
+	gw, srv := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d}, func(c *Config) {
+		c.Dispatch.V3 = kvc.V3Config{DBudgetTokens: 131072, ColdRoute: true, ColdInflightTokens: 6144,
+			LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true}
+		c.Health = HealthConfig{Interval: time.Hour, Failures: 3} // no check runs within the test
+	})
+	a1 := generate(t, gw.URL, map[string]any{"input_ids": ids(1000, 3000), "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	if a1.status != http.StatusOK || a1.worker != d.URL() {
+		t.Fatalf("a turn 1: %+v, want it on the decoder", a1)
+	}
+	// a streams long on D, so P hosts b (TestGatewayKVCv3).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long := streamStart(t, ctx, gw.URL, map[string]any{"input_ids": append(ids(1000, 3000), ids(900000, 200)...), "session_id": "a",
+		"stream": true, "sampling_params": map[string]any{"max_new_tokens": 3000}})
+	b1 := generate(t, gw.URL, map[string]any{"input_ids": ids(50000, 2000), "session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	if b1.status != http.StatusOK || b1.mode != kvc.ModeWholeOnP || b1.worker != p.URL() {
+		t.Fatalf("b turn 1: %+v, want %s on the prefill worker", b1, kvc.ModeWholeOnP)
+	}
+	cancel()
+	long.Body.Close()
+	p.Kill()
+	b2 := generate(t, gw.URL, map[string]any{"input_ids": append(append(ids(50000, 2000), b1.outputIDs...), ids(700000, 300)...),
+		"session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	if b2.status != http.StatusOK || b2.worker != d.URL() {
+		t.Fatalf("b turn 2 with its host P dead: %+v, want it served on the decoder", b2)
+	}
+	var down bool
+	srv.locked(func() { down = srv.disp.Down(kvc.RolePrefill, 0) })
+	if !down {
+		t.Fatal("the dead prefill worker is still in service")
+	}
+	settled(t, d.URL())
 }
