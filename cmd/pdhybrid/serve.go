@@ -208,7 +208,7 @@ func serveGateway(ctx context.Context, e *env, gw *gateway.Server, host string, 
 	gw.Discover(dctx)
 	cancel()
 	for _, w := range gw.Capabilities() {
-		line := fmt.Sprintf("worker url=%s role=%s %s", w.URL, w.Role, w.Capabilities.Summary())
+		line := fmt.Sprintf("worker url=%s role=%s %s", w.URL, w.Role, w.Capabilities.Summary(w.Role))
 		if w.KVCPath != "" {
 			line += " kvc_path=" + w.KVCPath
 		}

@@ -243,6 +243,16 @@ type workerView struct {
 	KVCPath      string       `json:"kvc_path,omitempty"`
 }
 
+// MarshalJSON shows the capabilities that apply to the worker's role only
+// (Capabilities.forRole), as the startup line and /metrics do.
+func (v workerView) MarshalJSON() ([]byte, error) {
+	type plain workerView
+	return json.Marshal(struct {
+		plain
+		Capabilities map[string]any `json:"capabilities"`
+	}{plain(v), v.Capabilities.forRole(v.Role)})
+}
+
 // view is w as the admin API shows it (held lock).
 func (s *Server) view(w *workerInfo, bound map[int]int) workerView {
 	v := workerView{URL: w.URL, Role: w.Role, BootstrapPort: w.BootstrapPort, State: "active",

@@ -106,14 +106,37 @@ func (c Capabilities) KVCPath() string {
 	return kvc.DecoderCaps{SessionCache: c.SessionCache != absent, DecodeRadix: c.DecodeRadix == present, CondAgg: c.CondAgg == present}.Path()
 }
 
-// Summary is the capabilities in one line (startup, logs).
-func (c Capabilities) Summary() string {
+// capField is one capability under the name the startup line,
+// /admin/workers and /metrics all give it.
+type capField struct {
+	name string
+	t    tri
+}
+
+// fields lists the capabilities that apply to a worker of role, in a
+// fixed order. Discovery asks a decoder only for the decode modes and the
+// decoder's extension paths, a prefill worker only for the whole-request
+// and snapshot-ingest features, and a colocated worker for none (it has
+// no PD legs and the KVC paths run on decoders), so a capability outside
+// its role's list is not "unknown" but not applicable, and is shown
+// nowhere.
+func (c Capabilities) fields(role string) []capField {
+	switch role {
+	case roleDecode:
+		return []capField{{"decode_radix_cache", c.DecodeRadix}, {"conditional_agg", c.CondAgg},
+			{"session_cache", c.SessionCache}, {"snapshot_dump", c.SnapshotDump}}
+	case rolePrefill:
+		return []capField{{"serve_whole", c.ServeWhole}, {"snapshot_ingest", c.SnapshotSink}}
+	}
+	return nil
+}
+
+// Summary is the capabilities of a worker of role in one line (startup,
+// logs): those its role has that it offers (yes) or that were not yet
+// learnt (unknown), or "stock" when it offers none of them.
+func (c Capabilities) Summary(role string) string {
 	var on []string
-	for _, f := range []struct {
-		name string
-		t    tri
-	}{{"decode_radix", c.DecodeRadix}, {"conditional_agg", c.CondAgg}, {"session_cache", c.SessionCache},
-		{"snapshot_dump", c.SnapshotDump}, {"snapshot_ingest", c.SnapshotSink}} {
+	for _, f := range c.fields(role) {
 		if f.t != absent {
 			on = append(on, f.name+"="+f.t.String())
 		}
@@ -126,6 +149,29 @@ func (c Capabilities) Summary() string {
 		s += fmt.Sprintf(" kvc_protocol=%d", c.KVCVersion)
 	}
 	return s
+}
+
+// forRole is the capabilities as /admin/workers shows a worker of role:
+// what server_info said, and the capabilities its role has (yes, no or
+// unknown), without those that do not apply to it.
+func (c Capabilities) forRole(role string) map[string]any {
+	m := map[string]any{"server_info": c.Info, "kvc_protocol_version": c.KVCVersion}
+	if c.Mode != "" {
+		m["disaggregation_mode"] = c.Mode
+	}
+	if c.PageSize != 0 {
+		m["page_size"] = c.PageSize
+	}
+	if c.Error != "" {
+		m["error"] = c.Error
+	}
+	if !c.At.IsZero() {
+		m["discovered_at"] = c.At
+	}
+	for _, f := range c.fields(role) {
+		m[f.name] = f.t
+	}
+	return m
 }
 
 func orDash(s string) string {
@@ -375,7 +421,7 @@ func (s *Server) correct(d int, edit func(*Capabilities)) {
 }
 
 var (
-	descCapability = prometheus.NewDesc("pdhybrid_worker_capability", "1 if the worker offers the capability, 0 if it does not, as discovery last learnt it (server_info, and probes of the extension paths that tell a 404 from an error); absent while unknown. Capabilities: decode_radix_cache, conditional_agg, session_cache, snapshot_dump, snapshot_ingest.", []string{"role", "worker", "capability"}, nil)
+	descCapability = prometheus.NewDesc("pdhybrid_worker_capability", "1 if the worker offers the capability, 0 if it does not, as discovery last learnt it (server_info, and probes of the extension paths that tell a 404 from an error); absent while unknown and for a capability the role does not have. Capabilities: decode_radix_cache, conditional_agg, session_cache, snapshot_dump (decode); serve_whole, snapshot_ingest (prefill).", []string{"role", "worker", "capability"}, nil)
 	descKVCPath    = prometheus.NewDesc("pdhybrid_worker_kvc_path", "1 for the KVC path a kvcache-centric gateway's requests take on the decoder: extension, local-prefill, delta-pd or plain-pd (docs/gateway.md).", []string{"worker", "path"}, nil)
 )
 
@@ -389,13 +435,8 @@ func (capsCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c capsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.s.Capabilities() {
-		k := w.Capabilities
-		for _, f := range []struct {
-			name string
-			t    tri
-		}{{"decode_radix_cache", k.DecodeRadix}, {"conditional_agg", k.CondAgg}, {"session_cache", k.SessionCache},
-			{"snapshot_dump", k.SnapshotDump}, {"snapshot_ingest", k.SnapshotSink}} {
-			if f.t == unknown || (w.Role == rolePrefill) != (f.name == "snapshot_ingest") {
+		for _, f := range w.Capabilities.fields(w.Role) {
+			if f.t == unknown {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(descCapability, prometheus.GaugeValue, b2f(f.t == present), w.Role, w.URL, f.name)

@@ -55,6 +55,9 @@ func (s *Server) workerCaps() kvc.WorkerCaps {
 			return p == PathLocalPrefill || p == PathExtension && !peer
 		},
 		WholeOnP: func(p int) bool { return s.capsOf(rolePrefill, p).ServeWhole != absent },
+		// A stock decoder (or conditional aggregation alone) keeps nothing:
+		// its router index is not told what it was sent.
+		KeepsOnD: func(d int) bool { return s.decoderCaps(d).KVCPath() != PathPlainPD },
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -240,5 +241,36 @@ func TestSnapshotOffered(t *testing.T) {
 		if got := g.snapshotOffered(0, 0); got != c.offers {
 			t.Errorf("%s: snapshot sync offered %t, want %t (%+v)", c.name, got, c.offers, g.Capabilities())
 		}
+	}
+}
+
+// TestStockDecodersSpreadSharedPrompt: new sessions sharing a system
+// prompt go to all three stock decoders, not all to the first: a decoder
+// that keeps nothing is credited with no prefix (kvc.WorkerCaps.KeepsOnD),
+// so the shared prompt pulls no session to it. Each session's next turn
+// still goes to its own decoder (session-affine plain PD).
+func TestStockDecodersSpreadSharedPrompt(t *testing.T) {
+	p := worker(t, engine.RolePrefill, false)
+	ds := []*emulator.Server{worker(t, engine.RoleDecode, false), worker(t, engine.RoleDecode, false), worker(t, engine.RoleDecode, false)}
+	gw := gatewayWith(t, kvc.MechKVC, []*emulator.Server{p}, ds, nil)
+	home, on := map[int]string{}, map[string]int{}
+	for turn := range 2 {
+		for i := range 6 {
+			in := append(ids(1, 640), ids(10000*(i+1), 128+64*turn)...)
+			a := generate(t, gw.URL, map[string]any{"input_ids": in, "session_id": fmt.Sprint("s", i),
+				"sampling_params": map[string]any{"max_new_tokens": 2}})
+			if a.status != http.StatusOK || !strings.HasSuffix(a.mode, "-via-plain-pd") {
+				t.Fatalf("turn %d, session %d: %+v", turn+1, i, a)
+			}
+			if turn == 0 {
+				home[i] = a.worker
+				on[a.worker]++
+			} else if a.worker != home[i] {
+				t.Errorf("session %d moved from %s to %s", i, home[i], a.worker)
+			}
+		}
+	}
+	if len(on) != 3 {
+		t.Errorf("new sessions on %v, want them on all three decoders", on)
 	}
 }

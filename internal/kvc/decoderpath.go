@@ -50,6 +50,14 @@ func (c DecoderCaps) Path() string {
 	return PathPlainPD
 }
 
+// Keeps reports whether the decoder keeps the KV of a request it served
+// for later ones: the extension's session cache and the decode radix
+// cache do; a stock decoder, or one with conditional aggregation alone,
+// frees it (SGLang's chunk cache), so the router must credit it with no
+// prefix — else every prompt it was sent, a shared system prompt first,
+// draws new sessions to it with nothing there to reuse.
+func (c DecoderCaps) Keeps() bool { return c.SessionCache || c.DecodeRadix }
+
 // The decoder kinds, named as the worker flags that make them.
 const (
 	KindStock       = "stock"
@@ -125,6 +133,11 @@ type WorkerCaps struct {
 	// (the whole-request extension, kvc_protocol feature serve_whole).
 	// Without it KVC v3 keeps sessions off P.
 	WholeOnP func(p int) bool
+	// KeepsOnD reports whether decoder d keeps what it served
+	// (DecoderCaps.Keeps). Without it the decoder's router index is not
+	// told of the prompts sent there: the session stays pinned (affine)
+	// but no prefix overlap is believed, so new sessions go by load.
+	KeepsOnD func(d int) bool
 }
 
 // localOnD reports whether decoder d may be asked to prefill a request
@@ -137,4 +150,10 @@ func (x *Dispatcher) localOnD(d int) bool {
 // request whole.
 func (x *Dispatcher) wholeOnP(p int) bool {
 	return x.cfg.Workers.WholeOnP == nil || p < 0 || x.cfg.Workers.WholeOnP(p)
+}
+
+// keepsOnD reports whether decoder d may be believed to hold what it was
+// sent.
+func (x *Dispatcher) keepsOnD(d int) bool {
+	return x.cfg.Workers.KeepsOnD == nil || d < 0 || x.cfg.Workers.KeepsOnD(d)
 }

@@ -13,6 +13,11 @@ func TestDecoderPath(t *testing.T) {
 		if err != nil || c.Path() != want[k] {
 			t.Errorf("%s: %+v %v, path %s, want %s", k, c, err, c.Path(), want[k])
 		}
+		// What a decoder keeps: all but the plain-PD kinds (stock, and
+		// conditional aggregation alone: a chunk cache).
+		if c.Keeps() != (want[k] != PathPlainPD) {
+			t.Errorf("%s: keeps %t", k, c.Keeps())
+		}
 	}
 	if _, err := ParseDecoderKind("radix"); err == nil {
 		t.Error("an unknown kind was accepted")

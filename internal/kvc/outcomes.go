@@ -54,7 +54,12 @@ func (t *Dispatch) Accepted() {
 			x.seeding[t.chosenD]++
 			t.seeding = true
 		}
-		h := t.sendTo(x.d, t.chosenD)
+		var h radix.Handle
+		if x.keepsOnD(t.chosenD) {
+			h = t.sendTo(x.d, t.chosenD)
+		} else {
+			x.d.Dispatched(t.chosenD, t.r.Session, nil) // pinned, but the decoder keeps nothing of it
+		}
 		s := x.session(t.r.Session)
 		if s.pin != t.chosenD {
 			x.unpin(t.r.Session)

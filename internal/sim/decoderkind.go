@@ -101,6 +101,8 @@ func (s *Sim) workerCaps() kvc.WorkerCaps {
 	wc := kvc.WorkerCaps{LocalOnD: func(d int) bool {
 		p := s.dPath(d)
 		return p == kvc.PathExtension || p == kvc.PathLocalPrefill
+	}, KeepsOnD: func(d int) bool {
+		return s.dPath(d) != kvc.PathPlainPD // a stock decoder keeps nothing (kvc.DecoderCaps.Keeps)
 	}}
 	if s.cfg.KVC.PrefillWorkerKind == kvc.KindStock {
 		wc.WholeOnP = func(int) bool { return false } // stock SGLang refuses a raw /generate on P

@@ -110,3 +110,40 @@ func TestDecodeWorkerKindErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestStockDecodersCreditedWithNothing: sessions sharing a system prompt
+// on decoders that keep nothing (stock, conditional aggregation alone)
+// spread over the decoders, each session staying on its own. The router
+// used to believe such a decoder held every prompt it was sent, so the
+// shared prompt drew every new session to the first decoder (all 1,279
+// requests of the agentic workload on one of three, docs/gateway.md).
+func TestStockDecodersCreditedWithNothing(t *testing.T) {
+	for _, kind := range []string{kvc.KindStock, kvc.KindCondAgg} {
+		t.Run(kind, func(t *testing.T) {
+			cfg := kvcConfig(t)
+			cfg.KVC.DecodeWorkerKind = kind
+			recs := runSA(t, cfg, smallAppendCfg(12, 3, 8192, 512, 4096))
+			if len(recs) != 36 {
+				t.Fatalf("%d requests recorded, want 36", len(recs))
+			}
+			perD := map[string]int{}
+			for _, r := range recs {
+				if r.Status != metrics.StatusCompleted {
+					t.Fatalf("request %d: %s %s", r.ChatID, r.Status, r.Error)
+				}
+				perD[r.DecodeWorker]++
+			}
+			if len(perD) != 3 {
+				t.Fatalf("requests per decoder %v, want all three used", perD)
+			}
+			for d, n := range perD {
+				if n < 36/3-6 {
+					t.Errorf("requests per decoder %v: %s has %d", perD, d, n)
+				}
+			}
+			if ch := dChanges(recs); len(ch) != 0 {
+				t.Errorf("sessions changed decoder: %v (plain PD stays session-affine)", ch)
+			}
+		})
+	}
+}
