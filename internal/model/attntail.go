@@ -19,8 +19,9 @@ import (
 //     large batch runs every sequence unsplit;
 //   - one persistent CTA per SM takes the next tile in order when it goes
 //     idle (VarlenDynamicPersistentTileScheduler, tile_scheduler.hpp):
-//     batches in groups of 31, each group's heads in turn; tiles are not
-//     sorted by length.
+//     batch by batch in the batch's order, each batch's heads in turn and
+//     each head's splits in turn; tiles are not sorted by length (the
+//     sorting variant is off: varlen_sort_batches = false).
 //
 // So the kernel ends when the most loaded CTA does: a long sequence among
 // short ones, or too few tiles for the SMs, leaves SMs idle at the end.
@@ -40,10 +41,6 @@ type AttnTiles struct {
 // dynamically (PREPARE_VARLEN_MAX_BATCHES_1CTA, 992): beyond it every
 // sequence runs unsplit.
 const fa3MaxBatch1CTA = 992
-
-// fa3GroupBatches is how many batches the tile scheduler walks at a time
-// (one warp's lanes less one, NumThreadsPerWarp − 1).
-const fa3GroupBatches = 31
 
 // fa3BlockN is FA3's key-block width for a causal decode on Hopper
 // (tile_size_fwd_sm90 with one MMA warpgroup, 16-bit KV).
@@ -109,16 +106,13 @@ func (a *AttnTiles) Makespan(ctxs []int, loads *[]int64, splits *[]int) int64 {
 	}
 	// The kept tiles, last first: walk the order backwards.
 	buf := (*loads)[:0]
-	for g := (len(ctxs) - 1) / fa3GroupBatches * fa3GroupBatches; g >= 0 && len(buf) < keep; g -= fa3GroupBatches {
-		end := min(g+fa3GroupBatches, len(ctxs))
+	for b := len(ctxs) - 1; b >= 0 && len(buf) < keep; b-- {
+		nb := ceilDiv(ctxs[b], a.BlockN)
+		s := (*splits)[b]
+		per := ceilDiv(nb, s)
 		for head := a.KVHeads - 1; head >= 0 && len(buf) < keep; head-- {
-			for b := end - 1; b >= g && len(buf) < keep; b-- {
-				nb := ceilDiv(ctxs[b], a.BlockN)
-				s := (*splits)[b]
-				per := ceilDiv(nb, s)
-				for j := s - 1; j >= 0 && len(buf) < keep; j-- {
-					buf = append(buf, int64(min((j+1)*per*a.BlockN, ctxs[b])-min(j*per*a.BlockN, ctxs[b])))
-				}
+			for j := s - 1; j >= 0 && len(buf) < keep; j-- {
+				buf = append(buf, int64(min((j+1)*per*a.BlockN, ctxs[b])-min(j*per*a.BlockN, ctxs[b])))
 			}
 		}
 	}

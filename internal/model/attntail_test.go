@@ -47,7 +47,10 @@ func TestFA3MakespanByHand(t *testing.T) {
 		{"long last", AttnTiles{KVHeads: 1, SMs: 2, BlockN: 128, MaxSplits: 1}, []int{100, 100, 300}, 400},
 		// Head-major within a group: 100, 300 (head 0), then 100 goes to
 		// the CTA at 100 (200) and 300 to it again (500).
-		{"heads in turn", AttnTiles{KVHeads: 2, SMs: 2, BlockN: 128, MaxSplits: 1}, []int{100, 300}, 500},
+		// Batch by batch, each batch's heads in turn: 100, 100 (batch 0),
+		// then 300 and 300 on top of them: 400 (heads first would give
+		// 100, 300, then 100 and 300 on the first CTA: 500).
+		{"batch by batch", AttnTiles{KVHeads: 2, SMs: 2, BlockN: 128, MaxSplits: 1}, []int{100, 300}, 400},
 		// 1,000 tokens in 3 splits of 3, 3 and 2 blocks: 384, 384, 232
 		// on three of four CTAs.
 		{"splits", AttnTiles{KVHeads: 1, SMs: 4, BlockN: 128, MaxSplits: 16}, []int{1000}, 384},
