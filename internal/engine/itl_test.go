@@ -98,7 +98,7 @@ func TestFoldedGapsMatchPerTokenGaps(t *testing.T) {
 					w.compactGaps()
 				}
 				for _, v := range reqs {
-					if v.Stage == StageWaiting && v.gapSt.span.from != 0 && rng.IntN(2) == 0 {
+					if v.Stage == StageWaiting && v.gapSt.closed != nil && rng.IntN(2) == 0 {
 						closedAborts++ // preempted, waiting to compute again
 						w.Abort(now, v)
 						delete(ref.owed, v)
@@ -107,7 +107,7 @@ func TestFoldedGapsMatchPerTokenGaps(t *testing.T) {
 				}
 				if rng.IntN(10) == 0 && len(w.decoding) > 0 {
 					v := w.decoding[rng.IntN(len(w.decoding))]
-					if len(v.gapSt.closed) > 0 {
+					if v.gapSt.closed != nil {
 						closedAborts++
 					}
 					w.Abort(now, v)

@@ -45,8 +45,22 @@ const (
 )
 
 // Request is one request as a worker sees it. The owner fills the first
-// block of fields; the worker fills the rest.
+// block of fields after the step state (and Output); the worker fills the
+// rest.
 type Request struct {
+	// The step state: what a decode run reads and writes for every
+	// running sequence (Worker.Advance, generate, itl.go), together at the
+	// head so that a batch's walk touches one cache line per sequence, not
+	// four. A decode run cost one store per token per request in a gap list
+	// of its own before (itl.go).
+	lastTokenAt float64 // for inter-token gaps
+	gapFrom     int64   // the first decode run of its open gap span; 0: none (itl.go)
+	generated   int
+	Output      int   // tokens to generate here (≥ 1 for Full and DecodeOnly)
+	own         int64 // tokens this request holds outside the radix tree
+	reservedOut int64 // output tokens still promised to this request
+	Stage       Stage
+
 	ID   int64
 	Kind Kind
 	// Blocks are the prompt's hash ids. They are not copied, and they are
@@ -61,7 +75,6 @@ type Request struct {
 	// (radix.Tree.InsertShared): the simulator's frozen session chains.
 	SharedBlocks bool
 	Input        int // prompt tokens
-	Output       int // tokens to generate here (≥ 1 for Full and DecodeOnly)
 	// Session names the conversation the request belongs to. A worker with a
 	// prefix cache keeps a finished Full request's output KV for the
 	// session's next turn (see nameOutput); "" keeps none.
@@ -76,13 +89,9 @@ type Request struct {
 	LowPriority bool
 	Tag         any // the owner's own data
 
-	Stage        Stage
-	CachedTokens int // prompt tokens found in this worker's prefix cache
-	prefilled    int // uncached prompt tokens computed so far
-	generated    int
+	CachedTokens int    // prompt tokens found in this worker's prefix cache
+	prefilled    int    // uncached prompt tokens computed so far
 	recompute    int    // output tokens to compute again after a preemption (vllm.go)
-	own          int64  // tokens this request holds outside the radix tree
-	reservedOut  int64  // output tokens still promised to this request
 	matched      int    // prompt blocks its cache match covered
 	lastWhole    uint64 // id of the prompt's last whole block, kept at prefill end
 	sessCounted  bool   // counted in its session's in-flight requests (session.go)
@@ -106,8 +115,7 @@ type Request struct {
 	DecodeStartAt float64 // joined the decode batch
 	FirstTokenAt  float64
 	FinishedAt    float64
-	lastTokenAt   float64  // for inter-token gaps (itl.go)
-	gapSt         gapState // its inter-token gaps folded so far (itl.go)
+	gapSt         gapState // its open gap span's own first gap, and closed spans (itl.go)
 }
 
 // Uncached is the number of prompt tokens this worker must compute, and

@@ -88,11 +88,25 @@ func (w *Worker) Advance(now float64) {
 	p := &w.plan
 	if k := p.decodeK; k > 0 {
 		w.stats.DecodeSteps += int64(k)
-		w.recordGaps()
+		// The gaps are taken in the same walk of the batch (itl.go), which
+		// touches each sequence's step state once.
+		gaps := w.cfg.Gaps != nil
+		var shared, first, prevEnd float64
+		var n, continued int64
+		if gaps {
+			prevEnd = w.gapLog.end
+			shared, first = w.beginGapRun()
+		}
 		kept := w.decoding[:0]
 		for _, r := range w.decoding {
 			if r.Stage != StageDecoding {
 				continue
+			}
+			if gaps {
+				n++
+				if w.gapSeq(r, first, prevEnd) {
+					continued++
+				}
 			}
 			w.generate(r, k)
 			r.lastTokenAt = end
@@ -104,6 +118,9 @@ func (w *Worker) Advance(now float64) {
 		}
 		clear(w.decoding[len(kept):])
 		w.decoding = kept
+		if gaps {
+			w.endGapRun(shared, n, continued)
+		}
 	}
 	if len(p.chunks) > 0 {
 		if w.host != nil {
