@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -70,21 +69,8 @@ func TestGatewayKVCv3SessionOnDeadP(t *testing.T) {
 			LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true}
 		c.Health = HealthConfig{Interval: time.Hour, Failures: 3} // no check runs within the test
 	})
-	a1 := generate(t, gw.URL, map[string]any{"input_ids": ids(1000, 3000), "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
-	if a1.status != http.StatusOK || a1.worker != d.URL() {
-		t.Fatalf("a turn 1: %+v, want it on the decoder", a1)
-	}
-	// a streams long on D, so P hosts b (TestGatewayKVCv3).
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	long := streamStart(t, ctx, gw.URL, map[string]any{"input_ids": append(ids(1000, 3000), ids(900000, 200)...), "session_id": "a",
-		"stream": true, "sampling_params": map[string]any{"max_new_tokens": 3000}})
-	b1 := generate(t, gw.URL, map[string]any{"input_ids": ids(50000, 2000), "session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})
-	if b1.status != http.StatusOK || b1.mode != kvc.ModeWholeOnP || b1.worker != p.URL() {
-		t.Fatalf("b turn 1: %+v, want %s on the prefill worker", b1, kvc.ModeWholeOnP)
-	}
-	cancel()
-	long.Body.Close()
+	b1, stop := v3SessionOnP(t, gw.URL, p, d)
+	stop()
 	p.Kill()
 	b2 := generate(t, gw.URL, map[string]any{"input_ids": append(append(ids(50000, 2000), b1.outputIDs...), ids(700000, 300)...),
 		"session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})

@@ -32,26 +32,13 @@ func TestGatewayKVCv3(t *testing.T) {
 			LocalFallback: true, TypedRejects: true, WholeOnP: true, PHosts: true}
 	})
 
-	a1 := generate(t, gw.URL, map[string]any{"input_ids": ids(1000, 3000), "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
-	if a1.status != http.StatusOK || a1.mode != kvc.ModeLocalSeed || a1.worker != d.URL() {
-		t.Fatalf("a turn 1: %+v, want %s on the decoder", a1, kvc.ModeLocalSeed)
-	}
-	// a's second request streams long on D while b arrives.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	long := streamStart(t, ctx, gw.URL, map[string]any{"input_ids": append(ids(1000, 3000), ids(900000, 200)...), "session_id": "a",
-		"stream": true, "sampling_params": map[string]any{"max_new_tokens": 3000}})
-	b1 := generate(t, gw.URL, map[string]any{"input_ids": ids(50000, 2000), "session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})
-	if b1.status != http.StatusOK || b1.mode != kvc.ModeWholeOnP || b1.worker != p.URL() {
-		t.Fatalf("b turn 1: %+v, want %s on the prefill worker", b1, kvc.ModeWholeOnP)
-	}
+	b1, stop := v3SessionOnP(t, gw.URL, p, d)
 	b2 := generate(t, gw.URL, map[string]any{"input_ids": append(append(ids(50000, 2000), b1.outputIDs...), ids(700000, 300)...),
 		"session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})
 	if b2.status != http.StatusOK || b2.mode != kvc.ModeWholeOnP || b2.worker != p.URL() || b2.cached < 1984 {
 		t.Fatalf("b turn 2: %+v, want it whole on P again with turn 1's 1,984 whole-block tokens cached there", b2)
 	}
-	cancel()
-	long.Body.Close()
+	stop()
 	settled(t, d.URL())
 	settled(t, p.URL())
 	deadline := time.Now().Add(5 * time.Second)
@@ -61,6 +48,29 @@ func TestGatewayKVCv3(t *testing.T) {
 			t.Fatal("the dispatcher's v3 queues are not empty after every request ended")
 		}
 	}
+}
+
+// v3SessionOnP runs TestGatewayKVCv3's first steps: session a seeded on
+// decoder d, a's long second request streaming there, and so session b's
+// first turn hosted whole on prefill worker p. It returns b's answer and a
+// stop that ends a's stream.
+func v3SessionOnP(t *testing.T, gw string, p, d *emulator.Server) (answer, func()) {
+	t.Helper()
+	a1 := generate(t, gw, map[string]any{"input_ids": ids(1000, 3000), "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	if a1.status != http.StatusOK || a1.mode != kvc.ModeLocalSeed || a1.worker != d.URL() {
+		t.Fatalf("a turn 1: %+v, want %s on the decoder", a1, kvc.ModeLocalSeed)
+	}
+	// a's second request streams long on D while b arrives.
+	ctx, cancel := context.WithCancel(context.Background())
+	long := streamStart(t, ctx, gw, map[string]any{"input_ids": append(ids(1000, 3000), ids(900000, 200)...), "session_id": "a",
+		"stream": true, "sampling_params": map[string]any{"max_new_tokens": 3000}})
+	stop := func() { cancel(); long.Body.Close() }
+	t.Cleanup(stop)
+	b1 := generate(t, gw, map[string]any{"input_ids": ids(50000, 2000), "session_id": "b", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	if b1.status != http.StatusOK || b1.mode != kvc.ModeWholeOnP || b1.worker != p.URL() {
+		t.Fatalf("b turn 1: %+v, want %s on the prefill worker", b1, kvc.ModeWholeOnP)
+	}
+	return b1, stop
 }
 
 // streamStart sends a streamed /generate and returns once its headers are
