@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -127,5 +128,26 @@ func TestFA3MakespanManyWaves(t *testing.T) {
 	}
 	if d := got - 3200; d < -100 || d > 100 {
 		t.Errorf("makespan %d: more than a tile from the exact 3,200", got)
+	}
+}
+
+// A profile's tile description is checked: a share outside (0, 1] or a
+// zero count is a clear error naming the field.
+func TestProfileRejectsBadAttnTiles(t *testing.T) {
+	for _, a := range []AttnTiles{
+		{KVHeads: 2, SMs: 132, BlockN: 128, MaxSplits: 16, CTAShare: 0},
+		{KVHeads: 2, SMs: 132, BlockN: 128, MaxSplits: 16, CTAShare: 1.5},
+		{KVHeads: 0, SMs: 132, BlockN: 128, MaxSplits: 16, CTAShare: 0.01},
+		{KVHeads: 2, SMs: 0, BlockN: 128, MaxSplits: 16, CTAShare: 0.01},
+	} {
+		p, err := Builtin("qwen3-30b-a3b", "h200-141g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := a
+		p.Timing.AttnTiles = &a
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "timing.attn_tiles") {
+			t.Errorf("%+v: error %v, want one naming timing.attn_tiles", a, err)
+		}
 	}
 }
