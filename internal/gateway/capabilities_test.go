@@ -123,7 +123,7 @@ func TestHealthRoundRediscovers(t *testing.T) {
 	_, g := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d}, func(c *Config) {
 		c.Health.Interval = 20 * time.Millisecond
 	})
-	deadline := time.Now().Add(10 * time.Second) // a bound, not a timing claim: rounds are 20 ms apart
+	deadline := time.Now().Add(10 * time.Second)           // a bound, not a timing claim: rounds are 20 ms apart
 	for g.Capabilities()[1].Capabilities.Info != present { // the start's discovery, done
 		if time.Now().After(deadline) {
 			t.Fatal("no discovery within 10 s")
