@@ -3,6 +3,7 @@ package emulator
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 )
@@ -219,7 +220,8 @@ func (s *Server) delivered(now float64, rm *room, d delivery, err error) {
 	}
 	if err != nil {
 		s.metrics.transferFailed()
-		s.prefillFail(now, rm, "Decode instance could be dead, remote session is not alive: "+err.Error())
+		// Mooncake's wording, its session id being the remote's host:port.
+		s.prefillFail(now, rm, "Decode instance could be dead, remote session "+urlHost(rm.kvURL)+" is not alive")
 		return
 	}
 	if d.Done {
@@ -276,4 +278,12 @@ func (s *Server) prefillAbort(now float64, st *reqState) {
 	if st.room != nil {
 		s.prefillFree(now, st.room)
 	}
+}
+
+// urlHost is a URL's host:port (the URL itself when it does not parse).
+func urlHost(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Host != "" {
+		return p.Host
+	}
+	return u
 }

@@ -274,7 +274,7 @@ func TestPDDeadPeers(t *testing.T) {
 	waitFor(t, 5*time.Second, "D to register", func() bool { return registered(d2) })
 	d2.Kill()
 	st, b = post(t, p2.URL()+"/generate", copyBody(body2))
-	if st != 500 || !strings.Contains(string(b), "Decode instance could be dead") {
+	if st != 500 || !strings.Contains(string(b), "Decode instance could be dead, remote session "+strings.TrimPrefix(d2.URL(), "http://")+" is not alive") {
 		t.Fatalf("D died: %d %s", st, b)
 	}
 	if l := loads(t, p2); l["num_used_tokens"].(float64) != 0 {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
@@ -109,5 +110,42 @@ func TestDiscoveryTellsErrorFrom404(t *testing.T) {
 	stock := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, emulatortest.Stock)
 	if c = g.discover(context.Background(), stock.URL(), roleDecode, prev); c.SessionCache != absent || c.SnapshotDump != absent || c.Error != "" {
 		t.Fatalf("stock decoder: %+v", c)
+	}
+}
+
+// TestHealthRoundRediscovers: every health round learns the capabilities
+// again, so a belief that went wrong (a worker restarted with other flags)
+// is put right without a refusal: a stock decoder believed to have the
+// session cache and the decode radix cache is found stock again.
+func TestHealthRoundRediscovers(t *testing.T) {
+	p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, emulatortest.Stock)
+	d := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, emulatortest.Stock)
+	_, g := gatewayServer(t, kvc.MechKVC, []*emulator.Server{p}, []*emulator.Server{d}, func(c *Config) {
+		c.Health.Interval = 20 * time.Millisecond
+	})
+	deadline := time.Now().Add(10 * time.Second)           // a bound, not a timing claim: rounds are 20 ms apart
+	for g.Capabilities()[1].Capabilities.Info != present { // the start's discovery, done
+		if time.Now().After(deadline) {
+			t.Fatal("no discovery within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wrong := Capabilities{Info: present, Mode: "decode", PageSize: 64, DecodeRadix: present, SessionCache: present, SnapshotDump: present}
+	g.locked(func() {
+		for _, w := range g.workers {
+			if w.Role == roleDecode {
+				w.caps = wrong
+			}
+		}
+	})
+	for {
+		c := g.Capabilities()[1]
+		if c.KVCPath == PathPlainPD && c.Capabilities.DecodeRadix == absent && c.Capabilities.SessionCache == absent {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s of health rounds the decoder is still %+v, path %s", c.Capabilities, c.KVCPath)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 
@@ -25,21 +26,25 @@ type Tokenizer interface {
 type hfTokenizer struct{ tk *tokenizer.Tokenizer }
 
 // LoadTokenizer reads a Hugging Face tokenizer.json. A file the library
-// cannot build (its Split pre-tokenizer compiles patterns with Go's RE2,
-// which has no lookahead, as in the `\s+(?!\S)` of the Qwen2/3 and Llama 3
-// patterns) is an error naming the file, never a panic.
+// cannot build, or would tokenize otherwise than the model's own
+// tokenizer (unsupportedTokenizer: a lookahead in a Split pattern, as in
+// the `\s+(?!\S)` of the Qwen2/3 and Llama 3 patterns; ByteLevel with
+// use_regex false; BPE's ignore_merges), is an error naming the file and
+// the reason, never a panic nor ids that differ from the workers'.
 func LoadTokenizer(path string) (t Tokenizer, err error) {
-	f, err := os.Open(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
-	defer f.Close()
+	if why := unsupportedTokenizer(raw); why != "" {
+		return nil, fmt.Errorf("tokenizer %s: not supported: %s", path, why)
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			t, err = nil, fmt.Errorf("tokenizer %s: cannot build it: %v (Go's regexp has no lookahead; such a pattern is not supported)", path, r)
+			t, err = nil, fmt.Errorf("tokenizer %s: cannot build it: %v", path, r)
 		}
 	}()
-	tk, err := pretrained.FromReader(f)
+	tk, err := pretrained.FromReader(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}

@@ -35,6 +35,13 @@ func byteLevel() map[byte]rune {
 // of the models' own (Qwen's, GPT-2's): 256 byte tokens and a few merges.
 func writeTokenizer(t *testing.T, preTokenizer map[string]any) string {
 	t.Helper()
+	return writeTokenizerWith(t, preTokenizer, nil)
+}
+
+// writeTokenizerWith is writeTokenizer with edit applied to the BPE model's
+// settings.
+func writeTokenizerWith(t *testing.T, preTokenizer map[string]any, edit func(model map[string]any)) string {
+	t.Helper()
 	vocab := map[string]int{}
 	for b, r := range byteLevel() {
 		vocab[string(r)] = int(b)
@@ -53,6 +60,9 @@ func writeTokenizer(t *testing.T, preTokenizer map[string]any) string {
 		"normalizer": map[string]any{"type": "NFC"}, "pre_tokenizer": preTokenizer, "post_processor": bl, "decoder": bl,
 		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
 			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": merges},
+	}
+	if edit != nil {
+		edit(cfg["model"].(map[string]any))
 	}
 	b, _ := json.Marshal(cfg)
 	p := filepath.Join(t.TempDir(), "tokenizer.json")

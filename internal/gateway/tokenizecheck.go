@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// unsupportedTokenizer names what in a tokenizer.json the Go library
+// (github.com/sugarme/tokenizer v0.3.0) would not do as Hugging Face's
+// tokenizers do, or "" when nothing: loading such a file would give ids
+// that differ from the model's, and a gateway hashing those ids would
+// believe blocks no worker caches, so it is refused at start instead.
+//
+//   - A Split pattern with a lookaround ((?!…), (?=…), (?<…): Qwen2/3's
+//     and Llama 3's \s+(?!\S)): Go's RE2 cannot compile it.
+//   - A ByteLevel pre-tokenizer with use_regex false (the byte mapping
+//     after a Split, as in Qwen's and DeepSeek's files): the library's
+//     ByteLevel reads only add_prefix_space and trim_offsets and always
+//     splits again with its own GPT-2 pattern, which cuts pieces the
+//     Split kept whole (".\n", "$x").
+//   - A BPE model with ignore_merges true (Llama 3: a word in the
+//     vocabulary is one token whatever the merges say): not read.
+func unsupportedTokenizer(raw []byte) string {
+	var cfg struct {
+		PreTokenizer json.RawMessage `json:"pre_tokenizer"`
+		Model        struct {
+			Type         string `json:"type"`
+			IgnoreMerges bool   `json:"ignore_merges"`
+		} `json:"model"`
+	}
+	if json.Unmarshal(raw, &cfg) != nil {
+		return "" // the library's own parse reports it
+	}
+	if cfg.Model.Type == "BPE" && cfg.Model.IgnoreMerges {
+		return "model BPE with ignore_merges true (Llama 3's), which the Go tokenizer does not implement"
+	}
+	var pre any
+	if json.Unmarshal(cfg.PreTokenizer, &pre) != nil {
+		return ""
+	}
+	return unsupportedPreTokenizer(pre)
+}
+
+// unsupportedPreTokenizer walks a pre_tokenizer (a Sequence's members
+// too) for what unsupportedTokenizer refuses.
+func unsupportedPreTokenizer(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	switch m["type"] {
+	case "Sequence":
+		list, _ := m["pretokenizers"].([]any)
+		for _, p := range list {
+			if why := unsupportedPreTokenizer(p); why != "" {
+				return why
+			}
+		}
+	case "Split":
+		pat, _ := m["pattern"].(map[string]any)
+		if re, ok := pat["Regex"].(string); ok {
+			for _, look := range []string{"(?!", "(?=", "(?<"} {
+				if strings.Contains(re, look) {
+					return fmt.Sprintf("pre_tokenizer Split pattern %q has a lookaround %s…), which Go's regexp cannot compile (Qwen2/3's and Llama 3's \\s+(?!\\S))", re, look)
+				}
+			}
+		}
+	case "ByteLevel":
+		if u, ok := m["use_regex"].(bool); ok && !u {
+			return "pre_tokenizer ByteLevel with use_regex false: the Go tokenizer's ByteLevel always splits again with GPT-2's pattern, so its ids would differ from the model's"
+		}
+	}
+	return ""
+}

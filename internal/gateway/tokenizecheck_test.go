@@ -1,0 +1,43 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTokenizerRefusesWhatItWouldGetWrong: a tokenizer.json the Go library
+// would build but tokenize otherwise than Hugging Face's (or could not
+// build) is refused at load, naming the file and the reason; the GPT-2
+// layout it does handle loads.
+func TestTokenizerRefusesWhatItWouldGetWrong(t *testing.T) {
+	bl := func(useRegex bool) map[string]any {
+		return map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": useRegex}
+	}
+	split := func(re string) map[string]any {
+		return map[string]any{"type": "Split", "pattern": map[string]any{"Regex": re}, "behavior": "Isolated", "invert": false}
+	}
+	seq := func(ps ...any) map[string]any { return map[string]any{"type": "Sequence", "pretokenizers": ps} }
+	qwen := `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	for _, c := range []struct {
+		name string
+		pre  map[string]any
+		edit func(map[string]any)
+		want string // "" loads
+	}{
+		{"GPT-2: ByteLevel with its regex", bl(true), nil, ""},
+		{"a Split without lookaround, then ByteLevel splitting again", seq(split(`\p{N}{1,3}`), bl(true)), nil, ""},
+		{"Qwen2/3: Split with \\s+(?!\\S), ByteLevel without regex", seq(split(qwen), bl(false)), nil, "lookaround (?!"},
+		{"a lookbehind", split(`(?<=a)b`), nil, "lookaround (?<"},
+		{"ByteLevel without regex after a plain Split", seq(split(`\p{N}{1,3}`), bl(false)), nil, "use_regex false"},
+		{"Llama 3's ignore_merges", bl(true), func(m map[string]any) { m["ignore_merges"] = true }, "ignore_merges"},
+	} {
+		path := writeTokenizerWith(t, c.pre, c.edit)
+		_, err := LoadTokenizer(path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want it loaded", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path)):
+			t.Errorf("%s: %v, want an error naming %s and %q", c.name, err, path, c.want)
+		}
+	}
+}
