@@ -73,7 +73,7 @@ type DecodeIsolation struct {
 	MaxPWaitS float64
 	// TTFTSLOS: a prefill over its decoder's budget still runs there when
 	// through P it would miss this TTFT, in seconds, and on the decoder it
-	// would not take longer (0 = never).
+	// would meet it (0 = never).
 	TTFTSLOS float64
 }
 
@@ -242,9 +242,12 @@ func (t *Dispatch) v4PBusy() bool {
 
 // v4PMissesTTFT reports whether the request's prefill through P would
 // miss the TTFT SLO (TTFTSLOS) while on decoder d, n tokens after p
-// cached, it would start and end sooner: then isolation would cost the
-// request its TTFT SLO for a stall the worker's slicing still bounds, and
-// the prefill runs on d (prefill deflection's rule, arXiv 2607.02043).
+// cached behind d's own queue, it would meet it: then isolation would cost
+// the request its SLO for a stall the workers' slicing still bounds, and
+// the prefill runs on d (prefill deflection's trigger, arXiv 2607.02043,
+// with the SLO as the bar on both sides). A prefill that misses the SLO
+// either way stays held: running it on d buys a TTFT tail for a TPOT
+// cost (docs/kvc-v4.md, "The TTFT escape").
 func (t *Dispatch) v4PMissesTTFT(d, n, p int) bool {
 	x := t.x
 	c := x.iso()
@@ -259,7 +262,7 @@ func (t *Dispatch) v4PMissesTTFT(d, n, p int) bool {
 	pu := t.pUncached(pw)
 	viaP := c.Cost.queueS(x.load.p[pw]) + c.Cost.PrefillS(pu, t.r.Input-pu)
 	local := c.Cost.queueS(x.load.d[d]) + c.Cost.PrefillS(n, p)
-	miss := viaP > c.TTFTSLOS && local < viaP
+	miss := viaP > c.TTFTSLOS && local <= c.TTFTSLOS
 	if miss && t.paths() {
 		t.note("v4 TTFT SLO %.1f s: through %s %.3f s, on %s %.3f s: local", c.TTFTSLOS, x.p.names[pw], viaP, x.d.names[d], local)
 	}

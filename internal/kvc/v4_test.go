@@ -91,7 +91,10 @@ func TestV4BudgetByHand(t *testing.T) {
 // is over the bucket too (0.9 s); through P it would wait behind c's 3,000
 // tokens (0.3 s) and take 0.9 s, 1.2 s, over the SLO, while on d0, whose
 // queue is empty, it takes 0.9 s: it runs there, drawing the bucket to
-// −0.8 s. Without the SLO e goes through P.
+// −0.8 s, and ends there. f (3,000) goes through P (0.3 + 0.3 s). g
+// (12,000) through P would take 0.6 + 1.2 = 1.8 s, over the SLO; on d0 it
+// would take 1.2 s, less, but over the SLO too: it stays held (through P).
+// Without the SLO e goes through P as well.
 func TestV4TTFTEscapeByHand(t *testing.T) {
 	for _, slo := range []float64{1, 0} {
 		v3 := V3Config{DBudgetTokens: 1 << 24, Margin: -(1 << 24),
@@ -104,7 +107,8 @@ func TestV4TTFTEscapeByHand(t *testing.T) {
 			input int
 			local bool
 			done  bool // its prefill ends before the next arrives
-		}{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false}, {"e", 9000, slo > 0, false}} {
+		}{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false}, {"e", 9000, slo > 0, true},
+			{"f", 3000, false, false}, {"g", 12000, false, false}} {
 			blk := uint64(100 * (i + 1))
 			d := x.Begin(0, Request{Session: st.s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: st.input, Output: 101})
 			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})

@@ -70,7 +70,7 @@ type KVCv3 struct {
 	IsolationMaxPWaitS float64 `json:"isolation_max_p_wait_s,omitempty"`
 	// IsolationTTFTSLOMs: with TPOTSLOMs, a prefill over its decoder's
 	// budget runs there anyway when through P it would miss this TTFT
-	// (ms) and on the decoder it would not take longer (0 = never).
+	// (ms) and on the decoder it would meet it (0 = never).
 	IsolationTTFTSLOMs float64 `json:"isolation_ttft_slo_ms,omitempty"`
 }
 
