@@ -30,6 +30,7 @@ type kvcV3Flags struct {
 	countTransfer     bool
 	tpotSLO           float64 // KVC v4's decode isolation, ms (kvc/v4.go)
 	maxPWait          float64 // with tpotSLO: P's queue in seconds past which the budget yields
+	ttftSLO           float64 // with tpotSLO: the TTFT through P past which the budget yields (ms)
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -70,9 +71,15 @@ const (
 	// v4MaxPWait: seconds of prefill queued on P past which a prefill over
 	// its decoder's stall budget runs there anyway (docs/kvc-v4.md).
 	v4MaxPWait = 20
+	// v4TTFTSLO: the TTFT in milliseconds that a prefill over its
+	// decoder's stall budget runs there to meet when P would miss it: the
+	// goodput SLO of docs/kvc-v4.md's table, chosen over 1,000 and 5,000
+	// and over a rule that runs it there whenever it would be sooner
+	// (docs/kvc-v4.md, "The TTFT escape").
+	v4TTFTSLO = 2000
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
@@ -82,6 +89,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&v.order, "prefill-order", "fcfs", "kvcache-centric (v3): how the prefill workers and decoders admit their waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first, so a short prompt does not wait behind every larger one; see --prefill-max-wait) (the v3 preset: shortest; live: the workers' --prefill-order)")
 	fs.Float64Var(&v.maxWait, "prefill-max-wait", 0, "kvcache-centric (v3), with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order, which bounds what shortest-first costs the largest prompts; 0 = no bound (default 0; the v3 preset: 30)")
 	fs.Float64Var(&v.tpotSLO, "tpot-slo-ms", 0, "kvcache-centric (v3/v4): decode isolation: every GPU that decodes (decoders, prefill workers serving sessions whole) is held to this TPOT in `milliseconds`, in [0, 1000000]: it keeps a stall budget of (SLO − a decode step) × (the mean output − 1) seconds, refilled at (SLO − step)/SLO seconds a second, and a local seed, reseed, large append or a session P would host goes there only while the prefill's time from the profile's cost model fits it (else through P); direct appends and P's prefills draw from it too; and KVC's workers size each prefill chunk to the smallest stall budget of the requests decoding there, decoding instead when none fits, so a long prefill on a GPU no longer stalls its batch past the SLO (docs/kvc-v4.md); 0 = off (default 0; the v4 preset: 12)")
+	fs.Float64Var(&v.ttftSLO, "isolation-ttft-slo-ms", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when through the prefill worker (its queue and the prefill, from the profile's cost model) it would miss this TTFT in `milliseconds`, in [0, 1000000], and on the decoder (its queue and the prefill) it would meet it: isolation would cost the request its TTFT SLO for a stall the workers' slicing still bounds (prefill deflection's trigger, arXiv 2607.02043); 0 = never (default 0; the v4 preset: 2000)")
 	fs.Float64Var(&v.maxPWait, "isolation-max-p-wait", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when the prefill worker has more than this many `seconds` of prefill queued (from the profile's cost model), in [0, 86400]: the queue would cost the request more TTFT than the stall costs the decode batch; 0 = never (default 0; the v4 preset: 20)")
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
@@ -90,7 +98,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20: decode isolation, docs/kvc-v4.md; the gateway takes it as v3, having no cost model) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000: decode isolation, docs/kvc-v4.md; the gateway takes it as v3, having no cost model) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
@@ -116,6 +124,9 @@ func (v *kvcV3Flags) check(ck *checks) {
 	}
 	if v.preset == "v4" && !ck.set("isolation-max-p-wait") && v.tpotSLO > 0 {
 		v.maxPWait = v4MaxPWait
+	}
+	if v.preset == "v4" && !ck.set("isolation-ttft-slo-ms") && v.tpotSLO > 0 {
+		v.ttftSLO = v4TTFTSLO
 	}
 	if v.preset == "v3" || v.preset == "v4" {
 		// In this order: an option whose base flag is off stays off.
@@ -182,6 +193,8 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 	ck.only("tpot-slo-ms", v.budget > 0, "with --d-prefill-budget above 0 (the v3 or v4 preset)")
 	ck.num("isolation-max-p-wait", between(0, 86400).is("seconds").orZero("never"))
 	ck.only("isolation-max-p-wait", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
+	ck.num("isolation-ttft-slo-ms", between(0, 1e6).is("milliseconds").orZero("never"))
+	ck.only("isolation-ttft-slo-ms", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
 }
 
 // checkSim checks the flags only register adds: the workers' scheduler
@@ -206,5 +219,5 @@ func (v *kvcV3Flags) config() sim.KVCv3 {
 	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass,
 		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
-		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait}
+		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO}
 }

@@ -71,6 +71,10 @@ type DecodeIsolation struct {
 	// seconds of prefill (0 = never): isolation then costs the request
 	// more TTFT than the stall costs the decode batch its TPOT.
 	MaxPWaitS float64
+	// TTFTSLOS: a prefill over its decoder's budget still runs there when
+	// through P it would miss this TTFT, in seconds, and on the decoder it
+	// would meet it (0 = never).
+	TTFTSLOS float64
 }
 
 // On reports whether decode isolation is configured.
@@ -203,7 +207,7 @@ func (t *Dispatch) v4Allows(onP bool, w, n, p int) bool {
 	}
 	have := x.v4Level(x.v4Bucket(onP, w), t.now)
 	ok := need <= have
-	if !ok && !onP && t.v4PBusy() {
+	if !ok && !onP && (t.v4PBusy() || t.v4PMissesTTFT(w, n, p)) {
 		ok = true // P's queue costs the request more than the stall costs the batch
 	}
 	if !ok {
@@ -234,6 +238,35 @@ func (t *Dispatch) v4PBusy() bool {
 	}
 	x.ensureLoad()
 	return c.Cost.PrefillS(x.load.p[p], 0) > c.MaxPWaitS
+}
+
+// v4PMissesTTFT reports whether the request's prefill through P would
+// miss the TTFT SLO (TTFTSLOS) while on decoder d, n tokens after p
+// cached behind d's own queue, it would meet it: then isolation would cost
+// the request its SLO for a stall the workers' slicing still bounds, and
+// the prefill runs on d (prefill deflection's trigger, arXiv 2607.02043,
+// with the SLO as the bar on both sides). A prefill that misses the SLO
+// either way stays held: running it on d buys a TTFT tail for a TPOT
+// cost (docs/kvc-v4.md, "The TTFT escape").
+func (t *Dispatch) v4PMissesTTFT(d, n, p int) bool {
+	x := t.x
+	c := x.iso()
+	if c.TTFTSLOS <= 0 || x.p == nil {
+		return false
+	}
+	pw := t.prefillWorker()
+	if pw < 0 {
+		return false
+	}
+	x.ensureLoad()
+	pu := t.pUncached(pw)
+	viaP := c.Cost.queueS(x.load.p[pw]) + c.Cost.PrefillS(pu, t.r.Input-pu)
+	local := c.Cost.queueS(x.load.d[d]) + c.Cost.PrefillS(n, p)
+	miss := viaP > c.TTFTSLOS && local <= c.TTFTSLOS
+	if miss && t.paths() {
+		t.note("v4 TTFT SLO %.1f s: through %s %.3f s, on %s %.3f s: local", c.TTFTSLOS, x.p.names[pw], viaP, x.d.names[d], local)
+	}
+	return miss
 }
 
 // v4Draw takes a prefill's stall from the GPU's bucket when requests decode

@@ -83,3 +83,45 @@ func TestV4BudgetByHand(t *testing.T) {
 		}
 	}
 }
+
+// TestV4TTFTEscapeByHand: TestV4BudgetByHand's world with a TTFT SLO of
+// 1 s. a (8,000 tokens) and b (9,000) are local seeds on d0 and end their
+// prefills there, leaving its bucket at 0.1 s. c (3,000) is over that
+// bucket (0.3 s) and goes through P: 0.3 s there meets the SLO. e (9,000)
+// is over the bucket too (0.9 s); through P it would wait behind c's 3,000
+// tokens (0.3 s) and take 0.9 s, 1.2 s, over the SLO, while on d0, whose
+// queue is empty, it takes 0.9 s: it runs there, drawing the bucket to
+// −0.8 s, and ends there. f (3,000) goes through P (0.3 + 0.3 s). g
+// (12,000) through P would take 0.6 + 1.2 = 1.8 s, over the SLO; on d0 it
+// would take 1.2 s, less, but over the SLO too: it stays held (through P).
+// Without the SLO e goes through P as well.
+func TestV4TTFTEscapeByHand(t *testing.T) {
+	for _, slo := range []float64{1, 0} {
+		v3 := V3Config{DBudgetTokens: 1 << 24, Margin: -(1 << 24),
+			Isolation: DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: slo, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}}
+		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+			BlockSize: 1000, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+		for i, st := range []struct {
+			s     string
+			input int
+			local bool
+			done  bool // its prefill ends before the next arrives
+		}{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false}, {"e", 9000, slo > 0, true},
+			{"f", 3000, false, false}, {"g", 12000, false, false}} {
+			blk := uint64(100 * (i + 1))
+			d := x.Begin(0, Request{Session: st.s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: st.input, Output: 101})
+			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+			d.Accepted()
+			if local := d.kind == ActDirect && d.Mode() == ModeLocalSeed; local != st.local {
+				t.Fatalf("ttft slo %v, %s: %v (%s), want local %v; path %v", slo, st.s, d.kind, d.Mode(), st.local, d.Path())
+			}
+			if st.done {
+				d.PrefillDone()
+			}
+		}
+		if want := map[float64]float64{1: -0.8, 0: 0.1}[slo]; math.Abs(x.v4Level(x.v4Bucket(false, 0), 0)-want) > 1e-9 {
+			t.Fatalf("ttft slo %v: d0's level %v, want %v", slo, x.v4Level(x.v4Bucket(false, 0), 0), want)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func measureGroups(t *testing.T, tm model.Timing, chunk int) (groupsLoad, []trac
 		reqs = append(reqs, r)
 	}
 	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].Timestamp < reqs[j].Timestamp })
-	prev := map[string]int{}      // a session's tokens after its last turn
+	prev := map[string]int{}       // a session's tokens after its last turn
 	groupSeen := map[uint64]bool{} // a group's first block: its prefix is cached
 	var work, chunks, out, ctxTok, span float64
 	for _, r := range reqs {

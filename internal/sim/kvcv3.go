@@ -68,6 +68,10 @@ type KVCv3 struct {
 	// stall budget still runs there when the prefill worker has more than
 	// this many seconds of prefill queued (0 = never).
 	IsolationMaxPWaitS float64 `json:"isolation_max_p_wait_s,omitempty"`
+	// IsolationTTFTSLOMs: with TPOTSLOMs, a prefill over its decoder's
+	// budget runs there anyway when through P it would miss this TTFT
+	// (ms) and on the decoder it would meet it (0 = never).
+	IsolationTTFTSLOMs float64 `json:"isolation_ttft_slo_ms,omitempty"`
 }
 
 func (v *KVCv3) validate() error {
@@ -114,7 +118,7 @@ func (v *KVCv3) config(rtt, xfer float64, cost kvc.StallCost) kvc.V3Config {
 	if !v.CountTransfer {
 		xfer = 0
 	}
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
 		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
 }
