@@ -67,6 +67,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"time-scale":                       {"--time-scale", "2"},
 		"concurrency":                      {"--concurrency", "3"},
 		"timeout":                          {"--timeout", "50"},
+		"session-idle-forget":              {"--session-idle-forget", "600"},
 		"max-input-len":                    {"--max-input-len", "100000"},
 		"ignore-think-time":                {"--ignore-think-time"},
 		"output-reuse":                     {"--output-reuse", "sessions"},

@@ -41,6 +41,7 @@ type simFlags struct {
 	timeScale   float64
 	concurrency int
 	timeout     float64
+	idleForget  float64
 	maxInput    int
 	ignoreThink bool
 	outputReuse string
@@ -86,6 +87,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "divide trace time (and think time) by this `factor`, in [0.001, 1000]; 2 replays twice as fast")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "max `requests` in flight from the client; 0 = unlimited")
 	fs.Float64Var(&f.timeout, "timeout", 0, "per-request timeout in `seconds` from sending; 0 = none")
+	fs.Float64Var(&f.idleForget, "session-idle-forget", 0, "forget a session idle (nothing of it in flight or waiting) for longer than this many simulated `seconds`, in the replay, trace checker, control plane and decoders, so memory follows the live sessions (a trace never says a session ended); a later turn of a forgotten session stops the run; 0 = never (default)")
 	fs.IntVar(&f.maxInput, "max-input-len", 0, "context length in `tokens`: a prompt this long or longer, or whose prompt plus output exceeds it, fails as SGLang refuses it; 0 = the model's max context (262144)")
 	fs.BoolVar(&f.ignoreThink, "ignore-think-time", false, "release a turn when its parent ends, ignoring the trace's think time")
 	fs.StringVar(&f.outputReuse, "output-reuse", "all", "whose output KV serves the next turn's prompt: `all` (every worker's prefix cache, as in live serving) or sessions (only a KVC decoder's kept session: the seed's trace replays, where the model's generated tokens never matched the trace's next prompt)")
@@ -173,6 +175,7 @@ func (f *simFlags) check(ck *checks, m runModes) {
 	ck.num("time-scale", timeScaleRange)
 	ck.num("concurrency", between(1, 1e9).orZero("unlimited"))
 	ck.num("timeout", above(0).upTo(1e9).orZero("no timeout").is("a number of seconds"))
+	ck.num("session-idle-forget", above(0).upTo(1e9).orZero("never").is("a number of seconds"))
 	ck.num("max-input-len", atLeast(1).upTo(1<<30).orZero("the model's max context").is("a number of tokens"))
 	ck.num("alpha", above(0).upTo(1e9).is("a weight in blocks"))
 	ck.num("floor-k", above(0).upTo(1e9).orZero("off").is("a bonus in blocks"))
@@ -345,7 +348,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		Mechanism: mech, Policy: policy, Profile: p, Link: f.link,
 		PrefillMemFraction: f.memPrefill, DecodeMemFraction: f.memDecode, ColoMemFraction: f.memColo,
 		ChunkTokens: f.chunk, MaxRunning: f.maxRunning, MixedChunk: f.mixed, MaxBacklog: cmp.Or(f.maxBacklog, -1),
-		TimeScale: f.timeScale, Concurrency: f.concurrency, TimeoutS: f.timeout,
+		TimeScale: f.timeScale, Concurrency: f.concurrency, TimeoutS: f.timeout, SessionIdleForgetS: f.idleForget,
 		MaxInputLen: f.maxInput, IgnoreThink: f.ignoreThink, OutputReuse: f.outputReuse,
 		Alpha: f.alpha, FloorK: f.floorK,
 		SLO:             slo,

@@ -95,7 +95,28 @@ type dSession struct {
 	tokens   int64   // tokens it last held here (prompt + output), for reports
 
 	trimStamp uint32 // trimorder.go: moves with pinned and lastUse
+	forgotten bool   // ForgetSession came while its KV was pinned: dropped at eviction
 }
+
+// ForgetSession drops the worker's record of a session its owner will not
+// send again (the simulator's --session-idle-forget): an evicted session's
+// entry at once, a resident one's when it is evicted, so the records follow
+// the sessions with KV here rather than every session ever served. Its KV,
+// pinned or cached, stays until evicted as before.
+func (w *Worker) ForgetSession(session string) {
+	s := w.dsess[session]
+	if s == nil {
+		return
+	}
+	if s.resident() {
+		s.forgotten = true
+		return
+	}
+	delete(w.dsess, session)
+}
+
+// Tracked is how many sessions the worker holds a record of.
+func (w *Worker) Tracked() int { return len(w.dsess) }
 
 // resident is whether s counts against the session cap: its KV pinned
 // here, or a request of it here. At block granularity an idle session's
@@ -206,6 +227,8 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 			w.nResident-- // a request of it still here: no longer counted
 		}
 		delete(w.dsess, s.id) // nothing pinned: forgetting it is the eviction
+	} else if s.forgotten && !s.resident() {
+		delete(w.dsess, s.id)
 	}
 	w.stats.EvictedTokens += freed
 	freed += held // what the eviction will have freed once its dump ends (at most)

@@ -171,3 +171,38 @@ func appendFloat(b []byte, f float64) []byte {
 	}
 	return b
 }
+
+// AppendJSON appends e's line of an events file, newline included: the
+// bytes json.Encoder writes for it (a KVC run logs several events a
+// request). An event with a D→P sync's stages, a string JSON would escape,
+// or a number JSON cannot hold takes encoding/json's own path.
+func (e *Event) AppendJSON(b []byte) ([]byte, error) {
+	if e.SnapshotSync != nil || math.IsNaN(e.TimeS) || math.IsInf(e.TimeS, 0) ||
+		!plainStr(e.Kind) || !plainStr(e.Worker) || !plainStr(e.SessionID) ||
+		!plainStr(e.RequestID) || !plainStr(e.Detail) || !plainStr(e.State) {
+		out, err := json.Marshal(e)
+		if err != nil {
+			return b, err
+		}
+		return append(append(b, out...), '\n'), nil
+	}
+	b = appendKey(b, '{', "t")
+	b = appendFloat(b, e.TimeS)
+	b = appendKey(b, ',', "kind")
+	b = appendStr(b, e.Kind)
+	for _, f := range [...]struct{ k, v string }{{"worker", e.Worker}, {"session_id", e.SessionID}, {"request_id", e.RequestID}, {"detail", e.Detail}} {
+		if f.v != "" {
+			b = appendKey(b, ',', f.k)
+			b = appendStr(b, f.v)
+		}
+	}
+	if e.Tokens != 0 {
+		b = appendKey(b, ',', "tokens")
+		b = strconv.AppendInt(b, e.Tokens, 10)
+	}
+	if e.State != "" {
+		b = appendKey(b, ',', "state")
+		b = appendStr(b, e.State)
+	}
+	return append(b, '}', '\n'), nil
+}

@@ -85,3 +85,35 @@ func FuzzAppendJSON(f *testing.F) {
 		checkAppendJSON(t, r)
 	})
 }
+
+// TestEventAppendJSONIsEncodingJSON: events with and without each optional
+// field, awkward strings and times, and a sync's stages encode to
+// encoding/json's bytes.
+func TestEventAppendJSONIsEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := func() string {
+		if rng.IntN(2) == 0 {
+			return ""
+		}
+		return jsonStrings[rng.IntN(len(jsonStrings))]
+	}
+	for i := range 20000 {
+		e := &Event{TimeS: jsonFloats[rng.IntN(len(jsonFloats))], Kind: s(), Worker: s(), SessionID: s(), RequestID: s(),
+			Detail: s(), Tokens: rng.Int64N(1<<40) - 1<<39, State: s()}
+		if rng.IntN(3) == 0 {
+			e.Tokens = 0
+		}
+		if i%500 == 0 {
+			e.SnapshotSync = &SnapshotSync{}
+		}
+		if i == 7 {
+			e.TimeS = math.NaN()
+		}
+		var buf bytes.Buffer
+		werr := json.NewEncoder(&buf).Encode(e)
+		got, gerr := e.AppendJSON(nil)
+		if (werr != nil) != (gerr != nil) || (werr == nil && !bytes.Equal(got, buf.Bytes())) {
+			t.Fatalf("AppendJSON %q (%v), encoding/json %q (%v)", got, gerr, buf.Bytes(), werr)
+		}
+	}
+}

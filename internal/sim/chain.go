@@ -83,7 +83,8 @@ func (s *Sim) sessionIdle(sess *session) {
 	sess.idleCounted = true
 	s.idle = append(s.idle, idleRef{sess: sess, gen: sess.idleGen})
 	s.idleIDs += cap(sess.chain)
-	for s.idleIDs > idleChainBudget && s.idleHead < len(s.idle) {
+	s.noteIdleForForget(sess)
+	for s.idleHead < len(s.idle) && (s.idleIDs > idleChainBudget || s.idle[s.idleHead].stale()) {
 		ref := s.idle[s.idleHead]
 		s.idle[s.idleHead] = idleRef{}
 		s.idleHead++
@@ -121,3 +122,7 @@ type idleRef struct {
 	sess *session
 	gen  uint32
 }
+
+// stale: the session has been busy (or forgotten) since it was filed, so
+// the entry only keeps it alive; the list drops such entries from its head.
+func (r idleRef) stale() bool { return r.sess.idleGen != r.gen || !r.sess.idleCounted }

@@ -8,6 +8,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"math"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
@@ -91,6 +92,12 @@ type Config struct {
 	// memory (about 14 KB a waiting request). 0 takes DefaultMaxBacklog; a
 	// negative value removes the limit.
 	MaxBacklog int `json:"max_backlog"`
+	// SessionIdleForgetS forgets a session idle (no request in flight or
+	// waiting) for longer than this many simulated seconds, everywhere
+	// the run keeps per-session records (forget.go), so memory follows the
+	// live sessions; a later turn of it stops the run with a located
+	// error. 0 forgets nothing.
+	SessionIdleForgetS float64 `json:"session_idle_forget_s,omitempty"`
 	// Warn, when set, is told of conditions a user watching the run should
 	// know about as they arise (the same lines end in Summary.Warnings).
 	Warn func(string) `json:"-"`
@@ -243,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 0 || c.TimeoutS < 0 || c.MaxInputLen < 0 {
 		return fmt.Errorf("sim: concurrency, timeout and max input length must be ≥ 0")
+	}
+	if !(c.SessionIdleForgetS >= 0) || math.IsInf(c.SessionIdleForgetS, 0) {
+		return fmt.Errorf("sim: session idle forget %v s, expected a finite number of seconds ≥ 0 (0 = never)", c.SessionIdleForgetS)
 	}
 	if c.PeerFailure != PeerWindowed && c.PeerFailure != PeerHairTrigger {
 		return fmt.Errorf("sim: unknown peer-failure mode %q (want windowed or hair-trigger)", c.PeerFailure)

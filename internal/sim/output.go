@@ -96,10 +96,16 @@ func (d *DirSink) Request(r *metrics.Record) error {
 }
 func (d *DirSink) Worker(w *metrics.WorkerSample) error { return d.workers.enc.Encode(w) }
 func (d *DirSink) Event(e *metrics.Event) error {
-	if j := d.byKind[e.Kind]; j != nil {
-		return j.enc.Encode(e)
+	j := d.byKind[e.Kind]
+	if j == nil {
+		j = d.events
 	}
-	return d.events.enc.Encode(e)
+	var err error
+	if d.line, err = e.AppendJSON(d.line[:0]); err != nil {
+		return err
+	}
+	_, err = j.bw.Write(d.line)
+	return err
 }
 
 // Close flushes and closes every file.

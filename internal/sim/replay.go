@@ -33,6 +33,7 @@ type replay struct {
 }
 
 type session struct {
+	id       string
 	lastChat int64   // last ended turn
 	lastEnd  float64 // when it ended
 	hasLast  bool
@@ -109,10 +110,11 @@ func (s *Sim) ingest() error {
 	if s.now < s.nextAt {
 		s.now = s.nextAt
 	}
+	s.forgetIdle()
 	r := &req{t: s.next, readyAt: s.nextAt, p: -1, d: -1}
 	sess, ok := s.sessions[r.t.SessionID]
 	if !ok {
-		sess = &session{}
+		sess = &session{id: r.t.SessionID}
 		s.sessions[r.t.SessionID] = sess
 		s.stats.Sessions++
 	}
@@ -220,6 +222,7 @@ func (s *Sim) end(r *req) {
 	if r.sess.live--; r.sess.live == 0 {
 		s.sessionIdle(r.sess)
 	}
+	s.forgetIdle()
 	delete(s.inflight, r.t.ChatID)
 	r.sess.lastChat, r.sess.lastEnd, r.sess.hasLast = r.t.ChatID, s.now, true
 	// The gate first: requests already waiting there go before next turns

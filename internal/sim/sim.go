@@ -67,6 +67,9 @@ type ReplayStats struct {
 	// KVTransferTokens is the prompt KV, in tokens, that crossed P→D links
 	// (× the model's KV bytes per token for bytes).
 	KVTransferTokens int64 `json:"kv_transfer_tokens"`
+	// ForgottenSessions is how many idle sessions --session-idle-forget
+	// dropped (forget.go); absent when none.
+	ForgottenSessions int `json:"forgotten_sessions,omitempty"`
 }
 
 // Sim is one run in progress.
@@ -104,6 +107,10 @@ type Sim struct {
 	idle     []idleRef // sessions with no request in flight, oldest first (chain.go)
 	idleHead int
 	idleIDs  int // block ids held by idle sessions' chains
+
+	checked    *checkedSource
+	forget     []forgetRef // sessions gone idle, oldest first (forget.go)
+	forgetHead int
 
 	replay
 	nextWarn  int      // backlog at which to warn next (overload.go)
@@ -181,7 +188,11 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, src: newCheckedSource(src), sink: sink, progress: progress}
+	s := &Sim{cfg: cfg, checked: newCheckedSource(src), sink: sink, progress: progress}
+	s.src = s.checked
+	if cfg.SessionIdleForgetS > 0 {
+		s.checked.chk.TrackForgets()
+	}
 	if s.sink == nil {
 		s.sink, s.quiet = nopSink{}, true
 	}

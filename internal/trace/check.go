@@ -37,6 +37,9 @@ type Checker struct {
 	chats     map[int64]chatRef
 	sessIdx   map[string]int32
 	sessions  []sessState
+	nSessions int     // distinct sessions accepted
+	free      []int32 // sessions slots a Forget emptied
+	forgets   bool    // TrackForgets: sessions keep their chat ids
 
 	requests  int
 	lastTS    float64
@@ -56,12 +59,48 @@ type sessState struct {
 	id       string
 	lastTurn int
 	lastTS   float64
+	chats    []int64 // with TrackForgets: its accepted chat ids, for Forget
 }
+
+// TrackForgets makes the checker keep each session's chat ids, so that
+// Forget can drop them: memory then follows the sessions not forgotten.
+// Call it before the first Accept.
+func (c *Checker) TrackForgets() { c.forgets = true }
+
+// Forget drops a session and its requests (TrackForgets), as if they had
+// never been read: a caller that bounds its memory by forgetting idle
+// sessions (the simulator's --session-idle-forget). A later turn of the
+// session is reported as naming a parent not on an earlier line, and a
+// reused chat id of it is not reported as a duplicate.
+func (c *Checker) Forget(session string) {
+	i, ok := c.sessIdx[session]
+	if !ok || !c.forgets {
+		return
+	}
+	for _, id := range c.sessions[i].chats {
+		delete(c.chats, id)
+	}
+	delete(c.sessIdx, session)
+	c.sessions[i] = sessState{}
+	c.free = append(c.free, i)
+}
+
+// Tracked is how many sessions and chat ids the checker holds now.
+func (c *Checker) Tracked() (sessions, chats int) { return len(c.sessIdx), len(c.chats) }
 
 // NewChecker checks against the given block size (tokens per hash id); a
 // block size of 0 skips the hash-length check.
 func NewChecker(blockSize int) *Checker {
 	return &Checker{blockSize: blockSize, chats: map[int64]chatRef{}, sessIdx: map[string]int32{}}
+}
+
+// forgotNote is what a missing parent may also mean when sessions are
+// forgotten.
+func (c *Checker) forgotNote() string {
+	if !c.forgets {
+		return ""
+	}
+	return " (or its session was forgotten after going idle: raise --session-idle-forget)"
 }
 
 // Check validates r, which was read from the given line, against the schema
@@ -96,7 +135,7 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 		p, ok := c.chats[r.ParentChatID]
 		switch {
 		case !ok:
-			bad("parent_chat_id", "%d does not appear on an earlier line; expected the chat id of the session's previous turn", r.ParentChatID)
+			bad("parent_chat_id", "%d does not appear on an earlier line; expected the chat id of the session's previous turn%s", r.ParentChatID, c.forgotNote())
 		case p.rejected:
 			bad("parent_chat_id", "%d (line %d) was dropped, so this turn has no parent", r.ParentChatID, p.line)
 		default:
@@ -171,9 +210,15 @@ func (c *Checker) Accept(r *Request, line int) {
 	}
 	i, ok := c.sessIdx[r.SessionID]
 	if !ok {
-		i = int32(len(c.sessions))
+		c.nSessions++
+		if n := len(c.free); n > 0 {
+			i, c.free = c.free[n-1], c.free[:n-1]
+			c.sessions[i] = sessState{id: r.SessionID}
+		} else {
+			i = int32(len(c.sessions))
+			c.sessions = append(c.sessions, sessState{id: r.SessionID})
+		}
 		c.sessIdx[r.SessionID] = i
-		c.sessions = append(c.sessions, sessState{id: r.SessionID})
 	}
 	s := &c.sessions[i]
 	if r.Turn > s.lastTurn {
@@ -184,6 +229,9 @@ func (c *Checker) Accept(r *Request, line int) {
 	}
 	if _, dup := c.chats[r.ChatID]; !dup {
 		c.chats[r.ChatID] = chatRef{sess: i, turn: int32(r.Turn), line: int32(line), ts: r.Timestamp}
+		if c.forgets {
+			s.chats = append(s.chats, r.ChatID)
+		}
 	}
 }
 
@@ -196,7 +244,7 @@ func (c *Checker) Reject(r *Request, line int) {
 }
 
 // Sessions is the number of distinct sessions accepted.
-func (c *Checker) Sessions() int { return len(c.sessions) }
+func (c *Checker) Sessions() int { return c.nSessions }
 
 // Order reports whether accepted requests were in global non-decreasing
 // timestamp order; if not, how many stepped back and the first such line.

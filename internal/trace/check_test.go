@@ -114,3 +114,45 @@ func TestCheckerOrder(t *testing.T) {
 		t.Fatalf("ordered %v back %d first %d", ok, back, first)
 	}
 }
+
+// TestCheckerForget: with TrackForgets, Forget drops a session's chat ids
+// and its slot (reused by the next session), a later turn of it names its
+// parent as unknown with the flag in the message, and Sessions still
+// counts every session accepted.
+func TestCheckerForget(t *testing.T) {
+	c := trace.NewChecker(0)
+	c.TrackForgets()
+	accept := func(r trace.Request) []*trace.Error {
+		errs := c.Check(&r, int(r.ChatID))
+		if len(errs) == 0 {
+			c.Accept(&r, int(r.ChatID))
+		}
+		return errs
+	}
+	for _, r := range []trace.Request{
+		{SessionID: "a", ChatID: 1, ParentChatID: -1, Turn: 1},
+		{SessionID: "a", ChatID: 2, ParentChatID: 1, Turn: 2},
+		{SessionID: "b", ChatID: 3, ParentChatID: -1, Turn: 1},
+	} {
+		if errs := accept(r); len(errs) > 0 {
+			t.Fatal(errs[0])
+		}
+	}
+	c.Forget("a")
+	if s, ch := c.Tracked(); s != 1 || ch != 1 {
+		t.Fatalf("after forgetting a: %d sessions, %d chats tracked, want 1 and 1", s, ch)
+	}
+	errs := accept(trace.Request{SessionID: "a", ChatID: 4, ParentChatID: 2, Turn: 3})
+	if len(errs) == 0 || errs[0].Field != "parent_chat_id" || !strings.Contains(errs[0].Msg, "--session-idle-forget") {
+		t.Fatalf("a turn of a forgotten session: %v, want a parent_chat_id error naming the flag", errs)
+	}
+	if errs := accept(trace.Request{SessionID: "c", ChatID: 5, ParentChatID: -1, Turn: 1}); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	if errs := accept(trace.Request{SessionID: "c", ChatID: 6, ParentChatID: 5, Turn: 2}); len(errs) > 0 {
+		t.Fatal(errs[0]) // c took a's slot: its own state, not a's
+	}
+	if s, _ := c.Tracked(); c.Sessions() != 3 || s != 2 {
+		t.Fatalf("Sessions %d, %d tracked, want 3 accepted and 2 tracked", c.Sessions(), s)
+	}
+}
