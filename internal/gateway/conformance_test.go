@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,11 +70,17 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 	if row.Fault == kvctest.FaultAdmitTimeout {
 		cfg.AdmissionTimeout = 100 * time.Millisecond
 	}
-	cfg.Prefill = []Prefill{{URL: faulty(t, p.URL(), row.Fault, engine.RolePrefill), BootstrapPort: p.BootstrapPort()}}
+	// The client-leaves rows leave when their fault is in place (the
+	// prefill leg held, the pause hint answered), not after a fixed time:
+	// on a loaded machine the admission RPC alone can outlast one.
+	leave := make(chan struct{})
+	var leaveOnce sync.Once
+	inPlace := func() { leaveOnce.Do(func() { close(leave) }) }
+	cfg.Prefill = []Prefill{{URL: faulty(t, p.URL(), row.Fault, engine.RolePrefill, inPlace), BootstrapPort: p.BootstrapPort()}}
 	urls := []string{p.URL()}
 	var first atomic.Bool // FaultDecode503Once: the first decode /generate anywhere
 	for _, d := range decoders {
-		cfg.Decode = append(cfg.Decode, faultyDecoder(t, d.URL(), row.Fault, &first))
+		cfg.Decode = append(cfg.Decode, faultyDecoder(t, d.URL(), row.Fault, &first, inPlace))
 		urls = append(urls, d.URL())
 	}
 	emulatortest.WaitHealthy(t, urls...)
@@ -87,14 +94,14 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 		body := map[string]any{"input_ids": toks, "session_id": turn.Session, "sampling_params": map[string]any{"max_new_tokens": turn.Output}}
 		switch row.Fault {
 		case kvctest.FaultPauseClientLeaves:
-			clientLeaves(t, gw.URL, body, 200*time.Millisecond)
+			clientLeaves(t, gw.URL, body, leave)
 			continue
 		case kvctest.FaultClientLeavesPrefill:
 			// Streamed: the decoder's 200 comes before its first token, so
 			// the client leaves while the gateway relays D's answer and P's
 			// leg is still open.
 			body["stream"] = true
-			clientLeaves(t, gw.URL, body, 200*time.Millisecond)
+			clientLeaves(t, gw.URL, body, leave)
 			continue
 		case kvctest.FaultClientLeavesMidStream:
 			leavesAfterFirstEvent(t, gw.URL, body)
@@ -131,7 +138,7 @@ func gatewayConformance(t *testing.T, row kvctest.Row) ([]string, kvc.Snapshot, 
 
 // faulty puts a stand-in before a prefill worker that injects the row's
 // fault (the worker itself when there is none to inject there).
-func faulty(t *testing.T, base, fault string, role engine.Role) string {
+func faulty(t *testing.T, base, fault string, role engine.Role, inPlace func()) string {
 	t.Helper()
 	if fault != kvctest.FaultTransfer && fault != kvctest.FaultClientLeavesPrefill {
 		return base
@@ -144,6 +151,7 @@ func faulty(t *testing.T, base, fault string, role engine.Role) string {
 			// ends this leg only then. (The body is read first: the server
 			// notices a closed connection only after it.)
 			io.Copy(io.Discard, r.Body)
+			inPlace() // the client leaves now, while this leg is held
 			select {
 			case <-r.Context().Done():
 			case <-time.After(10 * time.Second): // bounded: a gateway that never ends it fails the row
@@ -169,7 +177,7 @@ func faulty(t *testing.T, base, fault string, role engine.Role) string {
 // decoder faults: a 503 to the first /generate of all decoders, a 5 s
 // pause hint refusing every admission, or a stream cut after its first
 // event.
-func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string {
+func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool, inPlace func()) string {
 	t.Helper()
 	switch fault {
 	case kvctest.FaultDecode503Once, kvctest.FaultPauseClientLeaves, kvctest.FaultDecodeDiesMidStream, kvctest.FaultAdmitTimeout, kvctest.FaultAdmitPauseOnce:
@@ -186,6 +194,9 @@ func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string 
 		case fault == kvctest.FaultPauseClientLeaves && r.URL.Path == "/session_cache/admit_direct_append":
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"can_admit":false,"mode":"none","reason":"fault-injected","recommended_pause_ms":5000}`))
+			// The client leaves within the 5 s pause, once the gateway has
+			// had time to read this answer.
+			time.AfterFunc(200*time.Millisecond, inPlace)
 			return
 		case fault == kvctest.FaultAdmitPauseOnce && r.URL.Path == "/session_cache/admit_direct_append" && first.CompareAndSwap(false, true):
 			w.Header().Set("Content-Type", "application/json")
@@ -210,11 +221,20 @@ func faultyDecoder(t *testing.T, base, fault string, first *atomic.Bool) string 
 	return ts.URL
 }
 
-// clientLeaves sends body and hangs up after d, before any token came.
-func clientLeaves(t *testing.T, gw string, body map[string]any, d time.Duration) {
+// clientLeaves sends body and hangs up when leave closes (at most 10 s),
+// before any token came.
+func clientLeaves(t *testing.T, gw string, body map[string]any, leave <-chan struct{}) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-leave:
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	j, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/generate", bytes.NewReader(j))
 	req.Header.Set("Content-Type", "application/json")
