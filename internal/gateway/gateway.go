@@ -112,7 +112,7 @@ type Server struct {
 	// dispatched counts dispatches (under mu): every 1024th sweeps out
 	// sessions idle longer than SessionIdle.
 	dispatched int
-	opsState   // metrics, workers' states, limits, the load poller (admin.go)
+	opsState                // metrics, workers' states, limits, the load poller (admin.go)
 	direct     *directRelay // the direct relay, nil when off
 }
 
