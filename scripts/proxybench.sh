@@ -10,7 +10,8 @@
 # Environment: TIME_SCALE (the worker's, default 1), NGINX (default: nginx
 # on PATH, else /usr/sbin/nginx; `apt-get install -y nginx` if neither),
 # PERF=1 to record the gateway's CPU profile with perf during the run,
-# GW_GOMAXPROCS and GW_GOGC for the gateway's Go runtime (default: Go's).
+# GW_GOMAXPROCS and GW_GOGC for the gateway's Go runtime (default: Go's),
+# GW_ARGS for more serve flags (`GW_ARGS="--relay direct"`).
 set -euo pipefail
 out=${1:-proxybench-out}; shift || true
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -30,7 +31,7 @@ url_of() { # wait for a "listening url=" line in $1
 "$out/pdhybrid" worker --role colo --port 0 --time-scale "${TIME_SCALE:-1}" --incremental-streaming-output > "$out/worker.out" 2> "$out/worker.err" &
 pids+=($!)
 W=$(url_of "$out/worker.out")
-GOMAXPROCS=${GW_GOMAXPROCS:-} GOGC=${GW_GOGC:-} "$out/pdhybrid" serve --mechanism pd-colo --colo "$W" --port 0 --load-poll-interval 0 > "$out/gateway.out" 2> "$out/gateway.err" &
+GOMAXPROCS=${GW_GOMAXPROCS:-} GOGC=${GW_GOGC:-} "$out/pdhybrid" serve --mechanism pd-colo --colo "$W" --port 0 --load-poll-interval 0 ${GW_ARGS:-} > "$out/gateway.out" 2> "$out/gateway.err" &
 GW_PID=$!; pids+=($GW_PID)
 G=$(url_of "$out/gateway.out")
 NPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -28,6 +28,7 @@ type opsFlags struct {
 	connectS, workerHeaderS  float64
 	contextTokens            int
 	model                    string
+	relay                    string
 }
 
 func (o *opsFlags) register(fs *pflag.FlagSet) {
@@ -49,6 +50,7 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.workerHeaderS, "worker-header-timeout", 0, "`seconds` a worker gets to send its response headers once a request is sent (a long prefill's first byte can take minutes); 0 = no limit")
 	fs.IntVar(&o.contextTokens, "context-tokens", 0, "the model's context length in `tokens`: a prompt that with its max tokens does not fit is a 400 before any worker sees it; 0 = left to the workers")
 	fs.StringVar(&o.model, "model", "", "model `name` GET /v1/models answers (default \"default\")")
+	fs.StringVar(&o.relay, "relay", "ordinary", "how streamed /generate answers are relayed: ordinary (net/http) or direct (hijacked connections on the gateway's own epoll loops, Linux; docs/gateway.md)")
 	fs.BoolVar(&o.logDebug, "log-debug", false, "also log debug events as JSON lines on stderr: each D→P sync's outcome, stage times and sizes (--d-to-p-sync; no prompt content)")
 }
 
@@ -65,6 +67,7 @@ func (o *opsFlags) check(ck *checks) {
 		ck.num(n, between(0.001, 86400).is("a number of seconds").orZero("no limit"))
 	}
 	ck.num("context-tokens", between(0, 1<<30).is("a number of tokens").orZero("left to the workers"))
+	ck.oneOf("relay", "ordinary", "direct")
 }
 
 // seconds turns a timeout flag into a duration: 0 (no limit) is Ops'
@@ -104,5 +107,6 @@ func (o *opsFlags) apply(cfg *gateway.Config, e *env) {
 	cfg.ContextTokens, cfg.Model = o.contextTokens, o.model
 	cfg.LogPrompts = o.logPrompts
 	cfg.LogDebug = o.logDebug
+	cfg.RelayDirect = o.relay == "direct"
 	cfg.Log = e.stderr
 }

@@ -98,6 +98,9 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.polling.Wait()
 	s.stopDToP()
+	if s.direct != nil {
+		s.direct.pool.closeIdle()
+	}
 }
 
 // The URLs of pool members, read under the lock: the pools grow at run time.

@@ -183,7 +183,7 @@ func TestAnthropicErrorShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(g.Handler())
+	ts := serveGateway(g)
 	defer ts.Close()
 	for _, tc := range []struct {
 		method, path, body string

@@ -229,7 +229,7 @@ func TestDToPCloseCancelsSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(g.Handler())
+	ts := serveGateway(g)
 	defer ts.Close()
 	done := func() *recorder {
 		return &recorder{status: http.StatusOK, last: []byte(`{"meta_info":{"completion_tokens":16,"finish_reason":{"type":"length"}}}`)}

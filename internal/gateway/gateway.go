@@ -89,6 +89,9 @@ type Config struct {
 	// tokenizer (tokenize.go) and sends the workers input_ids; nil: the
 	// 4-bytes-a-token estimate, the workers tokenizing for themselves.
 	Tokenizer Tokenizer
+	// RelayDirect relays streamed /generate answers below net/http, on
+	// the gateway's own event loops (relaydirect.go; off by default).
+	RelayDirect bool
 }
 
 // Server is a running gateway.
@@ -109,7 +112,8 @@ type Server struct {
 	// dispatched counts dispatches (under mu): every 1024th sweeps out
 	// sessions idle longer than SessionIdle.
 	dispatched int
-	opsState   // metrics, workers' states, limits, the load poller (admin.go)
+	opsState                // metrics, workers' states, limits, the load poller (admin.go)
+	direct     *directRelay // the direct relay, nil when off
 }
 
 // New checks cfg and builds the gateway's handler.
@@ -124,6 +128,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.Retries = 2
 	}
 	cfg.Ops.defaults()
+	// The direct relay has its own worker client; a caller's Client (a
+	// test's faults) keeps every call on the ordinary path.
+	direct := (cfg.RelayDirect || forceRelayDirect) && cfg.Client == nil
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: workerTransport(cfg.Ops)}
 	}
@@ -173,6 +180,9 @@ func New(cfg Config) (*Server, error) {
 	dOpts := opts
 	dOpts.NoCache = cfg.Dispatch.Mechanism == kvc.MechPD // naive PD decoders keep nothing
 	s := &Server{cfg: cfg, start: time.Now(), mux: http.NewServeMux(), turns: map[string]int{}}
+	if direct {
+		s.direct = newDirectRelay(cfg.Ops)
+	}
 	dc := cfg.Dispatch
 	dc.Workers = s.workerCaps() // paths.go
 	if dc.BlockSize == 0 {
@@ -239,6 +249,10 @@ func workerTransport(o Ops) *http.Transport {
 	t.ResponseHeaderTimeout = timeout(o.WorkerHeaderTimeout)
 	return t
 }
+
+// forceRelayDirect turns the direct relay on in every gateway (tests: the
+// package's tests under both relays, main_test.go).
+var forceRelayDirect bool
 
 // Handler serves the gateway's API, behind the request limits.
 func (s *Server) Handler() http.Handler { return s.drainGuard(s.limited(s.mux)) }

@@ -71,7 +71,7 @@ func gatewayServer(t *testing.T, mech kvc.Mechanism, prefill, decode []*emulator
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	ts := httptest.NewServer(g.Handler())
+	ts := serveGateway(g)
 	t.Cleanup(ts.Close)
 	return ts, g
 }

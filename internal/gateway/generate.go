@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -34,6 +35,9 @@ type request struct {
 	refused bool   // a decoder refused it at the protocol level once (paths.go)
 	key     string // the caller's key namespace, "" without keys (identity.go)
 	own     int    // with a key: prompt tokens of prefixes this key sent before (ownprefix.go)
+	// conn is its client's connection when the direct relay may write a
+	// stream to it (relaydirect.go).
+	conn *net.TCPConn
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -198,6 +202,9 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if s.direct != nil {
+		q.conn = directConn(r)
+	}
 	s.serveRequest(r.Context(), w, q)
 }
 
@@ -206,7 +213,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // reached the client. A retry is the same turn of its session: the turn is
 // counted once, before the first attempt.
 func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *request) {
+	// The direct relay ends the context itself when the client leaves (a
+	// hijacked connection has no net/http watching it).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rec := s.record(w, q) // metrics.go
+	rec.ctx, rec.cancel = ctx, cancel
 	defer rec.end(ctx)
 	w = rec
 	q.turn = s.countTurn(q.session)
@@ -386,7 +398,15 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	rid := newRID() // the gateway's own: a client's was dropped (stripRouting)
 	body["rid"] = rid
 	l.accept() // counted in flight from now (see pd)
-	resp, err := s.send(ctx, base+"/generate", body)
+	var resp *http.Response
+	var err error
+	if q.conn != nil && q.stream && q.key == "" {
+		// The direct relay's own client: its connection can be taken
+		// over once the stream's head is read (relaydirect.go).
+		resp, err = s.direct.pool.post(ctx, base+"/generate", body)
+	} else {
+		resp, err = s.send(ctx, base+"/generate", body)
+	}
 	if err != nil {
 		onP := l.d.Prefill() // before finish, which lets P go
 		l.finish(false)

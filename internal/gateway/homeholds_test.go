@@ -51,7 +51,7 @@ func TestGatewayHomeHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gw := httptest.NewServer(g.Handler())
+		gw := serveGateway(g)
 		prompt := ids(1000, 2000)
 		turn := func(n int) answer {
 			if n > 1 {

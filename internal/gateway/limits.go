@@ -111,8 +111,12 @@ const (
 // JSON shape. No ReadTimeout or WriteTimeout: they would cut streams; the
 // body has its own deadline (readLimited).
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: timeout(s.cfg.HeaderTimeout), IdleTimeout: timeout(s.cfg.IdleTimeout),
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: timeout(s.cfg.HeaderTimeout), IdleTimeout: timeout(s.cfg.IdleTimeout),
 		MaxHeaderBytes: 2*s.cfg.MaxHeaderBytes + 4096, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if s.direct != nil {
+		srv.ConnContext = connContext // the direct relay writes streams to the connection (relaydirect.go)
+	}
+	return srv
 }
 
 // tooLargeHeader says whether r's request line and headers exceed max

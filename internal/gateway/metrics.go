@@ -239,6 +239,8 @@ type recorder struct {
 	parsed     bool
 	completion int
 	done       bool
+	ctx        context.Context // the request's (serveRequest's)
+	cancel     func()          // ends it (the direct relay's client leaving)
 }
 
 func (s *Server) record(w http.ResponseWriter, q *request) *recorder {

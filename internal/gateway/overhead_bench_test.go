@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -55,7 +54,7 @@ func gatewayOverhead(b *testing.B, streams int) {
 		b.Fatal(err)
 	}
 	defer g.Close()
-	gw := httptest.NewServer(g.Handler())
+	gw := serveGateway(g)
 	defer gw.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * streams}}
 	ttft := func(base string, i int) time.Duration { return firstToken(b, client, base, i) }

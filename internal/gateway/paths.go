@@ -182,9 +182,22 @@ func peek(resp *http.Response, until []byte) []byte {
 			break
 		}
 	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	resp.Body = &peekedBody{head: bytes.NewBuffer(b), rest: resp.Body}
 	return b
 }
+
+// peekedBody is a body with what peek read put back in front; the direct
+// relay (relaydirect.go) takes the unread part and the body under it.
+type peekedBody struct {
+	head *bytes.Buffer
+	rest io.ReadCloser
+}
+
+func (p *peekedBody) Read(b []byte) (int, error) {
+	if p.head.Len() > 0 {
+		return p.head.Read(b)
+	}
+	return p.rest.Read(b)
+}
+
+func (p *peekedBody) Close() error { return p.rest.Close() }

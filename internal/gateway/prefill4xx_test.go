@@ -32,7 +32,7 @@ func TestPrefillClientErrorRelayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	gw := httptest.NewServer(g.Handler())
+	gw := serveGateway(g)
 	t.Cleanup(gw.Close)
 	for _, c := range []struct {
 		path, body, shape string

@@ -48,6 +48,11 @@ func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewr
 		return err == nil, true
 	}
 	head()
+	if rec, isRec := w.(*recorder); isRec && rec.s.direct != nil && rewrite == nil && void == nil && resp.StatusCode == http.StatusOK {
+		if ok, handled := rec.s.direct.take(rec, resp); handled {
+			return ok, true // relaydirect.go
+		}
+	}
 	return relayEvents(w, resp, rewrite), true
 }
 
@@ -69,8 +74,7 @@ func relayEvents(w http.ResponseWriter, resp *http.Response, rewrite func(map[st
 			relayBufs.Put(bufp)
 		}
 	}()
-	var out []byte // this read's output when a line was edited
-	ended, done := false, false
+	var eb eventBatch
 	flush := func(b []byte) bool {
 		if len(b) == 0 {
 			return true
@@ -89,52 +93,17 @@ func relayEvents(w http.ResponseWriter, resp *http.Response, rewrite func(map[st
 		}
 		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		// The complete lines read so far go out; an unterminated tail
-		// waits for the rest.
-		end := bytes.LastIndexByte(buf, '\n') + 1
-		lines, edited := buf[:end], false
-		out = out[:0]
-		for rest, start := lines, 0; len(rest) > 0 && !ended; {
-			i := bytes.IndexByte(rest, '\n') + 1
-			line := rest[:i]
-			rest = rest[i:]
-			repl, terminal := eventLine(line, rewrite)
-			if terminal || repl != nil {
-				if !edited {
-					out = append(out, lines[:start]...)
-					edited = true
-				}
-				if repl != nil {
-					out = append(out, repl...)
-				} else {
-					out = append(out, line...)
-				}
-				if terminal {
-					// The event's blank line, whether or not the worker's
-					// came in this read: nothing after the line is read.
-					ended = true
-					done = repl == nil && bytes.HasPrefix(line, []byte("data: [DONE]"))
-					out = append(out, '\n')
-				}
-			} else if edited {
-				out = append(out, line...)
-			}
-			start += i
-		}
-		sent := lines
-		if edited {
-			sent = out
-		}
+		sent, end := eb.lines(buf, rewrite)
 		if !flush(sent) {
 			return false
 		}
 		buf = append(buf[:0], buf[end:]...)
-		if ended {
+		if eb.ended {
 			// One terminal event: what the worker sends after it (a
 			// second [DONE], an error as its connection is cut) is not
 			// relayed.
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			return done
+			return eb.done
 		}
 		if err == io.EOF {
 			if len(buf) > 0 {
@@ -152,6 +121,59 @@ func relayEvents(w http.ResponseWriter, resp *http.Response, rewrite func(map[st
 			return false
 		}
 	}
+}
+
+// eventBatch passes an SSE stream's lines through, batch by batch, up to
+// and including its one terminal event: the ordinary relay and the direct
+// one (relaydirect.go) share it, so both end a stream alike.
+type eventBatch struct {
+	out   []byte // a batch's output when a line was edited
+	ended bool   // the terminal event has gone out: nothing more does
+	done  bool   // it was [DONE]
+}
+
+// lines takes the complete lines at the start of buf (an unterminated tail
+// waits for the rest) and returns what of them goes to the client — buf's
+// own bytes unless a line was edited — and how many bytes of buf they were.
+// Once ended, it returns nothing.
+func (eb *eventBatch) lines(buf []byte, rewrite func(map[string]any)) (sent []byte, end int) {
+	end = bytes.LastIndexByte(buf, '\n') + 1
+	if eb.ended {
+		return nil, end
+	}
+	lines, edited := buf[:end], false
+	eb.out = eb.out[:0]
+	for rest, start := lines, 0; len(rest) > 0 && !eb.ended; {
+		i := bytes.IndexByte(rest, '\n') + 1
+		line := rest[:i]
+		rest = rest[i:]
+		repl, terminal := eventLine(line, rewrite)
+		if terminal || repl != nil {
+			if !edited {
+				eb.out = append(eb.out, lines[:start]...)
+				edited = true
+			}
+			if repl != nil {
+				eb.out = append(eb.out, repl...)
+			} else {
+				eb.out = append(eb.out, line...)
+			}
+			if terminal {
+				// The event's blank line, whether or not the worker's
+				// came in this read: nothing after the line is read.
+				eb.ended = true
+				eb.done = repl == nil && bytes.HasPrefix(line, []byte("data: [DONE]"))
+				eb.out = append(eb.out, '\n')
+			}
+		} else if edited {
+			eb.out = append(eb.out, line...)
+		}
+		start += i
+	}
+	if edited {
+		return eb.out, end
+	}
+	return lines, end
 }
 
 // relayBufs holds the relays' read buffers, reused across requests.

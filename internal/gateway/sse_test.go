@@ -55,7 +55,7 @@ func coloGateway(t *testing.T, worker string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	ts := httptest.NewServer(g.Handler())
+	ts := serveGateway(g)
 	t.Cleanup(ts.Close)
 	return ts.URL
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +79,7 @@ func steadyOverhead(b *testing.B, streams int, timeScale float64) {
 		b.Fatal(err)
 	}
 	defer g.Close()
-	gw := httptest.NewServer(g.Handler())
+	gw := serveGateway(g)
 	defer gw.Close()
 	measureSteady(b, gw.URL, slow.URL(), fast.URL(), streams)
 }

@@ -1,0 +1,304 @@
+package gateway
+
+// The direct relay (Config.RelayDirect, `serve --relay direct`): a
+// streamed answer's events moved below net/http. The ordinary relay pays
+// Go's scheduler and netpoller once per event (a goroutine parks on every
+// read of the worker's stream and is woken for the next); a plain reverse
+// proxy like nginx pays one epoll_wait for many connections. Here, once a
+// streamed answer's head is read and its response head written (by
+// net/http, as ever), both sockets — the client's and the worker's, from
+// the direct worker client (workerconn.go) — are handed to an event loop
+// of the gateway's own (relayloop_linux.go), which moves the worker's
+// events to the client with one read and one write each and no goroutine
+// switch, through duplicates of the two descriptors. The connections stay
+// net/http's and the pool's: the handler waits, and when the stream is
+// over net/http ends the chunked body and keeps the client's connection
+// alive, and the worker's goes back to the pool.
+//
+// A client that leaves is seen twice over: net/http's own watch of the
+// connection ends the request's context (the handler stops the stream),
+// and the loop sees the socket hang up or a write fail. Either way the
+// request's context ends, the worker's leg is aborted and closed, and the
+// request is counted as the client's disconnect, never the worker's
+// failure.
+//
+// The stream's bytes are the ordinary relay's: both pass lines through
+// eventBatch, so each ends in one terminal event and nothing after it.
+// Anything it cannot take (an edited stream, a translated API, TLS,
+// HTTP/2, a worker answer that is not chunked) goes the ordinary way.
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// directTaken counts the streams the direct relay took (tests).
+var directTaken atomic.Int64
+
+// directRelay is a gateway's direct relay state.
+type directRelay struct {
+	pool *workerPool
+}
+
+func newDirectRelay(o Ops) *directRelay { return &directRelay{pool: newWorkerPool(o)} }
+
+// connKey is the context key of a request's client connection
+// (HTTPServer's ConnContext).
+type connKey struct{}
+
+// connContext keeps each client connection in its requests' context, for
+// the direct relay.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// directConn is r's client connection if the direct relay can write to
+// it: plain HTTP/1.1 over TCP.
+func directConn(r *http.Request) *net.TCPConn {
+	if r.TLS != nil || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) {
+		return nil
+	}
+	c, _ := r.Context().Value(connKey{}).(*net.TCPConn)
+	return c
+}
+
+// directStream is one stream on the event loop. The handler sets it up
+// and reads it after done is closed; the loop alone touches it meanwhile.
+type directStream struct {
+	cfd, wfd int // duplicates of the client's and the worker's sockets
+	id       int32
+	out      []byte // chunks for the client not yet written
+	lb       []byte // decoded worker data: an unterminated line
+	dec      chunkDecoder
+	eb       eventBatch
+	sawData  bool      // a byte of the worker's body came
+	first    time.Time // the first data event went to the client
+	last     []byte    // the last data event relayed
+	closed   bool      // the terminal event is in out: nothing more goes
+	wEnd     bool      // the worker's answer is over (ended or broke off)
+	wReuse   bool      // ... and its connection may be reused
+	discard  int       // bytes read after the terminal event
+	left     bool      // the client hung up or its socket failed
+	readable bool      // the worker's socket may have data
+	rdhup    bool      // the worker hung up: read to the end
+	firstCh  chan struct{}
+	done     chan struct{}
+}
+
+// take relays resp (a streamed 200 from the direct client, its head
+// already set on rec) over the event loop; handled is false when it
+// cannot, and then nothing was touched: the ordinary relay goes on.
+func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool) {
+	body, fb, prefix := unwrapBody(resp.Body)
+	wb, isDirect := body.(*workerBody)
+	fl, canFlush := rec.ResponseWriter.(http.Flusher)
+	if rec.q.conn == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
+		return false, false
+	}
+	cfd, err := dupConn(rec.q.conn)
+	if err != nil {
+		return false, false
+	}
+	wfd, err := dupConn(wb.wc.c)
+	if err != nil {
+		syscall.Close(cfd)
+		return false, false
+	}
+	directTaken.Add(1)
+	// The head goes out now, by net/http (chunked: an HTTP/1.1 answer
+	// with no length); from here on the loop writes the chunks.
+	fl.Flush()
+	wb.taken = true
+	if wb.stop != nil {
+		wb.stop() // the handler watches the client from here on
+	}
+	// The decoder's state goes along: a refusal check may have read into
+	// the body, to the middle of a chunk.
+	st := &directStream{cfd: cfd, wfd: wfd, dec: wb.dec, firstCh: make(chan struct{}), done: make(chan struct{})}
+	if len(prefix) > 0 {
+		st.data(prefix) // what a refusal check read ahead (paths.go peek)
+	}
+	raw, _ := wb.wc.br.Peek(wb.wc.br.Buffered())
+	st.feed(raw)
+	wb.wc.br.Discard(len(raw))
+	if st.sawData && fb != nil {
+		fb.once.Do(fb.f)
+		fb = nil
+	}
+	firstCh := st.firstCh // closed by the loop when the body's first byte comes
+	if st.sawData {
+		firstCh = nil
+	}
+	addStream(st)
+	leave := rec.ctx.Done()
+	for waiting := true; waiting; {
+		select {
+		case <-firstCh:
+			if fb != nil {
+				fb.once.Do(fb.f)
+			}
+			firstCh = nil
+		case <-leave:
+			// net/http saw the client go (or the server is closing its
+			// connections): the loop is told through the socket.
+			syscall.Shutdown(cfd, syscall.SHUT_RDWR)
+			leave = nil
+		case <-st.done:
+			waiting = false
+		}
+	}
+	syscall.Close(cfd)
+	syscall.Close(wfd)
+	if st.sawData && fb != nil {
+		fb.once.Do(fb.f)
+	}
+	if !st.first.IsZero() && rec.first.IsZero() {
+		rec.first = st.first
+	}
+	rec.last, rec.parsed = append(rec.last[:0], st.last...), false
+	if st.wReuse && !st.left {
+		d.pool.put(wb.wc)
+	} else {
+		wb.wc.c.Close()
+	}
+	if st.left {
+		rec.leave() // the client's own leaving: its context ends
+		return false, true
+	}
+	return st.eb.done, true
+}
+
+// feed decodes raw bytes of the worker's chunked body and relays the
+// lines it completes.
+func (st *directStream) feed(raw []byte) {
+	for len(raw) > 0 && !st.wEnd {
+		data, used, err := st.dec.next(raw, len(raw))
+		raw = raw[used:]
+		if err != nil {
+			st.cutOff("the worker's stream was cut")
+			return
+		}
+		if len(data) > 0 {
+			st.data(data)
+		}
+		if st.dec.done() {
+			st.workerEnded(len(raw) == 0)
+			return
+		}
+	}
+}
+
+// data relays decoded body bytes: the complete lines among what came so
+// far, up to the terminal event; after it, what comes is dropped (at most
+// 1 MiB, as the ordinary relay reads).
+func (st *directStream) data(b []byte) {
+	st.sawData = true
+	if st.eb.ended {
+		st.discard += len(b)
+		if st.discard > 1<<20 {
+			st.wEnd = true // a worker talking on past its end: not reused
+		}
+		return
+	}
+	st.lb = append(st.lb, b...)
+	sent, end := st.eb.lines(st.lb, nil)
+	if len(sent) > 0 {
+		st.out = appendChunk(st.out, sent)
+		if ev := lastDataEvent(sent); ev != nil {
+			if st.first.IsZero() {
+				st.first = time.Now()
+			}
+			st.last = append(st.last[:0], ev...)
+		}
+	}
+	st.lb = append(st.lb[:0], st.lb[end:]...)
+	if st.eb.ended {
+		st.closed = true
+		st.lb = st.lb[:0]
+	}
+}
+
+// workerEnded: the worker's chunked body ended; clean says nothing came
+// after it (the connection may be reused).
+func (st *directStream) workerEnded(clean bool) {
+	if !st.eb.ended {
+		// The worker ended its stream without a terminal event: the
+		// client hears it was cut.
+		if len(st.lb) > 0 {
+			st.out = appendChunk(st.out, append(st.lb, '\n'))
+			st.lb = st.lb[:0]
+		}
+		st.endWith("the worker's stream ended before its answer finished")
+	}
+	st.wEnd, st.wReuse = true, clean
+}
+
+// cutOff: the worker's stream broke off (its socket failed or closed, or
+// its framing is broken): the client's ends with an error frame in
+// SGLang's shape, not a silent truncation.
+func (st *directStream) cutOff(msg string) {
+	if !st.eb.ended {
+		st.endWith(msg)
+	}
+	st.wEnd, st.wReuse = true, false
+}
+
+func (st *directStream) endWith(msg string) {
+	e := sseError(msg)
+	st.out = appendChunk(st.out, e)
+	if st.first.IsZero() {
+		st.first = time.Now() // the recorder counts an error frame's write as its first event
+	}
+	st.last = append(st.last[:0], lastDataEvent(e)...)
+	st.eb.ended, st.closed = true, true
+}
+
+// finished: nothing left to write, and the worker's side settled.
+func (st *directStream) finished() bool {
+	return st.left || st.closed && len(st.out) == 0 && st.wEnd
+}
+
+// unwrapBody finds the direct client's body under the wrappers single and
+// refused put on it: the first-byte hook and a refusal check's read-ahead.
+func unwrapBody(b io.ReadCloser) (inner io.ReadCloser, fb *firstByte, prefix []byte) {
+	if f, ok := b.(*firstByte); ok {
+		fb, b = f, f.ReadCloser
+	}
+	if p, ok := b.(*peekedBody); ok {
+		prefix = p.head.Bytes()
+		b = p.rest
+	}
+	return b, fb, prefix
+}
+
+// dupConn is a duplicate of c's socket descriptor, which the caller
+// closes: the connection itself stays as it is, idle while the loop
+// writes or reads through the duplicate.
+func dupConn(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1, errNotDirect
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = dupCloexec(int(s)) }); err != nil {
+		return -1, err
+	}
+	return fd, derr
+}
+
+// leave ends the request's context: its client is gone.
+func (r *recorder) leave() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+}

@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
+)
+
+// serveGateway serves g's handler on loopback as HTTPServer does, its
+// client connections in their requests' context (the direct relay's).
+func serveGateway(g *Server) *httptest.Server {
+	ts := httptest.NewUnstartedServer(g.Handler())
+	ts.Config.ConnContext = connContext
+	ts.Start()
+	return ts
+}
+
+// directGateway serves a colocated gateway with the direct relay on
+// worker through Serve, on loopback.
+func directGateway(t *testing.T, worker string) (string, *Server) {
+	t.Helper()
+	g, err := New(Config{Colo: []string{worker}, Health: HealthConfig{Interval: -1}, Retries: -1, RelayDirect: true, Ops: Ops{Log: io.Discard},
+		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Serve(ctx, ln, time.Second); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; g.Close() })
+	return "http://" + ln.Addr().String(), g
+}
+
+// Streams relayed directly reuse both connections: three streamed
+// requests in turn on one client go over one client connection and one
+// worker connection (back in the direct client's pool after each), each
+// answered whole and once.
+func TestDirectRelayReusesConnections(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]bool{} // the connections /generate came on
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/generate" {
+			return // the gateway's probes, on its ordinary client
+		}
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fin := "null"
+			if i == 2 {
+				fin = `{"type": "length", "length": 3}`
+			}
+			fmt.Fprint(w, sglEvent(strings.Repeat("a", i+1), fin))
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(ws.Close)
+	gw, _ := directGateway(t, ws.URL)
+	taken := directTaken.Load()
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	for i := range 3 {
+		var reused bool
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, "POST", gw+"/generate", strings.NewReader(`{"text": "hi", "stream": true}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || bytes.Count(b, []byte("data: {")) != 3 || bytes.Count(b, []byte("data: [DONE]")) != 1 ||
+			!bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) || resp.Header.Get("X-PDHybrid-Mode") == "" {
+			t.Fatalf("request %d: %d %v %v\n%s", i, resp.StatusCode, err, resp.Header, b)
+		}
+		if i > 0 && !reused {
+			t.Errorf("request %d: a new client connection; want the first one kept alive", i)
+		}
+	}
+	if n := directTaken.Load() - taken; n != 3 {
+		t.Errorf("the direct relay took %d streams, want 3", n)
+	}
+	if n := len(conns); n != 1 {
+		t.Errorf("%d worker connections for 3 requests in turn, want 1 (the pool's)", n)
+	}
+}
+
+// A client that leaves mid-stream under the direct relay is seen: the
+// worker's request is aborted and closed, and the request is counted as
+// the client's disconnect, not the worker's failure.
+func TestDirectRelayClientLeaves(t *testing.T) {
+	gone := make(chan struct{})
+	aborted := make(chan struct{}, 1)
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/abort_request" {
+			select {
+			case aborted <- struct{}{}:
+			default:
+			}
+			return
+		}
+		if r.URL.Path != "/generate" {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		defer close(gone)
+		for range 2000 { // at most 20 s: the client leaves long before
+			fmt.Fprint(w, sglEvent("a", "null"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(ws.Close)
+	gw, g := directGateway(t, ws.URL)
+	taken := directTaken.Load()
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"text": "hi", "stream": true}`
+	fmt.Fprintf(c, "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: {") {
+			break
+		}
+	}
+	c.Close() // the client leaves after its first event
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker's request went on after its client left")
+	}
+	select {
+	case <-aborted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway sent the worker no abort for the request its client left")
+	}
+	if n := directTaken.Load() - taken; n != 1 {
+		t.Fatalf("the direct relay took %d streams, want 1", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && outcomes(t, g)[outcomeDisconnect] == 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if o := outcomes(t, g); o[outcomeDisconnect] != 1 || o[outcomeWorkerError] != 0 || len(o) != 1 {
+		t.Errorf("requests counted by outcome %v, want one client_disconnect only", o)
+	}
+}
+
+// outcomes is pdhybrid_requests_total by outcome.
+func outcomes(t *testing.T, g *Server) map[string]float64 {
+	out := map[string]float64{}
+	for _, mf := range gathered(t, g) {
+		if mf.GetName() != "pdhybrid_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The stream tests pass under the direct relay too: one terminal event,
+// nothing after [DONE] or an error frame, an abort never a success, the
+// first token's time observed, clients leaving no worker's fault. (The
+// whole package runs under it with GATEWAY_RELAY=direct.)
+func TestStreamTestsUnderDirectRelay(t *testing.T) {
+	if forceRelayDirect {
+		t.Skip("the whole package runs under the direct relay")
+	}
+	forceRelayDirect = true
+	defer func() { forceRelayDirect = false }()
+	taken := directTaken.Load()
+	for name, f := range map[string]func(*testing.T){
+		"DoneThenCut": TestStreamEndsOnceAfterDoneThenCut, "Abort": TestStreamAbortEndsInOneError,
+		"WithoutDone": TestStreamWithoutDoneEndsInError, "AbortNeverOK": TestAbortedAnswerIsNeverOK,
+		"DoneInContent": TestSSEDoneInsideContent, "ErrorFrame": TestSSEErrorFrame,
+		"TTFT": TestTTFTObservesFirstToken, "Disconnect": TestClientDisconnectIsNotAWorkerFailure,
+	} {
+		t.Run(name, f)
+	}
+	if directTaken.Load() == taken {
+		t.Error("no stream went through the direct relay")
+	}
+}

@@ -1,0 +1,215 @@
+package gateway
+
+// The direct relay's event loops (relaydirect.go): one per CPU the Go
+// runtime uses, each an epoll set of the streams handed to it, edge
+// triggered. The set's own descriptor is waited on through Go's netpoller
+// (an epoll set is itself pollable), so a loop with nothing to do is a
+// parked goroutine, not a thread blocked in a system call, and one wake
+// serves every event that came meanwhile. A worker's socket is read when
+// epoll says it has data (one read while it returns less than the buffer:
+// a fresh arrival re-arms the edge), the lines it completes go to the
+// client in one write; a client that cannot take more holds the worker's
+// reads back until it drains. A client's hang-up (EPOLLRDHUP, HUP, ERR) or
+// a failed write ends the stream as the client's leaving.
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+type relayLoop struct {
+	epfd    int
+	mu      sync.Mutex
+	streams map[int32]*directStream // by stream id
+	buf     []byte
+}
+
+var (
+	loopsOnce sync.Once
+	loops     []*relayLoop
+	nextLoop  atomic.Uint32
+	nextID    atomic.Int32
+)
+
+// loopsAvailable starts the loops on first use; false if epoll is not
+// available (the ordinary relay serves then).
+func loopsAvailable() bool {
+	loopsOnce.Do(func() {
+		for range runtime.GOMAXPROCS(0) {
+			l, err := newRelayLoop()
+			if err != nil {
+				return
+			}
+			loops = append(loops, l)
+		}
+	})
+	return len(loops) > 0
+}
+
+func newRelayLoop() (*relayLoop, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "relay-epoll") // non-blocking: Go's netpoller watches it
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l := &relayLoop{epfd: fd, streams: map[int32]*directStream{}, buf: make([]byte, 64<<10)}
+	go l.run(f, rc)
+	return l, nil
+}
+
+// addStream hands st to a loop. Both sockets are registered edge
+// triggered; a socket already readable or writable reports so at once.
+func addStream(st *directStream) {
+	l := loops[int(nextLoop.Add(1))%len(loops)]
+	st.id = nextID.Add(1)
+	st.readable = true // what came before the loop saw the socket
+	// Held while both are registered: the loop must not end the stream
+	// between the two.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.streams[st.id] = st
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Pad: st.id}
+	err1 := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, st.wfd, &ev)
+	ev = unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Pad: st.id, Fd: 1}
+	err2 := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, st.cfd, &ev)
+	if err1 != nil || err2 != nil {
+		// No way to watch them: lost, as cut connections.
+		st.left, st.wEnd = true, true
+		l.finish(st)
+	}
+}
+
+func (l *relayLoop) run(f *os.File, rc syscall.RawConn) {
+	defer runtime.KeepAlive(f)
+	evs := make([]unix.EpollEvent, 256)
+	for {
+		err := rc.Read(func(uintptr) bool {
+			for {
+				n, err := unix.EpollWait(l.epfd, evs, 0)
+				if err != nil && !errors.Is(err, unix.EINTR) {
+					return true
+				}
+				if n <= 0 {
+					return false // nothing ready: park until the set is readable
+				}
+				l.handle(evs[:n])
+				if n < len(evs) {
+					return false
+				}
+			}
+		})
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (l *relayLoop) handle(evs []unix.EpollEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ev := range evs {
+		st := l.streams[ev.Pad]
+		if st == nil {
+			continue // ended earlier in this batch
+		}
+		if ev.Fd == 1 { // the client's socket
+			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				st.left = true
+			}
+		} else {
+			st.readable = true
+			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				st.rdhup = true
+			}
+		}
+		l.pump(st)
+	}
+}
+
+// pump moves what it can of st (held lock: l.streams).
+func (l *relayLoop) pump(st *directStream) {
+	had := st.sawData
+	for !st.left {
+		if len(st.out) > 0 {
+			n, err := unix.Write(st.cfd, st.out)
+			if n > 0 {
+				st.out = append(st.out[:0], st.out[n:]...)
+			}
+			switch {
+			case err == unix.EAGAIN:
+				l.told(st, had)
+				return // EPOLLOUT comes when it drains
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				st.left = true // EPIPE, ECONNRESET: the client is gone
+				continue
+			}
+			if len(st.out) > 0 {
+				continue
+			}
+		}
+		if st.finished() {
+			break
+		}
+		if !st.readable || st.wEnd {
+			l.told(st, had)
+			return
+		}
+		n, err := unix.Read(st.wfd, l.buf)
+		switch {
+		case err == unix.EAGAIN:
+			st.readable = false
+		case err == unix.EINTR:
+		case err != nil, n == 0:
+			// The worker's socket failed or closed; a chunked body not
+			// at its end was cut.
+			st.cutOff("the worker's stream was cut")
+		default:
+			st.feed(l.buf[:n])
+			if n < len(l.buf) && !st.rdhup {
+				st.readable = false // drained: a new arrival re-arms the edge
+			}
+		}
+	}
+	l.told(st, had)
+	l.finish(st)
+}
+
+// told signals the handler the body's first byte, once.
+func (l *relayLoop) told(st *directStream, had bool) {
+	if !had && st.sawData {
+		close(st.firstCh)
+	}
+}
+
+// finish takes st off the loop and tells its handler (held lock).
+func (l *relayLoop) finish(st *directStream) {
+	if _, ok := l.streams[st.id]; !ok {
+		return
+	}
+	delete(l.streams, st.id)
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, st.wfd, nil)
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, st.cfd, nil)
+	if st.left {
+		st.wReuse = false // the worker's answer was not read to its end
+	}
+	close(st.done)
+}
+
+func dupCloexec(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package gateway
+
+// Without epoll the direct relay is not available: every stream takes the
+// ordinary relay (relay.go).
+
+import "errors"
+
+func loopsAvailable() bool { return false }
+
+func addStream(*directStream) { panic("direct relay: no event loop on this platform") }
+
+func dupCloexec(int) (int, error) { return -1, errors.New("direct relay: linux only") }
