@@ -118,7 +118,7 @@ func TestGatewayDecoderKilledMidStream(t *testing.T) {
 	started := make(chan string, n)
 	for i := range n {
 		go func() {
-			j, _ := json.Marshal(map[string]any{"input_ids": ids(1000*i, 200), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 6000}})
+			j, _ := json.Marshal(map[string]any{"input_ids": ids(1000*i, 200), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 20000}})
 			resp, err := http.Post(gw.URL+"/generate", "application/json", bytes.NewReader(j))
 			if err != nil {
 				started <- ""
@@ -153,14 +153,23 @@ func TestGatewayDecoderKilledMidStream(t *testing.T) {
 	}
 	addr := strings.TrimPrefix(d0.URL(), "http://")
 	d0.Kill()
+	cut := 0
 	for range n {
 		r := <-results
 		switch {
-		case r.worker == d0.URL() && (!r.errd || r.done):
-			t.Errorf("a stream on the killed decoder ended without its error frame (%+v)", r)
+		case r.errd == r.done:
+			t.Errorf("a stream ended with %t errors and %t [DONE]: want exactly one terminal event (%+v)", r.errd, r.done, r)
 		case r.worker == d1.URL() && !r.done:
 			t.Errorf("a stream on the healthy decoder did not complete (%+v)", r)
+		case r.worker == d0.URL() && r.errd:
+			cut++
 		}
+	}
+	// A stream on d0 may have finished before the kill on a loaded
+	// machine (then it ended in [DONE], checked above); 20,000 tokens
+	// make that rare, and at least one must have been cut by it.
+	if cut == 0 {
+		t.Errorf("no stream on the killed decoder ended in its error frame")
 	}
 	// Out of service: every new request goes to d1.
 	time.Sleep(200 * time.Millisecond) // a few health-check intervals
