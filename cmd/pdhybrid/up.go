@@ -77,7 +77,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
-	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default) or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512)")
+	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default), v4 or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512; v4 is v3 with both kinds of worker started with --tpot-slo-ms 12, KVC v4's decode slicing, docs/kvc-v4.md: the gateway, having no cost model, routes as v3)")
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
@@ -110,7 +110,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		ck.only("colo", !pd, "to --mechanism pd-colo")
 		ck.only("direct-max-uncached-tokens", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("no-residency-probe", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
-		ck.oneOf("kvc-preset", "v2", "v3")
+		ck.oneOf("kvc-preset", "v2", "v3", "v4")
 		ck.only("kvc-preset", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("front", f.gateways > 1, "to --gateways > 1")
 		for _, n := range []string{"out", "force", "max-concurrency", "request-timeout", "goodput"} {
@@ -189,11 +189,12 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			if f.workerBase != 0 {
 				boot = strconv.Itoa(f.workerBase + f.prefill + f.decode + i)
 			}
-			args := append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, roleArgs(base, f.workerArgs, "prefill")...)
+			args := append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, f.sliceArgs()...)
+			args = append(args, roleArgs(base, f.workerArgs, "prefill")...)
 			if f.mech == "kvcache-centric" {
 				args = append(args, "--snapshot-sync") // the KVC extension's D→P snapshot RPCs
 			}
-			if f.mech == "kvcache-centric" && f.kvcPreset == "v3" {
+			if f.mech == "kvcache-centric" && f.v3Workers() {
 				args = append(args, "--serve-whole", "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
 			}
 			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), args...)
@@ -205,10 +206,11 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			pool = append(pool, "--prefill", fmt.Sprintf("%s@%d", w.url, w.bootPort))
 		}
 		for i := range f.decode {
-			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, roleArgs(base, f.workerArgs, "decode")...)
+			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, f.sliceArgs()...)
+			args = append(args, roleArgs(base, f.workerArgs, "decode")...)
 			if f.mech == "kvcache-centric" {
 				args = append(args, "--session-cache")
-				if f.kvcPreset == "v3" {
+				if f.v3Workers() {
 					args = append(args, "--prefill-bypass-tokens", strconv.Itoa(v3Bypass), "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
 				}
 			}
@@ -302,6 +304,21 @@ func portsFree(f *upFlags) error {
 
 func portError(flag string, p int, err error) error {
 	return usagef("%s: port %d is not free on 127.0.0.1 (%v); choose another, or 0 for a free one", flag, p, err)
+}
+
+// v3Workers says the workers take v3's scheduler options (v4's are v3's
+// and more).
+func (f *upFlags) v3Workers() bool { return f.kvcPreset == "v3" || f.kvcPreset == "v4" }
+
+// sliceArgs are v4's worker flags: decode slicing at the preset's TPOT on
+// every worker that may decode (decoders, and prefill workers serving
+// sessions whole), as the simulator sets it on every KVC worker. They go
+// before the --worker-arg flags, so that one given there wins.
+func (f *upFlags) sliceArgs() []string {
+	if f.mech != "kvcache-centric" || f.kvcPreset != "v4" {
+		return nil
+	}
+	return []string{"--tpot-slo-ms", strconv.Itoa(v4TPOTSLO)}
 }
 
 // roleArgs is base plus the --worker-arg flags for role: those without a

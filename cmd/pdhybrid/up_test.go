@@ -349,3 +349,38 @@ func TestUpKVCv3(t *testing.T) {
 	}
 	t.Logf("modes %v", modes)
 }
+
+// KVC v4 on the live stack: `up --kvc-preset v4` starts a gateway that
+// takes the preset (as v3: it has no cost model) and workers with KVC v4's
+// decode slicing at the preset's 12 ms (worker --tpot-slo-ms, as the
+// simulator sets it on every KVC worker), which /server_info reports; a
+// --worker-arg given for one role wins over the preset's value.
+func TestUpKVCv4(t *testing.T) {
+	_, children, _, _, stderr := startUp(t, "--decode", "1", "--port", "0", "--time-scale", "20", "--kvc-preset", "v4",
+		"--worker-arg=prefill:--tpot-slo-ms=30")
+	if len(children) != 2 {
+		t.Fatalf("up named workers %v, want 2\n%s", children, stderr.String())
+	}
+	want := map[string]float64{"prefill": 30, "decode": float64(v4TPOTSLO)}
+	for _, u := range children {
+		resp, err := http.Get(u + "/server_info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Ext struct {
+				Role string  `json:"role"`
+				TPOT float64 `json:"tpot_slo_ms"`
+			} `json:"pdhybrid"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%s/server_info: %v", u, err)
+		}
+		if w, ok := want[info.Ext.Role]; !ok || info.Ext.TPOT != w {
+			t.Errorf("%s (%s): tpot_slo_ms %v, want %v", u, info.Ext.Role, info.Ext.TPOT, w)
+		}
+		delete(want, info.Ext.Role)
+	}
+}

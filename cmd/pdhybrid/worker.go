@@ -32,7 +32,7 @@ type workerFlags struct {
 	sessionCap, tailMaxWaiting, bypass  int
 	trim, eviction, order               string
 	lowWatermark, trimStall, trimTok    float64
-	maxWait                             float64
+	maxWait, tpotSLO                    float64
 	backpressure, bpTransfers           bool
 	bpHighWater                         float64
 	timeScale, startup                  float64
@@ -108,6 +108,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once), block (LRU nibbles the oldest blocks) or tail (a trim cuts the least recently used session's last blocks, as many as the room needs)")
 	fs.StringVar(&f.order, "prefill-order", "fcfs", "how the worker admits its waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first: KVC v3's scheduler extension; see --prefill-max-wait)")
 	fs.Float64Var(&f.maxWait, "prefill-max-wait", 0, "with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order; 0 = no bound (default 0)")
+	fs.Float64Var(&f.tpotSLO, "tpot-slo-ms", 0, "KVC v4's decode slicing (an extension; SGLang has no such option): hold every request decoding here to this TPOT in `milliseconds`, in [0, 1000000], by sizing each prefill chunk to the smallest stall budget of the decode batch and decoding instead when none fits, as the simulator's workers do with --tpot-slo-ms (engine/slice.go, docs/kvc-v4.md); 0 = off: SGLang's prefill-first order (default 0; up --kvc-preset v4: 12)")
 	fs.IntVar(&f.bypass, "prefill-bypass-tokens", 0, "with --session-cache: a step that continues a long chunked prefill also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order (KVC v3's scheduler extension: a direct append does not wait behind a local seed; default 0: SGLang's order)")
 	fs.IntVar(&f.tailMaxWaiting, "tail-trim-max-waiting", 8, "with --eviction tail: a trim cuts a session's tail only while at most this many `requests` wait in the queue, in [0, 1048576] (default 8)")
 	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
@@ -177,6 +178,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.oneOf("prefill-order", "fcfs", "shortest")
 	ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
 	ck.only("prefill-max-wait", f.order == "shortest", "with --prefill-order shortest")
+	ck.num("tpot-slo-ms", between(0, 1e6).is("milliseconds").orZero("off"))
 	prefill, decode := f.role == "prefill", f.role == "decode"
 	for _, n := range []string{"bootstrap-port", "link", "bootstrap-timeout", "fault-slow-transfer", "serve-whole", "snapshot-buf", "prefill-priority-eviction", "snapshot-sync"} {
 		ck.only(n, prefill, "with --role prefill")
@@ -233,7 +235,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 			RefuseAdmissions: f.refuse, Seed: f.faultSeed},
 		ServeWhole: f.serveWhole, PriorityEviction: f.priority,
 		DecodeRadix: f.decodeRadix, ConditionalAgg: f.condAgg, SnapshotSync: f.snapshotSync,
-		ShortestFirst: f.order == "shortest", MaxWaitS: f.maxWait,
+		ShortestFirst: f.order == "shortest", MaxWaitS: f.maxWait, SliceTPOTS: f.tpotSLO / 1000,
 		HiCache: f.hicache.config(),
 	}
 	if prefill {

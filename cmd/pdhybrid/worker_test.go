@@ -218,3 +218,36 @@ func TestWorkerBackpressureFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerTPOTSLOFlag: --tpot-slo-ms out of [0, 1000000] is a usage
+// error naming the flag and its range; a worker started with it reports
+// it in /server_info (its effect on the schedule: the emulator's
+// TestDecodeSlicingHoldsTPOT).
+func TestWorkerTPOTSLOFlag(t *testing.T) {
+	for _, v := range []string{"-1", "1e7", "NaN"} {
+		_, stderr, err := runCLI("worker", "--tpot-slo-ms", v)
+		if err == nil || !strings.Contains(stderr, "--tpot-slo-ms") || !strings.Contains(stderr, "[0, 1000000]") {
+			t.Errorf("--tpot-slo-ms %s: %v\n%s", v, err, stderr)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{{nil, 0}, {[]string{"--tpot-slo-ms", "12"}, 12}} {
+		w := startWorker(t, append([]string{"--role", "decode", "--time-scale", "20"}, c.args...)...)
+		resp, err := http.Get(w.url + "/server_info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Ext struct {
+				TPOT float64 `json:"tpot_slo_ms"`
+			} `json:"pdhybrid"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		if err != nil || info.Ext.TPOT != c.want {
+			t.Errorf("%v: /server_info tpot_slo_ms %v (%v), want %v", c.args, info.Ext.TPOT, err, c.want)
+		}
+	}
+}

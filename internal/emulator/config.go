@@ -61,6 +61,12 @@ type Config struct {
 	// uncached tokens first, bounded by MaxWaitS (engine.Config; KVC v3).
 	ShortestFirst bool
 	MaxWaitS      float64
+	// SliceTPOTS is KVC v4's decode slicing (engine.Config.SliceTPOTS,
+	// engine/slice.go): the worker sizes each prefill chunk to the stall
+	// budget of the requests decoding there, so none of them passes this
+	// TPOT in seconds; 0 = off (SGLang's prefill-first order). The
+	// simulator sets it on every worker of a KVC run with --tpot-slo-ms.
+	SliceTPOTS float64
 	// IncrementalStream streams only the new text and ids per event
 	// (SGLang --incremental-streaming-output); by default each event
 	// carries everything so far, as SGLang's /generate does.
@@ -136,6 +142,9 @@ func (c *Config) fill() error {
 		if _, ok := c.Profile.Links[c.Link]; !ok {
 			return fmt.Errorf("emulator: profile %s has no link %q", c.Profile.Name, c.Link)
 		}
+	}
+	if !(c.SliceTPOTS >= 0 && c.SliceTPOTS <= 1000) {
+		return fmt.Errorf("emulator: slice TPOT %v s, want seconds in [0, 1000] (0 = off)", c.SliceTPOTS)
 	}
 	if c.SnapshotBufBytes < 0 {
 		return fmt.Errorf("emulator: snapshot buffer %d bytes, want ≥ 0 (0: 8 GiB)", c.SnapshotBufBytes)

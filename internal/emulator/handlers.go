@@ -99,6 +99,7 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 		"bytes_per_text_token": BytesPerToken, "block_size": c.BlockSize,
 		"bootstrap_timeout_s": c.BootstrapTimeout, "waiting_timeout_s": c.WaitingTimeout,
 		"session_cache": c.Session.Enabled, "url": s.url,
+		"tpot_slo_ms": c.SliceTPOTS * 1000, // KVC v4's decode slicing; 0 = off
 	}
 	if c.Role == engine.RolePrefill {
 		ext["link"] = c.Link

@@ -119,7 +119,8 @@ func (s *Server) newWorker() (*engine.Worker, error) {
 		PriorityEviction: c.PriorityEviction && c.Role == engine.RolePrefill,
 		DecodeRadix:      c.DecodeRadix, LocalPrefill: c.ConditionalAgg,
 		ShortestFirst: c.ShortestFirst, MaxWaitS: c.MaxWaitS,
-		HiCache: c.HiCache,
+		SliceTPOTS: c.SliceTPOTS,
+		HiCache:    c.HiCache,
 	})
 }
 
