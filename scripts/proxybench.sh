@@ -9,7 +9,8 @@
 #
 # Environment: TIME_SCALE (the worker's, default 1), NGINX (default: nginx
 # on PATH, else /usr/sbin/nginx; `apt-get install -y nginx` if neither),
-# PERF=1 to record the gateway's CPU profile with perf during the run,
+# PERF=1 to record the gateway's CPU profile with perf during the run
+# (PERF_FREQ samples a second, default 499),
 # GW_GOMAXPROCS and GW_GOGC for the gateway's Go runtime (default: Go's),
 # GW_ARGS for more serve flags (`GW_ARGS="--relay direct"`).
 set -euo pipefail
@@ -43,7 +44,7 @@ for _ in $(seq 100); do [ -s "$out/nginx/nginx.pid" ] && pgrep -P "$(cat "$out/n
 NG_PIDS=$(pgrep -d, -P "$(cat "$out/nginx/nginx.pid")")
 echo "worker $W  gateway $G (pid $GW_PID)  nginx http://127.0.0.1:$NPORT (workers $NG_PIDS)  $(uptime)" | tee "$out/setup.txt"
 if [ "${PERF:-0}" = 1 ]; then
-  perf record -F 499 -g -p "$GW_PID" -o "$out/gateway.perf" > /dev/null 2>&1 &
+  perf record -F "${PERF_FREQ:-499}" -g -p "$GW_PID" -o "$out/gateway.perf" > /dev/null 2>&1 &
   pids+=($!)
 fi
 "$out/proxybench" -direct "$W" -gateway "$G" -nginx "http://127.0.0.1:$NPORT" \

@@ -106,7 +106,7 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	}
 	wfd, err := dupConn(wb.wc.c)
 	if err != nil {
-		syscall.Close(cfd)
+		closeFd(cfd)
 		return false, false
 	}
 	directTaken.Add(1)
@@ -146,14 +146,14 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		case <-leave:
 			// net/http saw the client go (or the server is closing its
 			// connections): the loop is told through the socket.
-			syscall.Shutdown(cfd, syscall.SHUT_RDWR)
+			shutdownFd(cfd)
 			leave = nil
 		case <-st.done:
 			waiting = false
 		}
 	}
-	syscall.Close(cfd)
-	syscall.Close(wfd)
+	closeFd(cfd)
+	closeFd(wfd)
 	if st.sawData && fb != nil {
 		fb.once.Do(fb.f)
 	}

@@ -214,3 +214,32 @@ func TestStreamTestsUnderDirectRelay(t *testing.T) {
 		t.Error("no stream went through the direct relay")
 	}
 }
+
+// A pooled worker connection the worker closed while it sat idle (its
+// keep-alive ran out) is retried once on a fresh one, nothing of the
+// request lost; the answer is read whole either way.
+func TestWorkerPoolRetriesStaleConnection(t *testing.T) {
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"got": %d}`, len(b))
+	}))
+	t.Cleanup(ws.Close)
+	p := newWorkerPool(Ops{})
+	t.Cleanup(p.closeIdle)
+	for i := range 3 {
+		resp, err := p.post(context.Background(), ws.URL+"/generate", map[string]any{"text": "hi"})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || string(b) != `{"got": 13}` {
+			t.Fatalf("request %d: %d %q %v", i, resp.StatusCode, b, err)
+		}
+		if n := len(p.idle[strings.TrimPrefix(ws.URL, "http://")]); n != 1 {
+			t.Fatalf("request %d: %d idle connections after an answer read whole, want 1", i, n)
+		}
+		ws.CloseClientConnections() // the worker drops its idle connections
+	}
+}

@@ -213,3 +213,8 @@ func (l *relayLoop) finish(st *directStream) {
 }
 
 func dupCloexec(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
+
+func closeFd(fd int) { unix.Close(fd) }
+
+// shutdownFd ends both directions of a socket: the loop sees it hang up.
+func shutdownFd(fd int) { unix.Shutdown(fd, unix.SHUT_RDWR) }

@@ -12,3 +12,7 @@ func loopsAvailable() bool { return false }
 func addStream(*directStream) { panic("direct relay: no event loop on this platform") }
 
 func dupCloexec(int) (int, error) { return -1, errors.New("direct relay: linux only") }
+
+func closeFd(int) {}
+
+func shutdownFd(int) {}

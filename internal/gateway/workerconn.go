@@ -42,10 +42,11 @@ type workerPool struct {
 const (
 	// maxIdlePerHost matches the ordinary transport's MaxIdleConnsPerHost.
 	maxIdlePerHost = 1024
-	// poolIdle is how long an idle connection is kept: under the emulated
-	// worker's and SGLang's (uvicorn's 5 s) keep-alive is not guaranteed,
-	// so a stale one is retried once on a fresh connection anyway.
-	poolIdle = 4 * time.Second
+	// poolIdle is how long an idle connection is kept, as net/http's
+	// Transport keeps one. A worker may close it sooner (uvicorn's
+	// keep-alive is 5 s): a pooled connection that fails before any of an
+	// answer came is retried once on a fresh one.
+	poolIdle = 90 * time.Second
 )
 
 func newWorkerPool(o Ops) *workerPool {
@@ -119,7 +120,7 @@ func (p *workerPool) post(ctx context.Context, u string, body any) (*http.Respon
 			}
 			wc = &workerConn{c: c, br: bufio.NewReaderSize(c, 16<<10), host: pu.Host}
 		}
-		resp, started, err := p.roundTrip(ctx, wc, head, b)
+		resp, started, err := p.roundTrip(ctx, wc, head, b, n)
 		if err == nil {
 			return resp, nil
 		}
@@ -132,7 +133,7 @@ func (p *workerPool) post(ctx context.Context, u string, body any) (*http.Respon
 
 // roundTrip writes one request on wc and reads its answer's head; started
 // reports whether any of the answer came (then it must not be retried).
-func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string, body io.Reader) (resp *http.Response, started bool, err error) {
+func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string, body io.Reader, n int64) (resp *http.Response, started bool, err error) {
 	// The client leaving ends the wait (and, until the body is closed or
 	// a relay takes the socket over, any read of the answer); the
 	// first-byte timeout bounds the wait for the head.
@@ -153,11 +154,24 @@ func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string,
 		}
 		resp.Body.(*workerBody).stop = stop
 	}()
-	if _, err := io.WriteString(wc.c, head); err != nil {
+	// One write for the head and a body of up to 64 KiB (one segment on
+	// loopback, one wake of the worker); a larger body follows in pieces.
+	msg := make([]byte, 0, len(head)+int(min(n, 64<<10)))
+	msg = append(msg, head...)
+	if n <= 64<<10 {
+		var err error
+		if msg, err = appendAll(msg, body); err != nil {
+			return nil, false, err
+		}
+		body = nil
+	}
+	if _, err := wc.c.Write(msg); err != nil {
 		return nil, false, err
 	}
-	if _, err := io.Copy(wc.c, body); err != nil {
-		return nil, false, err
+	if body != nil {
+		if _, err := io.Copy(wc.c, body); err != nil {
+			return nil, false, err
+		}
 	}
 	tp := textproto.NewReader(wc.br)
 	var line string
@@ -187,6 +201,23 @@ func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string,
 			Header: http.Header(hdr)}
 		resp.Body = p.body(wc, resp, strings.HasPrefix(line, "HTTP/1.0") || hdr.Get("Connection") == "close")
 		return resp, true, nil
+	}
+}
+
+// appendAll appends what r holds to b.
+func appendAll(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
 	}
 }
 
