@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -36,17 +37,33 @@ func LoadTokenizer(path string) (t Tokenizer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
-	if why := unsupportedTokenizer(raw); why != "" {
-		return nil, fmt.Errorf("tokenizer %s: not supported: %s", path, why)
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			t, err = nil, fmt.Errorf("tokenizer %s: cannot build it: %v", path, r)
 		}
 	}()
+	// Qwen2/3's pre-tokenizer, which the library cannot build, is built
+	// here (pretok.go) and the rest of the file by the library.
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	pre, own := ownPreTokenizer(doc["pre_tokenizer"], pretrained.CreatePreTokenizer)
+	if own {
+		doc["pre_tokenizer"] = nil
+		if raw, err = json.Marshal(doc); err != nil {
+			return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+		}
+	}
+	if why := unsupportedTokenizer(raw); why != "" {
+		return nil, fmt.Errorf("tokenizer %s: not supported: %s", path, why)
+	}
 	tk, err := pretrained.FromReader(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	if own {
+		tk.WithPreTokenizer(pre)
 	}
 	return hfTokenizer{tk}, nil
 }
