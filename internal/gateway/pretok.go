@@ -188,3 +188,16 @@ func ownPreTokenizer(cfg any, create func(map[string]any) (tokenizer.PreTokenize
 	}
 	return nil, false
 }
+
+// wholeWords is a BPE model with ignore_merges (Llama 3's, which the
+// library does not read): a piece found whole in the vocabulary is that
+// one token, whatever the merges would make of it; the others go through
+// the merges.
+type wholeWords struct{ tokenizer.Model }
+
+func (w wholeWords) Tokenize(piece string) ([]tokenizer.Token, error) {
+	if id, ok := w.Model.TokenToId(piece); ok {
+		return []tokenizer.Token{{Id: id, Value: piece, Offsets: []int{0, len(piece)}}}, nil
+	}
+	return w.Model.Tokenize(piece)
+}

@@ -65,6 +65,9 @@ func LoadTokenizer(path string) (t Tokenizer, err error) {
 	if own {
 		tk.WithPreTokenizer(pre)
 	}
+	if m, _ := doc["model"].(map[string]any); m["type"] == "BPE" && m["ignore_merges"] == true {
+		tk.WithModel(wholeWords{tk.GetModel()}) // Llama 3's (pretok.go)
+	}
 	return hfTokenizer{tk}, nil
 }
 

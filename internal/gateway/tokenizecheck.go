@@ -21,21 +21,15 @@ import (
 //     not build (one adding a prefix space): the library's ByteLevel reads
 //     only add_prefix_space and trim_offsets and always splits again with
 //     its own GPT-2 pattern, which cuts pieces a Split kept whole (".\n").
-//   - A BPE model with ignore_merges true (Llama 3: a word in the
-//     vocabulary is one token whatever the merges say): not read.
+//
+// (BPE's ignore_merges, Llama 3's, which the library does not read either,
+// is applied by the gateway: wholeWords in pretok.go.)
 func unsupportedTokenizer(raw []byte) string {
 	var cfg struct {
 		PreTokenizer json.RawMessage `json:"pre_tokenizer"`
-		Model        struct {
-			Type         string `json:"type"`
-			IgnoreMerges bool   `json:"ignore_merges"`
-		} `json:"model"`
 	}
 	if json.Unmarshal(raw, &cfg) != nil {
 		return "" // the library's own parse reports it
-	}
-	if cfg.Model.Type == "BPE" && cfg.Model.IgnoreMerges {
-		return "model BPE with ignore_merges true (Llama 3's), which the Go tokenizer does not implement"
 	}
 	var pre any
 	if json.Unmarshal(cfg.PreTokenizer, &pre) != nil {

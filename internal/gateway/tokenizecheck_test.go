@@ -9,7 +9,7 @@ import (
 // would build but tokenize otherwise than Hugging Face's (or could not
 // build), and that the gateway does not build itself (pretok.go), is
 // refused at load, naming the file and the reason; the GPT-2 and Qwen2/3
-// layouts load.
+// layouts, and Llama 3's ignore_merges, load.
 func TestTokenizerRefusesWhatItWouldGetWrong(t *testing.T) {
 	bl := func(useRegex bool) map[string]any {
 		return map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": useRegex}
@@ -34,7 +34,7 @@ func TestTokenizerRefusesWhatItWouldGetWrong(t *testing.T) {
 		{"a lookbehind", split(`(?<=a)b`), nil, "lookaround (?<"},
 		{"a lookahead other than the whitespace tail", seq(split(`a(?=b)|\s+`), bl(false)), nil, "lookaround (?="},
 		{"ByteLevel without regex adding a prefix space", seq(split(qwen), prefixed), nil, "use_regex false"},
-		{"Llama 3's ignore_merges", bl(true), func(m map[string]any) { m["ignore_merges"] = true }, "ignore_merges"},
+		{"Llama 3's ignore_merges (applied here)", bl(true), func(m map[string]any) { m["ignore_merges"] = true }, ""},
 	} {
 		path := writeTokenizerWith(t, c.pre, c.edit)
 		_, err := LoadTokenizer(path)

@@ -19,6 +19,30 @@ const qwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
 // Qwen's letters with a leading symbol).
 func writeQwenTokenizer(t *testing.T) string {
 	t.Helper()
+	return writeLayoutTokenizer(t, qwenPattern, nil)
+}
+
+// llama3Pattern is Llama 3's Split pattern: Qwen's, digits in threes.
+const llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+// writeLlama3Tokenizer is writeQwenTokenizer's file as Llama 3 lays it
+// out: its pattern and ignore_merges, with words in the vocabulary that
+// the merges do not make ("Ġhello", "abc": the merges give "ab" "c").
+func writeLlama3Tokenizer(t *testing.T) string {
+	t.Helper()
+	return writeLayoutTokenizer(t, llama3Pattern, func(model map[string]any) {
+		vocab := model["vocab"].(map[string]int)
+		vocab["Ġhello"], vocab["abc"], vocab["123"] = 400, 401, 402
+		model["merges"] = append(model["merges"].([]string), "a b")
+		vocab["ab"] = 256 + len(model["merges"].([]string)) - 1
+		model["ignore_merges"] = true
+	})
+}
+
+// writeLayoutTokenizer writes the Qwen-layout file with pattern, edit
+// applied to its BPE model.
+func writeLayoutTokenizer(t *testing.T, pattern string, edit func(model map[string]any)) string {
+	t.Helper()
 	vocab := map[string]int{}
 	for b, r := range byteLevel() {
 		vocab[string(r)] = int(b)
@@ -30,7 +54,7 @@ func writeQwenTokenizer(t *testing.T) string {
 	}
 	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
 	pre := map[string]any{"type": "Sequence", "pretokenizers": []any{
-		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": qwenPattern}, "behavior": "Isolated", "invert": false},
+		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": pattern}, "behavior": "Isolated", "invert": false},
 		bl,
 	}}
 	cfg := map[string]any{
@@ -39,10 +63,13 @@ func writeQwenTokenizer(t *testing.T) string {
 		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
 			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": merges},
 	}
+	if edit != nil {
+		edit(cfg["model"].(map[string]any))
+	}
 	b, _ := json.Marshal(cfg)
 	p := filepath.Join(t.TempDir(), "tokenizer.json")
-	if d := os.Getenv("PDHYBRID_DUMP_QWEN_TOKENIZER"); d != "" {
-		p = d
+	if d := os.Getenv("PDHYBRID_DUMP_TOKENIZER"); d != "" {
+		p = filepath.Join(d, filepath.Base(t.Name())+".json")
 	}
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -91,6 +118,40 @@ func TestQwenTokenizerMatchesHF(t *testing.T) {
 	} {
 		got, err := tk.Encode(c.text)
 		if err != nil || !slices.Equal(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
+			t.Errorf("%q: %v %v, want %v", c.text, got, err, c.want)
+		}
+	}
+}
+
+// TestLlama3TokenizerMatchesHF: the Llama 3 layout (digits in threes,
+// ignore_merges: a piece in the vocabulary is one token) gives Hugging
+// Face's ids, written by Tokenizers.js on the same file.
+func TestLlama3TokenizerMatchesHF(t *testing.T) {
+	tk, err := LoadTokenizer(writeLlama3Tokenizer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		text string
+		want []int
+	}{
+		{" hello", []int{400}},
+		{"hello", []int{104, 101, 108, 108, 111}},
+		{"say hello", []int{115, 97, 121, 400}},
+		{"abc", []int{401}},
+		{"abcd", []int{276, 99, 100}},
+		{"xabc", []int{120, 276, 99}},
+		{"12345", []int{402, 52, 53}},
+		{"1234567", []int{402, 52, 53, 54, 55}},
+		{"123", []int{402}},
+		{"a  hello", []int{97, 32, 400}},
+		{"the and the", []int{263, 270, 264}},
+		{"end.\nthe", []int{101, 110, 100, 260, 263}},
+		{"x  1", []int{120, 32, 32, 49}},
+		{"abc abc", []int{401, 265, 98, 99}},
+	} {
+		got, err := tk.Encode(c.text)
+		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%q: %v %v, want %v", c.text, got, err, c.want)
 		}
 	}
