@@ -26,12 +26,13 @@ type Tokenizer interface {
 // the format).
 type hfTokenizer struct{ tk *tokenizer.Tokenizer }
 
-// LoadTokenizer reads a Hugging Face tokenizer.json. A file the library
-// cannot build, or would tokenize otherwise than the model's own
-// tokenizer (unsupportedTokenizer: a lookahead in a Split pattern, as in
-// the `\s+(?!\S)` of the Qwen2/3 and Llama 3 patterns; ByteLevel with
-// use_regex false; BPE's ignore_merges), is an error naming the file and
-// the reason, never a panic nor ids that differ from the workers'.
+// LoadTokenizer reads a Hugging Face tokenizer.json. What the library
+// cannot build or does not read of Qwen2/3's and Llama 3's files (their
+// Split pattern's `\s+(?!\S)`, ByteLevel with use_regex false, BPE's
+// ignore_merges) the gateway builds itself (pretok.go); any other file the
+// library would tokenize otherwise than the model's own tokenizer
+// (unsupportedTokenizer) is an error naming the file and the reason, never
+// a panic nor ids that differ from the workers'.
 func LoadTokenizer(path string) (t Tokenizer, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -42,8 +43,8 @@ func LoadTokenizer(path string) (t Tokenizer, err error) {
 			t, err = nil, fmt.Errorf("tokenizer %s: cannot build it: %v", path, r)
 		}
 	}()
-	// Qwen2/3's pre-tokenizer, which the library cannot build, is built
-	// here (pretok.go) and the rest of the file by the library.
+	// Qwen2/3's and Llama 3's pre-tokenizer, which the library cannot
+	// build, is built here (pretok.go), the rest of the file by the library.
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)

@@ -89,6 +89,18 @@ func TestQwenTokenizerMatchesHF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same file with its merges as pairs, as newer files write them.
+	tkPairs, err := LoadTokenizer(writeLayoutTokenizer(t, qwenPattern, func(model map[string]any) {
+		var pairs [][]string
+		for _, m := range model["merges"].([]string) {
+			a, b, _ := strings.Cut(m, " ")
+			pairs = append(pairs, []string{a, b})
+		}
+		model["merges"] = pairs
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		text string
 		want []int
@@ -116,9 +128,11 @@ func TestQwenTokenizerMatchesHF(t *testing.T) {
 		{"the  \t the", []int{263, 256, 9, 264}},
 		{"x\u3000.", []int{120, 272, 46}},
 	} {
-		got, err := tk.Encode(c.text)
-		if err != nil || !slices.Equal(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
-			t.Errorf("%q: %v %v, want %v", c.text, got, err, c.want)
+		for _, tk := range []Tokenizer{tk, tkPairs} {
+			got, err := tk.Encode(c.text)
+			if err != nil || !slices.Equal(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
+				t.Errorf("%q: %v %v, want %v", c.text, got, err, c.want)
+			}
 		}
 	}
 }
