@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -25,28 +26,48 @@ type Tokenizer interface {
 // the format).
 type hfTokenizer struct{ tk *tokenizer.Tokenizer }
 
-// LoadTokenizer reads a Hugging Face tokenizer.json. A file the library
-// cannot build, or would tokenize otherwise than the model's own
-// tokenizer (unsupportedTokenizer: a lookahead in a Split pattern, as in
-// the `\s+(?!\S)` of the Qwen2/3 and Llama 3 patterns; ByteLevel with
-// use_regex false; BPE's ignore_merges), is an error naming the file and
-// the reason, never a panic nor ids that differ from the workers'.
+// LoadTokenizer reads a Hugging Face tokenizer.json. What the library
+// cannot build or does not read of Qwen2/3's and Llama 3's files (their
+// Split pattern's `\s+(?!\S)`, ByteLevel with use_regex false, BPE's
+// ignore_merges) the gateway builds itself (pretok.go); any other file the
+// library would tokenize otherwise than the model's own tokenizer
+// (unsupportedTokenizer) is an error naming the file and the reason, never
+// a panic nor ids that differ from the workers'.
 func LoadTokenizer(path string) (t Tokenizer, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
-	}
-	if why := unsupportedTokenizer(raw); why != "" {
-		return nil, fmt.Errorf("tokenizer %s: not supported: %s", path, why)
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			t, err = nil, fmt.Errorf("tokenizer %s: cannot build it: %v", path, r)
 		}
 	}()
+	// Qwen2/3's and Llama 3's pre-tokenizer, which the library cannot
+	// build, is built here (pretok.go), the rest of the file by the library.
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	pre, own := ownPreTokenizer(doc["pre_tokenizer"], pretrained.CreatePreTokenizer)
+	if own {
+		doc["pre_tokenizer"] = nil
+		if raw, err = json.Marshal(doc); err != nil {
+			return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+		}
+	}
+	if why := unsupportedTokenizer(raw); why != "" {
+		return nil, fmt.Errorf("tokenizer %s: not supported: %s", path, why)
+	}
 	tk, err := pretrained.FromReader(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	if own {
+		tk.WithPreTokenizer(pre)
+	}
+	if m, _ := doc["model"].(map[string]any); m["type"] == "BPE" && m["ignore_merges"] == true {
+		tk.WithModel(wholeWords{tk.GetModel()}) // Llama 3's (pretok.go)
 	}
 	return hfTokenizer{tk}, nil
 }
