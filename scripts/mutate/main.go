@@ -67,6 +67,10 @@ type options struct {
 	// flakyRetries is how many more times a test failing alone in the
 	// coverage pass, or the baseline, is run before giving up on it.
 	flakyRetries int
+	// memMB caps each test run's address space (ulimit -v): a mutant that
+	// appends forever fails on allocation instead of taking the machine's
+	// memory from everyone else.
+	memMB int
 }
 
 func main() {
@@ -95,6 +99,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.list, "list", false, "list the mutants and their covering tests; run none")
 	fs.StringVar(&o.work, "work", "", "work directory for binaries and profiles (default: a temporary one, removed after)")
 	fs.StringVar(&o.testCPU, "test-cpu", "", "pass -test.cpu to every test run")
+	fs.IntVar(&o.memMB, "mem-mb", 4096, "address-space cap per test run in MiB, through ulimit -v (0: none)")
 	fs.IntVar(&o.flakyRetries, "flaky-retries", 2, "runs more of a test that fails alone with no mutant, before leaving it out (>= 0)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -108,6 +113,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.floorS < 0 {
 		return nil, fmt.Errorf("-floor %v: want >= 0", o.floorS)
+	}
+	if o.memMB < 0 {
+		return nil, fmt.Errorf("-mem-mb %d: want >= 0", o.memMB)
 	}
 	if o.flakyRetries < 0 {
 		return nil, fmt.Errorf("-flaky-retries %d: want >= 0", o.flakyRetries)
@@ -414,7 +422,7 @@ func measureCoverage(o *options, p *pkgInfo, work string, log *logger) (*coverag
 		// A test that fails alone is tried again (a loaded machine makes
 		// some live tests flaky); left out only if it fails every time.
 		for try := 1; try <= 1+o.flakyRetries; try++ {
-			c := exec.Command(bin, args...)
+			c := testCommand(context.Background(), o, bin, args)
 			c.Dir = p.Dir
 			start := time.Now()
 			out, err = c.CombinedOutput()
@@ -527,7 +535,7 @@ func runTests(o *options, p *pkgInfo, bin string, id int, tests []string, budget
 	if o.testCPU != "" {
 		args = append(args, "-test.cpu", o.testCPU)
 	}
-	c := exec.CommandContext(ctx, bin, args...)
+	c := testCommand(ctx, o, bin, args)
 	c.Dir = p.Dir
 	c.Env = append(os.Environ(), fmt.Sprintf("%s=%d", envID, id))
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -576,4 +584,12 @@ func runMutants(o *options, p *pkgInfo, pl *plan, cov *coverage, bin string, log
 	}
 	close(ch)
 	wg.Wait()
+}
+
+// testCommand runs a test binary, under ulimit -v when -mem-mb is set.
+func testCommand(ctx context.Context, o *options, bin string, args []string) *exec.Cmd {
+	if o.memMB > 0 {
+		return exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, o.memMB*1024), bin}, args...)...)
+	}
+	return exec.CommandContext(ctx, bin, args...)
 }
