@@ -71,6 +71,9 @@ type options struct {
 	// appends forever fails on allocation instead of taking the machine's
 	// memory from everyone else.
 	memMB int
+	// reuse takes the coverage profiles, durations and schema binary of an
+	// earlier run in -work (same sources), to run more mutants of it.
+	reuse bool
 }
 
 func main() {
@@ -99,6 +102,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.list, "list", false, "list the mutants and their covering tests; run none")
 	fs.StringVar(&o.work, "work", "", "work directory for binaries and profiles (default: a temporary one, removed after)")
 	fs.StringVar(&o.testCPU, "test-cpu", "", "pass -test.cpu to every test run")
+	fs.BoolVar(&o.reuse, "reuse", false, "reuse -work's coverage profiles, durations and schema binary from an earlier run of the same sources (no coverage pass, build or baseline)")
 	fs.IntVar(&o.memMB, "mem-mb", 4096, "address-space cap per test run in MiB, through ulimit -v (0: none)")
 	fs.IntVar(&o.flakyRetries, "flaky-retries", 2, "runs more of a test that fails alone with no mutant, before leaving it out (>= 0)")
 	if err := fs.Parse(args); err != nil {
@@ -113,6 +117,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.floorS < 0 {
 		return nil, fmt.Errorf("-floor %v: want >= 0", o.floorS)
+	}
+	if o.reuse && o.work == "" {
+		return nil, errors.New("-reuse needs -work")
 	}
 	if o.memMB < 0 {
 		return nil, fmt.Errorf("-mem-mb %d: want >= 0", o.memMB)
@@ -341,7 +348,12 @@ func run(o *options, stdout io.Writer) error {
 	}
 	work, _ = filepath.Abs(work)
 
-	cov, err := measureCoverage(o, p, work, log)
+	var cov *coverage
+	if o.reuse {
+		cov, err = loadCoverage(p, work)
+	} else {
+		cov, err = measureCoverage(o, p, work, log)
+	}
 	if err != nil {
 		return err
 	}
@@ -357,12 +369,14 @@ func run(o *options, stdout io.Writer) error {
 		}
 		return nil
 	}
-	bin, err := buildSchema(p, pl, work, log)
-	if err != nil {
-		return err
-	}
-	if err := baseline(o, p, pl, cov, bin, log); err != nil {
-		return err
+	bin := filepath.Join(work, "schema.test")
+	if !o.reuse {
+		if bin, err = buildSchema(p, pl, work, log); err != nil {
+			return err
+		}
+		if err := baseline(o, p, pl, cov, bin, log); err != nil {
+			return err
+		}
 	}
 	runMutants(o, p, pl, cov, bin, log)
 	log.printf("done in %s", time.Since(t0).Round(time.Second))
@@ -448,7 +462,8 @@ func measureCoverage(o *options, p *pkgInfo, work string, log *logger) (*coverag
 		cov.duration[t] = d
 		log.printf("coverage %d/%d %s %.1fs", i+1, len(tests), t, d)
 	}
-	return cov, nil
+	b, _ := json.Marshal(cov.duration)
+	return cov, os.WriteFile(filepath.Join(work, "durations.json"), b, 0o644)
 }
 
 func tail(b []byte, n int) []byte {
@@ -592,4 +607,29 @@ func testCommand(ctx context.Context, o *options, bin string, args []string) *ex
 		return exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, o.memMB*1024), bin}, args...)...)
 	}
 	return exec.CommandContext(ctx, bin, args...)
+}
+
+// loadCoverage reads what measureCoverage left in work: durations.json
+// (test → seconds) and one profile per test that passed.
+func loadCoverage(p *pkgInfo, work string) (*coverage, error) {
+	cov := newCoverage()
+	b, err := os.ReadFile(filepath.Join(work, "durations.json"))
+	if err != nil {
+		return nil, fmt.Errorf("-reuse: %w", err)
+	}
+	if err := json.Unmarshal(b, &cov.duration); err != nil {
+		return nil, fmt.Errorf("-reuse: durations.json: %w", err)
+	}
+	for t := range cov.duration {
+		f, err := os.Open(filepath.Join(work, "profiles", t+".out"))
+		if err != nil {
+			return nil, fmt.Errorf("-reuse: %w", err)
+		}
+		err = cov.addProfile(t, p.ImportPath, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cov, nil
 }
