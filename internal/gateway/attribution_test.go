@@ -64,3 +64,21 @@ func TestDeadDecoderRetriedElsewhere(t *testing.T) {
 		t.Errorf("retries counted against the dead decoder: %v, want ≥ 1", got)
 	}
 }
+
+// A dead colocated worker is retried elsewhere too (single(): worker
+// index 0 included), and the retry is counted against it.
+func TestDeadColocatedWorkerRetriedElsewhere(t *testing.T) {
+	c0, c1 := worker(t, engine.RoleColocated, false), worker(t, engine.RoleColocated, false)
+	cfg := testConfig(kvc.MechColo, nil, []*emulator.Server{c0, c1})
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	c0.Kill()
+	for i := range 8 {
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(500*i, 200), "sampling_params": map[string]any{"max_new_tokens": 3}}); a.status != http.StatusOK || a.worker != c1.URL() {
+			t.Fatalf("request %d with a colocated worker dead: %+v", i, a)
+		}
+	}
+	if got := value(scrape(t, gw.URL), "pdhybrid_retries_total", map[string]string{"worker": c0.URL()}); got < 1 {
+		t.Errorf("retries counted against the dead worker: %v, want ≥ 1", got)
+	}
+}
