@@ -82,3 +82,34 @@ func TestDeadColocatedWorkerRetriedElsewhere(t *testing.T) {
 		t.Errorf("retries counted against the dead worker: %v, want ≥ 1", got)
 	}
 }
+
+// With every worker dead, --retries 1 is one retry, not two, whichever
+// path found them dead (single()'s worker, pd()'s decoder).
+func TestRetriesStopAtTheBudgetWhenAllDead(t *testing.T) {
+	for _, mech := range []kvc.Mechanism{kvc.MechColo, kvc.MechPD} {
+		role := engine.RoleColocated
+		var prefill []*emulator.Server
+		if mech == kvc.MechPD {
+			role = engine.RoleDecode
+			prefill = []*emulator.Server{worker(t, engine.RolePrefill, false)}
+		}
+		ws := []*emulator.Server{worker(t, role, false), worker(t, role, false), worker(t, role, false)}
+		cfg := testConfig(mech, prefill, ws)
+		cfg.LoadPoll, cfg.Retries, cfg.Health = -1, 1, HealthConfig{Interval: -1}
+		gw, _ := start(t, cfg)
+		for _, w := range ws {
+			w.Kill()
+		}
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(0, 200), "sampling_params": map[string]any{"max_new_tokens": 3}}); a.status == http.StatusOK {
+			t.Fatalf("%s: every worker dead, answered %+v", mech, a)
+		}
+		m := scrape(t, gw.URL)
+		var retries float64
+		for _, w := range ws {
+			retries += value(m, "pdhybrid_retries_total", map[string]string{"worker": w.URL()})
+		}
+		if retries != 1 {
+			t.Errorf("%s: %v retries with --retries 1, want 1", mech, retries)
+		}
+	}
+}
