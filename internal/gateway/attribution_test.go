@@ -113,3 +113,22 @@ func TestRetriesStopAtTheBudgetWhenAllDead(t *testing.T) {
 		}
 	}
 }
+
+// A colocated worker whose JSON answer breaks off before any of it reached
+// the client (worker index 0 included) is retried on another worker, and
+// the retry counted against it: the client never hears the cut.
+func TestCutAnswerRetriedElsewhere(t *testing.T) {
+	cut := rawWorker(t, false, `{"text": "part`, true)
+	good := worker(t, engine.RoleColocated, false)
+	cfg := Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: []string{cut, good.URL()}, Health: HealthConfig{Interval: -1}}
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	for i := range 8 {
+		if a := generate(t, gw.URL, map[string]any{"input_ids": ids(500*i, 200), "sampling_params": map[string]any{"max_new_tokens": 3}}); a.status != http.StatusOK || a.worker != good.URL() {
+			t.Fatalf("request %d with a worker cutting its answers: %+v", i, a)
+		}
+	}
+	if got := value(scrape(t, gw.URL), "pdhybrid_retries_total", map[string]string{"worker": cut}); got < 1 {
+		t.Errorf("retries counted against the cutting worker: %v, want ≥ 1", got)
+	}
+}
