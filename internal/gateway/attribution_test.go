@@ -132,3 +132,25 @@ func TestCutAnswerRetriedElsewhere(t *testing.T) {
 		t.Errorf("retries counted against the cutting worker: %v, want ≥ 1", got)
 	}
 }
+
+// With every worker cutting its answer, --retries 1 is one retry too.
+func TestRetriesStopAtTheBudgetWhenAllCut(t *testing.T) {
+	var urls []string
+	for range 3 {
+		urls = append(urls, rawWorker(t, false, `{"text": "part`, true))
+	}
+	cfg := Config{Dispatch: kvc.Defaults(kvc.MechColo), Colo: urls, Retries: 1, Health: HealthConfig{Interval: -1}}
+	cfg.LoadPoll = -1
+	gw, _ := start(t, cfg)
+	if a := generate(t, gw.URL, map[string]any{"input_ids": ids(0, 200), "sampling_params": map[string]any{"max_new_tokens": 3}}); a.status == http.StatusOK {
+		t.Fatalf("every answer cut, answered %+v", a)
+	}
+	m := scrape(t, gw.URL)
+	var retries float64
+	for _, u := range urls {
+		retries += value(m, "pdhybrid_retries_total", map[string]string{"worker": u})
+	}
+	if retries != 1 {
+		t.Errorf("%v retries with --retries 1, want 1", retries)
+	}
+}
