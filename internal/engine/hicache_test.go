@@ -474,3 +474,42 @@ func TestHiCacheTrimHostFirst(t *testing.T) {
 		checkHost(t, w)
 	}
 }
+
+// TestHiCacheDemoteIdleExact: think-time demotion writes exactly the
+// session's path to host — a partial last block counted as its own
+// tokens, not a whole block — both when a trim evicts the idle session
+// whole and when it cuts its tail (TrimTail).
+func TestHiCacheDemoteIdleExact(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tail  bool
+		input int   // a's prompt: 200 blocks, the last partial when < 12,800
+		want  int64 // host tokens written for a
+	}{
+		{"whole, partial last block", false, 12780, 12780},
+		{"whole, full blocks", false, 12800, 12800},
+		{"tail trim", true, 12800, 12800},
+		{"tail trim, partial last block", true, 12780, 12780},
+	} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 30000,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession, TrimTail: tc.tail, TrimStallS: 0.5},
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: WriteThroughSelective, DemoteIdle: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := chain(1, 200), chain(2, 282)
+		now := seedOn(t, w, 0, "a", a, tc.input, 4)
+		before := w.Stats().HostWrittenTokens
+		rep := w.AdmitSession(now, AdmitQuery{Session: "b", Blocks: b, Input: 18000, Output: 4})
+		if !rep.CanAdmit || rep.Trimmed != 1 {
+			t.Fatalf("%s: b's admission %+v, want one trim (a)", tc.name, rep)
+		}
+		if tc.tail && w.Stats().TailTrims != 1 {
+			t.Fatalf("%s: %d tail trims, want 1", tc.name, w.Stats().TailTrims)
+		}
+		if got := w.Stats().HostWrittenTokens - before; got != tc.want {
+			t.Errorf("%s: %d tokens of a written to host, want %d", tc.name, got, tc.want)
+		}
+		checkPool(t, w)
+	}
+}

@@ -84,6 +84,33 @@ func TestIdleSessionsExpire(t *testing.T) {
 	}
 }
 
+// The expiry runs from countTurn every 1024th dispatch, not only when
+// called: the 1023rd leaves an idle session, the 1024th forgets it.
+func TestIdleSessionsExpireEvery1024Dispatches(t *testing.T) {
+	g, err := New(Config{Colo: []string{"http://127.0.0.1:1"}, Health: HealthConfig{Interval: -1}, SessionIdle: time.Minute,
+		Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.locked(func() {
+		g.turns["old"] = 3
+		g.seen["old"] = time.Now().Add(-2 * time.Minute)
+		g.dispatched = 1022
+	})
+	for _, step := range []struct {
+		n    int
+		kept bool
+	}{{1023, true}, {1024, false}} {
+		g.countTurn("live")
+		var kept bool
+		g.locked(func() { _, kept = g.turns["old"] })
+		if kept != step.kept {
+			t.Fatalf("after dispatch %d: the idle session kept %v, want %v", step.n, kept, step.kept)
+		}
+	}
+}
+
 // Behind a front (internal/front, as `up --gateways N` runs it) each
 // request reaches one replica, /admin/ and /metrics included, so a drain
 // sent through the front drains one replica only. The per-client limit is

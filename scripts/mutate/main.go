@@ -67,6 +67,13 @@ type options struct {
 	// flakyRetries is how many more times a test failing alone in the
 	// coverage pass, or the baseline, is run before giving up on it.
 	flakyRetries int
+	// memMB caps each test run's address space (ulimit -v): a mutant that
+	// appends forever fails on allocation instead of taking the machine's
+	// memory from everyone else.
+	memMB int
+	// reuse takes the coverage profiles, durations and schema binary of an
+	// earlier run in -work (same sources), to run more mutants of it.
+	reuse bool
 }
 
 func main() {
@@ -95,6 +102,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.list, "list", false, "list the mutants and their covering tests; run none")
 	fs.StringVar(&o.work, "work", "", "work directory for binaries and profiles (default: a temporary one, removed after)")
 	fs.StringVar(&o.testCPU, "test-cpu", "", "pass -test.cpu to every test run")
+	fs.BoolVar(&o.reuse, "reuse", false, "reuse -work's coverage profiles, durations and schema binary from an earlier run of the same sources (no coverage pass, build or baseline)")
+	fs.IntVar(&o.memMB, "mem-mb", 4096, "address-space cap per test run in MiB, through ulimit -v (0: none)")
 	fs.IntVar(&o.flakyRetries, "flaky-retries", 2, "runs more of a test that fails alone with no mutant, before leaving it out (>= 0)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -108,6 +117,12 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.floorS < 0 {
 		return nil, fmt.Errorf("-floor %v: want >= 0", o.floorS)
+	}
+	if o.reuse && o.work == "" {
+		return nil, errors.New("-reuse needs -work")
+	}
+	if o.memMB < 0 {
+		return nil, fmt.Errorf("-mem-mb %d: want >= 0", o.memMB)
 	}
 	if o.flakyRetries < 0 {
 		return nil, fmt.Errorf("-flaky-retries %d: want >= 0", o.flakyRetries)
@@ -333,7 +348,12 @@ func run(o *options, stdout io.Writer) error {
 	}
 	work, _ = filepath.Abs(work)
 
-	cov, err := measureCoverage(o, p, work, log)
+	var cov *coverage
+	if o.reuse {
+		cov, err = loadCoverage(p, work)
+	} else {
+		cov, err = measureCoverage(o, p, work, log)
+	}
 	if err != nil {
 		return err
 	}
@@ -349,12 +369,14 @@ func run(o *options, stdout io.Writer) error {
 		}
 		return nil
 	}
-	bin, err := buildSchema(p, pl, work, log)
-	if err != nil {
-		return err
-	}
-	if err := baseline(o, p, pl, cov, bin, log); err != nil {
-		return err
+	bin := filepath.Join(work, "schema.test")
+	if !o.reuse {
+		if bin, err = buildSchema(p, pl, work, log); err != nil {
+			return err
+		}
+		if err := baseline(o, p, pl, cov, bin, log); err != nil {
+			return err
+		}
 	}
 	runMutants(o, p, pl, cov, bin, log)
 	log.printf("done in %s", time.Since(t0).Round(time.Second))
@@ -414,7 +436,7 @@ func measureCoverage(o *options, p *pkgInfo, work string, log *logger) (*coverag
 		// A test that fails alone is tried again (a loaded machine makes
 		// some live tests flaky); left out only if it fails every time.
 		for try := 1; try <= 1+o.flakyRetries; try++ {
-			c := exec.Command(bin, args...)
+			c := testCommand(context.Background(), o, bin, args)
 			c.Dir = p.Dir
 			start := time.Now()
 			out, err = c.CombinedOutput()
@@ -440,7 +462,8 @@ func measureCoverage(o *options, p *pkgInfo, work string, log *logger) (*coverag
 		cov.duration[t] = d
 		log.printf("coverage %d/%d %s %.1fs", i+1, len(tests), t, d)
 	}
-	return cov, nil
+	b, _ := json.Marshal(cov.duration)
+	return cov, os.WriteFile(filepath.Join(work, "durations.json"), b, 0o644)
 }
 
 func tail(b []byte, n int) []byte {
@@ -527,7 +550,7 @@ func runTests(o *options, p *pkgInfo, bin string, id int, tests []string, budget
 	if o.testCPU != "" {
 		args = append(args, "-test.cpu", o.testCPU)
 	}
-	c := exec.CommandContext(ctx, bin, args...)
+	c := testCommand(ctx, o, bin, args)
 	c.Dir = p.Dir
 	c.Env = append(os.Environ(), fmt.Sprintf("%s=%d", envID, id))
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -576,4 +599,37 @@ func runMutants(o *options, p *pkgInfo, pl *plan, cov *coverage, bin string, log
 	}
 	close(ch)
 	wg.Wait()
+}
+
+// testCommand runs a test binary, under ulimit -v when -mem-mb is set.
+func testCommand(ctx context.Context, o *options, bin string, args []string) *exec.Cmd {
+	if o.memMB > 0 {
+		return exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, o.memMB*1024), bin}, args...)...)
+	}
+	return exec.CommandContext(ctx, bin, args...)
+}
+
+// loadCoverage reads what measureCoverage left in work: durations.json
+// (test → seconds) and one profile per test that passed.
+func loadCoverage(p *pkgInfo, work string) (*coverage, error) {
+	cov := newCoverage()
+	b, err := os.ReadFile(filepath.Join(work, "durations.json"))
+	if err != nil {
+		return nil, fmt.Errorf("-reuse: %w", err)
+	}
+	if err := json.Unmarshal(b, &cov.duration); err != nil {
+		return nil, fmt.Errorf("-reuse: durations.json: %w", err)
+	}
+	for t := range cov.duration {
+		f, err := os.Open(filepath.Join(work, "profiles", t+".out"))
+		if err != nil {
+			return nil, fmt.Errorf("-reuse: %w", err)
+		}
+		err = cov.addProfile(t, p.ImportPath, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cov, nil
 }

@@ -275,6 +275,7 @@ func TestParseFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-lines", "a.go:9-3", "./x"}, {"-lines", "a.go", "./x"}, {"-only", "0", "./x"},
 		{"-coef", "0", "./x"}, {"-workers", "0", "./x"}, {"-floor", "-1", "./x"}, {},
+		{"-reuse", "./x"}, {"-mem-mb", "-1", "./x"}, {"-flaky-retries", "-1", "./x"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q): no error", bad)
