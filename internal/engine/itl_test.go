@@ -75,6 +75,23 @@ func TestFoldedGapsMatchPerTokenGaps(t *testing.T) {
 		ref := &refGaps{owed: map[*Request][][2]float64{}}
 		var reqs []*Request
 		now, aborted, preempted, closedAborts := 0.0, 0, int64(0), 0
+		// step advances the worker to its next event, the reference seeing
+		// the batch before and the requests that finished; false when idle.
+		step := func() bool {
+			next, ok := w.NextTime()
+			if !ok {
+				return false
+			}
+			ref.beforeAdvance(w)
+			now = next
+			w.Advance(now)
+			for _, ev := range w.TakeEvents() {
+				if ev.Kind == EvFinished {
+					ref.finished(ev.Req)
+				}
+			}
+			return true
+		}
 		for i := range 200 {
 			r := &Request{ID: int64(i + 1), Kind: Full, Input: 10 + rng.IntN(100), Output: 1 + rng.IntN(60)}
 			reqs = append(reqs, r)
@@ -82,17 +99,8 @@ func TestFoldedGapsMatchPerTokenGaps(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range rng.IntN(8) {
-				next, ok := w.NextTime()
-				if !ok {
+				if !step() {
 					break
-				}
-				ref.beforeAdvance(w)
-				now = next
-				w.Advance(now)
-				for _, ev := range w.TakeEvents() {
-					if ev.Kind == EvFinished {
-						ref.finished(ev.Req)
-					}
 				}
 				if compact {
 					w.compactGaps()
@@ -116,19 +124,7 @@ func TestFoldedGapsMatchPerTokenGaps(t *testing.T) {
 				}
 			}
 		}
-		for {
-			next, ok := w.NextTime()
-			if !ok {
-				break
-			}
-			ref.beforeAdvance(w)
-			now = next
-			w.Advance(now)
-			for _, ev := range w.TakeEvents() {
-				if ev.Kind == EvFinished {
-					ref.finished(ev.Req)
-				}
-			}
+		for step() {
 		}
 		preempted = w.Stats().Preemptions
 		want := &ref.h
