@@ -232,7 +232,7 @@ func (s *Server) admit(now float64, st *reqState) error {
 		return badValue("Invalid request: empty input_ids. req.rid=%s", pyRepr(st.rid))
 	case len(prompt) >= maxCtx:
 		return badValue("The input (%d tokens) is longer than the model's context length (%d tokens).", len(prompt), maxCtx)
-	case len(prompt)+g.MaxNew > maxCtx:
+	case len(prompt)+g.MaxNew >= maxCtx: // SGLang's >= (tokenizer_manager.py:650 at 0025436)
 		return badValue("Requested token count exceeds the model's maximum context length of %d tokens. You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
 			maxCtx, len(prompt)+g.MaxNew, len(prompt), g.MaxNew)
 	}

@@ -96,8 +96,8 @@ func (s *Server) checkContext(q *request) error {
 	if q.tokens >= c {
 		return fmt.Errorf("The input (%d tokens) is longer than the model's context length (%d tokens).", q.tokens, c)
 	}
-	if q.tokens+q.output > c {
-		return fmt.Errorf("Requested token count exceeds the model's maximum context length of %d tokens. You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion.",
+	if q.tokens+q.output >= c { // SGLang's >= (tokenizer_manager.py:650 at 0025436)
+		return fmt.Errorf("Requested token count exceeds the model's maximum context length of %d tokens. You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
 			c, q.tokens+q.output, q.tokens, q.output)
 	}
 	return nil

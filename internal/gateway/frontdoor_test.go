@@ -124,6 +124,7 @@ func TestClientErrorsAre400(t *testing.T) {
 		`{"input_ids":[1,2],"stream":"yes"}`,
 		`{"text":"` + strings.Repeat("abcd", 5000) + `"}`,
 		`{"input_ids":[1,2],"sampling_params":{"max_new_tokens":4095}}`,
+		`{"input_ids":[1,2],"sampling_params":{"max_new_tokens":4094}}`, // exactly the context: SGLang refuses (>=)
 	} {
 		status, b, _ := postRaw(t, gw.URL+"/generate", "application/json", body)
 		var e struct {
