@@ -153,3 +153,23 @@ func TestCheckReportsDrift(t *testing.T) {
 		})
 	}
 }
+
+// A partial block that a later prompt fills exactly is full from then on:
+// a prompt running past it matches it. Inserting the same prompt again
+// (same tokens in the partial block) changes nothing, the version
+// included. (scripts/mutate counts growPartial's case conditions as not
+// covered: Go's coverage profile has no block for a case expression.)
+func TestPartialBlockFilledOrRepeated(t *testing.T) {
+	r := New(16)
+	put(r, seq(1, 3), 5, 0)
+	v := r.Version()
+	put(r, seq(1, 3), 5, 1)
+	if r.Version() != v || r.Tokens() != 37 {
+		t.Fatalf("the same prompt again: version %d→%d, tree %d tokens (want 37)", v, r.Version(), r.Tokens())
+	}
+	put(r, seq(1, 3), 16, 2)
+	if got := r.Match(seq(1, 4), 16); got.Blocks != 3 || got.Tokens != 48 {
+		t.Fatalf("after filling the partial block a longer prompt matches %+v, want 3 blocks / 48 tokens", got)
+	}
+	checkRadix(t, r)
+}
