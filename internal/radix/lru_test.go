@@ -34,3 +34,74 @@ func TestLRUHeapOrder(t *testing.T) {
 		}
 	}
 }
+
+// A leaf locked and released again is evicted by its latest release, not
+// an earlier one: the heap entry of the earlier release must stay stale.
+func TestRelockedLeafKeepsNewAccess(t *testing.T) {
+	r := New(16)
+	a := put(r, seq(1, 2), 16, 0)
+	put(r, seq(10, 3), 16, 1)
+	r.Relock(a, 2)
+	r.Unlock(a, 3)
+	if freed := r.Evict(1); freed != 48 {
+		t.Fatalf("evicted %d tokens first, want the leaf last used at 1 (48)", freed)
+	}
+	if got := r.Match(seq(1, 2), 16); got.Blocks != 2 {
+		t.Fatalf("leaf last used at 3 lost blocks: %+v", got)
+	}
+}
+
+// The eviction heap's size follows the tree's, not the number of releases
+// (compactLRU): past 1,024 entries it holds at most 4 per live node, and
+// dropping stale entries keeps every live leaf in LRU order. First 300
+// leaves released round robin, then all but 3 evicted and two of those
+// released round robin again.
+func TestLRUHeapStaysBounded(t *testing.T) {
+	r := New(16)
+	var leaves []int32
+	for i := 0; i < 300; i++ {
+		leaves = append(leaves, put(r, seq(1000*(i+1), 1), 16, float64(i)))
+	}
+	now := 300.0
+	bounded := func(phase string) {
+		t.Helper()
+		live := len(r.nodes) - len(r.free)
+		if len(r.lru) > 1024 && len(r.lru) > 4*live {
+			t.Fatalf("%s: heap holds %d entries for %d live nodes", phase, len(r.lru), live)
+		}
+	}
+	for i := 0; i < 1500; i++ {
+		n := leaves[i%len(leaves)]
+		r.Relock(n, now)
+		r.Unlock(n, now)
+		now++
+		bounded("300 leaves")
+	}
+	// Leaf j was last released at i = 1200+j: the 297 least recently
+	// released go, the last 3 stay.
+	if freed := r.Evict(297 * 16); freed != 297*16 {
+		t.Fatalf("evicted %d tokens, want 297 leaves", freed)
+	}
+	// keep[0] stays released while the other two cycle: the compactions
+	// their releases trigger must keep its one entry.
+	keep := leaves[297:]
+	for i := 0; i < 3000; i++ {
+		n := keep[1+i%2]
+		r.Relock(n, now)
+		r.Unlock(n, now)
+		now++
+		bounded("3 leaves")
+	}
+	// Last releases: keep[1] at i=2998, keep[2] at 2999, then keep[1].
+	r.Relock(keep[1], now)
+	r.Unlock(keep[1], now)
+	for _, want := range []int32{keep[0], keep[2], keep[1]} {
+		if n, ok := r.OldestLeaf(); !ok || n != want {
+			t.Fatalf("oldest leaf %d (ok %v), want %d", n, ok, want)
+		}
+		if freed := r.Evict(1); freed != 16 {
+			t.Fatalf("evicted %d, want one 16-token leaf", freed)
+		}
+	}
+	checkRadix(t, r)
+}
