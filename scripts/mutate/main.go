@@ -358,7 +358,8 @@ func run(o *options, stdout io.Writer) error {
 		return err
 	}
 	for _, m := range pl.mutants {
-		m.Tests = cov.testsFor(m.File, m.Line, m.Col)
+		line, col := m.coverPos()
+		m.Tests = cov.testsFor(m.File, line, col)
 		if len(m.Tests) == 0 {
 			m.Status = stNotCovered
 		}

@@ -28,9 +28,52 @@ type Mutant struct {
 	Family    string   `json:"family"`
 	From      string   `json:"from"`
 	To        string   `json:"to"`
+	// CoverLine:CoverCol, when set, is where coverage is read instead: a
+	// case expression lies in no block of Go's coverage profile, so its
+	// tests are those that reached the switch statement.
+	CoverLine int      `json:"cover_line,omitempty"`
+	CoverCol  int      `json:"cover_col,omitempty"`
 	Status    string   `json:"status,omitempty"`
 	Tests     []string `json:"tests,omitempty"`
 	DurationS float64  `json:"duration_s,omitempty"`
+}
+
+// coverPos is where the mutant's coverage is read.
+func (m *Mutant) coverPos() (int, int) {
+	if m.CoverLine > 0 {
+		return m.CoverLine, m.CoverCol
+	}
+	return m.Line, m.Col
+}
+
+// caseCover maps each switch's case expressions, by their byte span, to
+// the switch statement's position: Go's coverage profile has blocks for
+// case bodies, none for the expressions that choose them.
+func caseCover(fset *token.FileSet, f *ast.File) func(off int) (token.Position, bool) {
+	type span struct {
+		start, end int
+		at         token.Position
+	}
+	var spans []span
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sw, ok := n.(*ast.SwitchStmt); ok {
+			for _, st := range sw.Body.List {
+				cc := st.(*ast.CaseClause)
+				for _, e := range cc.List {
+					spans = append(spans, span{fset.Position(e.Pos()).Offset, fset.Position(e.End()).Offset, fset.Position(sw.Switch)})
+				}
+			}
+		}
+		return true
+	})
+	return func(off int) (token.Position, bool) {
+		for _, s := range spans {
+			if off >= s.start && off < s.end {
+				return s.at, true
+			}
+		}
+		return token.Position{}, false
+	}
 }
 
 func (m *Mutant) String() string {
@@ -150,5 +193,13 @@ func findSites(fset *token.FileSet, f *ast.File, info *types.Info) []*site {
 		}
 		return sites[i].end > sites[j].end // the enclosing site first
 	})
+	inCase := caseCover(fset, f)
+	for _, st := range sites {
+		if at, ok := inCase(st.start); ok {
+			for _, m := range st.muts {
+				m.CoverLine, m.CoverCol = at.Line, at.Column
+			}
+		}
+	}
 	return sites
 }

@@ -288,3 +288,34 @@ func TestLineList(t *testing.T) {
 		t.Errorf("lineList = %q", got)
 	}
 }
+
+// TestCaseExpressionsCoveredBySwitch: a mutant in a case expression (which
+// no block of Go's coverage profile holds) reads its coverage at the
+// switch statement, so the tests that reached the switch run it; one in a
+// case body keeps its own position.
+func TestCaseExpressionsCoveredBySwitch(t *testing.T) {
+	const src = `package p
+
+func g(n int) int {
+	switch {
+	case n >= 4:
+		return n - 1
+	}
+	return 0
+}
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range mutantsOf(findSites(fset, f, nil)) {
+		l, c := m.coverPos()
+		got = append(got, fmt.Sprintf("%d:%d %s→%s covered at %d:%d", m.Line, m.Col, m.From, m.To, l, c))
+	}
+	want := []string{"5:9 >=→> covered at 4:2", "5:9 >=→< covered at 4:2", "6:12 -→+ covered at 6:12"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
