@@ -130,3 +130,11 @@ func TestCauseEmptyClass(t *testing.T) {
 		t.Errorf("Cause(%q) = %q, want empty", ":detail", got)
 	}
 }
+
+// TestNewSyncStageMS: a stage's length is its span in milliseconds.
+func TestNewSyncStageMS(t *testing.T) {
+	st := NewSyncStage(2.5, 2.75)
+	if st.StartS != 2.5 || st.EndS != 2.75 || st.MS != 250 {
+		t.Errorf("NewSyncStage(2.5, 2.75) = %+v, want 2.5 2.75 250 ms", *st)
+	}
+}
