@@ -138,3 +138,23 @@ func TestNewSyncStageMS(t *testing.T) {
 		t.Errorf("NewSyncStage(2.5, 2.75) = %+v, want 2.5 2.75 250 ms", *st)
 	}
 }
+
+// TestGapHistogramRangeEdges: 1 µs exactly is the first bucket's (its
+// quantile the bucket's geometric middle), 100,000 s exactly is past the
+// range (its quantile the maximum), as the doc comment's half-open range
+// says.
+func TestGapHistogramRangeEdges(t *testing.T) {
+	var lo GapHistogram
+	lo.Add(gapMin, 1)
+	lo.Add(1, 1)
+	if got, want := lo.Quantile(0.4), gapMin*math.Sqrt(gapRatio); !near(got, want) {
+		t.Errorf("quantile of a 1 µs gap = %v, want the first bucket's middle %v", got, want)
+	}
+	var hi GapHistogram
+	hi.Add(1, 1)
+	hi.Add(gapMax, 1)
+	hi.Add(2*gapMax, 1)
+	if got := hi.Quantile(0.5); got != 2*gapMax {
+		t.Errorf("quantile of a 100,000 s gap = %v, want the maximum %v", got, 2*gapMax)
+	}
+}
