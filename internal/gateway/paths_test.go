@@ -91,6 +91,15 @@ func TestStockDecoderBeforeDiscovery(t *testing.T) {
 			t.Fatalf("turn %d: %+v", i+1, a)
 		}
 	}
+	// The admission RPC's 404 corrected the belief: no extension there, so
+	// later requests do not ask it again.
+	g.locked(func() {
+		for _, w := range g.workers {
+			if w.Role == roleDecode && w.caps.SessionCache != absent {
+				t.Errorf("decoder's session cache %v after its admission 404, want absent", w.caps.SessionCache)
+			}
+		}
+	})
 }
 
 // A decoder whose capabilities were wrong (it lost conditional aggregation
