@@ -21,13 +21,13 @@ const (
 // Mutant is one changed operator: the expression at Line:Col with From
 // replaced by To.
 type Mutant struct {
-	ID        int      `json:"id"`
-	File      string   `json:"file"` // base name, in the package's directory
-	Line      int      `json:"line"`
-	Col       int      `json:"col"`
-	Family    string   `json:"family"`
-	From      string   `json:"from"`
-	To        string   `json:"to"`
+	ID     int    `json:"id"`
+	File   string `json:"file"` // base name, in the package's directory
+	Line   int    `json:"line"`
+	Col    int    `json:"col"`
+	Family string `json:"family"`
+	From   string `json:"from"`
+	To     string `json:"to"`
 	// CoverLine:CoverCol, when set, is where coverage is read instead: a
 	// case expression lies in no block of Go's coverage profile, so its
 	// tests are those that reached the switch statement.
