@@ -42,22 +42,31 @@ func writeTokenizer(t *testing.T, preTokenizer map[string]any) string {
 // settings.
 func writeTokenizerWith(t *testing.T, preTokenizer map[string]any, edit func(model map[string]any)) string {
 	t.Helper()
-	vocab := map[string]int{}
-	for b, r := range byteLevel() {
-		vocab[string(r)] = int(b)
-	}
-	merges := []string{"t h", "th e", "Ġ the", "a n", "an d", "Ġ and", "e r", "i n", "in g", "o n"}
-	for i, m := range merges {
-		a, b, _ := strings.Cut(m, " ")
-		vocab[a+b] = 256 + i
-	}
 	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
 	if preTokenizer == nil {
 		preTokenizer = bl
 	}
+	return writeBPE(t, []string{"t h", "th e", "Ġ the", "a n", "an d", "Ġ and", "e r", "i n", "in g", "o n"}, preTokenizer, bl, edit)
+}
+
+// writeBPE writes a byte-level BPE tokenizer.json: the 256 byte tokens,
+// merges (each "a b" a token of its own after them), pre as its
+// pre-tokenizer and byteLevel as its post-processor and decoder, edit
+// applied to the BPE model. With PDHYBRID_DUMP_TOKENIZER=DIR the file is
+// written there, named for the test (to produce reference ids elsewhere).
+func writeBPE(t *testing.T, merges []string, pre, byteLevelStep map[string]any, edit func(model map[string]any)) string {
+	t.Helper()
+	vocab := map[string]int{}
+	for b, r := range byteLevel() {
+		vocab[string(r)] = int(b)
+	}
+	for i, m := range merges {
+		a, b, _ := strings.Cut(m, " ")
+		vocab[a+b] = 256 + i
+	}
 	cfg := map[string]any{
 		"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": []any{},
-		"normalizer": map[string]any{"type": "NFC"}, "pre_tokenizer": preTokenizer, "post_processor": bl, "decoder": bl,
+		"normalizer": map[string]any{"type": "NFC"}, "pre_tokenizer": pre, "post_processor": byteLevelStep, "decoder": byteLevelStep,
 		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
 			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": merges},
 	}
@@ -66,6 +75,9 @@ func writeTokenizerWith(t *testing.T, preTokenizer map[string]any, edit func(mod
 	}
 	b, _ := json.Marshal(cfg)
 	p := filepath.Join(t.TempDir(), "tokenizer.json")
+	if d := os.Getenv("PDHYBRID_DUMP_TOKENIZER"); d != "" {
+		p = filepath.Join(d, filepath.Base(t.Name())+".json")
+	}
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

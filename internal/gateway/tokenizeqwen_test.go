@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,38 +40,13 @@ func writeLlama3Tokenizer(t *testing.T) string {
 // applied to its BPE model.
 func writeLayoutTokenizer(t *testing.T, pattern string, edit func(model map[string]any)) string {
 	t.Helper()
-	vocab := map[string]int{}
-	for b, r := range byteLevel() {
-		vocab[string(r)] = int(b)
-	}
 	merges := []string{"Ġ Ġ", "ĠĠ Ġ", "ĠĠ ĠĠ", "Ċ Ċ", ". Ċ", "$ h", "t h", "th e", "Ġ the", "Ġ a", "Ġ b", "Ġ 1", "a n", "an d", "Ġ and", "ã Ģ", "ãĢ Ģ", "Ġ x", "ãĢĢ b", "ãĢĢ ."}
-	for i, m := range merges {
-		a, b, _ := strings.Cut(m, " ")
-		vocab[a+b] = 256 + i
-	}
 	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
 	pre := map[string]any{"type": "Sequence", "pretokenizers": []any{
 		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": pattern}, "behavior": "Isolated", "invert": false},
 		bl,
 	}}
-	cfg := map[string]any{
-		"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": []any{},
-		"normalizer": map[string]any{"type": "NFC"}, "pre_tokenizer": pre, "post_processor": bl, "decoder": bl,
-		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
-			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": merges},
-	}
-	if edit != nil {
-		edit(cfg["model"].(map[string]any))
-	}
-	b, _ := json.Marshal(cfg)
-	p := filepath.Join(t.TempDir(), "tokenizer.json")
-	if d := os.Getenv("PDHYBRID_DUMP_TOKENIZER"); d != "" {
-		p = filepath.Join(d, filepath.Base(t.Name())+".json")
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeBPE(t, merges, pre, bl, edit)
 }
 
 // TestQwenTokenizerMatchesHF: a Qwen2/3-layout tokenizer (the Split
