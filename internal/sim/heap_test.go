@@ -41,24 +41,7 @@ func heapAfter(t *testing.T, cfg Config, n int) uint64 {
 // 2 KB more each (2 GB at 1M requests) until the idle chains' budget
 // counted capacity and a new chain got room in proportion to its length.
 func TestHeapPerFinishedRequest(t *testing.T) {
-	const n, bound = 4000, 1536 // requests; bytes per request
-	// Pools of 50,000 tokens: the caches (and the router's belief of them)
-	// are full within the first thousand requests, so what grows after is
-	// what requests leave behind, not caches filling.
-	p := *profile(t)
-	per := p.Model.KVBytesPerToken()
-	p.Hardware.MemFraction = float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+50_000*per) / float64(p.Hardware.HBMBytes)
-	for _, cfg := range scaleConfigs(&p) {
-		if cfg.Name != "dp8-mixed" && cfg.Name != "kvc-v3-1p7d" {
-			continue
-		}
-		small, large := heapAfter(t, cfg, n), heapAfter(t, cfg, 2*n)
-		per := (float64(large) - float64(small)) / n
-		t.Logf("%s: live heap %.1f MB after %d requests, %.1f MB after %d: %.0f bytes per request", cfg.Name, float64(small)/1e6, n, float64(large)/1e6, 2*n, per)
-		if per > bound {
-			t.Errorf("%s: each finished request leaves %.0f bytes in the live heap, want ≤ %d", cfg.Name, per, bound)
-		}
-	}
+	heapPerRequest(t, 1536, "", nil)
 }
 
 // TestHeapWithForgettingFollowsLiveSessions: with --session-idle-forget
@@ -68,7 +51,17 @@ func TestHeapPerFinishedRequest(t *testing.T) {
 // and 422 here, the collector's exact latencies, growth steps of slices
 // and maps, and what is not yet forgotten.
 func TestHeapWithForgettingFollowsLiveSessions(t *testing.T) {
-	const n, bound = 4000, 600 // requests; bytes per request
+	heapPerRequest(t, 600, ", forgetting after 1 s", func(c *Config) { c.SessionIdleForgetS = 1 })
+}
+
+// heapPerRequest holds the live heap each finished one-turn request
+// leaves, DP×8 and KVC v3 1P7D, to bound bytes, with edit applied to the
+// run's configuration. Pools of 50,000 tokens: the caches (and the
+// router's belief of them) are full within the first thousand requests,
+// so what grows after is what requests leave behind, not caches filling.
+func heapPerRequest(t *testing.T, bound int, what string, edit func(*Config)) {
+	t.Helper()
+	const n = 4000 // requests
 	p := *profile(t)
 	per := p.Model.KVBytesPerToken()
 	p.Hardware.MemFraction = float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+50_000*per) / float64(p.Hardware.HBMBytes)
@@ -76,12 +69,14 @@ func TestHeapWithForgettingFollowsLiveSessions(t *testing.T) {
 		if cfg.Name != "dp8-mixed" && cfg.Name != "kvc-v3-1p7d" {
 			continue
 		}
-		cfg.SessionIdleForgetS = 1
+		if edit != nil {
+			edit(&cfg)
+		}
 		small, large := heapAfter(t, cfg, n), heapAfter(t, cfg, 2*n)
 		per := (float64(large) - float64(small)) / n
-		t.Logf("%s, forgetting after 1 s: live heap %.1f MB after %d requests, %.1f MB after %d: %.0f bytes per request", cfg.Name, float64(small)/1e6, n, float64(large)/1e6, 2*n, per)
-		if per > bound {
-			t.Errorf("%s: with forgetting each finished request leaves %.0f bytes in the live heap, want ≤ %d", cfg.Name, per, bound)
+		t.Logf("%s%s: live heap %.1f MB after %d requests, %.1f MB after %d: %.0f bytes per request", cfg.Name, what, float64(small)/1e6, n, float64(large)/1e6, 2*n, per)
+		if per > float64(bound) {
+			t.Errorf("%s%s: each finished request leaves %.0f bytes in the live heap, want ≤ %d", cfg.Name, what, per, bound)
 		}
 	}
 }
