@@ -16,8 +16,9 @@ import (
 // prefillVerdictGrace is how long a decoder's error waits for the prefill
 // leg's own outcome. A dead prefill worker refuses the connection within
 // microseconds on a healthy host; the bound only delays a decoder's error
-// when P is alive and busy.
-const prefillVerdictGrace = 500 * time.Millisecond
+// when P is alive and busy. A variable only so that tests whose prefill
+// leg answers after a decoder's error can wait for it on a loaded machine.
+var prefillVerdictGrace = 500 * time.Millisecond
 
 // pd runs one request over SGLang's PD protocol (DESIGN §9): the identical
 // body to the prefill and the decode worker, with P's bootstrap host and
