@@ -138,7 +138,12 @@ docs/gateway.md says what is built.`,
 			}
 			cfg.Tokenizer = tk
 		}
+		ctxTokens, err := ops.servedContext()
+		if err != nil {
+			return err
+		}
 		ops.apply(&cfg, e)
+		cfg.ContextTokens = ctxTokens
 		for _, p := range prefill {
 			u, bp, err := parsePrefill(p)
 			if err != nil {

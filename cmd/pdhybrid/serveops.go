@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pdhybrid/pdhybrid/internal/gateway"
+	"github.com/pdhybrid/pdhybrid/internal/model"
 )
 
 // adminTokenEnv is where serve takes the admin token from when
@@ -27,6 +28,7 @@ type opsFlags struct {
 	headerS, bodyS, idleS    float64
 	connectS, workerHeaderS  float64
 	contextTokens            int
+	modelConfig              string
 	model                    string
 	relay                    string
 }
@@ -49,6 +51,7 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.connectS, "worker-connect-timeout", 3, "`seconds` to connect to a worker before it counts as unreachable; 0 = no limit")
 	fs.Float64Var(&o.workerHeaderS, "worker-header-timeout", 0, "`seconds` a worker gets to send its response headers once a request is sent (a long prefill's first byte can take minutes); 0 = no limit")
 	fs.IntVar(&o.contextTokens, "context-tokens", 0, "the model's context length in `tokens`: a prompt that with its max tokens does not fit is a 400 before any worker sees it; 0 = left to the workers")
+	fs.StringVar(&o.modelConfig, "model-config", "", "the served model's Hugging Face config.json `file`: its context (max_position_embeddings, stretched by YaRN where the config says so) becomes --context-tokens unless that is given; the gateway makes no step-time or KV estimate of its own, so this is all it takes from a config (the workers take theirs with pdhybrid worker --model-config)")
 	fs.StringVar(&o.model, "model", "", "model `name` GET /v1/models answers (default \"default\")")
 	fs.StringVar(&o.relay, "relay", "ordinary", "how streamed /generate answers are relayed: ordinary (net/http) or direct (hijacked connections on the gateway's own epoll loops, Linux; docs/gateway.md)")
 	fs.BoolVar(&o.logDebug, "log-debug", false, "also log debug events as JSON lines on stderr: each D→P sync's outcome, stage times and sizes (--d-to-p-sync; no prompt content)")
@@ -68,6 +71,21 @@ func (o *opsFlags) check(ck *checks) {
 	}
 	ck.num("context-tokens", between(0, 1<<30).is("a number of tokens").orZero("left to the workers"))
 	ck.oneOf("relay", "ordinary", "direct")
+}
+
+// servedContext is the context the front door holds prompts to:
+// --context-tokens where given, else the context --model-config's file
+// serves, else 0 (left to the workers). It is the one figure of a model
+// the gateway uses itself.
+func (o *opsFlags) servedContext() (int, error) {
+	if o.contextTokens > 0 || o.modelConfig == "" {
+		return o.contextTokens, nil
+	}
+	a, err := model.LoadHF(o.modelConfig)
+	if err != nil {
+		return 0, usagef("--model-config: %v", err)
+	}
+	return a.MaxContext, nil
 }
 
 // seconds turns a timeout flag into a duration: 0 (no limit) is Ops'

@@ -24,6 +24,8 @@ func TestHFParams(t *testing.T) {
 		{"llama-2-7b-hf.json", 6.738, 6.738, 2 * 32 * 128, 0, 0, 0, 0, "fp16"},
 		{"qwen2.5-32b-instruct.json", 32.76, 32.76, 2 * 8 * 128, 0, 0, 0, 0, "bf16"},
 		{"mistral-7b-v0.1.json", 7.24, 7.24, 2 * 8 * 128, 0, 0, 4096, 32, "bf16"},
+		// Mixtral's card: 46.7 B parameters, 12.9 B active (top-2 of 8).
+		{"mixtral-8x7b-v0.1.json", 46.70, 12.88, 2 * 8 * 128, 8, 32, 0, 0, "bf16"},
 		{"qwen3-30b-a3b.json", 30.53, 3.35, 2 * 4 * 128, 128, 48, 0, 0, "bf16"},
 		{"deepseek-v3.json", 671, 37.5, 512 + 64, 256, 58, 0, 0, "fp8"},
 		{"gpt-oss-120b.json", 116.8, 5.13 + 0.58, 2 * 8 * 64, 128, 36, 128, 18, "mxfp4-experts"},
@@ -56,6 +58,34 @@ func TestHFParams(t *testing.T) {
 		if a.WeightDType != c.weights {
 			t.Errorf("%s: weights %s, want %s", c.file, a.WeightDType, c.weights)
 		}
+	}
+}
+
+// TestHFSharedExperts: DeepSeek-V3's always-on shared expert (one of
+// moe_intermediate_size 2048) is its own term, not folded into the routed
+// ones; without it the 37.5 B active count above would still pass (it is
+// 2.6 B, inside that row's tolerance), so the width is checked exactly.
+func TestHFSharedExperts(t *testing.T) {
+	for _, c := range []struct {
+		file        string
+		sharedWidth int
+		topK        int
+	}{{"deepseek-v3.json", 2048, 8}, {"qwen3-30b-a3b.json", 0, 8}, {"mixtral-8x7b-v0.1.json", 0, 2}, {"gpt-oss-120b.json", 0, 4}} {
+		a, err := LoadHF(filepath.Join("testdata", "hf", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.SharedWidth != c.sharedWidth || a.TopK != c.topK {
+			t.Errorf("%s: shared experts %d wide, top-%d; want %d, top-%d", c.file, a.SharedWidth, a.TopK, c.sharedWidth, c.topK)
+		}
+	}
+	// The shared expert's three matrices on each of the 58 MoE layers are
+	// in the active count: removing them takes exactly that many away.
+	a, _ := LoadHF(filepath.Join("testdata", "hf", "deepseek-v3.json"))
+	b := *a
+	b.SharedWidth = 0
+	if got, want := a.Params().ActivePerToken-b.Params().ActivePerToken, int64(58*3*7168*2048); got != want {
+		t.Errorf("shared experts add %d active parameters, want 58 × 3 × 7168 × 2048 = %d", got, want)
 	}
 }
 
