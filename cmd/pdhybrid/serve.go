@@ -82,6 +82,8 @@ docs/gateway.md says what is built.`,
 	fs.IntVar(&dToPDelta, "d-to-p-delta-tokens", dToPDeltaDefault, dToPDeltaHelp)
 	var v3 kvcV3Flags
 	v3.registerLive(fs)
+	var cost serveCostFlags
+	cost.register(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
 	disc.register(fs)
@@ -118,10 +120,12 @@ docs/gateway.md says what is built.`,
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
 		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "reject-window", "residency-belief", "no-residency-probe", "home-holds",
-			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, kvcV3FlagNames...) {
+			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, append(kvcV3FlagNames, serveCostFlagNames...)...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
 		v3.check(ck)
+		v3.checkV4(ck)
+		cost.check(ck)
 		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
 		ck.only("decode", mech != "pd-colo", "to mechanisms with decode workers")
 		ck.only("colo", mech == "pd-colo", "to --mechanism pd-colo")
@@ -156,7 +160,11 @@ docs/gateway.md says what is built.`,
 			cfg.Dispatch.MaxPauseS = -1 // kvc: a cap of 0
 		}
 		if kvcOnly {
-			cfg.Dispatch.V3 = v3.live()
+			sc, tc, err := cost.costs()
+			if err != nil {
+				return err
+			}
+			cfg.Dispatch.V3 = v3.live(sc, tc)
 			cfg.DToP = gateway.DToPConfig{Mode: dToP, DeltaTokens: dToPDelta}
 		}
 		var found []gateway.Discovered
