@@ -30,8 +30,9 @@ func serveOn(t *testing.T, p, d *emulator.Server, args ...string) string {
 	}
 	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	url, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
+	url, ok := strings.CutPrefix(strings.Fields(line + " x x")[1], "url=")
 	if err != nil || !ok {
+		c.Wait()
 		t.Fatalf("serve printed %q (%v)\n%s", line, err, stderr.String())
 	}
 	return url
