@@ -88,9 +88,6 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&v.bypass, "prefill-bypass-tokens", 0, "kvcache-centric (v3): a decoder's step that continues a long chunked prefill (a local seed, a large append) also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order, so a direct append of a few hundred tokens does not wait seconds behind it; the step computes at most the chunk budget plus this (default 0: SGLang's order; the v3 preset: 512; live: the decode workers' --prefill-bypass-tokens)")
 	fs.StringVar(&v.order, "prefill-order", "fcfs", "kvcache-centric (v3): how the prefill workers and decoders admit their waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first, so a short prompt does not wait behind every larger one; see --prefill-max-wait) (the v3 preset: shortest; live: the workers' --prefill-order)")
 	fs.Float64Var(&v.maxWait, "prefill-max-wait", 0, "kvcache-centric (v3), with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order, which bounds what shortest-first costs the largest prompts; 0 = no bound (default 0; the v3 preset: 30)")
-	fs.Float64Var(&v.tpotSLO, "tpot-slo-ms", 0, "kvcache-centric (v3/v4): decode isolation: every GPU that decodes (decoders, prefill workers serving sessions whole) is held to this TPOT in `milliseconds`, in [0, 1000000]: it keeps a stall budget of (SLO − a decode step) × (the mean output − 1) seconds, refilled at (SLO − step)/SLO seconds a second, and a local seed, reseed, large append or a session P would host goes there only while the prefill's time from the profile's cost model fits it (else through P); direct appends and P's prefills draw from it too; and KVC's workers size each prefill chunk to the smallest stall budget of the requests decoding there, decoding instead when none fits, so a long prefill on a GPU no longer stalls its batch past the SLO (docs/kvc-v4.md); 0 = off (default 0; the v4 preset: 12)")
-	fs.Float64Var(&v.ttftSLO, "isolation-ttft-slo-ms", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when through the prefill worker (its queue and the prefill, from the profile's cost model) it would miss this TTFT in `milliseconds`, in [0, 1000000], and on the decoder (its queue and the prefill) it would meet it: isolation would cost the request its TTFT SLO for a stall the workers' slicing still bounds (prefill deflection's trigger, arXiv 2607.02043); 0 = never (default 0; the v4 preset: 2000)")
-	fs.Float64Var(&v.maxPWait, "isolation-max-p-wait", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when the prefill worker has more than this many `seconds` of prefill queued (from the profile's cost model), in [0, 86400]: the queue would cost the request more TTFT than the stall costs the decode batch; 0 = never (default 0; the v4 preset: 20)")
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
 
@@ -98,7 +95,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000: decode isolation, docs/kvc-v4.md; the gateway takes it as v3, having no cost model) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000: decode isolation, docs/kvc-v4.md; the gateway prices it with the workers' profile, --hardware and --profile-model or --profile) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
@@ -107,6 +104,9 @@ func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
 }
 
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
+	fs.Float64Var(&v.tpotSLO, "tpot-slo-ms", 0, "kvcache-centric (v3/v4): decode isolation: every GPU that decodes (decoders, prefill workers serving sessions whole) is held to this TPOT in `milliseconds`, in [0, 1000000]: it keeps a stall budget of (SLO − a decode step) × (the mean output − 1) seconds, refilled at (SLO − step)/SLO seconds a second, and a local seed, reseed, large append or a session P would host goes there only while the prefill's time from the profile's cost model fits it (else through P); direct appends and P's prefills draw from it too; and KVC's workers size each prefill chunk to the smallest stall budget of the requests decoding there, decoding instead when none fits, so a long prefill on a GPU no longer stalls its batch past the SLO (docs/kvc-v4.md); 0 = off (default 0; the v4 preset: 12)")
+	fs.Float64Var(&v.ttftSLO, "isolation-ttft-slo-ms", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when through the prefill worker (its queue and the prefill, from the profile's cost model) it would miss this TTFT in `milliseconds`, in [0, 1000000], and on the decoder (its queue and the prefill) it would meet it: isolation would cost the request its TTFT SLO for a stall the workers' slicing still bounds (prefill deflection's trigger, arXiv 2607.02043); 0 = never (default 0; the v4 preset: 2000)")
+	fs.Float64Var(&v.maxPWait, "isolation-max-p-wait", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when the prefill worker has more than this many `seconds` of prefill queued (from the profile's cost model), in [0, 86400]: the queue would cost the request more TTFT than the stall costs the decode batch; 0 = never (default 0; the v4 preset: 20)")
 	fs.BoolVar(&v.coldP, "cold-on-p", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker when its queued prefill tokens are no more than every decoder's, and the session stays there as --whole-on-p says (P as one more colocated worker; off by default)")
 	fs.BoolVar(&v.pHosts, "p-hosts-sessions", false, "kvcache-centric (v3), with --whole-on-p: a new session's first turn is served whole on the prefill worker while it serves fewer requests whole than every decoder has in flight, or while its prefill queue is empty and it hosts fewer sessions than every decoder; the session stays there as --whole-on-p says: P hosts its share of the sessions as one more colocated worker (off in v2, on in the v3 preset)")
 	fs.BoolVar(&v.balanceStarts, "balance-starts", false, "kvcache-centric (v3): new sessions spread by the count of sessions each GPU started, as DP's round robin does: cold routing's ties go to the decoder that started the fewest, and with --p-hosts-sessions a prefill worker starts a session while it has started at most its equal share of them (one in |P|+|D|) and has at most --p-host-queue-tokens of prefill queued, instead of the in-flight rule (off in v2, on in the v3 preset)")
@@ -186,8 +186,7 @@ func (v *kvcV3Flags) check(ck *checks) {
 	ck.only("cold-route-inflight-tokens", v.coldRoute, "with --cold-route")
 }
 
-// checkV4 checks --tpot-slo-ms (sim, bench, sweep: the gateway has no cost
-// model to turn prefill tokens into decode delay).
+// checkV4 checks --tpot-slo-ms and its escapes (sim, bench, sweep, serve).
 func (v *kvcV3Flags) checkV4(ck *checks) {
 	ck.num("tpot-slo-ms", between(0, 1e6).is("milliseconds").orZero("off"))
 	ck.only("tpot-slo-ms", v.budget > 0, "with --d-prefill-budget above 0 (the v3 or v4 preset)")
@@ -208,9 +207,12 @@ func (v *kvcV3Flags) checkSim(ck *checks) {
 }
 
 // live is the gateway's v3 configuration: the same options, with no
-// inline admission and no transfer cost (registerLive).
-func (v *kvcV3Flags) live() kvc.V3Config {
-	return kvc.V3Config{DBudgetTokens: v.budget, Margin: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight,
+// inline admission and no transfer cost (registerLive), and v4's decode
+// isolation and tier costing priced by the workers' cost model, as the
+// simulator's config prices them (sim.KVCv3.config, sim.Config.withTiers).
+func (v *kvcV3Flags) live(cost kvc.StallCost, tiers kvc.TierCost) kvc.V3Config {
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000}, Tiers: tiers,
+		DBudgetTokens: v.budget, Margin: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
 		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife}
 }

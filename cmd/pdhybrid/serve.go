@@ -58,7 +58,7 @@ docs/gateway.md says what is built.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation, pd-colo, or a peer baseline with its own defaults (pd-conditional, pd-prefix-decider, pd-decode-radix; docs/peer-baselines.md), whose local prefills go to decoders with conditional aggregation and the decode radix cache as do_local_prefill")
+	fs.StringVar(&mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation, pd-colo, or a peer baseline with its own defaults (pd-conditional, pd-prefix-decider, pd-decode-radix, and the 2026 rivals pd-ppd, "+ppdSrc+", and pd-deflect, "+deflectSrc+", priced by the workers' profile as in the simulator; docs/peer-baselines.md), whose local prefills go to decoders with conditional aggregation and the decode radix cache as do_local_prefill")
 	fs.StringSliceVar(&prefill, "prefill", nil, "prefill worker `URL@BOOTSTRAP_PORT` (repeat or comma-separate; the port is SGLang's --disaggregation-bootstrap-port, default 8998)")
 	fs.StringSliceVar(&decode, "decode", nil, "decode worker `URL` (repeat or comma-separate)")
 	fs.StringSliceVar(&colo, "colo", nil, "colocated worker `URL`, for pd-colo (repeat or comma-separate)")
@@ -82,6 +82,10 @@ docs/gateway.md says what is built.`,
 	fs.IntVar(&dToPDelta, "d-to-p-delta-tokens", dToPDeltaDefault, dToPDeltaHelp)
 	var v3 kvcV3Flags
 	v3.registerLive(fs)
+	var cost serveCostFlags
+	cost.register(fs)
+	var rival rivalFlags
+	rival.register(fs)
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
 	disc.register(fs)
@@ -95,7 +99,7 @@ docs/gateway.md says what is built.`,
 			}
 		}
 		ck := newChecks(c)
-		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo", "pd-conditional", "pd-prefix-decider", "pd-decode-radix")
+		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo", "pd-conditional", "pd-prefix-decider", "pd-decode-radix", "pd-ppd", "pd-deflect")
 		ck.oneOf("policy", "default", "sticky", "kv-aware", "cache-aware")
 		ck.num("port", between(0, 65535).is("a TCP port").orZero("a free one"))
 		ck.num("block-size", between(1, 1<<20).is("a number of tokens"))
@@ -121,7 +125,14 @@ docs/gateway.md says what is built.`,
 			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
+		isRival := kvc.Mechanism(mech).IsRival()
+		for _, n := range serveCostFlagNames {
+			ck.only(n, kvcOnly || isRival, "to --mechanism kvcache-centric, pd-ppd or pd-deflect")
+		}
+		rival.check(ck, isRival, mech == "pd-ppd")
 		v3.check(ck)
+		v3.checkV4(ck)
+		cost.check(ck)
 		ck.only("prefill", mech != "pd-colo", "to mechanisms with prefill workers")
 		ck.only("decode", mech != "pd-colo", "to mechanisms with decode workers")
 		ck.only("colo", mech == "pd-colo", "to --mechanism pd-colo")
@@ -160,8 +171,20 @@ docs/gateway.md says what is built.`,
 		if maxPauseMs == 0 {
 			cfg.Dispatch.MaxPauseS = -1 // kvc: a cap of 0
 		}
+		if isRival {
+			sc, _, err := cost.costs()
+			if err != nil {
+				return err
+			}
+			cfg.Dispatch.Peer.Rival = kvc.RivalConfig{TTFTSLOS: rival.ttftSLO / 1000, TPOTSLOS: rival.tpotSLO / 1000,
+				TTFTWeight: rival.ttftWeight, TPOTWeight: rival.tpotWeight, Cost: sc}
+		}
 		if kvcOnly {
-			cfg.Dispatch.V3 = v3.live()
+			sc, tc, err := cost.costs()
+			if err != nil {
+				return err
+			}
+			cfg.Dispatch.V3 = v3.live(sc, tc)
 			cfg.DToP = gateway.DToPConfig{Mode: dToP, DeltaTokens: dToPDelta}
 		}
 		var found []gateway.Discovered

@@ -190,6 +190,15 @@ func TestServeKVCv3Flags(t *testing.T) {
 		{[]string{"--kvc-preset", "v9"}, "--kvc-preset"},
 		{[]string{"--kvc-preset", "v2", "--p-hosts-sessions"}, "--p-hosts-sessions"}, // without --whole-on-p
 		{[]string{"--whole-on-p=false", "--p-hosts-sessions"}, "--p-hosts-sessions"},
+		{[]string{"--tpot-slo-ms", "-1"}, "--tpot-slo-ms"},
+		{[]string{"--kvc-preset", "v2", "--tpot-slo-ms", "12"}, "--tpot-slo-ms"},                    // v2 has no stall budget in tokens
+		{[]string{"--isolation-ttft-slo-ms", "2000"}, "--isolation-ttft-slo-ms"},                    // v3: no --tpot-slo-ms
+		{[]string{"--kvc-preset", "v4", "--isolation-max-p-wait", "1e6"}, "--isolation-max-p-wait"}, // over a day
+		{[]string{"--kvc-preset", "v4", "--profile-model", "no-such-model"}, "no-such-model"},
+		{[]string{"--kvc-preset", "v4", "--link", "no-such-link"}, "--link"},
+		{[]string{"--kvc-preset", "v4", "--chunk-tokens", "-5"}, "--chunk-tokens"},
+		{[]string{"--profile", "p.json", "--hardware", "h100-80g"}, "--hardware"},
+		{[]string{"--mechanism", "pd-disaggregation", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2", "--hardware", "h100-80g"}, "--hardware"},
 	} {
 		args := append([]string{"serve", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2"}, tc.args...)
 		if tc.args[0] == "--mechanism" {

@@ -77,7 +77,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
-	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default), v4 or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512; v4 is v3 with both kinds of worker started with --tpot-slo-ms 12, KVC v4's decode slicing, docs/kvc-v4.md: the gateway, having no cost model, routes as v3)")
+	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default), v4 or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512; v4 is v3 with both kinds of worker started with --tpot-slo-ms 12, KVC v4's decode slicing, and the gateways run v4's stall budget priced by the workers' profile, docs/kvc-v4.md)")
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
@@ -231,7 +231,8 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		gwArgs = append(gwArgs, "--session-field", f.sessionField)
 	}
 	if f.mech == "kvcache-centric" {
-		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend), "--kvc-preset", f.kvcPreset)
+		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend), "--kvc-preset", f.kvcPreset,
+			"--hardware", f.hardware) // the workers' cost model, for v4's stall budget and tier costing
 		if f.noProbe {
 			gwArgs = append(gwArgs, "--no-residency-probe")
 		}

@@ -152,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, errors.New("gateway: pd-colo needs at least one colocated worker")
 		}
 		dNames = cfg.Colo
-	case kvc.MechPD, kvc.MechKVC, kvc.MechConditional, kvc.MechPrefixDecider, kvc.MechDecodeRadix:
+	case kvc.MechPD, kvc.MechKVC, kvc.MechConditional, kvc.MechPrefixDecider, kvc.MechDecodeRadix, kvc.MechPPD, kvc.MechDeflect:
 		if len(cfg.Prefill) == 0 || len(cfg.Decode) == 0 {
 			return nil, fmt.Errorf("gateway: %s needs prefill and decode workers", cfg.Dispatch.Mechanism)
 		}

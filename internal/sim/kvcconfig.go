@@ -274,21 +274,8 @@ func (c *Config) transferTokens() float64 {
 }
 
 // stallCost is the engine's prefill cost as KVC v4's stall budget counts
-// it (kvc.StallCost): the profile's prefill terms, the run's chunk budget,
-// and one decode step of a single sequence at stallCtxTokens of context
-// (the budget is the TPOT left over that step).
-func (c *Config) stallCost() kvc.StallCost {
-	if c.Profile == nil {
-		return kvc.StallCost{}
-	}
-	t := c.Profile.Timing
-	return kvc.StallCost{OverheadS: t.PrefillStepS(), PerTokenS: t.PrefillPerTokenS, AttnS: t.PrefillAttnS,
-		ChunkTokens: c.ChunkTokens, DecodeStepS: t.DecodeStepS(c.Profile.Model, 1, stallCtxTokens)}
-}
-
-// stallCtxTokens is the context of the decode step v4's budget is measured
-// against: an agentic turn's (the WEKA sessions' median prompt is ~30K).
-const stallCtxTokens = 32768
+// it (kvc.StallCostOf), with the run's chunk budget.
+func (c *Config) stallCost() kvc.StallCost { return kvc.StallCostOf(c.Profile, c.ChunkTokens) }
 
 // breaker is the control plane's breaker: windowed mode only (with
 // hair-trigger the seed's router knew nothing of dead peers).

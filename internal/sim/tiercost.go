@@ -3,19 +3,17 @@ package sim
 import "github.com/pdhybrid/pdhybrid/internal/kvc"
 
 // withTiers gives KVC v3's placement the engine's tier costs when the run
-// has a host tier (kvc.TierCost): the host link the engine loads back
+// has a host tier (kvc.TierCostOf): the host link the engine loads back
 // over, the P→D link, the model's KV bytes and layers. Without a host tier
 // it leaves v3 as it is, so a run with tiers off is unchanged.
 func (c *Config) withTiers(v kvc.V3Config) kvc.V3Config {
 	if c.HiCache == nil || c.Profile == nil {
 		return v
 	}
-	host, err := c.Profile.HostLink()
+	tc, err := kvc.TierCostOf(c.Profile, c.Link)
 	if err != nil {
 		return v // validated: a host tier needs the link
 	}
-	xfer := c.Profile.Links[c.Link]
-	v.Tiers = kvc.TierCost{KVBytesPerToken: c.Profile.Model.KVBytesPerToken(), Layers: c.Profile.Model.Layers,
-		HostBandwidth: host.BandwidthBytes, HostSetupS: host.SetupS, XferBandwidth: xfer.BandwidthBytes, XferSetupS: xfer.SetupS}
+	v.Tiers = tc
 	return v
 }
