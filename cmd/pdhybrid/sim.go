@@ -194,7 +194,7 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 	start := e.now()
 	prog := newProgress(e, label, w, cfg.TimeScale)
 	cfg.Warn = func(msg string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", label, msg) }
-	res, err := sim.Run(ctx, cfg, w.src, sink, prog.callback())
+	res, err := sim.Run(ctx, cfg, w.src.runSource(), sink, prog.callback())
 	prog.finish()
 	var stop *sim.StopError
 	if err != nil && !errors.As(err, &stop) {

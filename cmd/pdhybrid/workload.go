@@ -109,8 +109,10 @@ type watchSource struct {
 	sim.Source
 	first       trace.Request
 	held        bool
-	firstLine   int // the held request's line
-	line        int // the line of the request Next gave last
+	firstLast   bool // the held request is its session's last (sim.SessionEnds)
+	last        bool // the request Next gave last is its session's last
+	firstLine   int  // the held request's line
+	line        int  // the line of the request Next gave last
 	n           int64
 	firstTS     float64
 	lastTS      float64
@@ -121,8 +123,28 @@ func (w *watchSource) peek() error {
 	if err := w.Source.Next(&w.first); err != nil {
 		return err
 	}
-	w.held, w.firstLine = true, w.srcLine()
+	w.held, w.firstLine, w.firstLast = true, w.srcLine(), w.srcLast()
 	return nil
+}
+
+// runSource is what the simulator reads: the source, with its
+// sim.SessionEnds passed through when it has one (a generator), so the
+// simulator closes each session after its last turn.
+func (w *watchSource) runSource() sim.Source {
+	if _, ok := w.Source.(sim.SessionEnds); ok {
+		return endsSource{w}
+	}
+	return w
+}
+
+// endsSource is a watchSource whose source knows sessions' last turns.
+type endsSource struct{ *watchSource }
+
+func (e endsSource) LastOfSession() bool { return e.last }
+
+func (w *watchSource) srcLast() bool {
+	e, ok := w.Source.(sim.SessionEnds)
+	return ok && e.LastOfSession()
 }
 
 // located is a source that says where its requests come from (a trace
@@ -156,11 +178,11 @@ func (w *watchSource) Next(r *trace.Request) error {
 		*r = w.first
 		w.first = trace.Request{}
 		w.held = false
-		w.line = w.firstLine
+		w.line, w.last = w.firstLine, w.firstLast
 	} else if err := w.Source.Next(r); err != nil {
 		return err
 	} else {
-		w.line = w.srcLine()
+		w.line, w.last = w.srcLine(), w.srcLast()
 	}
 	if w.n == 0 {
 		w.firstTS = r.Timestamp

@@ -90,6 +90,8 @@ type sessState struct {
 	// onP is 1 + the prefill worker that last served the session whole
 	// (KVC v3's whole-on-p), 0 when none.
 	onP int
+	// closed: the session sends nothing more (CloseSession, close.go).
+	closed bool
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -111,6 +113,8 @@ type Dispatcher struct {
 	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
 	// and the violations seen.
 	open         int
+	closing      []string     // closed sessions still counted somewhere (close.go)
+	closingKept  int          // len(closing) after the last sweep
 	trace        func(string) // SetTrace (belief.go)
 	lcErr        error
 	lcViolations int

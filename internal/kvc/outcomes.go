@@ -236,6 +236,7 @@ func (x *Dispatcher) SessionEvicted(d int, session string) {
 	if s.last == d {
 		s.evicted = true
 	}
+	x.reap(session, s) // a closed session the eviction left uncounted (close.go)
 }
 
 // PrefillBackups is a prefill worker's report of the sessions whose

@@ -16,6 +16,7 @@ type checkedSource struct {
 	chk  *trace.Checker
 	n    int
 	file string
+	ends SessionEnds // the source's, when it knows sessions' last turns (sessionend.go)
 }
 
 type locatedSource interface {
@@ -24,7 +25,7 @@ type locatedSource interface {
 }
 
 func newCheckedSource(src Source) *checkedSource {
-	c := &checkedSource{src: src, chk: trace.NewChecker(src.Header().BlockSize), file: "built-in workload"}
+	c := &checkedSource{src: src, chk: trace.NewChecker(src.Header().BlockSize), file: "built-in workload", ends: sessionEnds(src)}
 	if l, ok := src.(locatedSource); ok {
 		c.file = l.File()
 	}

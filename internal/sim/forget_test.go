@@ -51,8 +51,8 @@ func TestSessionIdleForgetBoundsRecords(t *testing.T) {
 		if cfg.Name != "dp8-mixed" && cfg.Name != "kvc-1p7d" && cfg.Name != "kvc-v3-1p7d" {
 			continue
 		}
-		off, offRecs := forgetRun(t, cfg, shortStream(t, n), 0)
-		on, onRecs := forgetRun(t, cfg, shortStream(t, n), 1)
+		off, offRecs := forgetRun(t, cfg, openEnded{shortStream(t, n)}, 0)
+		on, onRecs := forgetRun(t, cfg, openEnded{shortStream(t, n)}, 1)
 		r0, c0, h0, p0, w0 := tracked(off)
 		r1, c1, h1, p1, w1 := tracked(on)
 		t.Logf("%s: replay %d → %d, checker %d/%d → %d/%d, control plane %d → %d, worker %d → %d; %d forgotten",

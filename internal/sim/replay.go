@@ -20,6 +20,7 @@ import (
 type replay struct {
 	hasNext  bool
 	next     trace.Request
+	nextLast bool    // next is its session's last request (SessionEnds)
 	nextAt   float64 // scaled trace time of next
 	lastTS   float64
 	sessions map[string]*session
@@ -44,6 +45,8 @@ type session struct {
 	frozen      bool     // chain's array is never written again: caches key on it (chain.go)
 	idleGen     uint32
 	idleCounted bool
+	closing     bool // its last request has been ingested (SessionEnds)
+	gone        bool // closed: its records are dropped (sessionend.go)
 }
 
 // req is one request's life in the simulator.
@@ -102,6 +105,7 @@ func (s *Sim) readNext() {
 	}
 	s.lastTS = s.next.Timestamp
 	s.hasNext = true
+	s.nextLast = s.closeEnded && s.checked.ends.LastOfSession()
 	s.nextAt = s.next.Timestamp / s.cfg.TimeScale
 }
 
@@ -120,6 +124,7 @@ func (s *Sim) ingest() error {
 	}
 	s.sessionBusy(sess)
 	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs)
+	sess.closing = sess.closing || s.nextLast
 	s.readNext()
 	s.stats.Requests++
 	s.live++
@@ -241,6 +246,9 @@ func (s *Sim) end(r *req) {
 		s.schedRelease(w, max(w.readyAt, s.now+s.think(w)))
 	}
 	r.waiters = nil
+	if r.sess.closing && r.sess.live == 0 && !r.sess.gone {
+		s.closeSession(r.sess)
+	}
 	s.finished++
 	if s.progress != nil && s.finished%2048 == 0 {
 		s.progress(s.finished, s.now)

@@ -70,6 +70,9 @@ type ReplayStats struct {
 	// ForgottenSessions is how many idle sessions --session-idle-forget
 	// dropped (forget.go); absent when none.
 	ForgottenSessions int `json:"forgotten_sessions,omitempty"`
+	// closedSessions is how many sessions were closed after their last
+	// turn (sessionend.go); not written: closing changes no result.
+	closedSessions int
 }
 
 // Sim is one run in progress.
@@ -109,6 +112,7 @@ type Sim struct {
 	idleIDs  int // block ids held by idle sessions' chains
 
 	checked    *checkedSource
+	closeEnded bool        // close sessions after their last turn (sessionend.go)
 	forget     []forgetRef // sessions gone idle, oldest first (forget.go)
 	forgetHead int
 
@@ -190,7 +194,11 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 	}
 	s := &Sim{cfg: cfg, checked: newCheckedSource(src), sink: sink, progress: progress}
 	s.src = s.checked
-	if cfg.SessionIdleForgetS > 0 {
+	// Sessions are closed after their last turn where the source knows it,
+	// unless idle sessions are forgotten: that bound then decides, as it
+	// did before (sessionend.go).
+	s.closeEnded = s.checked.ends != nil && cfg.SessionIdleForgetS <= 0
+	if cfg.SessionIdleForgetS > 0 || s.closeEnded {
 		s.checked.chk.TrackForgets()
 	}
 	if s.sink == nil {

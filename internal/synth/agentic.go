@@ -189,7 +189,14 @@ type AgenticStream struct {
 	nextChat   int64
 	emitted    int64
 	done       bool
+	last       bool // the request Next gave last ended its session
 }
+
+// LastOfSession reports whether the request Next gave last was its
+// session's last turn (no later request belongs to that session; chat ids
+// are never reused). A session cut short by the stream's request or time
+// cap is not reported: that is known only after its last turn was given.
+func (g *AgenticStream) LastOfSession() bool { return g.last }
 
 // NewAgentic validates cfg and returns its stream.
 func NewAgentic(cfg Agentic) (*AgenticStream, error) {
@@ -345,7 +352,7 @@ func (g *AgenticStream) emit(req *trace.Request, s *agSession, at float64) {
 	if !s.sub && c.SubagentProb > 0 && s.rng.Float64() < c.SubagentProb {
 		g.spawnSub(s, done)
 	}
-	if s.turn >= s.turns || !g.scheduleNext(s, out) {
+	if g.last = s.turn >= s.turns || !g.scheduleNext(s, out); g.last {
 		return // session over: drop it, its memory goes with it
 	}
 	g.active.push(done+s.think, s.seq, s)

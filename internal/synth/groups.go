@@ -96,6 +96,7 @@ type GroupsStream struct {
 	active   sessionHeap[*grSession]
 	started  int
 	nextChat int64
+	last     bool // the request Next gave last is its session's last round
 }
 
 // NewGroups validates cfg and returns its stream.
@@ -156,8 +157,15 @@ func (g *GroupsStream) Next(req *trace.Request) error {
 	}
 	s.lastChat, s.lastOut = g.nextChat, out
 	g.nextChat++
-	if s.turn < c.Rounds {
+	g.last = s.turn >= c.Rounds
+	if !g.last {
 		g.active.push(s.start+float64(s.turn)*(c.NominalResponseS+c.ThinkS), uint64(s.idx), s)
 	}
 	return nil
 }
+
+// LastOfSession reports whether the request Next gave last was its
+// session's last round (no later request belongs to that session; chat ids
+// are never reused), so a simulator may drop the session's records once it
+// has ended.
+func (g *GroupsStream) LastOfSession() bool { return g.last }

@@ -296,8 +296,14 @@ type SeedWorkloadStream struct {
 	active               sessionHeap[*swSession]
 	started              int
 	nextChat             int64
-	resets               int // contexts compacted at the cap
+	resets               int  // contexts compacted at the cap
+	last                 bool // the request Next gave last ended its session's plan
 }
+
+// LastOfSession reports whether the request Next gave last was its
+// session's last turn (no later request belongs to that session; chat ids
+// are never reused).
+func (g *SeedWorkloadStream) LastOfSession() bool { return g.last }
 
 // NewSeedWorkload validates cfg and returns its stream.
 func NewSeedWorkload(cfg SeedWorkload) (*SeedWorkloadStream, error) {
@@ -398,7 +404,7 @@ func (g *SeedWorkloadStream) Next(req *trace.Request) error {
 	}
 	s.lastChat = g.nextChat
 	g.nextChat++
-	if s.turn >= s.plan.turns {
+	if g.last = s.turn >= s.plan.turns; g.last {
 		return nil // session over: drop it
 	}
 	// Schedule the next turn.
