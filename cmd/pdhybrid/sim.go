@@ -207,7 +207,10 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 	s := &res.Summary
 	s.ModelID, s.Hardware = cfg.Profile.Model.Name, cfg.Profile.Hardware.Name
 	s.Date = start.Format(time.RFC3339)
-	s.Workload, s.Version = w.desc, versionString()
+	s.Workload = w.desc
+	if dir != "" { // only summary.json records it; finding it may run git
+		s.Version = versionString()
+	}
 	s.RequestRate = w.src.requestRate(cfg.TimeScale)
 	if cfg.Concurrency > 0 {
 		s.MaxConcurrency = &cfg.Concurrency
