@@ -70,6 +70,7 @@ the stop reason, and the exit status is 130.`,
 	fs.StringVar(&o.dump, "dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with --profile")
 	o.f.register(fs)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		keepHeapHeadroom()
 		cfg, dumped, err := o.resolve(e, newChecks(c))
 		if err != nil || dumped {
 			return err
