@@ -54,6 +54,7 @@ SIGINT or SIGTERM stops at once: the run in progress is written marked
 	fs.StringVar(&format, "format", "text", "table `format` on stdout: text, csv, json")
 	f.register(fs)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		keepHeapHeadroom()
 		ck := newChecks(c)
 		ck.num("gpus", between(2, 1024).is("a number of GPUs (one prefill and at least one decode worker)"))
 		ck.oneOf("format", "text", "csv", "json")

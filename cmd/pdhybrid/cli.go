@@ -31,13 +31,17 @@ calibrated engine model, a trace toolkit and a benchmark/report toolchain.
 Start with 'pdhybrid bench'. Exit status: 0 success, 1 failure (or a run
 stopped at a limit), 2 bad command line (nothing was done), 130 interrupted
 (SIGINT/SIGTERM; the run folder is kept, marked "complete": false).`,
-		Version:       versionString(),
+		// The version itself is found only when asked for (--version, a
+		// run folder, a report page): finding it may run git, which costs
+		// a run that writes neither tens of milliseconds of start-up.
+		Version:       "(see versionString)",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
 		RunE:          groupRun,
 	}
-	root.SetVersionTemplate("pdhybrid {{.Version}}\n")
+	cobra.AddTemplateFunc("pdhybridVersion", versionString)
+	root.SetVersionTemplate("pdhybrid {{pdhybridVersion}}\n")
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)

@@ -100,6 +100,11 @@ func TestLastTimestamp(t *testing.T) {
 		"{\"pdhybrid_trace\":1,\"block_size\":4}\n":                                                       0,
 		"":                  0,
 		"{\"timestamp\":7}": 7,
+		// a last line longer than the first tail read, and one past its
+		// end only by trailing blank lines
+		"{\"timestamp\":1}\n{\"timestamp\":3,\"pad\":\"" + strings.Repeat("x", 40<<10) + "\"}\n":                         3,
+		"{\"timestamp\":1}\n{\"timestamp\":5}\n" + strings.Repeat(" \n", 20<<10):                                         5,
+		strings.Repeat("{\"timestamp\":1}\n", 3000) + "{\"timestamp\":9,\"pad\":\"" + strings.Repeat("y", 5<<20) + "\"}": 0,
 	} {
 		p := filepath.Join(dir, "t.jsonl")
 		os.WriteFile(p, []byte(body), 0o644)

@@ -70,6 +70,7 @@ the stop reason, and the exit status is 130.`,
 	fs.StringVar(&o.dump, "dump-profile", "", "write the resolved model/hardware profile as JSON to `file` (- for stdout) and exit; edit it and pass it back with --profile")
 	o.f.register(fs)
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
+		keepHeapHeadroom()
 		cfg, dumped, err := o.resolve(e, newChecks(c))
 		if err != nil || dumped {
 			return err
@@ -207,7 +208,10 @@ func simulate(ctx context.Context, e *env, cfg sim.Config, w *workload, dir, lab
 	s := &res.Summary
 	s.ModelID, s.Hardware = cfg.Profile.Model.Name, cfg.Profile.Hardware.Name
 	s.Date = start.Format(time.RFC3339)
-	s.Workload, s.Version = w.desc, versionString()
+	s.Workload = w.desc
+	if dir != "" { // only summary.json records it; finding it may run git
+		s.Version = versionString()
+	}
 	s.RequestRate = w.src.requestRate(cfg.TimeScale)
 	if cfg.Concurrency > 0 {
 		s.MaxConcurrency = &cfg.Concurrency

@@ -80,6 +80,7 @@ them, and exits with status 130.`,
 	fs.StringVar(&out, "out", "", "the sweep's folder, `dir` (required)")
 	fs.BoolVar(&force, "force", false, "replace a different sweep already in --out (cells the two grids share are kept when the base sim flags are the same)")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, args []string) error {
+		keepHeapHeadroom()
 		ck := newChecks(c)
 		ck.num("jobs", between(1, 1024).is("a number of cells"))
 		if out == "" {

@@ -214,6 +214,10 @@ func (w *watchSource) requestRate(timeScale float64) float64 {
 // lastTimestamp reads the timestamp of the last line of a sorted canonical
 // trace file from its end, without reading the file; 0 when it cannot (not
 // a regular file, an odd last line). It leaves the file at offset 0.
+//
+// It reads a small tail first and a larger one only while the tail holds
+// no whole last line: a trace's lines are a few hundred bytes, and reading
+// (and allocating) megabytes of tail was a few milliseconds of every run.
 func lastTimestamp(f *os.File) float64 {
 	defer f.Seek(0, io.SeekStart)
 	st, err := f.Stat()
@@ -221,20 +225,29 @@ func lastTimestamp(f *os.File) float64 {
 		return 0
 	}
 	const maxTail = 4 << 20 // longer than any line a reader accepts in practice
-	n := min(st.Size(), maxTail)
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, st.Size()-n); err != nil && !errors.Is(err, io.EOF) {
-		return 0
+	for n := min(st.Size(), 16<<10); ; n = min(2*n, st.Size(), maxTail) {
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, st.Size()-n); err != nil && !errors.Is(err, io.EOF) {
+			return 0
+		}
+		buf = bytes.TrimRight(buf, " \t\r\n")
+		i := bytes.LastIndexByte(buf, '\n')
+		if i < 0 && n < st.Size() {
+			if n == maxTail {
+				return 0 // the last line starts before the longest tail read
+			}
+			continue
+		}
+		return lineTimestamp(buf[i+1:])
 	}
-	buf = bytes.TrimRight(buf, " \t\r\n")
-	i := bytes.LastIndexByte(buf, '\n')
-	if i < 0 && n < st.Size() {
-		return 0 // the last line starts before the tail we read
-	}
+}
+
+// lineTimestamp is a JSON line's "timestamp", 0 when it has none.
+func lineTimestamp(line []byte) float64 {
 	var r struct {
 		Timestamp *float64 `json:"timestamp"`
 	}
-	if json.Unmarshal(buf[i+1:], &r) != nil || r.Timestamp == nil {
+	if json.Unmarshal(line, &r) != nil || r.Timestamp == nil {
 		return 0
 	}
 	return *r.Timestamp

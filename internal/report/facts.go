@@ -353,11 +353,22 @@ func durationText(s float64) string {
 // BuildVersion reads the module version and VCS stamp of the binary.
 var Version string
 
-// BuildVersion returns Version, else the binary's module version and
-// revision ("v1.2.3", "(devel) 3c5b43e1a2b4+dirty"), else "devel".
+// VersionFrom, when set and Version is empty, gives the version on first
+// use: a command sets it so that the version (which may take a git run to
+// find) is looked up only by a run that renders a page.
+var VersionFrom func() string
+
+// BuildVersion returns Version, else VersionFrom's answer, else the
+// binary's module version and revision ("v1.2.3", "(devel)
+// 3c5b43e1a2b4+dirty"), else "devel".
 func BuildVersion() string {
 	if Version != "" {
 		return Version
+	}
+	if VersionFrom != nil {
+		if v := VersionFrom(); v != "" {
+			return v
+		}
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
