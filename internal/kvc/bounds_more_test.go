@@ -142,3 +142,28 @@ func TestSnapshotExact(t *testing.T) {
 		t.Errorf("no prefill pool: PInflight %v, want none", b.PInflight)
 	}
 }
+
+// Round-robin and sticky pick among the allowed workers from the cursor
+// on: after one dispatch to w0 the cursor is at w1, so with w1 not allowed
+// the pick is w2 (the next one after the cursor), and with only w0 allowed
+// it wraps to w0; a sticky session whose pin is not allowed goes the same
+// way.
+func TestRoundRobinAmongAllowed(t *testing.T) {
+	for _, policy := range []Policy{PolicyDefault, PolicySticky} {
+		r := NewRouter([]string{"w0", "w1", "w2"}, policy, Options{})
+		r.Dispatched(0, "", nil)
+		r.pins["s"] = 1
+		for _, c := range []struct {
+			allowed func(int) bool
+			want    int
+		}{
+			{func(w int) bool { return w != 1 }, 2},
+			{func(w int) bool { return w == 0 }, 0},
+			{func(int) bool { return false }, -1},
+		} {
+			if got := r.PickAmong("s", nil, c.allowed).Worker; got != c.want {
+				t.Errorf("%s: picked w%d, want w%d", policy, got, c.want)
+			}
+		}
+	}
+}
