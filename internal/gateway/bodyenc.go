@@ -14,13 +14,14 @@ import (
 	"strconv"
 )
 
-// appendBody appends m's JSON encoding to dst, less the key skip; ok is
-// false where encoding/json would fail (then the caller asks it).
+// appendBody appends m's JSON encoding to dst, less the key skip ("":
+// none); ok is false where encoding/json would fail (then the caller asks
+// it).
 func appendBody(dst []byte, m map[string]any, skip string) ([]byte, bool) {
 	var arr [16]string
 	keys := arr[:0]
 	for k := range m {
-		if k != skip {
+		if skip == "" || k != skip {
 			keys = append(keys, k)
 		}
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -180,4 +181,37 @@ func FuzzScanCompletion(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(checkCompletion)
+}
+
+// The scanners against encoding/json on mutated bodies (the fuzz targets'
+// checks, run in every go test): seeds with bytes flipped, dropped,
+// doubled and spliced from JSON's own punctuation.
+func TestScannersOnMutatedBodies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 9))
+	punct := []byte(`{}[]:,"\ 0123456789.eE+-tfnul` + "\x00\x1f\xc3\xa9")
+	mutate := func(b []byte) []byte {
+		b = append([]byte(nil), b...)
+		for range 1 + rng.IntN(3) {
+			if len(b) == 0 {
+				b = append(b, punct[rng.IntN(len(punct))])
+				continue
+			}
+			i := rng.IntN(len(b))
+			switch rng.IntN(4) {
+			case 0:
+				b[i] = punct[rng.IntN(len(punct))]
+			case 1:
+				b = append(b[:i], b[i+1:]...)
+			case 2:
+				b = append(b[:i], append([]byte{b[i]}, b[i:]...)...)
+			default:
+				b = append(b[:i], append([]byte{punct[rng.IntN(len(punct))]}, b[i:]...)...)
+			}
+		}
+		return b
+	}
+	for range 20000 {
+		checkScan(t, mutate([]byte(scanCases[rng.IntN(len(scanCases))])))
+		checkCompletion(t, mutate([]byte(completionCases[rng.IntN(len(completionCases))])))
+	}
 }
