@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // readJSON reads a request body as a JSON object (numbers kept exact),
@@ -18,18 +19,45 @@ import (
 // long prompt is re-sent to a worker or two byte for byte instead of being
 // decoded into an []any and encoded again per leg (BenchmarkGenerateBody).
 func (s *Server) readJSON(r *http.Request) (map[string]any, error) {
-	var b []byte
-	if rb, ok := r.Body.(readBody); ok {
-		b = rb.b // read by the limits (budget.go): no second copy
-		// Parsed below into its fields: the request need not keep the
-		// raw bytes alive too.
-		r.Body = http.NoBody
-	} else {
-		var err error
-		if b, err = io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)); err != nil {
-			return nil, fmt.Errorf("reading the body: %v", err)
-		}
+	b, err := s.readBytes(r)
+	if err != nil {
+		return nil, err
 	}
+	return decodeObject(b)
+}
+
+// readGenerate reads a /generate body: by the scanner (bodyscan.go),
+// which keeps the objects and lists the gateway does not read as the
+// client's bytes, or, for anything it does not take, as readJSON does.
+func (s *Server) readGenerate(r *http.Request) (map[string]any, error) {
+	b, err := s.readBytes(r)
+	if err != nil {
+		return nil, err
+	}
+	field, _, _ := strings.Cut(s.cfg.SessionField, ".")
+	if body, ok := scanGenerate(b, field); ok {
+		return body, nil
+	}
+	return decodeObject(b)
+}
+
+// readBytes is a request's body, within the size limit.
+func (s *Server) readBytes(r *http.Request) ([]byte, error) {
+	if rb, ok := r.Body.(readBody); ok {
+		// Read by the limits (budget.go): no second copy. Parsed into
+		// its fields: the request need not keep the reader too.
+		r.Body = http.NoBody
+		return rb.b, nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeObject decodes a JSON object by encoding/json, input_ids kept raw.
+func decodeObject(b []byte) (map[string]any, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
 		if err == nil {
@@ -135,26 +163,44 @@ func jsonReader(v any) io.Reader {
 
 // jsonBody encodes a body and says its length; a map's raw input_ids is
 // spliced in as it came, not re-validated and compacted by json.Marshal
-// (the bulk of a long prompt's cost at the gateway), and not copied: each
-// worker leg reads the client's bytes.
+// (the bulk of a long prompt's cost at the gateway), and a long one not
+// copied: each worker leg reads the client's bytes. The rest of a map is
+// encoded in one pass (bodyenc.go).
 func jsonBody(v any) (io.Reader, int64) {
 	m, ok := v.(map[string]any)
-	raw, isRaw := m["input_ids"].(json.RawMessage)
-	if !ok || !isRaw {
+	if !ok {
 		b, _ := json.Marshal(v)
 		return bytes.NewReader(b), int64(len(b))
 	}
-	rest := make(map[string]any, len(m))
-	for k, x := range m {
-		if k != "input_ids" {
-			rest[k] = x
+	raw, isRaw := m["input_ids"].(json.RawMessage)
+	if !isRaw {
+		b, ok := appendBody(make([]byte, 0, 512), m, "")
+		if !ok {
+			b, _ = json.Marshal(v)
 		}
-	}
-	b, _ := json.Marshal(rest)
-	tail := []byte("}")
-	if len(b) > 2 {
-		tail = append([]byte{','}, b[1:]...)
+		return bytes.NewReader(b), int64(len(b))
 	}
 	head := []byte(`{"input_ids":`)
+	if len(raw) <= splicedIDs {
+		head = append(head, raw...)
+	}
+	tail, ok := appendBody(make([]byte, 0, 256), m, "input_ids")
+	if !ok {
+		b, _ := json.Marshal(v)
+		return bytes.NewReader(b), int64(len(b))
+	}
+	if len(tail) > 2 {
+		tail[0] = ','
+	} else {
+		tail = tail[1:] // "}"
+	}
+	if len(raw) <= splicedIDs {
+		b := append(head, tail...)
+		return bytes.NewReader(b), int64(len(b))
+	}
 	return io.MultiReader(bytes.NewReader(head), bytes.NewReader(raw), bytes.NewReader(tail)), int64(len(head) + len(raw) + len(tail))
 }
+
+// splicedIDs is the longest raw input_ids copied into a body's one
+// buffer; a longer list is read from the client's bytes in place.
+const splicedIDs = 16 << 10

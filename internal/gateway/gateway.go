@@ -114,6 +114,8 @@ type Server struct {
 	dispatched int
 	opsState                // metrics, workers' states, limits, the load poller (admin.go)
 	direct     *directRelay // the direct relay, nil when off
+	// sources is the session resolution order, built once (identity.go).
+	sources []sessionSource
 }
 
 // New checks cfg and builds the gateway's handler.
@@ -183,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 	if direct {
 		s.direct = newDirectRelay(cfg.Ops)
 	}
+	s.sources = s.sessionSources()
 	dc := cfg.Dispatch
 	dc.Workers = s.workerCaps() // paths.go
 	if dc.BlockSize == 0 {

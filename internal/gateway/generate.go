@@ -44,7 +44,7 @@ type request struct {
 // from the body and headers (identity.go); a request without one still
 // works (prefix-only routing).
 func (s *Server) parseGenerate(r *http.Request) (*request, error) {
-	body, err := s.readJSON(r)
+	body, err := s.readGenerate(r)
 	if err != nil {
 		return nil, err
 	}

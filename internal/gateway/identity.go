@@ -10,6 +10,7 @@ package gateway
 // (kvc/parent.go says what the link does).
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -74,7 +75,11 @@ func (s *Server) sessionSources() []sessionSource {
 // identify resolves a request's session and, for a sub-agent, its parent.
 func (s *Server) identify(r *http.Request, body map[string]any) (identity, error) {
 	var id identity
-	for _, src := range s.sessionSources() {
+	srcs := s.sources // New's; a bare Server's built here
+	if srcs == nil {
+		srcs = s.sessionSources()
+	}
+	for _, src := range srcs {
 		if v := strings.TrimSpace(src.get(r, body)); v != "" {
 			id.Session, id.Source = v, src.name
 			break
@@ -168,9 +173,18 @@ func claudeUserID(v string) (session, parent string) {
 
 // fieldString is the string at a dotted path of nested objects ("" when
 // absent or not a string).
+// An object the scanner kept raw (bodyscan.go) is decoded on the way.
 func fieldString(body map[string]any, path string) string {
 	var cur any = body
-	for _, k := range strings.Split(path, ".") {
+	for rest, more := path, true; more; {
+		var k string
+		k, rest, more = strings.Cut(rest, ".")
+		if raw, ok := cur.(json.RawMessage); ok {
+			cur = nil
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			dec.Decode(&cur)
+		}
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return ""

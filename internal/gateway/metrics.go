@@ -310,6 +310,12 @@ func (r *recorder) completed() (tokens int, ok bool) {
 
 // parse reads the completion tokens of a completed answer from last.
 func (r *recorder) parse() (tokens int, ok bool) {
+	if r.status != http.StatusOK {
+		return 0, false
+	}
+	if tokens, ok, sure := scanCompletion(r.last); sure {
+		return tokens, ok
+	}
 	var ans struct {
 		MetaInfo struct {
 			CompletionTokens int `json:"completion_tokens"`

@@ -86,6 +86,7 @@ type directStream struct {
 	left     bool      // the client hung up or its socket failed
 	readable bool      // the worker's socket may have data
 	rdhup    bool      // the worker hung up: read to the end
+	plain    bool      // out is for net/http's writer, which frames it (take)
 	firstCh  chan struct{}
 	done     chan struct{}
 }
@@ -100,6 +101,16 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	if rec.q.conn == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
 		return false, false
 	}
+	if len(prefix) == 0 && wb.wc.br.Buffered() == 0 {
+		// The head goes out with the first event, in one write: wait for
+		// the body's first bytes here (a worker sends its head at once,
+		// the first token after the prefill). A failure — the worker
+		// gone, the client gone (roundTrip's watch cuts the read) — is
+		// the ordinary relay's to report.
+		if _, err := wb.wc.br.Peek(1); err != nil {
+			return false, false
+		}
+	}
 	cfd, err := dupConn(rec.q.conn)
 	if err != nil {
 		return false, false
@@ -110,22 +121,30 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		return false, false
 	}
 	directTaken.Add(1)
-	// The head goes out now, by net/http (chunked: an HTTP/1.1 answer
-	// with no length); from here on the loop writes the chunks.
-	fl.Flush()
 	wb.taken = true
 	if wb.stop != nil {
 		wb.stop() // the handler watches the client from here on
 	}
 	// The decoder's state goes along: a refusal check may have read into
 	// the body, to the middle of a chunk.
-	st := &directStream{cfd: cfd, wfd: wfd, dec: wb.dec, firstCh: make(chan struct{}), done: make(chan struct{})}
+	st := &directStream{cfd: cfd, wfd: wfd, dec: wb.dec, firstCh: make(chan struct{}), done: make(chan struct{}), plain: true}
 	if len(prefix) > 0 {
 		st.data(prefix) // what a refusal check read ahead (paths.go peek)
 	}
 	raw, _ := wb.wc.br.Peek(wb.wc.br.Buffered())
 	st.feed(raw)
 	wb.wc.br.Discard(len(raw))
+	// The head goes out now, by net/http (chunked: an HTTP/1.1 answer
+	// with no length), with what came of the body so far framed by it
+	// as a chunk: one write. From here on the loop writes the chunks.
+	if len(st.out) > 0 {
+		if _, err := rec.ResponseWriter.Write(st.out); err != nil {
+			st.left = true
+		}
+		st.out = st.out[:0]
+	}
+	st.plain = false
+	fl.Flush()
 	if st.sawData && fb != nil {
 		fb.once.Do(fb.f)
 		fb = nil
@@ -208,7 +227,7 @@ func (st *directStream) data(b []byte) {
 	st.lb = append(st.lb, b...)
 	sent, end := st.eb.lines(st.lb, nil)
 	if len(sent) > 0 {
-		st.out = appendChunk(st.out, sent)
+		st.chunk(sent)
 		if ev := lastDataEvent(sent); ev != nil {
 			if st.first.IsZero() {
 				st.first = time.Now()
@@ -230,7 +249,7 @@ func (st *directStream) workerEnded(clean bool) {
 		// The worker ended its stream without a terminal event: the
 		// client hears it was cut.
 		if len(st.lb) > 0 {
-			st.out = appendChunk(st.out, append(st.lb, '\n'))
+			st.chunk(append(st.lb, '\n'))
 			st.lb = st.lb[:0]
 		}
 		st.endWith("the worker's stream ended before its answer finished")
@@ -248,9 +267,19 @@ func (st *directStream) cutOff(msg string) {
 	st.wEnd, st.wReuse = true, false
 }
 
+// chunk queues b for the client: framed as a chunk for the loop's own
+// writes, as it is for net/http's.
+func (st *directStream) chunk(b []byte) {
+	if st.plain {
+		st.out = append(st.out, b...)
+		return
+	}
+	st.out = appendChunk(st.out, b)
+}
+
 func (st *directStream) endWith(msg string) {
 	e := sseError(msg)
-	st.out = appendChunk(st.out, e)
+	st.chunk(e)
 	if st.first.IsZero() {
 		st.first = time.Now() // the recorder counts an error frame's write as its first event
 	}
