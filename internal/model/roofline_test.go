@@ -174,3 +174,24 @@ func TestSGLangPoolFormula(t *testing.T) {
 		t.Fatalf("pool %d tokens, want (0.88 · %d − %d − %d) / 524,288 = %d", got, g.UsableBytes, a.WeightBytes(), c.WorkspaceBytes, want)
 	}
 }
+
+// TP over PCIe: where a GPU has no NVLink (L40S) the same two all-reduces
+// per layer are charged from its PCIe Gen4 x16 datasheet bandwidth,
+// 32 GB/s per direction, 14× NVLink 4's: Llama-2-7B at TP2 pays
+// 2 × 32 layers × 4096 × 2 B × 2·(1/2) per token over 32 GB/s.
+func TestRooflineTPOverPCIe(t *testing.T) {
+	a := arch(t, "llama-2-7b-hf.json")
+	c := DefaultCoefficients
+	for _, g := range []struct {
+		name string
+		bw   float64
+	}{{"l40s", 32e9}, {"h100-sxm", 450e9}} {
+		one := Deployment{GPU: gpu(t, g.name), TP: 1}
+		two := Deployment{GPU: gpu(t, g.name), TP: 2}
+		t1, t2 := one.Timing(a, c), two.Timing(a, c)
+		coll := 2 * 32 * 4096 * 2 * 2 * 0.5 / (g.bw * c.LinkEff)
+		if got := t2.PrefillPerTokenS - t1.PrefillPerTokenS/2; !near(got, coll, 1e-9) {
+			t.Errorf("%s TP2: all-reduce %g s per token, want %g over %g B/s", g.name, got, coll, g.bw)
+		}
+	}
+}
