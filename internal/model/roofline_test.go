@@ -195,3 +195,29 @@ func TestRooflineTPOverPCIe(t *testing.T) {
 		}
 	}
 }
+
+// DP attention in the step times: DeepSeek-V3 on 8 H200s. Under TP every
+// GPU reads the whole MLA latent of every sequence (it is replicated);
+// with DP attention each GPU reads only its own eighth of the batch's, so
+// the context cost per token is an eighth. Its attention weights are whole
+// on every GPU, so a decode step reads 7/8 of them more per GPU:
+// 61 layers × attention parameters × 1 B (fp8) × 7/8 over the HBM.
+func TestDPAttentionTiming(t *testing.T) {
+	ds := arch(t, "deepseek-v3.json")
+	c := DefaultCoefficients
+	tp := Deployment{GPU: gpu(t, "h200"), TP: 8}
+	dp := tp
+	dp.DPAttention = true
+	tt, td := tp.Timing(ds, c), dp.Timing(ds, c)
+	if !near(td.DecodePerCtxTokenS, tt.DecodePerCtxTokenS/8, 1e-9) {
+		t.Errorf("DP attention context cost %g per token, want an eighth of TP's %g", td.DecodePerCtxTokenS, tt.DecodePerCtxTokenS)
+	}
+	attnB := float64(int64(ds.Layers)*ds.attnParamsPerLayer()) * ds.denseWeightBits / 8
+	want := attnB * 7 / 8 / (4.8e12 * c.BWEff)
+	if got := td.DecodeOverheadS - tt.DecodeOverheadS; !near(got, want, 1e-6) {
+		t.Errorf("DP attention reads %g s more weights a step, want the replicated attention's 7/8: %g", got, want)
+	}
+	if td.DecodeExpertsS != tt.DecodeExpertsS {
+		t.Errorf("experts read %g with DP attention, %g without: the experts stay split", td.DecodeExpertsS, tt.DecodeExpertsS)
+	}
+}
