@@ -88,13 +88,33 @@ func TestKVReplication(t *testing.T) {
 	}
 }
 
+// Sliding-window layers read each sequence's context up to the window, the
+// full-attention layers all of it: GPT-OSS (every other layer sliding over
+// 128 tokens) keeps half its context cost per token and pays the other
+// half on at most 128 tokens a sequence; Mistral-7B v0.1 (every layer
+// sliding over 4,096) pays all of it per windowed token, so below 4,096
+// tokens it reads its whole context, as the engine does.
 func TestSlidingWindowReadsLess(t *testing.T) {
-	a := arch(t, "gpt-oss-120b.json")
 	d := Deployment{GPU: gpu(t, "h100-sxm"), TP: 1}
-	full := *a
-	full.SlidingLayers, full.SlidingWindow = 0, 0
-	if s, f := d.Timing(a, DefaultCoefficients).DecodePerCtxTokenS, d.Timing(&full, DefaultCoefficients).DecodePerCtxTokenS; !near(s, f/2, 1e-9) {
-		t.Errorf("half the layers sliding: %g per context token, want half of %g", s, f)
+	for _, c := range []struct {
+		file      string
+		fullShare float64
+		window    int
+	}{{"gpt-oss-120b.json", 0.5, 128}, {"mistral-7b-v0.1.json", 0, 4096}} {
+		a := arch(t, c.file)
+		full := *a
+		full.SlidingLayers, full.SlidingWindow = 0, 0
+		s, f := d.Timing(a, DefaultCoefficients), d.Timing(&full, DefaultCoefficients)
+		if !near(s.DecodePerCtxTokenS, f.DecodePerCtxTokenS*c.fullShare, 1e-9) || !near(s.DecodePerWindowCtxTokenS, f.DecodePerCtxTokenS*(1-c.fullShare), 1e-9) || s.SlidingWindow != c.window {
+			t.Errorf("%s: %g per context token + %g per windowed token (window %d), want %g·%g + %g·%g (window %d)", c.file,
+				s.DecodePerCtxTokenS, s.DecodePerWindowCtxTokenS, s.SlidingWindow, c.fullShare, f.DecodePerCtxTokenS, 1-c.fullShare, f.DecodePerCtxTokenS, c.window)
+		}
+		if got, want := s.WindowedCtx(c.window/2), c.window/2; got != want {
+			t.Errorf("%s: %d windowed tokens of %d, want all", c.file, got, want)
+		}
+		if got := s.WindowedCtx(3 * c.window); got != c.window {
+			t.Errorf("%s: %d windowed tokens of %d, want the window %d", c.file, got, 3*c.window, c.window)
+		}
 	}
 }
 
