@@ -1,8 +1,6 @@
 package model
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // Deployment is how a model is served on one worker: which GPU, how many
 // of them as one tensor-parallel group, which engine sizes the KV pool and
