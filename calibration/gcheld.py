@@ -9,13 +9,15 @@ held count stays N. Prints the mean wall time a step takes, the collections of
 each generation (gc.get_stats) and the oldest generation's share of the step
 (gc.callbacks), per N.
 
-    python3 calibration/gcheld.py STEPS CYCLES
+    python3 calibration/gcheld.py STEPS CYCLES [cyclic]
 
 CYCLES objects in reference cycles are dropped every step (0: none, as in a
 loop whose objects all die by reference count; 20 forces collections).
+"cyclic" puts each request in a reference cycle, as vLLM's Request was before
+its fix for vllm-project/vllm issue 31200 (partial(block_hasher, self)).
 docs/fidelity.md ("What the drift is not") holds the figures.
 """
-import gc, sys, time, collections, random
+import gc, sys, time, collections, random, functools
 
 class SamplingParams:
     def __init__(self):
@@ -33,6 +35,11 @@ class Request:
         self.events = []; self.spec_token_ids = []; self.mm_features = []
         self.status = 0; self.num_computed_tokens = 0; self.arrival_time = time.time()
         self.kv_transfer_params = None; self.trace_headers = {}
+        if CYCLIC_REQUESTS:
+            # vLLM before its fix for issue 31200: Request held
+            # partial(block_hasher, self), a reference cycle, so a finished
+            # request is freed only by the collector.
+            self.get_hash_new_full_blocks = functools.partial(len, self)
 
 class Output:
     __slots__ = ("request_id", "new_token_ids", "finish_reason", "events")
@@ -40,6 +47,7 @@ class Output:
         self.request_id = r.request_id; self.new_token_ids = [t]; self.finish_reason = None; self.events = None
 
 CYCLES = 0
+CYCLIC_REQUESTS = False
 
 def run(held, steps):
     random.seed(1)
@@ -85,6 +93,7 @@ def run(held, steps):
 if __name__ == "__main__":
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
     globals()["CYCLES"] = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    globals()["CYCLIC_REQUESTS"] = len(sys.argv) > 3 and sys.argv[3] == "cyclic"
     print(sys.version.split()[0], "gc thresholds", gc.get_threshold())
     for held in (150, 500, 1000, 2000):
         step, gc2, n, per = run(held, steps)
