@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -462,5 +463,36 @@ func TestSweepTraceChanged(t *testing.T) {
 	_, stderr, err := runCLI(args...)
 	if exitCode(err) != exitUsage || !strings.Contains(stderr, "the trace of workload t is not the one") {
 		t.Fatalf("a changed trace: exit %d\n%s", exitCode(err), stderr)
+	}
+}
+
+// A sweep over models has a latency floor for each model, not the first
+// cell's for all: Qwen2.5-32B and Mistral-7B on one H100 each get their
+// own, named by profile, and Mistral's (a model a fifth the size) is the
+// lower.
+func TestSweepFloorPerModel(t *testing.T) {
+	hf := filepath.Join("..", "..", "internal", "model", "testdata", "hf")
+	qwen, mistral := filepath.Join(hf, "qwen2.5-32b-instruct.json"), filepath.Join(hf, "mistral-7b-v0.1.json")
+	so, se, err := runCLI("sweep", "--jobs", "1", "--mechanism", "pd-colo", "--set", "model-config="+qwen+","+mistral,
+		"--out", filepath.Join(t.TempDir(), "s"), "--", "--hardware", "h100-sxm", "--synth-sessions", "4")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, se)
+	}
+	p50 := map[string]float64{}
+	for _, l := range strings.Split(so, "\n") {
+		rest, ok := strings.CutPrefix(l, "floor of agentic (")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ")")
+		var v float64
+		if _, err := fmt.Sscanf(l[strings.Index(l, "TTFT p50 ")+len("TTFT p50 "):], "%g", &v); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		p50[name] = v
+	}
+	q, m := p50["qwen2.5-32b-instruct/h100-sxm-tp1"], p50["mistral-7b-v0.1/h100-sxm-tp1"]
+	if len(p50) != 2 || !(m > 0 && m < q) {
+		t.Errorf("floors %v; want one per model, Mistral's TTFT p50 below Qwen2.5-32B's\n%s", p50, so)
 	}
 }

@@ -372,8 +372,26 @@ func (m *moot) notes() []string {
 	return out
 }
 
+// profileKnobs are the sim flags that choose the model or how it is
+// deployed: a sweep over one of them has a latency floor per profile.
+var profileKnobs = map[string]bool{"model-config": true, "model": true, "profile": true, "hardware": true,
+	"tp": true, "ep": true, "dp-attention": true, "kv-dtype": true, "engine": true, "context-length": true}
+
+// sweepsProfile reports whether g's knobs change the profile from cell to
+// cell.
+func sweepsProfile(g sweep.Grid) bool {
+	for _, k := range g.Knobs {
+		if profileKnobs[k.Name] && len(k.Values) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // sweepFloors is the latency floor of each workload of cells (the first
-// cell of a workload gives its profile, chunk and context length), for
+// cell of a workload gives its profile, chunk and context length; where the
+// grid sweeps the model or its deployment, of each workload and profile,
+// named "workload (profile)"), for
 // sweep.json and the page: what no cell of that workload can be below. A
 // workload whose floor cannot be had (a trace with a bad line, whose cells
 // failed too) is said on stderr and left out. A workload's floor in kept
@@ -388,20 +406,32 @@ func sweepFloors(e *env, g sweep.Grid, cells []sweep.Cell, kept map[string]sweep
 			fmt.Fprintf(e.stderr, "sweep: kept the latency floors of %d workload(s) from the folder's last run of this sweep\n", reused)
 		}
 	}()
+	perProfile := sweepsProfile(g)
 	for _, c := range cells {
-		if seen[c.Workload.Name] {
+		ce := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, now: e.now}
+		name := c.Workload.Name
+		var r resolved
+		var err error
+		if perProfile {
+			// A floor per model and deployment: each cell's profile names it.
+			if r, err = resolveCell(ce, g, c, true); err == nil {
+				name = fmt.Sprintf("%s (%s)", c.Workload.Name, r.cfg.Profile.Name)
+			}
+		}
+		if seen[name] {
 			continue
 		}
-		seen[c.Workload.Name] = true
-		if f, ok := kept[c.Workload.Name]; ok {
+		seen[name] = true
+		if f, ok := kept[name]; ok {
 			out = append(out, f)
 			reused++
 			continue
 		}
-		ce := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, now: e.now}
-		r, err := resolveCell(ce, g, c, true)
+		if !perProfile {
+			r, err = resolveCell(ce, g, c, true)
+		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "sweep: no latency floor for %s: %v\n", c.Workload.Name, err)
+			fmt.Fprintf(e.stderr, "sweep: no latency floor for %s: %v\n", name, err)
 			continue
 		}
 		st, _, err := workloadFloor(ce, &r.opts.f, r.cfg.Profile, r.cfg.ChunkTokens, r.cfg.MaxInputLen)
@@ -411,7 +441,7 @@ func sweepFloors(e *env, g sweep.Grid, cells []sweep.Cell, kept map[string]sweep
 		}
 		ms := func(q sim.Quartet) [4]float64 { return [4]float64{1e3 * q.Mean, 1e3 * q.P50, 1e3 * q.P90, 1e3 * q.P99} }
 		t, x := ms(st.TTFT), ms(st.E2E)
-		out = append(out, sweep.Floor{Workload: c.Workload.Name, Requests: st.Requests, Uncached: st.Uncached,
+		out = append(out, sweep.Floor{Workload: name, Requests: st.Requests, Uncached: st.Uncached,
 			TTFTMean: t[0], TTFTP50: t[1], TTFTP90: t[2], TTFTP99: t[3], E2EMean: x[0], E2EP50: x[1], E2EP90: x[2], E2EP99: x[3]})
 	}
 	return out

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +81,33 @@ func TestTraceConvertRealRun(t *testing.T) {
 		"--hardware", "h100-sxm", "--engine", "vllm", "--max-running", "128", "--chunk-tokens", "2048", "--timeout", "300")
 	if err != nil || !strings.Contains(so, "9000") {
 		t.Fatalf("sim on the converted run: %v\n%s\n%s", err, so, se)
+	}
+}
+
+// worker and floor take --model-config too: the emulated worker serves the
+// config's model (its name, context and the pool the roofline gives 4×
+// H100 for Qwen2.5-32B), and floor times the workload on it.
+func TestWorkerAndFloorModelConfig(t *testing.T) {
+	w := startWorker(t, "--role", "colo", "--model-config", testConfig, "--tp", "4", "--hardware", "h100-sxm")
+	resp, err := http.Get(w.url + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Model   string `json:"model_path"`
+		Context int    `json:"context_length"`
+		Tokens  int64  `json:"max_total_num_tokens"`
+		Ext     struct {
+			Profile string `json:"profile"`
+		} `json:"pdhybrid"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil || info.Model != "qwen2.5-32b-instruct" || info.Context != 131072 || info.Ext.Profile != "qwen2.5-32b-instruct/h100-sxm-tp4" || info.Tokens < 500_000 {
+		t.Errorf("/server_info %+v (%v); want Qwen2.5-32B at 131,072 tokens of context on h100-sxm-tp4 with a pool over 500K tokens", info, err)
+	}
+	so, se, err := runCLI("floor", "--model-config", testConfig, "--tp", "4", "--hardware", "h100-sxm", "--synth-sessions", "4")
+	if err != nil || !strings.Contains(so, "TTFT floor") {
+		t.Fatalf("floor --model-config: %v\n%s\n%s", err, so, se)
 	}
 }

@@ -314,8 +314,9 @@ func (w *Worker) decodeRun(limit int, hold bool) float64 {
 		k = min(k, max(r.Output, 1)-r.generated)
 	}
 	p.decodeK, p.batch, p.ctx = w.vllmRunSteps(max(k, 1), hold), b, ctx
-	p.base = w.tm.DecodeStepS(w.mdl, b, ctx) + w.attnTailS()
-	p.slope = w.tm.CtxSlope(b) * float64(b)
+	wb, ws := w.windowS()
+	p.base = w.tm.DecodeStepS(w.mdl, b, ctx) + w.attnTailS() + wb
+	p.slope = w.tm.CtxSlope(b)*float64(b) + ws
 	return w.runTime(p.decodeK)
 }
 
@@ -366,7 +367,8 @@ func (w *Worker) join(now float64) {
 // 128), so the batch adds its per-sequence and context terms, not a second
 // expert read.
 func (w *Worker) mixedDecodeS(batch int, ctx int64) float64 {
-	return w.tm.DecodePerSeqS*float64(batch) + w.tm.CtxSlope(batch)*float64(ctx) + w.attnTailS()
+	wb, _ := w.windowS()
+	return w.tm.DecodePerSeqS*float64(batch) + w.tm.CtxSlope(batch)*float64(ctx) + w.attnTailS() + wb
 }
 
 func (w *Worker) batchShape() (int, int64) {

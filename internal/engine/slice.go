@@ -44,7 +44,8 @@ func (w *Worker) slicePlan(now float64) (int, bool) {
 		return 0, false
 	}
 	b, ctx := w.batchShape()
-	s := w.tm.DecodeStepS(w.mdl, b, ctx)
+	wb, _ := w.windowS()
+	s := w.tm.DecodeStepS(w.mdl, b, ctx) + wb
 	least, holder := math.Inf(1), -1
 	for i, r := range w.decoding {
 		o := max(r.Output, 1)

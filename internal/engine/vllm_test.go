@@ -224,3 +224,28 @@ func TestVLLMEvictsCacheBeforePreempting(t *testing.T) {
 		t.Errorf("A %d tokens (%v), B %d (%v); want both done with 20", a.Generated(), a.Stage, b.Generated(), b.Stage)
 	}
 }
+
+// Sliding-window layers in a decode step: each sequence's context counts
+// up to the window. Window 100, full layers 1e-5 s and sliding layers
+// 2e-5 s per token: A (50-token prompt) and B (300) prefill together
+// (0.010 + 350·1e-4 = 0.045), then three decode steps j = 0..2 at
+// contexts 51+j and 301+j, each 0.005 + 2·0.001 + 1e-5·(352+2j) +
+// 2e-5·(min(51+j, 100) + min(301+j, 100)): 0.04074 in all, so both finish
+// at 0.08574 (0.07662 without the sliding layers' reads, 0.09786 with
+// them uncapped).
+func TestDecodeStepCapsSlidingLayersAtTheWindow(t *testing.T) {
+	p := roundProfile("vllm")
+	p.Timing.DecodePerCtxTokenS, p.Timing.DecodePerWindowCtxTokenS, p.Timing.SlidingWindow = 1e-5, 2e-5, 100
+	w, err := New(Config{Name: "c", Profile: p, BlockSize: 16, ChunkTokens: 2048, PoolTokens: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 50, Output: 4})
+	w.Submit(0, &Request{ID: 2, Kind: Full, Input: 300, Output: 4})
+	first, done := times(w)
+	for id := int64(1); id <= 2; id++ {
+		if !near(first[id], 0.045) || !near(done[id], 0.08574) {
+			t.Errorf("request %d: first token %v, done %v; want 0.045, 0.08574", id, first[id], done[id])
+		}
+	}
+}

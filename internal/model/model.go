@@ -88,6 +88,13 @@ type Timing struct {
 	// on the H200); 0 (or LargeBatch 0) keeps one slope for every batch.
 	DecodePerCtxTokenLargeS float64 `json:"decode_per_ctx_token_large_batch_s,omitempty"`
 	LargeBatch              int     `json:"large_batch,omitempty"`
+	// DecodePerWindowCtxTokenS is the sliding-window layers' decode cost
+	// per context token, paid on at most SlidingWindow tokens of each
+	// sequence (the window those layers attend over; the engine sums
+	// min(context, window) over its batch); DecodePerCtxTokenS then holds
+	// the full-attention layers' share alone. 0: no sliding layers.
+	DecodePerWindowCtxTokenS float64 `json:"decode_per_window_ctx_token_s,omitempty"`
+	SlidingWindow            int     `json:"sliding_window,omitempty"`
 	// ExpertPadRowS is what one padded row of the fused-MoE kernel adds to
 	// a decode step (its expert GEMM FLOPs over every MoE layer), and
 	// ExpertTiles the kernel's tile height by batch: each expert's tokens
@@ -107,6 +114,15 @@ func (t Timing) CtxSlope(batch int) float64 {
 		return t.DecodePerCtxTokenLargeS
 	}
 	return t.DecodePerCtxTokenS
+}
+
+// WindowedCtx is what the sliding-window layers read of a sequence of
+// ctx tokens: at most the window (all of it without sliding layers).
+func (t Timing) WindowedCtx(ctx int) int {
+	if t.SlidingWindow > 0 && ctx > t.SlidingWindow {
+		return t.SlidingWindow
+	}
+	return ctx
 }
 
 // PrefillStepS is the fixed cost of a step with prefill work: its overhead
@@ -238,6 +254,11 @@ func (p *Profile) Validate() error {
 	nonneg("timing.decode_per_ctx_token_s", p.Timing.DecodePerCtxTokenS)
 	nonneg("timing.decode_per_ctx_token_large_batch_s", p.Timing.DecodePerCtxTokenLargeS)
 	nonneg("timing.large_batch", float64(p.Timing.LargeBatch))
+	nonneg("timing.decode_per_window_ctx_token_s", p.Timing.DecodePerWindowCtxTokenS)
+	nonneg("timing.sliding_window", float64(p.Timing.SlidingWindow))
+	if (p.Timing.DecodePerWindowCtxTokenS > 0) != (p.Timing.SlidingWindow > 0) {
+		errs = append(errs, fmt.Sprintf("timing.decode_per_window_ctx_token_s %v with timing.sliding_window %d: want both set or neither", p.Timing.DecodePerWindowCtxTokenS, p.Timing.SlidingWindow))
+	}
 	nonneg("timing.decode_experts_s", p.Timing.DecodeExpertsS)
 	nonneg("timing.decode_expert_pad_row_s", p.Timing.ExpertPadRowS)
 	for i, r := range p.Timing.ExpertTiles {

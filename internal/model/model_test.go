@@ -148,3 +148,24 @@ func TestH200ServerLimitsHaveSources(t *testing.T) {
 		}
 	}
 }
+
+// A sliding-window cost needs its window and a window its cost: half of
+// the pair would be charged as nothing (or the window ignored).
+func TestProfileSlidingWindowPair(t *testing.T) {
+	p, err := Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cost   float64
+		window int
+		ok     bool
+	}{{0, 0, true}, {1e-8, 4096, true}, {1e-8, 0, false}, {0, 4096, false}} {
+		q := *p
+		q.Timing.DecodePerWindowCtxTokenS, q.Timing.SlidingWindow = c.cost, c.window
+		err := q.Validate()
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "sliding_window")) {
+			t.Errorf("cost %v, window %d: %v; want ok=%v", c.cost, c.window, err, c.ok)
+		}
+	}
+}

@@ -1,9 +1,6 @@
 package model
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Deployment is how a model is served on one worker: which GPU, how many
 // of them as one tensor-parallel group, which engine sizes the KV pool and
@@ -304,12 +301,15 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 		tm.DecodeExpertsS = 0
 	}
 	if a.SlidingLayers > 0 && a.SlidingWindow > 0 {
-		// Sliding-window layers read at most the window: charge the
-		// full-attention layers' share per context token (a long-context
-		// approximation; short contexts are overcharged by that share).
+		// Sliding-window layers read at most the window of each sequence,
+		// the full-attention layers all of it: the full layers' share stays
+		// per context token, the sliding layers' share is paid per token of
+		// min(context, window) (the engine sums it over its batch).
 		full := float64(a.Layers-a.SlidingLayers) / float64(a.Layers)
-		tm.DecodePerCtxTokenS *= math.Max(full, 0.05)
-		tm.DecodePerCtxTokenLargeS *= math.Max(full, 0.05)
+		tm.DecodePerWindowCtxTokenS = tm.DecodePerCtxTokenS * (1 - full)
+		tm.SlidingWindow = a.SlidingWindow
+		tm.DecodePerCtxTokenS *= full
+		tm.DecodePerCtxTokenLargeS *= full
 	}
 	return tm
 }

@@ -88,13 +88,33 @@ func TestKVReplication(t *testing.T) {
 	}
 }
 
+// Sliding-window layers read each sequence's context up to the window, the
+// full-attention layers all of it: GPT-OSS (every other layer sliding over
+// 128 tokens) keeps half its context cost per token and pays the other
+// half on at most 128 tokens a sequence; Mistral-7B v0.1 (every layer
+// sliding over 4,096) pays all of it per windowed token, so below 4,096
+// tokens it reads its whole context, as the engine does.
 func TestSlidingWindowReadsLess(t *testing.T) {
-	a := arch(t, "gpt-oss-120b.json")
 	d := Deployment{GPU: gpu(t, "h100-sxm"), TP: 1}
-	full := *a
-	full.SlidingLayers, full.SlidingWindow = 0, 0
-	if s, f := d.Timing(a, DefaultCoefficients).DecodePerCtxTokenS, d.Timing(&full, DefaultCoefficients).DecodePerCtxTokenS; !near(s, f/2, 1e-9) {
-		t.Errorf("half the layers sliding: %g per context token, want half of %g", s, f)
+	for _, c := range []struct {
+		file      string
+		fullShare float64
+		window    int
+	}{{"gpt-oss-120b.json", 0.5, 128}, {"mistral-7b-v0.1.json", 0, 4096}} {
+		a := arch(t, c.file)
+		full := *a
+		full.SlidingLayers, full.SlidingWindow = 0, 0
+		s, f := d.Timing(a, DefaultCoefficients), d.Timing(&full, DefaultCoefficients)
+		if !near(s.DecodePerCtxTokenS, f.DecodePerCtxTokenS*c.fullShare, 1e-9) || !near(s.DecodePerWindowCtxTokenS, f.DecodePerCtxTokenS*(1-c.fullShare), 1e-9) || s.SlidingWindow != c.window {
+			t.Errorf("%s: %g per context token + %g per windowed token (window %d), want %g·%g + %g·%g (window %d)", c.file,
+				s.DecodePerCtxTokenS, s.DecodePerWindowCtxTokenS, s.SlidingWindow, c.fullShare, f.DecodePerCtxTokenS, 1-c.fullShare, f.DecodePerCtxTokenS, c.window)
+		}
+		if got, want := s.WindowedCtx(c.window/2), c.window/2; got != want {
+			t.Errorf("%s: %d windowed tokens of %d, want all", c.file, got, want)
+		}
+		if got := s.WindowedCtx(3 * c.window); got != c.window {
+			t.Errorf("%s: %d windowed tokens of %d, want the window %d", c.file, got, 3*c.window, c.window)
+		}
 	}
 }
 
@@ -172,5 +192,52 @@ func TestSGLangPoolFormula(t *testing.T) {
 	want -= want % 16
 	if got := d.PoolTokens(a, c, 16); got != want {
 		t.Fatalf("pool %d tokens, want (0.88 · %d − %d − %d) / 524,288 = %d", got, g.UsableBytes, a.WeightBytes(), c.WorkspaceBytes, want)
+	}
+}
+
+// TP over PCIe: where a GPU has no NVLink (L40S) the same two all-reduces
+// per layer are charged from its PCIe Gen4 x16 datasheet bandwidth,
+// 32 GB/s per direction, 14× NVLink 4's: Llama-2-7B at TP2 pays
+// 2 × 32 layers × 4096 × 2 B × 2·(1/2) per token over 32 GB/s.
+func TestRooflineTPOverPCIe(t *testing.T) {
+	a := arch(t, "llama-2-7b-hf.json")
+	c := DefaultCoefficients
+	for _, g := range []struct {
+		name string
+		bw   float64
+	}{{"l40s", 32e9}, {"h100-sxm", 450e9}} {
+		one := Deployment{GPU: gpu(t, g.name), TP: 1}
+		two := Deployment{GPU: gpu(t, g.name), TP: 2}
+		t1, t2 := one.Timing(a, c), two.Timing(a, c)
+		coll := 2 * 32 * 4096 * 2 * 2 * 0.5 / (g.bw * c.LinkEff)
+		if got := t2.PrefillPerTokenS - t1.PrefillPerTokenS/2; !near(got, coll, 1e-9) {
+			t.Errorf("%s TP2: all-reduce %g s per token, want %g over %g B/s", g.name, got, coll, g.bw)
+		}
+	}
+}
+
+// DP attention in the step times: DeepSeek-V3 on 8 H200s. Under TP every
+// GPU reads the whole MLA latent of every sequence (it is replicated);
+// with DP attention each GPU reads only its own eighth of the batch's, so
+// the context cost per token is an eighth. Its attention weights are whole
+// on every GPU, so a decode step reads 7/8 of them more per GPU:
+// 61 layers × attention parameters × 1 B (fp8) × 7/8 over the HBM.
+func TestDPAttentionTiming(t *testing.T) {
+	ds := arch(t, "deepseek-v3.json")
+	c := DefaultCoefficients
+	tp := Deployment{GPU: gpu(t, "h200"), TP: 8}
+	dp := tp
+	dp.DPAttention = true
+	tt, td := tp.Timing(ds, c), dp.Timing(ds, c)
+	if !near(td.DecodePerCtxTokenS, tt.DecodePerCtxTokenS/8, 1e-9) {
+		t.Errorf("DP attention context cost %g per token, want an eighth of TP's %g", td.DecodePerCtxTokenS, tt.DecodePerCtxTokenS)
+	}
+	attnB := float64(int64(ds.Layers)*ds.attnParamsPerLayer()) * ds.denseWeightBits / 8
+	want := attnB * 7 / 8 / (4.8e12 * c.BWEff)
+	if got := td.DecodeOverheadS - tt.DecodeOverheadS; !near(got, want, 1e-6) {
+		t.Errorf("DP attention reads %g s more weights a step, want the replicated attention's 7/8: %g", got, want)
+	}
+	if td.DecodeExpertsS != tt.DecodeExpertsS {
+		t.Errorf("experts read %g with DP attention, %g without: the experts stay split", td.DecodeExpertsS, tt.DecodeExpertsS)
 	}
 }
