@@ -31,6 +31,7 @@ type kvcV3Flags struct {
 	tpotSLO           float64 // KVC v4's decode isolation, ms (kvc/v4.go)
 	maxPWait          float64 // with tpotSLO: P's queue in seconds past which the budget yields
 	ttftSLO           float64 // with tpotSLO: the TTFT through P past which the budget yields (ms)
+	soonerRatio       float64 // with ttftSLO: how much sooner D must be for the budget to yield when both miss
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -77,9 +78,16 @@ const (
 	// and over a rule that runs it there whenever it would be sooner
 	// (docs/kvc-v4.md, "The TTFT escape").
 	v4TTFTSLO = 2000
+	// v4SoonerRatio: a prefill that misses the TTFT SLO both ways runs on
+	// its decoder when that is at least this many times sooner than P.
+	// Over the 24 groups of docs/kvc-v4.md, 2 lowered v4's TTFT p99 on every
+	// WEKA group and raised the groups with TPOT p99 within 1.25× naive
+	// PD's from 14 to 15; 1.25 and 1.5 raised TPOT p99 on 5 and 3 groups,
+	// 4 moved less (docs/kvc-v4.md, "The TTFT tail on WEKA and Mooncake").
+	v4SoonerRatio = 2
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
@@ -95,7 +103,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000: decode isolation, docs/kvc-v4.md; the gateway prices it with the workers' profile, --hardware and --profile-model or --profile) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000 --isolation-sooner-ratio 2: decode isolation, docs/kvc-v4.md; the gateway prices it with the workers' profile, --hardware and --profile-model or --profile) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
@@ -104,6 +112,7 @@ func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
 }
 
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
+	fs.Float64Var(&v.soonerRatio, "isolation-sooner-ratio", 0, "kvcache-centric, with --isolation-ttft-slo-ms: a prefill over its decoder's stall budget also runs there when through the prefill worker it would miss the TTFT SLO and on the decoder it would take at most 1/this of P's time, though it misses the SLO there too, a `factor` in [0, 1000]; 0 = never (default 0; the v4 preset: 2)")
 	fs.Float64Var(&v.tpotSLO, "tpot-slo-ms", 0, "kvcache-centric (v3/v4): decode isolation: every GPU that decodes (decoders, prefill workers serving sessions whole) is held to this TPOT in `milliseconds`, in [0, 1000000]: it keeps a stall budget of (SLO − a decode step) × (the mean output − 1) seconds, refilled at (SLO − step)/SLO seconds a second, and a local seed, reseed, large append or a session P would host goes there only while the prefill's time from the profile's cost model fits it (else through P); direct appends and P's prefills draw from it too; and KVC's workers size each prefill chunk to the smallest stall budget of the requests decoding there, decoding instead when none fits, so a long prefill on a GPU no longer stalls its batch past the SLO (docs/kvc-v4.md); 0 = off (default 0; the v4 preset: 12)")
 	fs.Float64Var(&v.ttftSLO, "isolation-ttft-slo-ms", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when through the prefill worker (its queue and the prefill, from the profile's cost model) it would miss this TTFT in `milliseconds`, in [0, 1000000], and on the decoder (its queue and the prefill) it would meet it: isolation would cost the request its TTFT SLO for a stall the workers' slicing still bounds (prefill deflection's trigger, arXiv 2607.02043); 0 = never (default 0; the v4 preset: 2000)")
 	fs.Float64Var(&v.maxPWait, "isolation-max-p-wait", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when the prefill worker has more than this many `seconds` of prefill queued (from the profile's cost model), in [0, 86400]: the queue would cost the request more TTFT than the stall costs the decode batch; 0 = never (default 0; the v4 preset: 20)")
@@ -127,6 +136,9 @@ func (v *kvcV3Flags) check(ck *checks) {
 	}
 	if v.preset == "v4" && !ck.set("isolation-ttft-slo-ms") && v.tpotSLO > 0 {
 		v.ttftSLO = v4TTFTSLO
+	}
+	if v.preset == "v4" && !ck.set("isolation-sooner-ratio") && v.ttftSLO > 0 {
+		v.soonerRatio = v4SoonerRatio
 	}
 	if v.preset == "v3" || v.preset == "v4" {
 		// In this order: an option whose base flag is off stays off.
@@ -194,6 +206,8 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 	ck.only("isolation-max-p-wait", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
 	ck.num("isolation-ttft-slo-ms", between(0, 1e6).is("milliseconds").orZero("never"))
 	ck.only("isolation-ttft-slo-ms", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
+	ck.num("isolation-sooner-ratio", between(0, 1000).is("a factor").orZero("never"))
+	ck.only("isolation-sooner-ratio", v.ttftSLO > 0, "with --isolation-ttft-slo-ms above 0")
 }
 
 // checkSim checks the flags only register adds: the workers' scheduler
@@ -211,7 +225,7 @@ func (v *kvcV3Flags) checkSim(ck *checks) {
 // isolation and tier costing priced by the workers' cost model, as the
 // simulator's config prices them (sim.KVCv3.config, sim.Config.withTiers).
 func (v *kvcV3Flags) live(cost kvc.StallCost, tiers kvc.TierCost) kvc.V3Config {
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000}, Tiers: tiers,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000, SoonerRatio: v.soonerRatio}, Tiers: tiers,
 		DBudgetTokens: v.budget, Margin: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
 		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife}
@@ -221,5 +235,5 @@ func (v *kvcV3Flags) config() sim.KVCv3 {
 	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass,
 		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
-		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO}
+		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio}
 }

@@ -74,6 +74,10 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v4"}, "isolation_max_p_wait_s", float64(v4MaxPWait)},
 		{[]string{"--kvc-preset", "v4"}, "isolation_ttft_slo_ms", float64(v4TTFTSLO)},
 		{[]string{"--kvc-preset", "v4", "--isolation-ttft-slo-ms", "0"}, "isolation_ttft_slo_ms", nil},
+		{[]string{"--kvc-preset", "v4"}, "isolation_sooner_ratio", float64(v4SoonerRatio)},
+		{[]string{"--kvc-preset", "v4", "--isolation-ttft-slo-ms", "0"}, "isolation_sooner_ratio", nil},
+		{[]string{"--kvc-preset", "v4", "--isolation-sooner-ratio", "0"}, "isolation_sooner_ratio", nil},
+		{[]string{"--kvc-preset", "v3"}, "isolation_sooner_ratio", nil},
 		{[]string{"--kvc-preset", "v4", "--tpot-slo-ms", "0"}, "isolation_ttft_slo_ms", nil},
 		{[]string{"--kvc-preset", "v4"}, "d_prefill_budget_tokens", float64(v3Budget)},
 		{[]string{"--kvc-preset", "v4"}, "whole_on_p", true},
@@ -90,7 +94,9 @@ func TestKVCPreset(t *testing.T) {
 		{"--d-prefill-budget", "-1"},
 		{"--tpot-slo-ms", "12", "--kvc-preset", "v2"}, // without a budget (the v3 or v4 preset)
 		{"--tpot-slo-ms", "-1", "--kvc-preset", "v3"},
-		{"--isolation-max-p-wait", "5", "--kvc-preset", "v3"},          // without --tpot-slo-ms
+		{"--isolation-max-p-wait", "5", "--kvc-preset", "v3"},   // without --tpot-slo-ms
+		{"--isolation-sooner-ratio", "2", "--kvc-preset", "v3"}, // without --isolation-ttft-slo-ms
+		{"--isolation-sooner-ratio", "-1", "--kvc-preset", "v4"},
 		{"--local-prefill-margin", "5", "--kvc-preset", "v2"},          // without a budget
 		{"--whole-on-p", "--kvc-preset", "v2"},                         // without --local-fallback
 		{"--p-hosts-sessions", "--kvc-preset", "v2"},                   // without --whole-on-p

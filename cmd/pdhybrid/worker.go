@@ -94,7 +94,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.Float64Var(&f.memFraction, "mem-fraction-static", 0, "HBM `fraction` for weights and KV, in (0, 1]; 0 = the profile's")
 	fs.Int64Var(&f.maxTotal, "max-total-tokens", 0, "KV pool size in `tokens` (SGLang --max-total-tokens); 0 = from the memory fraction")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
-	f.hicache.register(fs, "a worker with a prefix cache (colo, prefill, or decode with --session-cache)")
+	f.hicache.register(fs, "a worker with a prefix cache (colo, prefill, or decode with --session-cache or the decode radix cache)")
 	fs.BoolVar(&f.incremental, "incremental-streaming-output", false, "stream only the new text and ids in each SSE event (SGLang --incremental-streaming-output); by default every event holds all so far")
 	fs.Float64Var(&f.snapshotBufGiB, "snapshot-buf", 8, "prefill: the D→P snapshot buffer /_snapshot/prepare_receive reserves in, in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES; sim's --snapshot-buf)")
 	fs.BoolVar(&f.serveWhole, "serve-whole", false, "prefill: also serve a request without a bootstrap room whole (prefill and decode), as a colocated worker would: the extension KVC v3's --whole-on-p and --p-hosts-sessions need on the prefill worker (stock SGLang answers 400)")
@@ -196,7 +196,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.only("backpressure-transfer-queue", f.backpressure, "with --backpressure")
 	ck.only("fault-seed", f.errRate > 0, "with --fault-error-rate")
 	f.hicache.check(ck)
-	ck.only("enable-hierarchical-cache", !decode || f.sessionCache, "to a worker with a prefix cache: colo, prefill, or decode with --session-cache (a plain PD decoder keeps no KV between requests)")
+	ck.only("enable-hierarchical-cache", !decode || f.sessionCache || f.decodeRadix, "to a worker with a prefix cache: colo, prefill, or decode with --session-cache or --disaggregation-decode-enable-radix-cache (a plain PD decoder keeps no KV between requests)")
 	if ck.set("profile") {
 		ck.only("model", false, "without --profile (the profile names its model)")
 		ck.only("hardware", false, "without --profile (the profile names its hardware)")

@@ -68,6 +68,7 @@ func startWorker(t *testing.T, args ...string) *worker {
 			t.Fatalf("worker printed %q", l)
 		}
 	case err := <-w.exited:
+		w.exited <- err // for the cleanup, which waits for it
 		t.Fatalf("worker exited: %v\n%s", err, w.stderr)
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker did not listen")
@@ -249,5 +250,26 @@ func TestWorkerTPOTSLOFlag(t *testing.T) {
 		if err != nil || info.Ext.TPOT != c.want {
 			t.Errorf("%v: /server_info tpot_slo_ms %v (%v), want %v", c.args, info.Ext.TPOT, err, c.want)
 		}
+	}
+}
+
+// A decoder with SGLang's decode radix cache keeps a prefix cache, so it
+// takes a host KV tier (the simulator's "PD + decode radix + HiCache"
+// baseline, live): the worker starts with both and /server_info reports
+// the tier; a plain PD decoder is still refused the flag (cli_test.go).
+func TestWorkerDecodeRadixHiCache(t *testing.T) {
+	w := startWorker(t, "--role", "decode", "--time-scale", "20", "--disaggregation-decode-enable-radix-cache", "--enable-hierarchical-cache")
+	resp, err := http.Get(w.url + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		HiCache bool `json:"enable_hierarchical_cache"`
+		Radix   bool `json:"disaggregation_decode_enable_radix_cache"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil || !info.HiCache || !info.Radix {
+		t.Fatalf("/server_info: enable_hierarchical_cache %v, disaggregation_decode_enable_radix_cache %v (%v), want both true", info.HiCache, info.Radix, err)
 	}
 }

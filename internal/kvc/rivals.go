@@ -24,8 +24,8 @@ package kvc
 //     deflected to the decoder with the lowest such TTFT when that beats P.
 //
 // Both need the engine's cost model (RivalConfig.Cost) to turn tokens into
-// seconds, so they run in the simulator, not the live gateway (which has
-// none, as KVC v4 has none there).
+// seconds: the simulator's profile, or in the live gateway the workers'
+// (StallCostOf, costmodel.go), as for KVC v4.
 
 const (
 	MechPPD     Mechanism = "pd-ppd"

@@ -75,6 +75,11 @@ type DecodeIsolation struct {
 	// through P it would miss this TTFT, in seconds, and on the decoder it
 	// would meet it (0 = never).
 	TTFTSLOS float64
+	// SoonerRatio: with TTFTSLOS, a prefill over its decoder's budget
+	// also runs there when through P it would miss the TTFT SLO and on the
+	// decoder it would take at most 1/SoonerRatio of P's time, though it
+	// misses the SLO there too (0 = never).
+	SoonerRatio float64
 }
 
 // On reports whether decode isolation is configured.
@@ -262,7 +267,7 @@ func (t *Dispatch) v4PMissesTTFT(d, n, p int) bool {
 	pu := t.pUncached(pw)
 	viaP := c.Cost.queueS(x.load.p[pw]) + c.Cost.PrefillS(pu, t.r.Input-pu)
 	local := c.Cost.queueS(x.load.d[d]) + c.Cost.PrefillS(n, p)
-	miss := viaP > c.TTFTSLOS && local <= c.TTFTSLOS
+	miss := viaP > c.TTFTSLOS && (local <= c.TTFTSLOS || c.SoonerRatio > 0 && local*c.SoonerRatio <= viaP)
 	if miss && t.paths() {
 		t.note("v4 TTFT SLO %.1f s: through %s %.3f s, on %s %.3f s: local", c.TTFTSLOS, x.p.names[pw], viaP, x.d.names[d], local)
 	}

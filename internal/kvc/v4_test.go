@@ -125,3 +125,37 @@ func TestV4TTFTEscapeByHand(t *testing.T) {
 		}
 	}
 }
+
+// TestV4SoonerRatioByHand: TestV4TTFTEscapeByHand's world with
+// SoonerRatio. g (12,000 tokens) misses the 1 s SLO both ways: 1.8 s
+// through P (behind c's and f's 6,000 tokens, 0.6 s) and 1.2 s on d0.
+// At ratio 1.25 d0 is sooner by enough (1.2 × 1.25 = 1.5 ≤ 1.8): g runs
+// there; at ratio 2 (2.4 > 1.8) and with the ratio off it stays held.
+// Every other placement is TestV4TTFTEscapeByHand's.
+func TestV4SoonerRatioByHand(t *testing.T) {
+	for _, ratio := range []float64{0, 1.25, 2} {
+		v3 := V3Config{DBudgetTokens: 1 << 24, Margin: -(1 << 24),
+			Isolation: DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, SoonerRatio: ratio, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}}
+		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+			BlockSize: 1000, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+		for i, st := range []struct {
+			s     string
+			input int
+			local bool
+			done  bool
+		}{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false}, {"e", 9000, true, true},
+			{"f", 3000, false, false}, {"g", 12000, ratio == 1.25, false}} {
+			blk := uint64(100 * (i + 1))
+			d := x.Begin(0, Request{Session: st.s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: st.input, Output: 101})
+			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+			d.Accepted()
+			if local := d.kind == ActDirect && d.Mode() == ModeLocalSeed; local != st.local {
+				t.Fatalf("ratio %v, %s: %v (%s), want local %v; path %v", ratio, st.s, d.kind, d.Mode(), st.local, d.Path())
+			}
+			if st.done {
+				d.PrefillDone()
+			}
+		}
+	}
+}
