@@ -31,6 +31,7 @@ type workload struct {
 func openWorkload(e *env, f *simFlags) (*workload, error) {
 	w := &workload{close: func() error { return nil }}
 	var src sim.Source
+	var lasts *sim.SessionLasts // a trace file's sessions' last requests
 	if f.trace == "" && f.workload != "agentic" {
 		st, desc, err := presetWorkload(f)
 		if err != nil {
@@ -75,6 +76,7 @@ func openWorkload(e *env, f *simFlags) (*workload, error) {
 			}
 			in, w.close = file, file.Close
 			w.lastTS = lastTimestamp(file)
+			lasts = scanSessionEnds(file, name, f.blockSize)
 		}
 		rd, err := trace.NewReader(in, name, f.blockSize)
 		if err != nil {
@@ -89,7 +91,7 @@ func openWorkload(e *env, f *simFlags) (*workload, error) {
 			w.close()
 			return nil, usagef("--trace %s: no header line: give its block size with --block-size", f.trace)
 		}
-		src, w.desc = rd, name
+		src, w.desc = lasts.Source(rd), name
 	}
 	w.src = &watchSource{Source: src}
 	if err := w.src.peek(); err != nil {
@@ -251,6 +253,27 @@ func lineTimestamp(line []byte) float64 {
 		return 0
 	}
 	return *r.Timestamp
+}
+
+// scanSessionEnds reads a trace file once before the run to learn which
+// request is each session's last (sim.ScanSessionEnds), so the simulator
+// drops a session's records once it has ended; the file is rewound. Nil
+// when that cannot be told (not a regular file, or a problem the run's own
+// read reports with its line).
+func scanSessionEnds(f *os.File, name string, blockSize int) *sim.SessionLasts {
+	defer f.Seek(0, io.SeekStart)
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	rd, err := trace.NewReader(f, name, blockSize)
+	if err != nil || rd.NotJSON() != nil {
+		return nil
+	}
+	l, err := sim.ScanSessionEnds(rd)
+	if err != nil {
+		return nil
+	}
+	return l
 }
 
 // presetWorkload opens a built-in workload other than the agentic default:

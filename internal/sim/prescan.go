@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"errors"
+	"io"
+	"math"
+
+	"github.com/pdhybrid/pdhybrid/internal/trace"
+)
+
+// Session ends from a trace file. A file does not say which turn is a
+// session's last, but one read through it before the run does: ScanSessionEnds
+// notes, per request in file order, whether a later request belongs to the
+// same session, and SessionLasts.Source hands a second read of the same
+// stream to the simulator with that answer (SessionEnds), so it closes each
+// session after its last turn (sessionend.go) as it does a generator's.
+//
+// The scan keeps one entry per session while it reads (a 64-bit hash of
+// the id and the ordinal of its latest request) and one bit per request
+// after. Two sessions whose ids hash alike share an entry: only the later
+// of their last requests is marked, so the other session is never closed,
+// which costs memory and nothing else. A chat id seen twice, or a request
+// with no session id (the checker names its session after its parent's),
+// marks nothing at all: the run keeps every session as before, and the
+// checker, which then keeps every chat id, reports what is wrong.
+
+// SessionLasts is the scan's answer: bit i says the stream's i-th request
+// (from 0) is its session's last.
+type SessionLasts struct {
+	bits []uint64
+	n    int
+}
+
+// ScanSessionEnds reads src to its end and returns which requests end
+// their sessions; nil (and no error) when the stream reuses a chat id or
+// leaves a session id out.
+func ScanSessionEnds(src Source) (*SessionLasts, error) {
+	last := map[uint64]int32{}
+	chats := map[int64]struct{}{}
+	var r trace.Request
+	n := 0
+	for {
+		err := src.Next(&r)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := chats[r.ChatID]; dup || r.SessionID == "" || n == math.MaxInt32 {
+			return nil, nil
+		}
+		chats[r.ChatID] = struct{}{}
+		last[hashSession(r.SessionID)] = int32(n)
+		n++
+	}
+	l := &SessionLasts{bits: make([]uint64, (n+63)/64), n: n}
+	for _, i := range last {
+		l.bits[i/64] |= 1 << (i % 64)
+	}
+	return l, nil
+}
+
+// hashSession is FNV-1a of a session id.
+func hashSession(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Source wraps a fresh read of the scanned stream (from its first request)
+// so that it answers SessionEnds; l nil returns src as it is.
+func (l *SessionLasts) Source(src Source) Source {
+	if l == nil {
+		return src
+	}
+	return &lastsSource{src: src, l: l, i: -1}
+}
+
+type lastsSource struct {
+	src Source
+	l   *SessionLasts
+	i   int // the request Next gave last, from 0
+}
+
+func (s *lastsSource) Header() trace.Header { return s.src.Header() }
+
+func (s *lastsSource) Next(r *trace.Request) error {
+	err := s.src.Next(r)
+	if err == nil {
+		s.i++
+	}
+	return err
+}
+
+// LastOfSession implements SessionEnds. A stream longer than the scan
+// (it changed in between) marks nothing past it.
+func (s *lastsSource) LastOfSession() bool {
+	i := s.i
+	return i >= 0 && i < s.l.n && s.l.bits[i/64]&(1<<(i%64)) != 0
+}
+
+// File and Line pass the source's location through for the checker's
+// errors (a source with none is numbered from 1, as checkedSource does).
+func (s *lastsSource) File() string {
+	if l, ok := s.src.(locatedSource); ok {
+		return l.File()
+	}
+	return "built-in workload"
+}
+
+func (s *lastsSource) Line() int {
+	if l, ok := s.src.(locatedSource); ok {
+		return l.Line()
+	}
+	return s.i + 1
+}
