@@ -47,3 +47,23 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheck measures the checker over 12,000 requests in 4,000
+// sessions, chat ids 0, 1, 2, … as converters write them (Mooncake's
+// shape). Run on one core:
+//
+//	go test ./internal/trace -run '^$' -bench Check -cpu 1
+func BenchmarkCheck(b *testing.B) {
+	reqs := tracetest.Sessions(1, 4000, 3, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		c := trace.NewChecker(0)
+		for i := range reqs {
+			r := reqs[i]
+			if errs := c.Check(&r, i+1); len(errs) > 0 {
+				b.Fatal(errs[0])
+			}
+			c.Accept(&r, i+1)
+		}
+	}
+}
