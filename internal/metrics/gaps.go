@@ -144,7 +144,13 @@ var (
 	gapSliceBucket []uint16  // bucket of each slice's first float
 )
 
-func init() {
+func init() { buildGapTables() }
+
+// buildGapTables finds the bucket boundaries (a few logarithms each) and
+// the slices' buckets from them by one walk: the walk's answer is the
+// logarithm's, since boundaries and slices both ascend, and it takes no
+// logarithm per slice (it was the largest start-up work of the process).
+func buildGapTables() {
 	gapBound = make([]float64, gapBuckets)
 	for i := range gapBound {
 		x := max(gapMin*math.Exp(float64(i)*gapLogRatio), gapMin)
@@ -159,9 +165,13 @@ func init() {
 	gapFirstSlice = int(math.Float64bits(gapMin) >> (52 - gapSliceBits))
 	last := int(math.Float64bits(gapMax) >> (52 - gapSliceBits))
 	gapSliceBucket = make([]uint16, last-gapFirstSlice+1)
+	i := 0
 	for k := range gapSliceBucket {
 		start := max(math.Float64frombits(uint64(k+gapFirstSlice)<<(52-gapSliceBits)), gapMin)
-		gapSliceBucket[k] = uint16(bucketLog(start))
+		for i+1 < gapBuckets && gapBound[i+1] <= start {
+			i++
+		}
+		gapSliceBucket[k] = uint16(i)
 	}
 }
 

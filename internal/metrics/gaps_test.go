@@ -120,6 +120,26 @@ func TestRecordJSONNullLatencies(t *testing.T) {
 	}
 }
 
+// TestGapSliceTable: every slice's bucket, found by walking the
+// boundaries, is the logarithm's bucket of the slice's first float.
+func TestGapSliceTable(t *testing.T) {
+	for k, got := range gapSliceBucket {
+		start := max(math.Float64frombits(uint64(k+gapFirstSlice)<<(52-gapSliceBits)), gapMin)
+		if want := bucketLog(start); int(got) != want {
+			t.Fatalf("slice %d (from %v): bucket %d, the logarithm says %d", k, start, got, want)
+		}
+	}
+}
+
+// BenchmarkGapTables is the package's start-up work.
+//
+//	go test ./internal/metrics -run '^$' -bench GapTables -cpu 1
+func BenchmarkGapTables(b *testing.B) {
+	for b.Loop() {
+		buildGapTables()
+	}
+}
+
 // TestBucketOfIsTheLogBucket: the table lookup gives the logarithm's bucket
 // at and around every bucket boundary and across the whole range.
 func TestBucketOfIsTheLogBucket(t *testing.T) {

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"math"
-	"sort"
 	"strings"
 )
 
@@ -313,7 +312,7 @@ func Describe(xs []float64) Stats {
 	if len(xs) == 0 {
 		return Stats{}
 	}
-	sort.Float64s(xs)
+	sortFloats(xs)
 	var sum float64
 	for _, x := range xs {
 		sum += x

@@ -34,12 +34,13 @@ const MaxSeconds = 1e9
 
 type Checker struct {
 	blockSize int
-	chats     map[int64]chatRef
+	chats     chatTable
 	sessIdx   map[string]int32
 	sessions  []sessState
-	nSessions int     // distinct sessions accepted
-	free      []int32 // sessions slots a Forget emptied
-	forgets   bool    // TrackForgets: sessions keep their chat ids
+	nSessions int      // distinct sessions accepted
+	free      []int32  // sessions slots a Forget emptied
+	forgets   bool     // TrackForgets: sessions keep their chat ids
+	memo      sessMemo // Check's session lookup, for the Accept after it
 
 	requests  int
 	lastTS    float64
@@ -52,7 +53,18 @@ type chatRef struct {
 	turn     int32
 	line     int32
 	rejected bool
+	held     bool // set by chatTable
 	ts       float64
+}
+
+// sessMemo is the session index Check found for a session id (ok: the
+// session is known), so that the Accept following it need not look again.
+// Any Accept or Forget clears it.
+type sessMemo struct {
+	id    string
+	idx   int32
+	ok    bool
+	valid bool
 }
 
 type sessState struct {
@@ -65,7 +77,7 @@ type sessState struct {
 // TrackForgets makes the checker keep each session's chat ids, so that
 // Forget can drop them: memory then follows the sessions not forgotten.
 // Call it before the first Accept.
-func (c *Checker) TrackForgets() { c.forgets = true }
+func (c *Checker) TrackForgets() { c.forgets, c.chats.mapOnly = true, true }
 
 // Forget drops a session and its requests (TrackForgets), as if they had
 // never been read: a caller that bounds its memory by forgetting idle
@@ -78,20 +90,21 @@ func (c *Checker) Forget(session string) {
 		return
 	}
 	for _, id := range c.sessions[i].chats {
-		delete(c.chats, id)
+		c.chats.del(id)
 	}
 	delete(c.sessIdx, session)
+	c.memo = sessMemo{}
 	c.sessions[i] = sessState{}
 	c.free = append(c.free, i)
 }
 
 // Tracked is how many sessions and chat ids the checker holds now.
-func (c *Checker) Tracked() (sessions, chats int) { return len(c.sessIdx), len(c.chats) }
+func (c *Checker) Tracked() (sessions, chats int) { return len(c.sessIdx), c.chats.len() }
 
 // NewChecker checks against the given block size (tokens per hash id); a
 // block size of 0 skips the hash-length check.
 func NewChecker(blockSize int) *Checker {
-	return &Checker{blockSize: blockSize, chats: map[int64]chatRef{}, sessIdx: map[string]int32{}}
+	return &Checker{blockSize: blockSize, sessIdx: map[string]int32{}}
 }
 
 // forgotNote is what a missing parent may also mean when sessions are
@@ -114,7 +127,7 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &Error{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	if prev, dup := c.chats[r.ChatID]; dup {
+	if prev, dup := c.chats.get(r.ChatID); dup {
 		bad("chat_id", "%d already used on line %d; expected a chat id unique in the file", r.ChatID, prev.line)
 	}
 	errs = append(errs, CheckNumbers(r, line, c.blockSize)...)
@@ -132,7 +145,7 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 			bad("turn", "got %d, expected 1 for a session root (parent_chat_id -1)", r.Turn)
 		}
 	default:
-		p, ok := c.chats[r.ParentChatID]
+		p, ok := c.chats.get(r.ParentChatID)
 		switch {
 		case !ok:
 			bad("parent_chat_id", "%d does not appear on an earlier line; expected the chat id of the session's previous turn%s", r.ParentChatID, c.forgotNote())
@@ -142,7 +155,10 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 			ps := c.sessions[p.sess].id
 			if r.SessionID == "" {
 				r.SessionID = ps
-			} else if r.SessionID != ps {
+			}
+			if r.SessionID == ps { // the parent's session: its index is known
+				c.memo = sessMemo{id: ps, idx: p.sess, ok: true, valid: true}
+			} else {
 				bad("session_id", "got %q, expected %q, the session of parent chat %d (line %d)", r.SessionID, ps, r.ParentChatID, p.line)
 			}
 			if r.Turn == 0 {
@@ -156,7 +172,8 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 			}
 		}
 	}
-	if i, ok := c.sessIdx[r.SessionID]; ok && r.SessionID != "" {
+	i, ok := c.sessionOf(r.SessionID)
+	if ok && r.SessionID != "" {
 		s := c.sessions[i]
 		if r.Turn <= s.lastTurn && r.ParentChatID != -1 {
 			bad("turn", "got %d, expected more than %d, the session's latest turn so far (is this a second branch from one parent?)", r.Turn, s.lastTurn)
@@ -166,6 +183,16 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 		}
 	}
 	return errs
+}
+
+// sessionOf is the session's index, from the memo when Check found it.
+func (c *Checker) sessionOf(id string) (int32, bool) {
+	if c.memo.valid && c.memo.id == id {
+		return c.memo.idx, c.memo.ok
+	}
+	i, ok := c.sessIdx[id]
+	c.memo = sessMemo{id: id, idx: i, ok: ok, valid: true}
+	return i, ok
 }
 
 // CheckNumbers range-checks r's numbers on their own (lengths, times, the
@@ -208,7 +235,8 @@ func (c *Checker) Accept(r *Request, line int) {
 	} else {
 		c.lastTS = r.Timestamp
 	}
-	i, ok := c.sessIdx[r.SessionID]
+	i, ok := c.sessionOf(r.SessionID)
+	c.memo = sessMemo{}
 	if !ok {
 		c.nSessions++
 		if n := len(c.free); n > 0 {
@@ -227,8 +255,8 @@ func (c *Checker) Accept(r *Request, line int) {
 	if r.Timestamp > s.lastTS {
 		s.lastTS = r.Timestamp
 	}
-	if _, dup := c.chats[r.ChatID]; !dup {
-		c.chats[r.ChatID] = chatRef{sess: i, turn: int32(r.Turn), line: int32(line), ts: r.Timestamp}
+	if _, dup := c.chats.get(r.ChatID); !dup {
+		c.chats.put(r.ChatID, chatRef{sess: i, turn: int32(r.Turn), line: int32(line), ts: r.Timestamp})
 		if c.forgets {
 			s.chats = append(s.chats, r.ChatID)
 		}
@@ -238,8 +266,8 @@ func (c *Checker) Accept(r *Request, line int) {
 // Reject records that r was dropped, so later requests naming it as parent
 // are reported as orphans rather than as pointing at nothing.
 func (c *Checker) Reject(r *Request, line int) {
-	if _, dup := c.chats[r.ChatID]; !dup {
-		c.chats[r.ChatID] = chatRef{sess: -1, line: int32(line), rejected: true}
+	if _, dup := c.chats.get(r.ChatID); !dup {
+		c.chats.put(r.ChatID, chatRef{sess: -1, line: int32(line), rejected: true})
 	}
 }
 

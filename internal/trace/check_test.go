@@ -156,3 +156,41 @@ func TestCheckerForget(t *testing.T) {
 		t.Fatalf("Sessions %d, %d tracked, want 3 accepted and 2 tracked", c.Sessions(), s)
 	}
 }
+
+// TestCheckerLookupsStayFresh: the session Check found is reused by the
+// Accept after it, but never across an Accept or a Forget in between: a
+// second root of a session just accepted is refused, an Accept after its
+// session was forgotten opens a new one, and an Accept with no Check
+// before it (validators accept bad lines too) finds its own session.
+func TestCheckerLookupsStayFresh(t *testing.T) {
+	c := trace.NewChecker(0)
+	c.TrackForgets()
+	root := trace.Request{SessionID: "a", ChatID: 0, ParentChatID: -1, Turn: 1}
+	if errs := c.Check(&root, 1); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	c.Accept(&root, 1)
+	again := trace.Request{SessionID: "a", ChatID: 1, ParentChatID: -1, Turn: 1}
+	if errs := c.Check(&again, 2); len(errs) != 1 || !strings.Contains(errs[0].Msg, "already has a root") {
+		t.Fatalf("a second root of a: %v", errs)
+	}
+	turn := trace.Request{SessionID: "a", ChatID: 2, ParentChatID: 0, Turn: 2}
+	if errs := c.Check(&turn, 3); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	c.Forget("a")
+	c.Accept(&turn, 3)
+	if s, _ := c.Tracked(); s != 1 || c.Sessions() != 2 {
+		t.Fatalf("an Accept after its session was forgotten: %d tracked, %d accepted; want a new session (1, 2)", s, c.Sessions())
+	}
+	other := trace.Request{SessionID: "b", ChatID: 3, ParentChatID: -1, Turn: 1}
+	c.Accept(&other, 4) // no Check: the memo still names a
+	next := trace.Request{SessionID: "b", ChatID: 4, ParentChatID: 3, Turn: 1}
+	if errs := c.Check(&next, 5); len(errs) == 0 || errs[0].Field != "turn" {
+		t.Fatalf("turn 1 after b's root: %v, want a turn error", errs)
+	}
+	late := trace.Request{SessionID: "b", ChatID: 5, ParentChatID: -1, Turn: 1}
+	if errs := c.Check(&late, 6); len(errs) != 1 || !strings.Contains(errs[0].Msg, `session "b" already has a root`) {
+		t.Fatalf("a second root of b: %v", errs)
+	}
+}

@@ -36,19 +36,30 @@ func decodeRequest(line []byte, req *Request) error {
 	if d.eat('}') {
 		return missing("chat_id")
 	}
+	next := 0 // the canonical key expected next
 	for {
 		d.ws()
-		key, err := d.str()
-		if err != nil {
-			return d.syntax("expected a quoted field name")
+		var f field
+		if k := canonKeys[next]; len(d.b)-d.i >= len(k.quoted) && string(d.b[d.i:d.i+len(k.quoted)]) == k.quoted {
+			d.i += len(k.quoted) // the key pdhybrid's writer puts here
+			f, next = k.f, next+1
+		} else {
+			key, err := d.str()
+			if err != nil {
+				return d.syntax("expected a quoted field name")
+			}
+			f = fieldOf(key)
+			if at := canonAt[f]; at > 0 {
+				next = at
+			}
 		}
 		d.ws()
 		if !d.eat(':') {
 			return d.syntax("expected ':' after field name")
 		}
 		d.ws()
-		switch string(key) {
-		case "session_id":
+		switch f {
+		case fSession:
 			s, null, err := d.strField("session_id")
 			if err != nil {
 				return err
@@ -56,7 +67,7 @@ func decodeRequest(line []byte, req *Request) error {
 			if !null {
 				r.SessionID = intern(s, prevSession)
 			}
-		case "parent_session_id":
+		case fParentSession:
 			s, null, err := d.strField("parent_session_id")
 			if err != nil {
 				return err
@@ -64,7 +75,7 @@ func decodeRequest(line []byte, req *Request) error {
 			if !null {
 				r.ParentSessionID = string(s)
 			}
-		case "type":
+		case fType:
 			s, null, err := d.strField("type")
 			if err != nil {
 				return err
@@ -72,37 +83,37 @@ func decodeRequest(line []byte, req *Request) error {
 			if !null {
 				r.Type = intern(s, prevType)
 			}
-		case "chat_id":
+		case fChat:
 			v, err := d.intField("chat_id")
 			if err != nil {
 				return err
 			}
 			r.ChatID, seen = v, seen|sChat
-		case "parent_chat_id":
+		case fParentChat:
 			v, err := d.intField("parent_chat_id")
 			if err != nil {
 				return err
 			}
 			r.ParentChatID, seen = v, seen|sParent
-		case "turn":
+		case fTurn:
 			v, err := d.intField("turn")
 			if err != nil {
 				return err
 			}
 			r.Turn = int(v)
-		case "input_length":
+		case fIn:
 			v, err := d.intField("input_length")
 			if err != nil {
 				return err
 			}
 			r.InputLength, seen = int(v), seen|sIn
-		case "output_length":
+		case fOut:
 			v, err := d.intField("output_length")
 			if err != nil {
 				return err
 			}
 			r.OutputLength, seen = int(v), seen|sOut
-		case "timestamp":
+		case fTS:
 			v, null, err := d.floatField("timestamp")
 			if err != nil {
 				return err
@@ -111,7 +122,7 @@ func decodeRequest(line []byte, req *Request) error {
 				return &Error{Field: "timestamp", Msg: "got null, expected " + fieldExpect["timestamp"]}
 			}
 			r.Timestamp, seen = v, seen|sTS
-		case "think_time_s":
+		case fThink:
 			v, null, err := d.floatField("think_time_s")
 			if err != nil {
 				return err
@@ -119,7 +130,8 @@ func decodeRequest(line []byte, req *Request) error {
 			if !null {
 				r.ThinkTimeS = &v
 			}
-		case "hash_ids":
+		case fHash:
+			var err error
 			if hashes, err = d.hashes(hashes); err != nil {
 				return err
 			}
@@ -163,6 +175,76 @@ func decodeRequest(line []byte, req *Request) error {
 	*req = r
 	return nil
 }
+
+// field names a request's JSON field.
+type field uint8
+
+const (
+	fUnknown field = iota
+	fSession
+	fParentSession
+	fType
+	fChat
+	fParentChat
+	fTurn
+	fIn
+	fOut
+	fTS
+	fThink
+	fHash
+	nFields
+)
+
+func fieldOf(key []byte) field {
+	switch string(key) {
+	case "session_id":
+		return fSession
+	case "parent_session_id":
+		return fParentSession
+	case "type":
+		return fType
+	case "chat_id":
+		return fChat
+	case "parent_chat_id":
+		return fParentChat
+	case "turn":
+		return fTurn
+	case "input_length":
+		return fIn
+	case "output_length":
+		return fOut
+	case "timestamp":
+		return fTS
+	case "think_time_s":
+		return fThink
+	case "hash_ids":
+		return fHash
+	}
+	return fUnknown
+}
+
+// canonKeys are the keys in the order Writer writes them, quoted as they
+// appear on a line, optional ones left out: a line of pdhybrid's own has
+// each key where the one before predicts it, and comparing a dozen bytes
+// costs less than lexing the string and looking it up. A miss (an optional
+// field, another writer's order) reads the key as any other string. The
+// sentinel at the end never matches.
+var canonKeys = [...]struct {
+	quoted string
+	f      field
+}{
+	{`"session_id"`, fSession}, {`"chat_id"`, fChat}, {`"parent_chat_id"`, fParentChat}, {`"turn"`, fTurn},
+	{`"timestamp"`, fTS}, {`"input_length"`, fIn}, {`"output_length"`, fOut}, {`"type"`, fType},
+	{`"hash_ids"`, fHash}, {"\x00", fUnknown},
+}
+
+// canonAt is, for a field of canonKeys, the index of the key after it.
+var canonAt = func() (at [nFields]int) {
+	for i, k := range canonKeys[:len(canonKeys)-1] {
+		at[k.f] = i + 1
+	}
+	return at
+}()
 
 func missing(f string) error {
 	return &Error{Field: f, Msg: "missing; expected " + fieldExpect[f]}

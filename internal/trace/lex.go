@@ -21,7 +21,8 @@ func (d *decoder) syntax(msg string) error {
 }
 
 func (d *decoder) ws() {
-	for d.i < len(d.b) {
+	// One comparison for the usual case (canonical lines have no spaces).
+	for d.i < len(d.b) && d.b[d.i] <= ' ' {
 		switch d.b[d.i] {
 		case ' ', '\t', '\r', '\n':
 			d.i++
@@ -55,22 +56,30 @@ func (d *decoder) str() ([]byte, error) {
 		return nil, errNotString
 	}
 	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch {
-		case c == '"':
+	for d.i < len(d.b) && strPlain[d.b[d.i]] {
+		d.i++
+	}
+	if d.i < len(d.b) {
+		switch d.b[d.i] {
+		case '"':
 			s := d.b[start:d.i]
 			d.i++
 			return s, nil
-		case c == '\\':
+		case '\\':
 			return d.strSlow(start)
-		case c < 0x20:
-			return nil, errNotString
 		}
-		d.i++
 	}
-	return nil, errNotString
+	return nil, errNotString // a control character, or no closing quote
 }
+
+// strPlain marks the bytes a JSON string holds as they are: all but the
+// quote, the backslash and control characters.
+var strPlain = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 0x20 && c != '"' && c != '\\'
+	}
+	return t
+}()
 
 var errNotString = fmt.Errorf("not a string")
 
@@ -258,6 +267,14 @@ func (d *decoder) hashes(dst []uint64) ([]uint64, error) {
 		d.ws()
 		i := d.i
 		var v uint64
+		// 19 digits cannot overflow a uint64: those need no check.
+		for end := min(len(d.b), i+19); i < end; i++ {
+			c := d.b[i] - '0'
+			if c > 9 {
+				break
+			}
+			v = v*10 + uint64(c)
+		}
 		for i < len(d.b) {
 			c := d.b[i] - '0'
 			if c > 9 {
@@ -276,6 +293,10 @@ func (d *decoder) hashes(dst []uint64) ([]uint64, error) {
 		}
 		d.i = i
 		dst = append(dst, v)
+		if i < len(d.b) && d.b[i] == ',' { // the usual case: no space
+			d.i++
+			continue
+		}
 		d.ws()
 		if d.eat(',') {
 			continue
