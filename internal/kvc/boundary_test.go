@@ -107,3 +107,42 @@ func TestV3LocalFallback(t *testing.T) {
 		d.Finished(true)
 	}
 }
+
+// The router gate's own checks before the admission RPC, at their bounds:
+// a session pinned on d0 whose append (the prompt less what d0 is believed
+// to hold) is exactly τ_append is asked for a direct append only, one
+// token more forces a seed; a new session is refused by the router's
+// session cap once d0 holds cap sessions, not before.
+func TestRouterGateBounds(t *testing.T) {
+	world := func(cap int) *labelWorld {
+		w := newLabelWorld(t, func(c *DispatchConfig) { c.Gate, c.TauAppend, c.SessionCap = GateRouter, 100, cap }, Options{Alpha: 1})
+		w.x = NewDispatcher(w.x.cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+		return w
+	}
+	w := world(0)
+	w.run("s", 1, seedAll, true)
+	held := w.x.sessions["s"].resident
+	if w.x.sessions["s"].pin != 0 || held <= 0 {
+		t.Fatalf("after turn 1: pin %d, %d tokens believed resident; want d0 and some", w.x.sessions["s"].pin, held)
+	}
+	for _, c := range []struct {
+		append      int
+		force, only bool
+	}{{100, false, true}, {101, true, false}} {
+		d := w.x.Begin(2, Request{Session: "s", Turn: 2, Blocks: []uint64{1, 2, 3}, Input: held + c.append, Output: 5})
+		if a := d.Action(); a.Kind != ActAdmit || a.D != 0 || a.ForceSeed != c.force || a.DirectOnly != c.only {
+			t.Errorf("append %d over τ_append 100: %+v, want admit d0 with ForceSeed %v DirectOnly %v", c.append, a, c.force, c.only)
+		}
+	}
+	for _, c := range []struct {
+		onD   int
+		admit bool
+	}{{0, true}, {1, false}} {
+		w := world(1)
+		w.x.onD[0] = c.onD
+		d := w.x.Begin(0, Request{Session: "new", Turn: 1, Blocks: []uint64{9}, Input: 50, Output: 5})
+		if got := d.Action().Kind == ActAdmit; got != c.admit {
+			t.Errorf("session cap 1, d0 holding %d: admission asked %v, want %v (%+v, path %v)", c.onD, got, c.admit, d.Action(), d.Path())
+		}
+	}
+}

@@ -52,3 +52,57 @@ func TestCacheAwareBalancesAsSGLang(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The cache-aware policy at each of its thresholds, both sides, by hand.
+// The pool is imbalanced when the most and least loaded differ by more
+// than 32 requests and the most exceeds 1.0001× the least (BalanceAbs,
+// BalanceRel override them): then the least loaded, the lowest index
+// among equals; else the prefix holder if it holds more than half the
+// prompt (CacheThreshold overrides it), else the smallest tree.
+func TestCacheAwareThresholds(t *testing.T) {
+	prompt := []uint64{1, 2, 3, 4}
+	for _, c := range []struct {
+		name     string
+		opts     Options
+		held     []int // per worker, the prompt's leading blocks its tree holds
+		extra    []int // per worker, blocks of other prompts in its tree
+		inflight []int
+		want     int
+	}{
+		{"imbalanced: the least loaded, w0", Options{}, nil, nil, []int{0, 40, 40}, 0},
+		{"imbalanced: the lowest index of the least loaded", Options{}, nil, nil, []int{0, 0, 40}, 0},
+		{"20 apart: balanced, the holder", Options{}, []int{0, 4}, nil, []int{10, 30}, 1},
+		{"32 apart: balanced, the holder", Options{}, []int{0, 4}, nil, []int{0, 32}, 1},
+		{"33 apart: imbalanced, the least loaded", Options{}, []int{0, 4}, nil, []int{0, 33}, 0},
+		{"33 apart within 1.0001×: balanced", Options{}, []int{0, 4}, nil, []int{400000, 400033}, 1},
+		{"BalanceAbs 10: 20 apart is imbalanced", Options{BalanceAbs: 10}, []int{0, 4}, nil, []int{10, 30}, 0},
+		{"BalanceRel 2: 80 is not over 2×40", Options{BalanceRel: 2}, []int{0, 4}, nil, []int{40, 80}, 1},
+		{"BalanceRel 2: 81 is", Options{BalanceRel: 2}, []int{0, 4}, nil, []int{40, 81}, 0},
+		{"half the prompt held: the smallest tree", Options{}, []int{2, 0}, []int{10, 4}, []int{0, 0}, 1},
+		{"a quarter held: the smallest tree", Options{}, []int{1, 0}, []int{10, 4}, []int{0, 0}, 1},
+		{"three quarters held: the holder", Options{}, []int{3, 0}, []int{10, 4}, []int{0, 0}, 0},
+		{"CacheThreshold 0.2: a quarter is enough", Options{CacheThreshold: 0.2}, []int{1, 0}, []int{10, 4}, []int{0, 0}, 0},
+	} {
+		names := make([]string, len(c.inflight))
+		for i := range names {
+			names[i] = fmt.Sprint("w", i)
+		}
+		r := NewRouter(names, PolicyCacheAware, c.opts)
+		for w := range names {
+			if w < len(c.held) && c.held[w] > 0 {
+				r.Dispatched(w, "", prompt[:c.held[w]])
+			}
+			if w < len(c.extra) && c.extra[w] > 0 {
+				b := make([]uint64, c.extra[w])
+				for i := range b {
+					b[i] = uint64(100*(w+1) + i)
+				}
+				r.Dispatched(w, "", b)
+			}
+		}
+		copy(r.inflight, c.inflight)
+		if got := r.Pick("", prompt).Worker; got != c.want {
+			t.Errorf("%s: w%d, want w%d", c.name, got, c.want)
+		}
+	}
+}

@@ -103,3 +103,69 @@ func TestDeflectRuleByHand(t *testing.T) {
 		t.Errorf("TBT 20 ms: %s, want through P (no chunk fits)", d.Mode())
 	}
 }
+
+// The rivals' helpers by hand, in powers of two so every sum is exact.
+func TestRivalHelpersByHand(t *testing.T) {
+	for _, c := range []struct {
+		in, want RivalConfig
+	}{
+		{RivalConfig{}, RivalConfig{TTFTSLOS: 2, TPOTSLOS: 0.05, TTFTWeight: 1, TPOTWeight: 1}},
+		{RivalConfig{TTFTSLOS: -1, TPOTSLOS: -1}, RivalConfig{TTFTSLOS: 2, TPOTSLOS: 0.05, TTFTWeight: 1, TPOTWeight: 1}},
+		{RivalConfig{TTFTSLOS: 0.5, TPOTSLOS: 0.25, TTFTWeight: 0, TPOTWeight: 2}, RivalConfig{TTFTSLOS: 0.5, TPOTSLOS: 0.25, TTFTWeight: 0, TPOTWeight: 2}},
+		{RivalConfig{TTFTWeight: 3}, RivalConfig{TTFTSLOS: 2, TPOTSLOS: 0.05, TTFTWeight: 3}},
+	} {
+		if got := c.in.Defaults(); got != c.want {
+			t.Errorf("Defaults(%+v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	// queueS: 0.25 s a chunk, 1/1024 s a token.
+	for _, c := range []struct {
+		chunk, n int
+		want     float64
+	}{{0, 0, 0}, {0, 1024, 1.25}, {4096, 4096, 4.25}, {4096, 4097, 0.5 + 4097.0/1024}, {1024, 2048, 2.5}} {
+		if got := (StallCost{OverheadS: 0.25, PerTokenS: 1.0 / 1024, ChunkTokens: c.chunk}).queueS(c.n); got != c.want {
+			t.Errorf("queueS(%d) in %d-token chunks = %v, want %v", c.n, c.chunk, got, c.want)
+		}
+	}
+	// deflectChunk: a step of n tokens takes 0.25 + n/1024 s; a TBT of
+	// 2.25 s fits 2,048 tokens, the chunk budget caps it, and a TBT under
+	// a 16-token step fits none.
+	rc := RivalConfig{TPOTSLOS: 2.25, Cost: StallCost{OverheadS: 0.25, PerTokenS: 1.0 / 1024}}
+	if got := rc.deflectChunk(0); got != 2048 {
+		t.Errorf("deflectChunk, no chunk budget: %d, want 2048", got)
+	}
+	rc.Cost.ChunkTokens = 1000
+	if got := rc.deflectChunk(0); got != 1000 {
+		t.Errorf("deflectChunk, 1,000-token budget: %d, want 1000", got)
+	}
+	rc.Cost.ChunkTokens = 0
+	for _, c := range []struct {
+		n, q  int
+		steps int
+	}{{4096, 0, 2}, {4097, 0, 3}, {3000, 1000, 2}, {1, 0, 1}} {
+		if got, ok := rc.deflectTTFT(c.n, 0, c.q); !ok || got != float64(c.steps)*2.25 {
+			t.Errorf("deflectTTFT(%d after a %d-token queue) = %v %v, want %d steps of 2.25 s", c.n, c.q, got, ok, c.steps)
+		}
+	}
+	// With attention, 1/2^20 s per token pair: a 1.75 s TBT fits 1,024
+	// tokens after none (0.25 + 1 + 1024·512/2^20), 661 after 1,024 (662
+	// would take 1.75195 s), and a deflection's chunk is sized at the end
+	// of what it prefills, its queue included: 1,024 tokens after none, or
+	// 512 behind a 512-token queue, are two 661-token steps.
+	attn := RivalConfig{TPOTSLOS: 1.75, Cost: StallCost{OverheadS: 0.25, PerTokenS: 1.0 / 1024, AttnS: 1.0 / (1 << 20)}}
+	if a, b := attn.deflectChunk(0), attn.deflectChunk(1024); a != 1024 || b != 661 {
+		t.Errorf("deflectChunk with attention: %d after 0, %d after 1,024; want 1024 and 661", a, b)
+	}
+	for _, c := range [][2]int{{1024, 0}, {512, 512}} {
+		if got, ok := attn.deflectTTFT(c[0], 0, c[1]); !ok || got != 3.5 {
+			t.Errorf("deflectTTFT(%d after a %d-token queue) with attention = %v %v, want two 1.75 s steps", c[0], c[1], got, ok)
+		}
+	}
+	tight := RivalConfig{TPOTSLOS: 0.25 + 15.0/1024, Cost: rc.Cost}
+	if got := tight.deflectChunk(0); got != 0 {
+		t.Errorf("a TBT fitting 15 tokens a step: chunk %d, want 0", got)
+	}
+	if _, ok := tight.deflectTTFT(100, 0, 0); ok {
+		t.Error("a TBT fitting 15 tokens a step: deflectTTFT ok, want no deflection")
+	}
+}

@@ -200,3 +200,41 @@ func TestSeedAnswerHostTokens(t *testing.T) {
 		})
 	}
 }
+
+// The tier cost's helpers by hand, in powers of two: a host link of 1,024
+// bytes/s after 0.5 s of setup and 2 bytes of KV a token loads 512 tokens
+// in 1.5 s; a 2,048-token prefill in 1,024-token chunks (0.25 s a chunk,
+// 1/1024 s a token) takes 2.5 s, and the load rides on its first chunk
+// (1.25 s) over 4 layers: max(1.25 + 1.5/4, 1.5 + 1.25/4) = 1.8125 s in
+// place of 1.25, 3.0625 s in all; in one chunk (2.25 s) the load adds
+// max(2.25 + 0.375, 1.5 + 0.5625) − 2.25 = 0.375 s.
+func TestTierCostHelpersByHand(t *testing.T) {
+	for _, c := range []struct {
+		tc   TierCost
+		want bool
+	}{{TierCost{}, false}, {TierCost{HostBandwidth: 1}, false}, {TierCost{KVBytesPerToken: 1}, false}, {TierCost{HostBandwidth: 1, KVBytesPerToken: 1}, true}} {
+		if got := c.tc.On(); got != c.want {
+			t.Errorf("%+v.On() = %v, want %v", c.tc, got, c.want)
+		}
+	}
+	tc := TierCost{HostBandwidth: 1024, HostSetupS: 0.5, XferBandwidth: 2048, XferSetupS: 0.25, KVBytesPerToken: 2, Layers: 4}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"LoadS(512)", tc.LoadS(512), 1.5},
+		{"LoadS(0)", tc.LoadS(0), 0},
+		{"LoadS(-1)", tc.LoadS(-1), 0},
+		{"LoadS with no host link", TierCost{HostSetupS: 0.5, KVBytesPerToken: 2}.LoadS(512), 0},
+		{"TransferS(1024)", tc.TransferS(1024), 1.25},
+		{"TransferS(0)", tc.TransferS(0), 0},
+		{"TransferS with no link", TierCost{XferSetupS: 0.25, KVBytesPerToken: 2}.TransferS(1024), 0},
+		{"PrefillWithLoadS, chunked", tc.PrefillWithLoadS(StallCost{OverheadS: 0.25, PerTokenS: 1.0 / 1024, ChunkTokens: 1024}, 2048, 0, 512), 3.0625},
+		{"PrefillWithLoadS, one chunk", tc.PrefillWithLoadS(StallCost{OverheadS: 0.25, PerTokenS: 1.0 / 1024}, 2048, 0, 512), 2.625},
+		{"PrefillWithLoadS, nothing on host", tc.PrefillWithLoadS(StallCost{OverheadS: 0.25, PerTokenS: 1.0 / 1024, ChunkTokens: 1024}, 2048, 0, 0), 2.5},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}

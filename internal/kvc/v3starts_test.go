@@ -132,3 +132,25 @@ func TestV3BalanceHalfLife(t *testing.T) {
 		}
 	}
 }
+
+// The start books by hand: a decoder's recent requests halve every
+// half-life (4 taken at 0 are 2 at 2 s with a 2 s half-life, and one more
+// then makes 3), and the books grow to the pools' sizes exactly, never
+// past them.
+func TestV3StartsBooksByHand(t *testing.T) {
+	var s v3Starts
+	s.grow(1, 2)
+	s.grow(3, 2)
+	s.grow(2, 4)
+	if len(s.p) != 3 || len(s.d) != 4 || len(s.recent) != 4 || len(s.recentAt) != 4 {
+		t.Fatalf("books %d/%d/%d/%d long, want 3 prefill and 4 decoder entries", len(s.p), len(s.d), len(s.recent), len(s.recentAt))
+	}
+	s.recent[1], s.recentAt[1] = 4, 0
+	if got := s.recentOn(1, 2, 2); got != 2 {
+		t.Errorf("4 requests at 0 s seen at 2 s, half-life 2 s: %v, want 2", got)
+	}
+	s.took(1, 2, 2)
+	if s.recent[1] != 3 || s.recentAt[1] != 2 {
+		t.Errorf("one more at 2 s: %v at %v s, want 3 at 2 s", s.recent[1], s.recentAt[1])
+	}
+}
