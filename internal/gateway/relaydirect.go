@@ -101,16 +101,6 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	if rec.q.conn == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
 		return false, false
 	}
-	if len(prefix) == 0 && wb.wc.br.Buffered() == 0 {
-		// The head goes out with the first event, in one write: wait for
-		// the body's first bytes here (a worker sends its head at once,
-		// the first token after the prefill). A failure — the worker
-		// gone, the client gone (roundTrip's watch cuts the read) — is
-		// the ordinary relay's to report.
-		if _, err := wb.wc.br.Peek(1); err != nil {
-			return false, false
-		}
-	}
 	cfd, err := dupConn(rec.q.conn)
 	if err != nil {
 		return false, false
@@ -137,6 +127,11 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	// The head goes out now, by net/http (chunked: an HTTP/1.1 answer
 	// with no length), with what came of the body so far framed by it
 	// as a chunk: one write. From here on the loop writes the chunks.
+	// (A worker sends its head at once and the first token after the
+	// prefill: waiting here for the first event to send it with the head
+	// was measured, alternated with this in one session, and changed
+	// neither CPU per event nor added TTFT beyond the run-to-run spread;
+	// docs/gateway.md.)
 	if len(st.out) > 0 {
 		if _, err := rec.ResponseWriter.Write(st.out); err != nil {
 			st.left = true

@@ -243,3 +243,75 @@ func TestWorkerPoolRetriesStaleConnection(t *testing.T) {
 		ws.CloseClientConnections() // the worker drops its idle connections
 	}
 }
+
+// A worker whose head and first events come in one segment: the direct
+// relay takes the stream with its events already read (they go out with
+// the response head, through net/http's writer) and the rest from the
+// loop; the client gets every event once, one terminal, a well-framed
+// chunked body, and both connections are kept for the next request.
+func TestDirectRelayHeadWithFirstEvents(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	chunk := func(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+	first := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		chunk(sglEvent("a", "null")+sglEvent("b", "null"))
+	rest := chunk(sglEvent("c", `{"type": "length", "length": 3}`)) + chunk("data: [DONE]\n\n") + "0\r\n\r\n"
+	var mu sync.Mutex
+	conns := map[string]bool{} // the connections /generate came on
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if req.URL.Path != "/generate" { // the gateway's probes, on its ordinary client
+						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+						continue
+					}
+					mu.Lock()
+					conns[c.RemoteAddr().String()] = true
+					mu.Unlock()
+					io.WriteString(c, first) // head and two events: one write
+					time.Sleep(20 * time.Millisecond)
+					io.WriteString(c, rest)
+				}
+			}()
+		}
+	}()
+	gw, _ := directGateway(t, "http://"+ln.Addr().String())
+	taken := directTaken.Load()
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	for i := range 2 {
+		resp, err := client.Post(gw+"/generate", "application/json", strings.NewReader(`{"text": "hi", "stream": true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := sglEvent("a", "null") + sglEvent("b", "null") + sglEvent("c", `{"type": "length", "length": 3}`) + "data: [DONE]\n\n"
+		if err != nil || resp.StatusCode != http.StatusOK || string(b) != want {
+			t.Fatalf("request %d: %d %v\n%q\nwant\n%q", i, resp.StatusCode, err, b, want)
+		}
+	}
+	if n := directTaken.Load() - taken; n != 2 {
+		t.Errorf("the direct relay took %d streams, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(conns); n != 1 {
+		t.Errorf("%d worker connections for 2 requests in turn, want 1 (kept alive)", n)
+	}
+}
