@@ -9,9 +9,10 @@ import (
 )
 
 // serveCostFlags name the engine profile of the workers a gateway fronts:
-// KVC v4's stall budget and the tier costing of seed answers that name
-// host tokens turn prompt tokens into seconds with it, through the same
-// kvc functions the simulator uses (kvc.StallCostOf, kvc.TierCostOf).
+// KVC v4's stall budget, the tier costing of answers that name host
+// tokens and the 2026 rivals' estimates turn prompt tokens into seconds
+// with it, through the same kvc functions the simulator uses
+// (kvc.StallCostOf, kvc.TierCostOf).
 // serve's --model is already the name /v1/models answers, so the built-in
 // model is --profile-model.
 type serveCostFlags struct {
@@ -22,11 +23,11 @@ type serveCostFlags struct {
 var serveCostFlagNames = []string{"profile-model", "hardware", "profile", "chunk-tokens", "link"}
 
 func (f *serveCostFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.model, "profile-model", "qwen3-30b-a3b", "kvcache-centric (v3/v4): the built-in model `name` the workers run, whose engine profile prices KVC v4's stall budget (--tpot-slo-ms) and a decoder's host-tier answer (load-back against reseed), as in the simulator; pdhybrid worker's --model")
-	fs.StringVar(&f.hardware, "hardware", "h200-141g", "kvcache-centric (v3/v4): the built-in hardware `name` the workers run on (h100-80g, h200-141g), for the same cost model; pdhybrid worker's --hardware")
-	fs.StringVar(&f.profile, "profile", "", "kvcache-centric (v3/v4): the workers' model/hardware profile JSON `file`, replacing --profile-model/--hardware (docs/engine.md)")
-	fs.IntVar(&f.chunk, "chunk-tokens", 0, "kvcache-centric (v3/v4): the workers' chunked-prefill budget in `tokens` (SGLang --chunked-prefill-size), which the stall cost counts a step overhead per chunk of; 0 = the profile's (SGLang's 8192 where it names none)")
-	fs.StringVar(&f.link, "link", "rdma-400g", "kvcache-centric (v3/v4): the profile's `link` P→D KV travels over, which tier costing prices a reseed with (rdma-400g, tcp-loopback, nvlink); pdhybrid worker's --link")
+	fs.StringVar(&f.model, "profile-model", "qwen3-30b-a3b", "kvcache-centric, pd-ppd, pd-deflect: the built-in model `name` the workers run, whose engine profile prices KVC v4's stall budget (--tpot-slo-ms), a decoder's host-tier answer (load-back against reseed) and the rivals' TTFT and stall estimates, as in the simulator; pdhybrid worker's --model")
+	fs.StringVar(&f.hardware, "hardware", "h200-141g", "kvcache-centric, pd-ppd, pd-deflect: the built-in hardware `name` the workers run on (h100-80g, h200-141g), for the same cost model; pdhybrid worker's --hardware")
+	fs.StringVar(&f.profile, "profile", "", "kvcache-centric, pd-ppd, pd-deflect: the workers' model/hardware profile JSON `file`, replacing --profile-model/--hardware (docs/engine.md)")
+	fs.IntVar(&f.chunk, "chunk-tokens", 0, "kvcache-centric, pd-ppd, pd-deflect: the workers' chunked-prefill budget in `tokens` (SGLang --chunked-prefill-size), which the stall cost counts a step overhead per chunk of; 0 = the profile's (SGLang's 8192 where it names none)")
+	fs.StringVar(&f.link, "link", "rdma-400g", "kvcache-centric: the profile's `link` P→D KV travels over, which tier costing prices a reseed with (rdma-400g, tcp-loopback, nvlink); pdhybrid worker's --link")
 }
 
 func (f *serveCostFlags) check(ck *checks) {

@@ -14,6 +14,7 @@ import (
 	"github.com/pdhybrid/pdhybrid/internal/emulator/emulatortest"
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/model"
 )
 
 // serveOn starts `pdhybrid serve` in front of prefill worker p and decoder
@@ -93,5 +94,38 @@ func TestServeKVCv4PlacesByStallBudget(t *testing.T) {
 				t.Fatalf("c turn 1 in mode %q, want %s", m, tc.wantC)
 			}
 		})
+	}
+}
+
+// serve's cost model is the simulator's: the H200 profile's prefill terms
+// at its 8,192-token chunks, and tier costing from its host link and the
+// RDMA P→D link (a decoder's host-tier answer is priced live as in the
+// simulator), through the same kvc functions; --chunk-tokens and --link
+// reach it, and a profile without the link is refused.
+func TestServeCostModel(t *testing.T) {
+	prof, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := serveCostFlags{model: "qwen3-30b-a3b", hardware: "h200-141g", link: "rdma-400g"}
+	sc, tc, err := f.costs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTC, err := kvc.TierCostOf(prof, "rdma-400g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc != kvc.StallCostOf(prof, 8192) || tc != wantTC || !tc.On() || sc.PerTokenS <= 0 {
+		t.Fatalf("costs %+v, %+v; want %+v, %+v", sc, tc, kvc.StallCostOf(prof, 8192), wantTC)
+	}
+	f.chunk, f.link = 4096, "tcp-loopback"
+	sc, tc, _ = f.costs()
+	if sc.ChunkTokens != 4096 || tc.XferBandwidth != prof.Links["tcp-loopback"].BandwidthBytes {
+		t.Fatalf("--chunk-tokens 4096 --link tcp-loopback: %+v, %+v", sc, tc)
+	}
+	f.link = "no-such-link"
+	if _, _, err := f.costs(); err == nil || !strings.Contains(err.Error(), "--link") {
+		t.Fatalf("--link no-such-link: %v, want an error naming --link", err)
 	}
 }
