@@ -158,7 +158,7 @@ func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 
 // submitPrefill hands r to its prefill worker.
 func (s *Sim) submitPrefill(r *req) {
-	if err := s.workers[r.p].Submit(s.now, &r.pe); err != nil {
+	if err := s.workers[r.p].Submit(s.now, r.pe); err != nil {
 		s.failLegs(r, reason(err, s.workers[r.p].Name()))
 		return
 	}
@@ -171,7 +171,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	r.p, r.d = s.prefills[a.P], s.decodes[a.D]
 	r.startAt = s.now
 	seed := a.Kind == kvc.ActSeed
-	r.pe = engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Tag: r}
+	r.pe = &engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Tag: r}
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
@@ -190,7 +190,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	// SGLang's order: D pre-allocates the KV, and P holds the request in
 	// its bootstrap queue until then (P is submitted on EvReserved). A P
 	// that could never take it refuses before D reserves anything.
-	if err := s.workers[r.p].Admissible(&r.pe); err != nil {
+	if err := s.workers[r.p].Admissible(r.pe); err != nil {
 		r.x.Refused(reason(err, s.workers[r.p].Name()))
 		return false
 	}
@@ -308,14 +308,14 @@ func (s *Sim) transferDone(r *req) {
 	}
 	if r.dead {
 		if r.pe.Stage == engine.StageHeld {
-			s.workers[r.p].Release(s.now, &r.pe)
+			s.workers[r.p].Release(s.now, r.pe)
 			s.collect(r.p)
 		}
 		return
 	}
 	r.x.TransferLanded()
 	r.x.PrefillDone()
-	if err := s.workers[r.p].Release(s.now, &r.pe); err != nil {
+	if err := s.workers[r.p].Release(s.now, r.pe); err != nil {
 		s.failLegs(r, "engine-error: prefill release: "+err.Error())
 		return
 	}
@@ -345,7 +345,7 @@ func (s *Sim) abortLegs(r *req) {
 		// A prompt fully prefilled with chunks still on the link stays held
 		// until they land (transferDone releases it); anything else goes now.
 		if r.pe.Stage != engine.StageHeld || r.xferLive == 0 {
-			s.workers[r.p].Abort(s.now, &r.pe)
+			s.workers[r.p].Abort(s.now, r.pe)
 			s.collect(r.p)
 		}
 	}

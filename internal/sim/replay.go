@@ -60,8 +60,12 @@ type req struct {
 	ended    bool
 	dead     bool // timed out or failed: ignore late engine events
 
-	p, d     int // worker indices (p = -1 for colocated)
-	pe, de   engine.Request
+	p, d int // worker indices (p = -1 for colocated)
+	// The request on its prefill worker (PD paths only: a colocated or
+	// direct request has none, and its record is 40 % smaller without
+	// one) and on its decoder or colocated worker.
+	pe       *engine.Request
+	de       engine.Request
 	reading  bool          // still reads its view of the session's chain (chain.go)
 	shared   bool          // its view is of a frozen chain: caches keep it uncopied
 	x        *kvc.Dispatch // the control plane's decisions for it
