@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -373,4 +375,30 @@ func FuzzDecodeMatchesReference(f *testing.F) {
 			t.Fatalf("request\n%+v, want\n%+v", a, b)
 		}
 	})
+}
+
+// leadingDigits agrees with a byte-at-a-time reading on words mixing
+// digits with the bytes a nibble test could take for them.
+func TestLeadingDigits(t *testing.T) {
+	alphabet := []byte("0123456789:;<=>?/ ,]\x00\x30\xb0\xb9\x3a\x20\x29\xf0\xff")
+	rng := rand.New(rand.NewPCG(9, 9))
+	var w [8]byte
+	for range 300000 {
+		for i := range w {
+			w[i] = alphabet[rng.IntN(len(alphabet))]
+			if rng.IntN(3) > 0 {
+				w[i] = '0' + byte(rng.IntN(10))
+			}
+		}
+		var want uint64
+		n := 0
+		for n < 8 && w[n] >= '0' && w[n] <= '9' {
+			want = want*10 + uint64(w[n]-'0')
+			n++
+		}
+		v, got := leadingDigits(binary.LittleEndian.Uint64(w[:]))
+		if got != n || v != want {
+			t.Fatalf("%q: %d digits = %d, want %d = %d", w, got, v, n, want)
+		}
+	}
 }
