@@ -168,16 +168,16 @@ func (d *Deployment) Validate(a *Arch) error {
 
 // perGPU is what one GPU of the group holds and reads.
 type perGPU struct {
-	weights, expertWeights int64   // bytes resident
-	kvPerToken             int64   // bytes of one token's KV on this GPU
+	weights, expertWeights int64 // bytes resident
+	kvPerToken             int64 // bytes of one token's KV on this GPU
 	// poolPerToken is what one token of the pool takes on this GPU: the
 	// KV of every layer, or under SGLang's SWA pool the full layers' KV
 	// plus the ratio's share of the sliding layers' (swaPool).
 	poolPerToken int64
 	swaPool      bool
-	kvReplicas             int     // GPUs holding a copy of the same KV
-	activeFLOPs            float64 // GEMM FLOPs per token on this GPU
-	attnFLOPs              float64 // attention FLOPs per query-key pair on this GPU
+	kvReplicas   int     // GPUs holding a copy of the same KV
+	activeFLOPs  float64 // GEMM FLOPs per token on this GPU
+	attnFLOPs    float64 // attention FLOPs per query-key pair on this GPU
 }
 
 func (d *Deployment) split(a *Arch) perGPU {
