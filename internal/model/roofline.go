@@ -271,7 +271,7 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 	var collLat, collPerTok float64
 	if d.TP > 1 {
 		calls := 2 * float64(a.Layers)
-		collLat = calls * c.CollectiveS * float64(d.TP-1)
+		collLat = calls * d.allReduceLatS(c)
 		// Ring all-reduce: each GPU sends and receives 2(t−1)/t of the
 		// payload (one bf16 hidden vector per token).
 		t := float64(d.TP)
@@ -340,6 +340,17 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 	return tm
 }
 
+// allReduceLatS is one all-reduce's latency over the group's link: the
+// link's own (base + per peer, from its source) where the GPU table gives
+// one, else the per-peer latency fitted on NVLink.
+func (d Deployment) allReduceLatS(c Coefficients) float64 {
+	peers := float64(d.TP - 1)
+	if d.GPU.ScaleUpPeerLatS > 0 {
+		return d.GPU.ScaleUpBaseLatS + d.GPU.ScaleUpPeerLatS*peers
+	}
+	return c.CollectiveS * peers
+}
+
 func cmpOrF(a, b float64) float64 {
 	if a > 0 {
 		return a
@@ -401,6 +412,14 @@ func (d Deployment) Profile(a *Arch, c Coefficients, blockSize int) (*Profile, e
 	return p, nil
 }
 
+// latencySource says where the all-reduce latency came from.
+func (d Deployment) latencySource(c Coefficients) string {
+	if d.GPU.ScaleUpPeerLatS > 0 {
+		return fmt.Sprintf("%.1f us + %.1f us per peer over %s (its source in hardware)", d.GPU.ScaleUpBaseLatS*1e6, d.GPU.ScaleUpPeerLatS*1e6, d.GPU.ScaleUpName)
+	}
+	return fmt.Sprintf("%.1f us per peer (fitted on NVLink)", c.CollectiveS*1e6)
+}
+
 // links: every GPU of the group has its own NIC and scale-up port, so a
 // worker's transfer bandwidth is TP times one GPU's.
 func (d Deployment) links() map[string]Link {
@@ -431,9 +450,9 @@ func (d Deployment) sources(a *Arch, c Coefficients, g perGPU, pool int64) map[s
 		"hardware.mem_fraction": fmt.Sprintf("%s memory fraction %v (vLLM gpu_memory_utilization / SGLang mem_fraction_static)", d.Engine, d.MemFraction),
 		"hardware.workspace_bytes": fmt.Sprintf("what the %s pool formula takes besides weights and KV: workspace %.3f GB per GPU (+%.3f GB per GPU at TP > 1); pool %d tokens per worker; %s",
 			d.Engine, float64(c.WorkspaceBytes)/1e9, float64(c.TPWorkspaceBytes)/1e9, pool, fit),
-		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f, expert reads %.3f), link %.3f, collective latency %.1f us per peer, step %.2f ms + %.1f us per layer, per-sequence %.1f us, prefill weight-read share %.2f; %s",
+		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f, expert reads %.3f), link %.3f, all-reduce latency %s, step %.2f ms + %.1f us per layer, per-sequence %.1f us, prefill weight-read share %.2f; %s",
 			d.GPU.Name, d.GPU.Peak(a.denseWeightBits)/1e12, d.GPU.HBMBandwidth/1e12, d.GPU.ScaleUpName, d.GPU.ScaleUpBandwidth/1e9, d.TP,
-			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), cmpOrF(c.ExpertBWEff, c.BWEff), c.LinkEff, c.CollectiveS*1e6, c.StepS*1e3, c.LayerS*1e6, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
+			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), cmpOrF(c.ExpertBWEff, c.BWEff), c.LinkEff, d.latencySource(c), c.StepS*1e3, c.LayerS*1e6, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
 		"server":       fmt.Sprintf("%s scheduler: max %d running sequences, %d batched tokens per step", d.Engine, d.MaxSeqs, d.MaxBatchedTokens),
 		"links.nvlink": fmt.Sprintf("%s datasheet bandwidth at 90 %% × %d GPUs", d.GPU.ScaleUpName, d.TP),
 	}
