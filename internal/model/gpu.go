@@ -22,6 +22,14 @@ type GPU struct {
 	// Fabric, or PCIe where there is none), per direction, bytes/s.
 	ScaleUpName      string
 	ScaleUpBandwidth float64
+	// ScaleUpPeerLatS and ScaleUpBaseLatS are one all-reduce's latency
+	// over the link: base + peer·(TP−1) seconds. 0, 0: the per-peer
+	// latency fitted to real runs on NVLink (Coefficients.CollectiveS),
+	// which is what NVLink GPUs take; PCIe's are NCCL's own latency model
+	// for a ring all-reduce in its LL protocol (the per-layer reductions
+	// are small messages): base 6.6 µs, and 2 ring steps per peer at
+	// 1.0 µs over PCI (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat).
+	ScaleUpPeerLatS, ScaleUpBaseLatS float64
 	// SMs is the streaming multiprocessor count where FlashAttention-3's
 	// persistent decode schedule applies (Hopper; 0 elsewhere: vLLM runs
 	// other attention kernels there, attntail.go).
@@ -50,8 +58,8 @@ var gpus = map[string]GPU{
 		Source: "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM): BF16 312 TFLOPS dense, no FP8, 80 GB HBM2e at 2,039 GB/s, NVLink 600 GB/s bidirectional; usable bytes assumed as the H100's 79.2 GiB (not measured)"},
 	"l40s": {Name: "l40s", DenseBF16: 362.05e12, DenseFP8: 733e12,
 		HBMBytes: 48e9, UsableBytes: 47_700_000_000, HBMBandwidth: 864e9,
-		ScaleUpName: "pcie4", ScaleUpBandwidth: 32e9,
-		Source: "NVIDIA L40S datasheet: BF16 362.05 / FP8 733 TFLOPS dense (733 / 1,466 with sparsity), 48 GB GDDR6 at 864 GB/s, no NVLink, PCIe Gen4 x16 64 GB/s bidirectional; usable bytes assumed 44.4 GiB (not measured)"},
+		ScaleUpName: "pcie4", ScaleUpBandwidth: 32e9, ScaleUpPeerLatS: 2e-6, ScaleUpBaseLatS: 6.6e-6,
+		Source: "NVIDIA L40S datasheet: BF16 362.05 / FP8 733 TFLOPS dense (733 / 1,466 with sparsity), 48 GB GDDR6 at 864 GB/s, no NVLink, PCIe Gen4 x16 64 GB/s bidirectional; usable bytes assumed 44.4 GiB (not measured); all-reduce latency over PCIe from NCCL's tuning model (src/graph/tuning.cc, ring LL: baseLat 6.6 us + hwLat[PCI] 1.0 us per ring step, 2 steps per peer)"},
 	"mi300x": {Name: "mi300x", DenseBF16: 1307.4e12, DenseFP8: 2614.9e12,
 		HBMBytes: 192e9, UsableBytes: 205_000_000_000, HBMBandwidth: 5.3e12,
 		ScaleUpName: "infinity-fabric", ScaleUpBandwidth: 448e9,

@@ -36,11 +36,17 @@ type Arch struct {
 	MoELayers       int
 	// MLA (DeepSeek-V2/V3): the KV cache holds one latent of KVLoraRank plus
 	// a RoPE key of QKRopeDim per token and layer, shared by all heads.
-	KVLoraRank, QLoraRank             int
-	QKNopeDim, QKRopeDim, VHeadDim    int
-	MTPLayers                         int // multi-token-prediction layers (weights only)
-	SlidingWindow                     int // tokens; 0 = none
-	SlidingLayers                     int // layers that attend only within SlidingWindow
+	KVLoraRank, QLoraRank          int
+	QKNopeDim, QKRopeDim, VHeadDim int
+	MTPLayers                      int // multi-token-prediction layers (weights only)
+	SlidingWindow                  int // tokens; 0 = none
+	SlidingLayers                  int // layers that attend only within SlidingWindow
+	// SWAPool: SGLang serves the architecture from two KV pools, the
+	// sliding layers' sized at --swa-full-tokens-ratio of the full
+	// layers' (its is_hybrid_swa_model list: GPT-OSS, Llama-4, Gemma-4,
+	// MiMo-V2, Step-3.5); every other sliding model, Mistral and Gemma-2/3
+	// included, keeps every token of every layer in one pool there.
+	SWAPool                           bool
 	WeightDType                       string
 	expertWeightBits, denseWeightBits float64
 }
@@ -199,6 +205,7 @@ func FromHF(data []byte) (*Arch, error) {
 		a.MTPLayers = c.NextN
 	}
 	a.SlidingWindow, a.SlidingLayers = slidingLayers(&c)
+	a.SWAPool = a.SlidingLayers > 0 && sglangHybridSWA(c.Architectures)
 	a.WeightDType, a.denseWeightBits, a.expertWeightBits = weightFormat(&c)
 	return a, nil
 }
@@ -225,6 +232,20 @@ func moeLayers(c *hfConfig) int {
 		n++
 	}
 	return n
+}
+
+// sglangHybridSWA is SGLang's is_hybrid_swa_model: the architectures it
+// gives a separate sliding-window KV pool (python/sglang/srt/configs/
+// model_config.py).
+func sglangHybridSWA(archs []string) bool {
+	for _, a := range archs {
+		switch a {
+		case "GptOssForCausalLM", "Llama4ForConditionalGeneration", "Gemma4ForCausalLM",
+			"Gemma4ForConditionalGeneration", "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM":
+			return true
+		}
+	}
+	return false
 }
 
 // slidingLayers is the window and how many layers use it: layer_types

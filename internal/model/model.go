@@ -23,6 +23,21 @@ type Model struct {
 	Experts     int   `json:"experts,omitempty"`
 	TopK        int   `json:"top_k,omitempty"`
 	WeightBytes int64 `json:"weight_bytes"` // resident weights on one GPU (TP1)
+	// PoolBytesPerToken, when set, is what one token of the KV pool takes
+	// where it differs from KVBytesPerToken: SGLang's SWA pool counts the
+	// full-attention layers' tokens and sizes the sliding layers' pool at
+	// a ratio of them (--swa-full-tokens-ratio), so a pool token costs the
+	// full layers' KV plus that share of the sliding layers'. 0: the KV of
+	// every layer.
+	PoolBytesPerToken int64 `json:"pool_bytes_per_token,omitempty"`
+}
+
+// PoolBytes is what one token of the KV pool takes.
+func (m Model) PoolBytes() int64 {
+	if m.PoolBytesPerToken > 0 {
+		return m.PoolBytesPerToken
+	}
+	return m.KVBytesPerToken()
 }
 
 // KVBytesPerToken is 2 (K and V) · layers · kv_heads · head_dim · dtype bytes.
@@ -217,7 +232,7 @@ func (p *Profile) KVPoolTokens(memFraction float64) int64 {
 		memFraction = p.Hardware.MemFraction
 	}
 	free := int64(float64(p.Hardware.HBMBytes)*memFraction) - p.Model.WeightBytes - p.Hardware.WorkspaceBytes
-	per := p.Model.KVBytesPerToken()
+	per := p.Model.PoolBytes()
 	if free <= 0 || per <= 0 {
 		return 0
 	}
@@ -241,6 +256,7 @@ func (p *Profile) Validate() error {
 	pos("model.kv_heads", float64(p.Model.KVHeads))
 	pos("model.head_dim", float64(p.Model.HeadDim))
 	pos("model.dtype_bytes", float64(p.Model.DTypeBytes))
+	nonneg("model.pool_bytes_per_token", float64(p.Model.PoolBytesPerToken))
 	pos("hardware.hbm_bytes", float64(p.Hardware.HBMBytes))
 	if p.Hardware.MemFraction <= 0 || p.Hardware.MemFraction > 1 {
 		errs = append(errs, fmt.Sprintf("hardware.mem_fraction = %v, expected in (0, 1]", p.Hardware.MemFraction))

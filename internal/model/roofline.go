@@ -32,6 +32,11 @@ type Deployment struct {
 	MaxBatchedTokens, MaxSeqs int
 	// MaxModelLen caps the context (vLLM --max-model-len); 0 = the model's.
 	MaxModelLen int
+	// SWAFullTokensRatio is SGLang's --swa-full-tokens-ratio: the sliding
+	// layers' pool holds this many tokens per token of the full layers'
+	// (architectures with SGLang's separate SWA pool, Arch.SWAPool);
+	// 0 takes SGLang's default 0.8.
+	SWAFullTokensRatio float64
 }
 
 // Coefficients are the roofline's efficiency and fixed-overhead terms, the
@@ -135,6 +140,9 @@ func (d *Deployment) defaults(a *Arch) {
 	if d.MaxModelLen == 0 {
 		d.MaxModelLen = a.MaxContext
 	}
+	if d.SWAFullTokensRatio == 0 {
+		d.SWAFullTokensRatio = 0.8 // SGLang server_args.py swa_full_tokens_ratio
+	}
 }
 
 // Validate checks a deployment against the model it serves.
@@ -152,17 +160,24 @@ func (d *Deployment) Validate(a *Arch) error {
 		return fmt.Errorf("engine %q, expected vllm or sglang", d.Engine)
 	case !(d.MemFraction > 0 && d.MemFraction <= 1):
 		return fmt.Errorf("memory fraction %v, expected in (0, 1]", d.MemFraction)
+	case !(d.SWAFullTokensRatio > 0 && d.SWAFullTokensRatio <= 1):
+		return fmt.Errorf("SWA-to-full tokens ratio %v, expected in (0, 1]", d.SWAFullTokensRatio)
 	}
 	return nil
 }
 
 // perGPU is what one GPU of the group holds and reads.
 type perGPU struct {
-	weights, expertWeights int64   // bytes resident
-	kvPerToken             int64   // bytes of one token's KV on this GPU
-	kvReplicas             int     // GPUs holding a copy of the same KV
-	activeFLOPs            float64 // GEMM FLOPs per token on this GPU
-	attnFLOPs              float64 // attention FLOPs per query-key pair on this GPU
+	weights, expertWeights int64 // bytes resident
+	kvPerToken             int64 // bytes of one token's KV on this GPU
+	// poolPerToken is what one token of the pool takes on this GPU: the
+	// KV of every layer, or under SGLang's SWA pool the full layers' KV
+	// plus the ratio's share of the sliding layers' (swaPool).
+	poolPerToken int64
+	swaPool      bool
+	kvReplicas   int     // GPUs holding a copy of the same KV
+	activeFLOPs  float64 // GEMM FLOPs per token on this GPU
+	attnFLOPs    float64 // attention FLOPs per query-key pair on this GPU
 }
 
 func (d *Deployment) split(a *Arch) perGPU {
@@ -194,6 +209,17 @@ func (d *Deployment) split(a *Arch) perGPU {
 		g.kvPerToken = int64(headsPer) * int64(a.Layers) * 2 * int64(a.HeadDim) * int64(d.KVBits) / 8
 		g.kvReplicas = max(d.TP/a.KVHeads, 1)
 	}
+	g.poolPerToken = g.kvPerToken
+	if d.Engine == "sglang" && a.SWAPool && a.SlidingLayers > 0 && a.SlidingLayers < a.Layers {
+		// SGLang's set_num_tokens_hybrid_swa: full_tokens = memory /
+		// (F·n_full + r·S·n_swa), the SWA pool r·full_tokens; the scheduler
+		// counts the full pool. (All layers sliding: one pool of every
+		// token, as before.) Sliding and full layers have one KV width here.
+		perLayer := g.kvPerToken / int64(a.Layers)
+		full, swa := int64(a.Layers-a.SlidingLayers)*perLayer, int64(a.SlidingLayers)*perLayer
+		g.poolPerToken = full + int64(d.SWAFullTokensRatio*float64(swa))
+		g.swaPool = true
+	}
 	g.activeFLOPs = 2 * float64(p.ActivePerToken) / t
 	g.attnFLOPs = a.AttnFLOPsPerPair() / t
 	return g
@@ -216,10 +242,10 @@ func (d Deployment) PoolTokens(a *Arch, c Coefficients, blockSize int) int64 {
 	if d.TP > 1 {
 		free -= float64(c.TPWorkspaceBytes)
 	}
-	if free <= 0 || g.kvPerToken <= 0 {
+	if free <= 0 || g.poolPerToken <= 0 {
 		return 0
 	}
-	tokens := int64(free) / g.kvPerToken
+	tokens := int64(free) / g.poolPerToken
 	if d.DPAttention {
 		tokens *= int64(d.TP) // each GPU holds its own requests' KV
 	}
@@ -245,7 +271,7 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 	var collLat, collPerTok float64
 	if d.TP > 1 {
 		calls := 2 * float64(a.Layers)
-		collLat = calls * c.CollectiveS * float64(d.TP-1)
+		collLat = calls * d.allReduceLatS(c)
 		// Ring all-reduce: each GPU sends and receives 2(t−1)/t of the
 		// payload (one bf16 hidden vector per token).
 		t := float64(d.TP)
@@ -314,6 +340,17 @@ func (d Deployment) Timing(a *Arch, c Coefficients) Timing {
 	return tm
 }
 
+// allReduceLatS is one all-reduce's latency over the group's link: the
+// link's own (base + per peer, from its source) where the GPU table gives
+// one, else the per-peer latency fitted on NVLink.
+func (d Deployment) allReduceLatS(c Coefficients) float64 {
+	peers := float64(d.TP - 1)
+	if d.GPU.ScaleUpPeerLatS > 0 {
+		return d.GPU.ScaleUpBaseLatS + d.GPU.ScaleUpPeerLatS*peers
+	}
+	return c.CollectiveS * peers
+}
+
 func cmpOrF(a, b float64) float64 {
 	if a > 0 {
 		return a
@@ -337,9 +374,9 @@ func (d Deployment) Profile(a *Arch, c Coefficients, blockSize int) (*Profile, e
 		return nil, fmt.Errorf("%s on %d× %s: weights (%.1f GB per GPU) leave no KV pool at memory fraction %v of %.1f GB",
 			a.Name, d.TP, d.GPU.Name, float64(g.weights)/1e9, d.MemFraction, float64(d.GPU.UsableBytes)/1e9)
 	}
-	groupKV := g.kvPerToken * t
+	groupKV, groupPool := g.kvPerToken*t, g.poolPerToken*t
 	if d.DPAttention {
-		groupKV = g.kvPerToken
+		groupKV, groupPool = g.kvPerToken, g.poolPerToken
 	}
 	kvBytes := max(d.KVBits/8, 1)
 	elems := groupKV / int64(kvBytes) / int64(a.Layers) // = 2 · kv_heads · head_dim over the group
@@ -347,7 +384,7 @@ func (d Deployment) Profile(a *Arch, c Coefficients, blockSize int) (*Profile, e
 	weights := g.weights * t
 	// Workspace: what the formula took besides weights, so that
 	// Profile.KVPoolTokens reproduces pool at MemFraction.
-	ws := int64(float64(hbm)*d.MemFraction) - weights - pool*groupKV
+	ws := int64(float64(hbm)*d.MemFraction) - weights - pool*groupPool
 	name := fmt.Sprintf("%s/%s-tp%d", a.Name, d.GPU.Name, d.TP)
 	p := &Profile{
 		Name: name,
@@ -358,14 +395,29 @@ func (d Deployment) Profile(a *Arch, c Coefficients, blockSize int) (*Profile, e
 		Links:    d.links(),
 		Server:   &Server{MaxRunningRequests: d.MaxSeqs, ChunkedPrefillSize: d.MaxBatchedTokens, Scheduler: d.Engine},
 	}
+	if g.swaPool {
+		p.Model.PoolBytesPerToken = groupPool
+	}
 	if elems%2 != 0 {
 		return nil, fmt.Errorf("%s: KV width %d elements per layer is odd; cannot express it as 2·kv_heads·head_dim", a.Name, elems)
 	}
 	p.Sources = d.sources(a, c, g, pool)
+	if g.swaPool {
+		p.Sources["model.pool_bytes_per_token"] = fmt.Sprintf("SGLang's SWA pool (set_num_tokens_hybrid_swa, python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py): the scheduler counts the %d full-attention layers' tokens and the %d sliding layers' pool holds --swa-full-tokens-ratio %v of them, so a pool token costs the full layers' KV plus that share of the sliding layers' (%d bytes over the group; every layer's is %d)",
+			a.Layers-a.SlidingLayers, a.SlidingLayers, d.SWAFullTokensRatio, groupPool, groupKV)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// latencySource says where the all-reduce latency came from.
+func (d Deployment) latencySource(c Coefficients) string {
+	if d.GPU.ScaleUpPeerLatS > 0 {
+		return fmt.Sprintf("%.1f us + %.1f us per peer over %s (its source in hardware)", d.GPU.ScaleUpBaseLatS*1e6, d.GPU.ScaleUpPeerLatS*1e6, d.GPU.ScaleUpName)
+	}
+	return fmt.Sprintf("%.1f us per peer (fitted on NVLink)", c.CollectiveS*1e6)
 }
 
 // links: every GPU of the group has its own NIC and scale-up port, so a
@@ -398,9 +450,9 @@ func (d Deployment) sources(a *Arch, c Coefficients, g perGPU, pool int64) map[s
 		"hardware.mem_fraction": fmt.Sprintf("%s memory fraction %v (vLLM gpu_memory_utilization / SGLang mem_fraction_static)", d.Engine, d.MemFraction),
 		"hardware.workspace_bytes": fmt.Sprintf("what the %s pool formula takes besides weights and KV: workspace %.3f GB per GPU (+%.3f GB per GPU at TP > 1); pool %d tokens per worker; %s",
 			d.Engine, float64(c.WorkspaceBytes)/1e9, float64(c.TPWorkspaceBytes)/1e9, pool, fit),
-		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f, expert reads %.3f), link %.3f, collective latency %.1f us per peer, step %.2f ms + %.1f us per layer, per-sequence %.1f us, prefill weight-read share %.2f; %s",
+		"timing": fmt.Sprintf("roofline on the %s datasheet (dense peak %.0f TFLOP/s, HBM %.2f TB/s, %s %.0f GB/s per direction), TP %d with two all-reduces per layer: GEMM efficiency %.3f, attention %.3f, HBM %.3f (KV reads %.3f, expert reads %.3f), link %.3f, all-reduce latency %s, step %.2f ms + %.1f us per layer, per-sequence %.1f us, prefill weight-read share %.2f; %s",
 			d.GPU.Name, d.GPU.Peak(a.denseWeightBits)/1e12, d.GPU.HBMBandwidth/1e12, d.GPU.ScaleUpName, d.GPU.ScaleUpBandwidth/1e9, d.TP,
-			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), cmpOrF(c.ExpertBWEff, c.BWEff), c.LinkEff, c.CollectiveS*1e6, c.StepS*1e3, c.LayerS*1e6, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
+			c.GEMMEff, c.AttnEff, c.BWEff, cmpOrF(c.KVBWEff, c.BWEff), cmpOrF(c.ExpertBWEff, c.BWEff), c.LinkEff, d.latencySource(c), c.StepS*1e3, c.LayerS*1e6, c.PerSeqS*1e6, c.PrefillWeightRead, fit),
 		"server":       fmt.Sprintf("%s scheduler: max %d running sequences, %d batched tokens per step", d.Engine, d.MaxSeqs, d.MaxBatchedTokens),
 		"links.nvlink": fmt.Sprintf("%s datasheet bandwidth at 90 %% × %d GPUs", d.GPU.ScaleUpName, d.TP),
 	}

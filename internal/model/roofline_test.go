@@ -216,6 +216,32 @@ func TestRooflineTPOverPCIe(t *testing.T) {
 	}
 }
 
+// The all-reduce's latency per link: Llama-2-7B at TP2 and TP4 on L40S
+// pays NCCL's ring LL latency over PCIe on each of its 64 all-reduces (two
+// per layer), 6.6 µs + 2.0 µs per peer: 64 × 8.6 = 550.4 µs a step at TP2,
+// 64 × 12.6 = 806.4 µs at TP4; on H100 SXM the 5 µs per peer fitted on
+// NVLink: 64 × 5 = 320 µs at TP2. The decode step's fixed cost is then
+// step 1,106.7 µs + 32 layers × 20 µs + the weights' read (each GPU's half
+// or quarter over its HBM) + that latency.
+func TestAllReduceLatencyPerLink(t *testing.T) {
+	a := arch(t, "llama-2-7b-hf.json")
+	c := DefaultCoefficients
+	for _, g := range []struct {
+		name string
+		tp   int
+		hbm  float64
+		lat  float64 // the step's all-reduce latency, by hand
+	}{{"l40s", 2, 864e9, 64 * 8.6e-6}, {"l40s", 4, 864e9, 64 * 12.6e-6}, {"h100-sxm", 2, 3.35e12, 64 * 5e-6}} {
+		d := Deployment{GPU: gpu(t, g.name), TP: g.tp}
+		d.defaults(a)
+		weights := float64(d.split(a).weights)
+		want := 1.1067e-3 + 32*20e-6 + weights/g.hbm + g.lat
+		if got := d.Timing(a, c).DecodeOverheadS; !near(got, want, 1e-9) {
+			t.Errorf("%s TP%d: decode step fixed cost %.2f us, want %.2f (all-reduce latency %.1f us)", g.name, g.tp, got*1e6, want*1e6, g.lat*1e6)
+		}
+	}
+}
+
 // DP attention in the step times: DeepSeek-V3 on 8 H200s. Under TP every
 // GPU reads the whole MLA latent of every sequence (it is replicated);
 // with DP attention each GPU reads only its own eighth of the batch's, so
