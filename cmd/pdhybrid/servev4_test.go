@@ -66,7 +66,7 @@ func generateMode(t *testing.T, gw, s string, first, n int) string {
 // local seed on the idle decoder under both presets; then session c's
 // 30,000-token first turn, with a pinned on that decoder, is a local seed
 // under v3 (30,000 queued tokens are within its 262,144-token budget and
-// no more than P's) but goes through P under v4: c's prefill (about 0.6 s
+// no more than P's) but goes through P under v4: c's prefill (0.99 s
 // from the H200 profile) is over the decoder's stall budget, at most
 // (12 ms − a 4.9 ms step) × (8 − 1) tokens ≈ 50 ms whatever the clock,
 // and neither escape applies (P's queue is empty, and P and the decoder
