@@ -149,7 +149,8 @@ type Dispatch struct {
 	x         *Dispatcher
 	r         Request
 	act       Action
-	tried     []bool
+	tried     []bool // per decoder: asked already
+	triedOf   [8]bool
 	attempts  int
 	why       string // why the request did not go direct (first reason)
 	suffix    string // the fallback's refinement (-session-cap, ...)
@@ -182,7 +183,12 @@ type Dispatch struct {
 
 // Begin starts a request's dispatch at now; Action says what to do first.
 func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
-	t := &Dispatch{x: x, r: r, tried: make([]bool, len(x.d.names)), chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	t := &Dispatch{x: x, r: r, chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	if n := len(x.d.names); n <= len(t.triedOf) {
+		t.tried = t.triedOf[:n] // no allocation of its own for a pool of up to 8
+	} else {
+		t.tried = make([]bool, n)
+	}
 	x.open++
 	if x.trace != nil {
 		x.traced("Begin %s/%d in=%d out=%d", r.Session, r.Turn, r.Input, r.Output)
