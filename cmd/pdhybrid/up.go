@@ -46,10 +46,11 @@ serve') as child processes on loopback: --prefill P and --decode D for
 kvcache-centric (KVC decoders keep sessions), pd-disaggregation or the 2026
 rivals pd-ppd and pd-deflect (decoders with conditional aggregation and the
 decode radix cache, which their local prefills need; pd-deflect's also slice
-their prefills to --rival-tpot-slo-ms, its TBT SLO), --colo N for pd-colo. With --gateways N > 1 the gateways are replicas that share no
-state, behind a front (round-robin, or session-hash) on --port; with one, the
-gateway itself listens on --port. Workers take free ports, or consecutive ones
-from --worker-port-base. A port already taken is a clear error before anything
+their prefills to --rival-tpot-slo-ms, its TBT SLO), --colo N for pd-colo.
+With --gateways N > 1 the gateways are replicas that share no state, behind a
+front (round-robin, or session-hash) on --port; with one, the gateway itself
+listens on --port. Workers take free ports, or consecutive ones from
+--worker-port-base. A port already taken is a clear error before anything
 starts.
 
 Without --trace, prints the entry URL ("listening url=...") and each child's,
