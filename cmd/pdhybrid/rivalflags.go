@@ -45,6 +45,17 @@ func (r *rivalFlags) check(ck *checks, rival, ppd bool) {
 
 func (p *peerFlags) checkRival(ck *checks, rival, ppd bool) { p.rival.check(ck, rival, ppd) }
 
+// serveArgs are the flags up gives each gateway of a rival: the SLOs,
+// PPD's weights, and the workers' hardware for the cost model the rivals
+// price prompts with.
+func (r *rivalFlags) serveArgs(mech, hardware string) []string {
+	args := []string{"--rival-ttft-slo-ms", fmtFloat(r.ttftSLO), "--rival-tpot-slo-ms", fmtFloat(r.tpotSLO), "--hardware", hardware}
+	if mech == "pd-ppd" {
+		args = append(args, "--ppd-ttft-weight", fmtFloat(r.ttftWeight), "--ppd-tpot-weight", fmtFloat(r.tpotWeight))
+	}
+	return args
+}
+
 // rivalConfig is the run's rival config.
 func (p *peerFlags) rivalConfig() *sim.Rival {
 	r := p.rival

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
 	"github.com/pdhybrid/pdhybrid/internal/front"
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
 // upFlags are up's own flags; the replay's are replayFlags.
@@ -26,6 +27,7 @@ type upFlags struct {
 	noProbe                     bool
 	workerArgs, gatewayArgs     []string
 	sessionHeader, sessionField string
+	rival                       rivalFlags
 }
 
 // upCmd starts a whole live stack as child processes on loopback —
@@ -41,11 +43,14 @@ func upCmd(e *env) *cobra.Command {
 		Short: "a whole live stack on loopback: emulated workers and gateways as child processes, a trace replayed through them",
 		Long: `Start emulated SGLang workers ('pdhybrid worker') and gateways ('pdhybrid
 serve') as child processes on loopback: --prefill P and --decode D for
-kvcache-centric (KVC decoders keep sessions) or pd-disaggregation, --colo N
-for pd-colo. With --gateways N > 1 the gateways are replicas that share no
-state, behind a front (round-robin, or session-hash) on --port; with one, the
-gateway itself listens on --port. Workers take free ports, or consecutive ones
-from --worker-port-base. A port already taken is a clear error before anything
+kvcache-centric (KVC decoders keep sessions), pd-disaggregation or the 2026
+rivals pd-ppd and pd-deflect (decoders with conditional aggregation and the
+decode radix cache, which their local prefills need; pd-deflect's also slice
+their prefills to --rival-tpot-slo-ms, its TBT SLO), --colo N for pd-colo.
+With --gateways N > 1 the gateways are replicas that share no state, behind a
+front (round-robin, or session-hash) on --port; with one, the gateway itself
+listens on --port. Workers take free ports, or consecutive ones from
+--worker-port-base. A port already taken is a clear error before anything
 starts.
 
 Without --trace, prints the entry URL ("listening url=...") and each child's,
@@ -66,7 +71,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&f.mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation or pd-colo")
+	fs.StringVar(&f.mech, "mechanism", "kvcache-centric", "`mechanism`: kvcache-centric, pd-disaggregation, pd-colo, or the 2026 rivals pd-ppd ("+ppdSrc+") and pd-deflect ("+deflectSrc+"), the gateways priced by the workers' --hardware profile (docs/peer-baselines.md)")
 	fs.IntVar(&f.prefill, "prefill", 1, "prefill `workers` (kvcache-centric, pd-disaggregation)")
 	fs.IntVar(&f.decode, "decode", 3, "decode `workers` (kvcache-centric, pd-disaggregation)")
 	fs.IntVar(&f.colo, "colo", 4, "colocated `workers` (pd-colo)")
@@ -78,6 +83,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
 	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default), v4 or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512; v4 is v3 with both kinds of worker started with --tpot-slo-ms 12, KVC v4's decode slicing, and the gateways run v4's stall budget priced by the workers' profile, docs/kvc-v4.md)")
+	f.rival.register(fs)
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
@@ -91,7 +97,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringVar(&r.goodput, "goodput", defaultGoodput, "with --trace: goodput `SLOs` in milliseconds (trace time), as for pdhybrid sim")
 	c.RunE = runE(func(ctx context.Context, c *cobra.Command, _ []string) error {
 		ck := newChecks(c)
-		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo")
+		ck.oneOf("mechanism", "kvcache-centric", "pd-disaggregation", "pd-colo", "pd-ppd", "pd-deflect")
 		ck.oneOf("front", "round-robin", "session-hash")
 		ck.num("prefill", between(1, 64).is("a number of workers"))
 		ck.num("decode", between(1, 64).is("a number of workers"))
@@ -112,6 +118,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		ck.only("no-residency-probe", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.oneOf("kvc-preset", "v2", "v3", "v4")
 		ck.only("kvc-preset", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		f.rival.check(ck, kvc.Mechanism(f.mech).IsRival(), f.mech == "pd-ppd")
 		ck.only("front", f.gateways > 1, "to --gateways > 1")
 		for _, n := range []string{"out", "force", "max-concurrency", "request-timeout", "goodput"} {
 			ck.only(n, r.trace != "", "with --trace")
@@ -189,7 +196,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			if f.workerBase != 0 {
 				boot = strconv.Itoa(f.workerBase + f.prefill + f.decode + i)
 			}
-			args := append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, f.sliceArgs()...)
+			args := append([]string{"worker", "--role", "prefill", "--port", port(n), "--bootstrap-port", boot}, f.sliceArgs("prefill")...)
 			args = append(args, roleArgs(base, f.workerArgs, "prefill")...)
 			if f.mech == "kvcache-centric" {
 				args = append(args, "--snapshot-sync") // the KVC extension's D→P snapshot RPCs
@@ -206,7 +213,13 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			pool = append(pool, "--prefill", fmt.Sprintf("%s@%d", w.url, w.bootPort))
 		}
 		for i := range f.decode {
-			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, f.sliceArgs()...)
+			args := append([]string{"worker", "--role", "decode", "--port", port(n)}, f.sliceArgs("decode")...)
+			if kvc.Mechanism(f.mech).IsRival() {
+				// The rivals' local prefills are do_local_prefill requests,
+				// which a decoder takes with conditional aggregation; PPD's
+				// append reuses the turn the decode radix cache kept.
+				args = append(args, "--disaggregation-decode-enable-conditional-agg", "--disaggregation-decode-enable-radix-cache")
+			}
 			args = append(args, roleArgs(base, f.workerArgs, "decode")...)
 			if f.mech == "kvcache-centric" {
 				args = append(args, "--session-cache")
@@ -223,21 +236,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			pool = append(pool, "--decode", w.url)
 		}
 	}
-	gwArgs := append([]string{"serve", "--mechanism", f.mech, "--block-size", strconv.Itoa(f.blockSize)}, pool...)
-	if f.sessionHeader != "" {
-		gwArgs = append(gwArgs, "--session-header", f.sessionHeader)
-	}
-	if f.sessionField != "" {
-		gwArgs = append(gwArgs, "--session-field", f.sessionField)
-	}
-	if f.mech == "kvcache-centric" {
-		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend), "--kvc-preset", f.kvcPreset,
-			"--hardware", f.hardware) // the workers' cost model, for v4's stall budget and tier costing
-		if f.noProbe {
-			gwArgs = append(gwArgs, "--no-residency-probe")
-		}
-	}
-	gwArgs = append(gwArgs, f.gatewayArgs...) // last: a --gateway-arg wins over up's own flags
+	gwArgs := f.serveArgs(pool)
 	if f.gateways == 1 {
 		g, err := cs.start(ctx, "gateway", append(gwArgs, "--port", strconv.Itoa(f.port))...)
 		if err != nil {
@@ -270,6 +269,32 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 		defer cancel()
 		srv.Shutdown(sctx)
 	}, nil
+}
+
+// serveArgs are the flags of every gateway ('pdhybrid serve') in front
+// of the workers pool names: the mechanism with what it needs (KVC's
+// preset, the rivals' SLOs; both the workers' --hardware for the cost
+// model), then the --gateway-arg flags.
+func (f *upFlags) serveArgs(pool []string) []string {
+	gwArgs := append([]string{"serve", "--mechanism", f.mech, "--block-size", strconv.Itoa(f.blockSize)}, pool...)
+	if f.sessionHeader != "" {
+		gwArgs = append(gwArgs, "--session-header", f.sessionHeader)
+	}
+	if f.sessionField != "" {
+		gwArgs = append(gwArgs, "--session-field", f.sessionField)
+	}
+	if f.mech == "kvcache-centric" {
+		gwArgs = append(gwArgs, "--direct-max-uncached-tokens", strconv.Itoa(f.tauAppend), "--kvc-preset", f.kvcPreset,
+			"--hardware", f.hardware) // the workers' cost model, for v4's stall budget and tier costing
+		if f.noProbe {
+			gwArgs = append(gwArgs, "--no-residency-probe")
+		}
+	}
+	if kvc.Mechanism(f.mech).IsRival() {
+		gwArgs = append(gwArgs, f.rival.serveArgs(f.mech, f.hardware)...)
+	}
+	gwArgs = append(gwArgs, f.gatewayArgs...) // last: a --gateway-arg wins over up's own flags
+	return gwArgs
 }
 
 // portsFree checks the ports given before anything starts, so a taken one
@@ -311,15 +336,20 @@ func portError(flag string, p int, err error) error {
 // and more).
 func (f *upFlags) v3Workers() bool { return f.kvcPreset == "v3" || f.kvcPreset == "v4" }
 
-// sliceArgs are v4's worker flags: decode slicing at the preset's TPOT on
-// every worker that may decode (decoders, and prefill workers serving
-// sessions whole), as the simulator sets it on every KVC worker. They go
-// before the --worker-arg flags, so that one given there wins.
-func (f *upFlags) sliceArgs() []string {
-	if f.mech != "kvcache-centric" || f.kvcPreset != "v4" {
-		return nil
+// sliceArgs are a role's decode-slicing flags: KVC v4's at the preset's
+// TPOT on every worker that may decode (decoders, and prefill workers
+// serving sessions whole), as the simulator sets it on every KVC worker;
+// pd-deflect's at its TBT SLO on the decoders, where its deflected
+// prefills run (the simulator's workerSliceTPOTS). They go before the
+// --worker-arg flags, so that one given there wins.
+func (f *upFlags) sliceArgs(role string) []string {
+	switch {
+	case f.mech == "kvcache-centric" && f.kvcPreset == "v4":
+		return []string{"--tpot-slo-ms", strconv.Itoa(v4TPOTSLO)}
+	case f.mech == "pd-deflect" && role == "decode":
+		return []string{"--tpot-slo-ms", fmtFloat(f.rival.tpotSLO)}
 	}
-	return []string{"--tpot-slo-ms", strconv.Itoa(v4TPOTSLO)}
+	return nil
 }
 
 // roleArgs is base plus the --worker-arg flags for role: those without a
