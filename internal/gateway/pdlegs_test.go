@@ -331,3 +331,35 @@ func TestPDSuccessAbortsNothing(t *testing.T) {
 		t.Errorf("%v aborts after three PD successes, want 0", n)
 	}
 }
+
+// A client leaving mid-stream gets both legs aborted as a disconnect: the
+// decoder is told (not left to notice), and so is the prefill worker.
+func TestPDClientLeavingAbortsTheDecoder(t *testing.T) {
+	p := func(w http.ResponseWriter, r *http.Request) { jsonAnswer(w, http.StatusOK, sglAnswer(0)) }
+	d := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, sglEvent("a", "null"))
+		w.(http.Flusher).Flush()
+		select { // the rest never comes: the client leaves first
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
+	gw, g, ds := pdStandIns(t, -1, nil, p, d)
+	j, _ := json.Marshal(map[string]any{"input_ids": ids(0, 200), "stream": true, "sampling_params": map[string]any{"max_new_tokens": 8}})
+	resp, err := http.Post(gw+"/generate", "application/json", bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: {") {
+		t.Fatalf("first event %q: %v", line, err)
+	}
+	resp.Body.Close() // the client leaves
+	for _, u := range []string{ds[0], g.cfg.Prefill[0].URL} {
+		waitFor(t, func() bool {
+			return value(scrape(t, gw), "pdhybrid_aborts_total", map[string]string{"reason": abortDisconnect, "worker": u}) == 1
+		}, "disconnect abort sent to "+u)
+	}
+}
