@@ -12,7 +12,8 @@
 # PERF=1 to record the gateway's CPU profile with perf during the run
 # (PERF_FREQ samples a second, default 499),
 # GW_GOMAXPROCS and GW_GOGC for the gateway's Go runtime (default: Go's),
-# GW_ARGS for more serve flags (`GW_ARGS="--relay direct"`).
+# GW_ARGS for more serve flags (`GW_ARGS="--relay direct"`), BIN_DIR for
+# prebuilt pdhybrid and proxybench binaries (a machine without Go).
 set -euo pipefail
 out=${1:-proxybench-out}; shift || true
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -20,8 +21,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 [ -x "$NGINX" ] || { echo "proxybench: no nginx (apt-get install -y nginx)" >&2; exit 1; }
-go build -o "$out/pdhybrid" ./cmd/pdhybrid
-go build -o "$out/proxybench" ./scripts/proxybench
+if [ -n "${BIN_DIR:-}" ]; then
+  cp "$BIN_DIR/pdhybrid" "$BIN_DIR/proxybench" "$out/"
+else
+  go build -o "$out/pdhybrid" ./cmd/pdhybrid
+  go build -o "$out/proxybench" ./scripts/proxybench
+fi
 pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap stop EXIT
@@ -38,7 +43,7 @@ G=$(url_of "$out/gateway.out")
 NPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$out/nginx"
 sed -e "s|@PORT@|$NPORT|" -e "s|@UPSTREAM@|${W#http://}|" -e "s|@DIR@|$out/nginx|" scripts/proxybench/nginx.conf.tmpl > "$out/nginx/nginx.conf"
-"$NGINX" -p "$out/nginx" -c "$out/nginx/nginx.conf" -e "$out/nginx/nginx-error.log" &
+env -u NGINX "$NGINX" -p "$out/nginx" -c "$out/nginx/nginx.conf" -e "$out/nginx/nginx-error.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$out/nginx/nginx.pid" ] && pgrep -P "$(cat "$out/nginx/nginx.pid")" >/dev/null && break; sleep 0.05; done
 NG_PIDS=$(pgrep -d, -P "$(cat "$out/nginx/nginx.pid")")
