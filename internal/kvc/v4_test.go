@@ -1,6 +1,7 @@
 package kvc
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -97,33 +98,47 @@ func TestV4BudgetByHand(t *testing.T) {
 // Without the SLO e goes through P as well.
 func TestV4TTFTEscapeByHand(t *testing.T) {
 	for _, slo := range []float64{1, 0} {
-		v3 := V3Config{DBudgetTokens: 1 << 24, Margin: -(1 << 24),
-			Isolation: DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: slo, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}}
-		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
-			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
-			BlockSize: 1000, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
-		for i, st := range []struct {
-			s     string
-			input int
-			local bool
-			done  bool // its prefill ends before the next arrives
-		}{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false}, {"e", 9000, slo > 0, true},
-			{"f", 3000, false, false}, {"g", 12000, false, false}} {
-			blk := uint64(100 * (i + 1))
-			d := x.Begin(0, Request{Session: st.s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: st.input, Output: 101})
-			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
-			d.Accepted()
-			if local := d.kind == ActDirect && d.Mode() == ModeLocalSeed; local != st.local {
-				t.Fatalf("ttft slo %v, %s: %v (%s), want local %v; path %v", slo, st.s, d.kind, d.Mode(), st.local, d.Path())
-			}
-			if st.done {
-				d.PrefillDone()
-			}
-		}
+		iso := DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: slo, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}
+		x := playEscapeWorld(t, fmt.Sprintf("ttft slo %v", slo), iso, []escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true},
+			{"c", 3000, false, false}, {"e", 9000, slo > 0, true}, {"f", 3000, false, false}, {"g", 12000, false, false}})
 		if want := map[float64]float64{1: -0.8, 0: 0.1}[slo]; math.Abs(x.v4Level(x.v4Bucket(false, 0), 0)-want) > 1e-9 {
 			t.Fatalf("ttft slo %v: d0's level %v, want %v", slo, x.v4Level(x.v4Bucket(false, 0), 0), want)
 		}
 	}
+}
+
+// escapeTurn is one first turn of the TTFT-escape world: its session, its
+// prompt's tokens, whether it must be a local seed on d0, and whether its
+// prefill ends before the next arrives.
+type escapeTurn struct {
+	s     string
+	input int
+	local bool
+	done  bool
+}
+
+// playEscapeWorld builds the one-P, one-D dispatcher of the TTFT-escape
+// tests with iso and plays the turns in order, each admitted by d0 as a
+// session not resident, failing when a turn's placement is not its want.
+func playEscapeWorld(t *testing.T, name string, iso DecodeIsolation, turns []escapeTurn) *Dispatcher {
+	t.Helper()
+	v3 := V3Config{DBudgetTokens: 1 << 24, Margin: -(1 << 24), Isolation: iso}
+	x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+		TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+		BlockSize: 1000, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+	for i, st := range turns {
+		blk := uint64(100 * (i + 1))
+		d := x.Begin(0, Request{Session: st.s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: st.input, Output: 101})
+		d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+		d.Accepted()
+		if local := d.kind == ActDirect && d.Mode() == ModeLocalSeed; local != st.local {
+			t.Fatalf("%s, %s: %v (%s), want local %v; path %v", name, st.s, d.kind, d.Mode(), st.local, d.Path())
+		}
+		if st.done {
+			d.PrefillDone()
+		}
+	}
+	return x
 }
 
 // TestV4SoonerRatioByHand: TestV4TTFTEscapeByHand's world with
@@ -134,28 +149,8 @@ func TestV4TTFTEscapeByHand(t *testing.T) {
 // Every other placement is TestV4TTFTEscapeByHand's.
 func TestV4SoonerRatioByHand(t *testing.T) {
 	for _, ratio := range []float64{0, 1.25, 2} {
-		v3 := V3Config{DBudgetTokens: 1 << 24, Margin: -(1 << 24),
-			Isolation: DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, SoonerRatio: ratio, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}}
-		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
-			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
-			BlockSize: 1000, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
-		for i, st := range []struct {
-			s     string
-			input int
-			local bool
-			done  bool
-		}{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false}, {"e", 9000, true, true},
-			{"f", 3000, false, false}, {"g", 12000, ratio == 1.25, false}} {
-			blk := uint64(100 * (i + 1))
-			d := x.Begin(0, Request{Session: st.s, Turn: 1, Blocks: []uint64{blk, blk + 1}, Input: st.input, Output: 101})
-			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
-			d.Accepted()
-			if local := d.kind == ActDirect && d.Mode() == ModeLocalSeed; local != st.local {
-				t.Fatalf("ratio %v, %s: %v (%s), want local %v; path %v", ratio, st.s, d.kind, d.Mode(), st.local, d.Path())
-			}
-			if st.done {
-				d.PrefillDone()
-			}
-		}
+		iso := DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, SoonerRatio: ratio, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}
+		playEscapeWorld(t, fmt.Sprintf("ratio %v", ratio), iso, []escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true},
+			{"c", 3000, false, false}, {"e", 9000, true, true}, {"f", 3000, false, false}, {"g", 12000, ratio == 1.25, false}})
 	}
 }
