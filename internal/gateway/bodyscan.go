@@ -45,16 +45,10 @@ func scanGenerate(b []byte, decode string) (map[string]any, bool) {
 		return body, s.end()
 	}
 	for {
-		s.ws()
-		k, ok := s.str()
+		k, ok := s.key()
 		if !ok {
 			return nil, false
 		}
-		s.ws()
-		if !s.byte(':') {
-			return nil, false
-		}
-		s.ws()
 		if s.i >= len(b) {
 			return nil, false
 		}
@@ -96,6 +90,22 @@ func (s *scanner) byte(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// key reads an object member's name and its colon, with the spaces
+// around them, leaving s at the member's value.
+func (s *scanner) key() (string, bool) {
+	s.ws()
+	k, ok := s.str()
+	if !ok {
+		return "", false
+	}
+	s.ws()
+	if !s.byte(':') {
+		return "", false
+	}
+	s.ws()
+	return k, true
 }
 
 // str reads a string; one with escapes is unquoted by encoding/json.
@@ -280,16 +290,10 @@ func (s *scanner) value(depth int) (any, bool) {
 			return m, true
 		}
 		for {
-			s.ws()
-			k, ok := s.str()
+			k, ok := s.key()
 			if !ok {
 				return nil, false
 			}
-			s.ws()
-			if !s.byte(':') {
-				return nil, false
-			}
-			s.ws()
 			v, ok := s.value(depth + 1)
 			if !ok {
 				return nil, false
@@ -421,16 +425,10 @@ func (s *scanner) object(f func(key string) bool) bool {
 		return true
 	}
 	for {
-		s.ws()
-		k, ok := s.str()
+		k, ok := s.key()
 		if !ok {
 			return false
 		}
-		s.ws()
-		if !s.byte(':') {
-			return false
-		}
-		s.ws()
 		if !f(k) {
 			return false
 		}
