@@ -182,3 +182,30 @@ func TestBreakerHeldSeedFallsBackNotResident(t *testing.T) {
 		t.Errorf("seed held by d0's breaker: %+v %s, want plain PD as pd-router-fallback-session-not-resident (path %v)", a, d.Mode(), d.Path())
 	}
 }
+
+// v3's cold routing: a session no decoder holds goes to the decoder with
+// the least work queued, d0 included, though the kv-aware pick (fewer in
+// flight) names d1; a session pinned on d0 stays there whatever d0 has
+// queued.
+func TestColdRouteOnlyUnpinned(t *testing.T) {
+	x := v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true})
+	x.ensureLoad()
+	x.load.d[1] = 1000
+	x.d.inflight[0] = 1
+	d := x.Begin(0, Request{Session: "a", Turn: 1, Blocks: []uint64{100, 101}, Input: 2000, Output: 10})
+	if a := d.Action(); a.Kind != ActAdmit || a.D != 0 {
+		t.Errorf("cold session, d1 with 1,000 tokens queued: %+v, want an admission to d0 (path %v)", a, d.Path())
+	}
+
+	x = v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true})
+	coldTurn(t, x, "s", 200, 2000).Finished(true)
+	if s := x.session("s"); s.pin != 0 {
+		t.Fatalf("turn 1 pinned on d%d, want d0", s.pin)
+	}
+	x.ensureLoad()
+	x.load.d[0] = 100_000
+	d = x.Begin(1, Request{Session: "s", Turn: 2, Blocks: []uint64{200, 201, 202}, Input: 3000, Output: 10})
+	if a := d.Action(); a.Kind != ActAdmit || a.D != 0 {
+		t.Errorf("session pinned on d0, 100,000 tokens queued there: %+v, want an admission to d0 (path %v)", a, d.Path())
+	}
+}
