@@ -88,3 +88,36 @@ func TestTierReseedSeedCap(t *testing.T) {
 		}
 	}
 }
+
+// A tie between the load-back and the reseed loads back (the reseed must
+// be cheaper). In powers of two: 1/1024 s a prefill token, a KV byte a
+// token over 1,024 B/s links, one layer, 1,024-token blocks. Turn 2
+// appends 1,024 tokens to the 102,400 on d0's host tier: the load-back is
+// d0's queue q/1024 s plus max(1 + 100, 100 + 1) = 101 s; the reseed, P
+// caching turn 1, 1 s of prefill plus the 101 s transfer of 103,424
+// tokens. q = 1,024 ties at 102 s (loaded back), q = 1,025 does not.
+func TestTierTieLoadsBack(t *testing.T) {
+	for _, c := range []struct {
+		q    int
+		want ActionKind
+	}{{1024, ActDirect}, {1025, ActSeed}} {
+		v3 := V3Config{TypedRejects: true,
+			Isolation: DecodeIsolation{Cost: StallCost{PerTokenS: 1.0 / 1024}},
+			Tiers:     TierCost{KVBytesPerToken: 1, Layers: 1, HostBandwidth: 1024, XferBandwidth: 1024}}
+		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+			BlockSize: 1024, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+		d := x.Begin(0, Request{Session: "s", Turn: 1, Blocks: seqBlocks(0, 100), Input: 102_400, Output: 101})
+		d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+		d.Accepted()
+		d.Finished(true)
+		x.SessionDemoted(0, "s")
+		d = x.Begin(100, Request{Session: "s", Turn: 2, Blocks: seqBlocks(0, 101), Input: 103_424, Output: 101})
+		x.ensureLoad()
+		x.load.d[0] = c.q
+		d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 102_400, HostTokens: 102_400})
+		if a := d.Action(); a.Kind != c.want {
+			t.Errorf("d0 queue %d: %+v %s, want %v (path %v)", c.q, a, d.Mode(), c.want, d.Path())
+		}
+	}
+}
