@@ -2,6 +2,7 @@ package kvc
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -140,6 +141,21 @@ func TestV3FallbackWholeOnPByHand(t *testing.T) {
 		}
 		if d.Mode() != c.want {
 			t.Errorf("decoders at %d: %s, want %s; path %v", c.dq, d.Mode(), c.want, d.Path())
+		}
+	}
+}
+
+// With no stall budget (0) no local placement is weighed: a seed answer
+// goes through P and the path notes no v3 placement.
+func TestV3NoBudgetWeighsNoPlacement(t *testing.T) {
+	x := v3Dispatcher(V3Config{ColdRoute: true})
+	d := coldTurn(t, x, "a", 100, 2000)
+	if d.kind != ActSeed {
+		t.Fatalf("%v (%s), want a seed through P; path %v", d.kind, d.Mode(), d.Path())
+	}
+	for _, n := range d.Path() {
+		if strings.Contains(n, "v3 placement") {
+			t.Errorf("the path weighs a placement: %q", n)
 		}
 	}
 }
