@@ -1,0 +1,67 @@
+package kvc
+
+import "testing"
+
+// hostTurn2 is onHost's session (tiercost_test.go) up to its turn 2's
+// admission, the answer left to the caller: turn 1 seeded on d0 and
+// demoted to d0's host tier.
+func hostTurn2(t *testing.T, x *Dispatcher) (*Dispatch, []uint64) {
+	t.Helper()
+	blocks := make([]uint64, 101)
+	for i := range blocks {
+		blocks[i] = uint64('h')<<32 | uint64(i+1)
+	}
+	d := x.Begin(0, Request{Session: "h", Turn: 1, Blocks: blocks[:100], Input: 100_000, Output: 101})
+	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+	d.Accepted()
+	d.Finished(true)
+	x.SessionDemoted(0, "h")
+	d = x.Begin(100, Request{Session: "h", Turn: 2, Blocks: blocks, Input: 101_000, Output: 101})
+	if d.Action().Kind != ActAdmit || d.Action().D != 0 {
+		t.Fatalf("turn 2 not asked of d0 first: %+v", d.Action())
+	}
+	return d, blocks
+}
+
+// Over a 5 GB/s host link the reseed through P is the cheaper
+// (TestTierCostByHand), but a decoder at its seed cap (one seed in flight,
+// cap 1) keeps the load-back.
+func TestTierPlaceSeedCap(t *testing.T) {
+	for _, c := range []struct {
+		seeding int
+		want    ActionKind
+	}{{0, ActSeed}, {1, ActDirect}} {
+		x := tierWorld(5e9, 0)
+		d, _ := hostTurn2(t, x)
+		x.cfg.SeedMaxInflight, x.seeding[0] = 1, c.seeding
+		d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
+		if got := d.Action().Kind; got != c.want {
+			t.Errorf("%d seeds in flight, cap 1: %v (%s), want %v; path %v", c.seeding, got, d.Mode(), c.want, d.Path())
+		}
+	}
+}
+
+// A host-tier answer with no host tokens loads nothing back: it is not
+// costed, so the direct append goes on even when d0's queue (1,000,000
+// tokens, 10 s) makes the reseed through P (0.414 s) the cheaper.
+func TestTierPlaceNoHostTokens(t *testing.T) {
+	x := tierWorld(5e9, 0)
+	d, _ := hostTurn2(t, x)
+	x.load.d[0] = 1_000_000
+	d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 0})
+	if got := d.Action().Kind; got != ActDirect {
+		t.Errorf("%v (%s), want the direct append; path %v", got, d.Mode(), d.Path())
+	}
+}
+
+// With a half-life, a request accepted on d0 counts among d0's recent ones.
+func TestV3StartsRecentOnD0(t *testing.T) {
+	x := v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true, BalanceStarts: true, BalanceHalfLifeS: 60})
+	a := coldTurn(t, x, "a", 100, 2000)
+	if a.Decoder() != 0 {
+		t.Fatalf("a on d%d, want d0", a.Decoder())
+	}
+	if got := x.load.started.recentOn(0, 0, 60); got != 1 {
+		t.Errorf("d0's recent requests %v, want 1", got)
+	}
+}
