@@ -65,3 +65,18 @@ func TestV3StartsRecentOnD0(t *testing.T) {
 		t.Errorf("d0's recent requests %v, want 1", got)
 	}
 }
+
+// The reseed is costed with what P caches of the prompt: with attention at
+// 1.6e-8 s per token pair and a 5 GB/s host link, the 1,000-token append
+// after 100,000 cached costs c = 0.01 + 1.6e-5·1,000·100,500 = 1.618 s; the
+// load-back max(c + 2/50, 2 + c/50) = 2.032 s; the reseed c + 0.404 =
+// 2.022 s, the cheaper (counted after 102,000 cached it would be 2.054 s).
+func TestTierPlaceCountsPCached(t *testing.T) {
+	x := tierWorld(5e9, 0)
+	x.cfg.V3.Isolation.Cost.AttnS = 1.6e-8
+	d, _ := hostTurn2(t, x)
+	d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
+	if d.Mode() != ModeHostReseed {
+		t.Errorf("%s, want %s; path %v", d.Mode(), ModeHostReseed, d.Path())
+	}
+}
