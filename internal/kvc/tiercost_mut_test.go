@@ -80,3 +80,36 @@ func TestTierPlaceCountsPCached(t *testing.T) {
 		t.Errorf("%s, want %s; path %v", d.Mode(), ModeHostReseed, d.Path())
 	}
 }
+
+// Tier costing at its two ties, in binary-exact figures: one P, one
+// decoder, 512-token blocks, prefill 2⁻¹⁰ s a token (no overhead, no
+// attention), KV 1 byte a token over 1 layer, the host link 1,024 B/s, the
+// P→D link 2,048 B/s. Turn 2 (1,024 tokens) is answered direct from host,
+// 512 cached there: the load-back step is 0.5 − 0.5 + max(0.5 + 0.5,
+// 0.5 + 0.5) = 1 s. The reseed through P, which caches turn 1's 512
+// tokens, is 0.5 s of prefill + 1,024/2,048 = 0.5 s of transfer = 1 s:
+// a tie keeps the load-back. With a TPOT SLO of 0.5 s over 3-token decodes
+// d0's bucket holds 0.5·2 = 1 s: a stall of exactly 1 s fits.
+func TestTierPlaceTies(t *testing.T) {
+	for _, slo := range []float64{0, 0.5} {
+		v3 := V3Config{TypedRejects: true,
+			Isolation: DecodeIsolation{TPOTSLOS: slo, OutputTokens: 3, Cost: StallCost{PerTokenS: 1.0 / 1024}},
+			Tiers:     TierCost{KVBytesPerToken: 1, Layers: 1, HostBandwidth: 1024, XferBandwidth: 2048}}
+		if slo > 0 {
+			v3.Tiers.XferBandwidth = 1 // the reseed far dearer: only the budget decides
+		}
+		x := NewDispatcher(DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+			TauReject: 3, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack,
+			BlockSize: 512, V3: v3}, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+		a := x.Begin(0, Request{Session: "s", Turn: 1, Blocks: []uint64{1}, Input: 512, Output: 3})
+		a.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
+		a.Accepted()
+		a.PrefillDone()
+		a.Finished(true)
+		b := x.Begin(100, Request{Session: "s", Turn: 2, Blocks: []uint64{1, 2}, Input: 1024, Output: 3})
+		b.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 512, HostTokens: 512})
+		if b.Action().Kind != ActDirect {
+			t.Errorf("SLO %v: %v (%s), want the load-back (direct); path %v", slo, b.Action().Kind, b.Mode(), b.Path())
+		}
+	}
+}
