@@ -67,15 +67,7 @@ func TestV3IsolationCountsCachedTokens(t *testing.T) {
 	// 96·500·(20,000+250) = 0.972 s fits (with 21,000 cached, 1.02 s).
 	t.Run("warm fallback whole on P", func(t *testing.T) {
 		x := v3Dispatcher(isoV3(96, V3Config{DBudgetTokens: 10000, ColdRoute: true, LocalFallback: true, WholeOnP: true}))
-		var blocks []uint64
-		for i := range 20 {
-			blocks = append(blocks, uint64(100+i))
-		}
-		a := x.Begin(0, Request{Session: "a", Turn: 1, Blocks: blocks, Input: 20000, Output: 101})
-		a.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
-		a.Accepted()
-		a.PrefillDone()
-		a.Finished(true)
+		blocks := turnOneThroughP(x, 101)
 		x.load.hosted[0] = 1
 		b := x.Begin(0, Request{Session: "a", Turn: 2, Blocks: append(blocks, 900), Input: 20500, Output: 101})
 		refuse(t, b, "real-large-append")

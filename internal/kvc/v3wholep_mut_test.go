@@ -171,15 +171,7 @@ func TestV3WarmOnPAtTauAppend(t *testing.T) {
 		want  string
 	}{{28192, ModeWholeOnP}, {28193, "pd-router-fallback-real-large-append"}} {
 		x := v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true, LocalFallback: true, WholeOnP: true})
-		var blocks []uint64
-		for i := range 20 {
-			blocks = append(blocks, uint64(100+i))
-		}
-		a := x.Begin(0, Request{Session: "a", Turn: 1, Blocks: blocks, Input: 20000, Output: 10})
-		a.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
-		a.Accepted()
-		a.PrefillDone()
-		a.Finished(true)
+		blocks := turnOneThroughP(x, 10)
 		more := append(slices.Clone(blocks), 900, 901, 902, 903, 904, 905, 906, 907, 908)
 		b := x.Begin(0, Request{Session: "a", Turn: 2, Blocks: more, Input: c.input, Output: 10})
 		for i := 0; i < 3 && b.Action().Kind == ActAdmit; i++ {
