@@ -221,18 +221,8 @@ func TestServeDToPSync(t *testing.T) {
 	p := emulatortest.Start(t, engine.RolePrefill, false, emulator.Faults{})
 	d := emulatortest.Start(t, engine.RoleDecode, true, emulator.Faults{})
 	emulatortest.WaitHealthy(t, p.URL(), d.URL())
-	c := pdhybrid(t, "serve", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()), "--decode", d.URL(), "--port", "0",
+	url, _ := startServe(t, "serve", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()), "--decode", d.URL(), "--port", "0",
 		"--load-poll-interval", "0", "--d-to-p-sync", "active", "--d-to-p-delta-tokens", "500", "--kvc-preset", "v2")
-	out, _ := c.StdoutPipe()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Process.Kill(); c.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	url, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
-	if err != nil || !ok {
-		t.Fatalf("serve printed %q (%v)", line, err)
-	}
 	prompt := make([]int, 1000)
 	for i := range prompt {
 		prompt[i] = 100 + i
@@ -292,17 +282,10 @@ func TestServePeerMechanism(t *testing.T) {
 		c.ConditionalAgg, c.DecodeRadix = true, true
 	})
 	emulatortest.WaitHealthy(t, p.URL(), d.URL())
-	c := pdhybrid(t, "serve", "--mechanism", "pd-conditional", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()),
+	gw, line := startServe(t, "serve", "--mechanism", "pd-conditional", "--prefill", fmt.Sprintf("%s@%d", p.URL(), p.BootstrapPort()),
 		"--decode", d.URL(), "--port", "0")
-	out, _ := c.StdoutPipe()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Process.Kill(); c.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	gw, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
-	if err != nil || !ok || !strings.Contains(line, "mechanism=pd-conditional") {
-		t.Fatalf("serve printed %q (%v)", line, err)
+	if !strings.Contains(line, "mechanism=pd-conditional") {
+		t.Fatalf("serve printed %q", line)
 	}
 	prompt := make([]int, 1500)
 	for i := range prompt {
@@ -330,4 +313,23 @@ func TestServePeerMechanism(t *testing.T) {
 		}
 		prompt = append(append(prompt, a.OutputIDs...), 90000, 90001, 90002, 90003)
 	}
+}
+
+// startServe starts `pdhybrid args...` (a serve command on port 0), stops
+// it when the test ends, and returns the URL and the whole of the line it
+// printed first ("listening url=…").
+func startServe(t *testing.T, args ...string) (url, line string) {
+	t.Helper()
+	c := pdhybrid(t, args...)
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
+	if err != nil || !ok {
+		t.Fatalf("serve printed %q (%v)", line, err)
+	}
+	return url, line
 }

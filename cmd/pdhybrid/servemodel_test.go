@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -51,17 +50,7 @@ func TestServeModelConfigHoldsTheContext(t *testing.T) {
 	os.WriteFile(cfg, []byte(`{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
 		"num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 64}`), 0o644)
 	w := emulatortest.Start(t, engine.RoleColocated, false, emulator.Faults{})
-	c := pdhybrid(t, "serve", "--mechanism", "pd-colo", "--colo", w.URL(), "--port", "0", "--model-config", cfg)
-	out, _ := c.StdoutPipe()
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Process.Kill(); c.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	gw, ok := strings.CutPrefix(strings.Fields(line + " x")[1], "url=")
-	if err != nil || !ok {
-		t.Fatalf("serve printed %q (%v)", line, err)
-	}
+	gw, _ := startServe(t, "serve", "--mechanism", "pd-colo", "--colo", w.URL(), "--port", "0", "--model-config", cfg)
 	ids := make([]int, 60)
 	for i := range ids {
 		ids[i] = i + 1
