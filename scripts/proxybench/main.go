@@ -39,7 +39,12 @@ type condition struct {
 }
 
 type result struct {
-	ttft   []time.Duration
+	ttft []time.Duration
+	// wttft is the worker's own time to first token for the same
+	// requests (meta_info.pdhybrid.ttft, model time): what the client saw
+	// less what happened before the request reached the worker's engine
+	// and after its first token left it.
+	wttft  []time.Duration
 	events int64
 	reqs   int64
 	errs   int64
@@ -79,6 +84,8 @@ func main() {
 		Condition                 string
 		Requests, Errors, Events  int64
 		TTFTp50ms, TTFTp99ms      float64
+		WorkerTTFTp50ms           float64 // the worker's own (model-time) TTFT
+		WorkerTTFTp99ms           float64
 		AddedP50ms, AddedP99ms    float64
 		CPUusPerEvent, EventsPerS float64
 		CPUShareOfOneCore         float64
@@ -105,7 +112,8 @@ func main() {
 			x := res[c.name]
 			p50, p99 := pct(x.ttft, 50), pct(x.ttft, 99)
 			rw := row{Streams: n, Condition: c.name, Requests: x.reqs, Errors: x.errs, Events: x.events,
-				TTFTp50ms: ms(p50), TTFTp99ms: ms(p99), EventsPerS: float64(x.events) / x.wall.Seconds()}
+				TTFTp50ms: ms(p50), TTFTp99ms: ms(p99), EventsPerS: float64(x.events) / x.wall.Seconds(),
+				WorkerTTFTp50ms: ms(pct(x.wttft, 50)), WorkerTTFTp99ms: ms(pct(x.wttft, 99))}
 			if c.name != "direct" {
 				rw.AddedP50ms, rw.AddedP99ms = ms(p50-dp50), ms(p99-dp99)
 				if x.events > 0 {
@@ -114,8 +122,8 @@ func main() {
 				rw.CPUShareOfOneCore = x.cpu.Seconds() / x.wall.Seconds()
 			}
 			rows = append(rows, rw)
-			fmt.Printf("streams=%d %-7s reqs=%d errs=%d events=%d (%.0f/s) ttft p50=%.2fms p99=%.2fms added p50=%+.2fms p99=%+.2fms cpu/event=%.1fµs cpu=%.2f cores\n",
-				n, c.name, x.reqs, x.errs, x.events, rw.EventsPerS, rw.TTFTp50ms, rw.TTFTp99ms, rw.AddedP50ms, rw.AddedP99ms, rw.CPUusPerEvent, rw.CPUShareOfOneCore)
+			fmt.Printf("streams=%d %-7s reqs=%d errs=%d events=%d (%.0f/s) ttft p50=%.2fms p99=%.2fms added p50=%+.2fms p99=%+.2fms worker's ttft p50=%.2fms p99=%.2fms cpu/event=%.1fµs cpu=%.2f cores\n",
+				n, c.name, x.reqs, x.errs, x.events, rw.EventsPerS, rw.TTFTp50ms, rw.TTFTp99ms, rw.AddedP50ms, rw.AddedP99ms, rw.WorkerTTFTp50ms, rw.WorkerTTFTp99ms, rw.CPUusPerEvent, rw.CPUShareOfOneCore)
 		}
 	}
 	if *out != "" {
@@ -142,20 +150,24 @@ func runLoad(c *condition, n int, dur time.Duration, tokens, prompt int, res *re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var local []time.Duration
+			var local, wlocal []time.Duration
 			for k := 0; ctx.Err() == nil; k++ {
-				ttft, ev, err := stream(client, c.url, i*100000+k, prompt, tokens)
+				ttft, wttft, ev, err := stream(client, c.url, i*100000+k, prompt, tokens)
 				if err != nil {
 					errs.Add(1)
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}
 				local = append(local, ttft)
+				if wttft >= 0 {
+					wlocal = append(wlocal, wttft)
+				}
 				events.Add(ev)
 				reqs.Add(1)
 			}
 			mu.Lock()
 			res.ttft = append(res.ttft, local...)
+			res.wttft = append(res.wttft, wlocal...)
 			mu.Unlock()
 		}()
 	}
@@ -168,10 +180,11 @@ func runLoad(c *condition, n int, dur time.Duration, tokens, prompt int, res *re
 }
 
 // stream sends one streaming /generate and reads it to the end: the time
-// to its first token event and the token events read. A request runs to
+// to its first token event, the worker's own TTFT from that event's
+// meta_info (−1 when it has none) and the token events read. A request runs to
 // its end even past the round's end (the next condition starts on a quiet
 // worker).
-func stream(client *http.Client, base string, seed, prompt, tokens int) (time.Duration, int64, error) {
+func stream(client *http.Client, base string, seed, prompt, tokens int) (time.Duration, time.Duration, int64, error) {
 	ids := make([]int, prompt)
 	for i := range ids {
 		ids[i] = (seed*7919 + i) % 150000
@@ -182,15 +195,16 @@ func stream(client *http.Client, base string, seed, prompt, tokens int) (time.Du
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, resp.Body)
-		return 0, 0, fmt.Errorf("status %d", resp.StatusCode)
+		return 0, 0, 0, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	br := bufio.NewReaderSize(resp.Body, 16*1024)
 	var first time.Duration
+	wfirst := time.Duration(-1)
 	var ev int64
 	done := false
 	for {
@@ -198,6 +212,7 @@ func stream(client *http.Client, base string, seed, prompt, tokens int) (time.Du
 		if bytes.HasPrefix(line, []byte("data: {")) {
 			if first == 0 {
 				first = time.Since(t0)
+				wfirst = workerTTFT(line)
 			}
 			ev++
 		} else if bytes.HasPrefix(line, []byte("data: [DONE]")) {
@@ -211,9 +226,26 @@ func stream(client *http.Client, base string, seed, prompt, tokens int) (time.Du
 		}
 	}
 	if first == 0 || !done {
-		return 0, 0, fmt.Errorf("stream ended without tokens or [DONE]")
+		return 0, 0, 0, fmt.Errorf("stream ended without tokens or [DONE]")
 	}
-	return first, ev, nil
+	return first, wfirst, ev, nil
+}
+
+// workerTTFT reads meta_info.pdhybrid.ttft (model seconds; the benchmark
+// runs the worker at time scale 1) from one SSE data line, or −1.
+func workerTTFT(line []byte) time.Duration {
+	var ev struct {
+		MetaInfo struct {
+			Emulator *struct {
+				TTFT *float64 `json:"ttft"`
+			} `json:"pdhybrid"`
+		} `json:"meta_info"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(bytes.TrimPrefix(line, []byte("data: "))), &ev) != nil ||
+		ev.MetaInfo.Emulator == nil || ev.MetaInfo.Emulator.TTFT == nil {
+		return -1
+	}
+	return time.Duration(*ev.MetaInfo.Emulator.TTFT * 1e9)
 }
 
 // cpuOf sums user and system time of the processes (Linux /proc).
