@@ -52,6 +52,6 @@ if [ "${PERF:-0}" = 1 ]; then
   perf record -F "${PERF_FREQ:-499}" -g -p "$GW_PID" -o "$out/gateway.perf" > /dev/null 2>&1 &
   pids+=($!)
 fi
-"$out/proxybench" -direct "$W" -gateway "$G" -nginx "http://127.0.0.1:$NPORT" \
+"$out/proxybench" -direct "$W" -gateway "$G" -nginx "http://127.0.0.1:$NPORT" -time-scale "${TIME_SCALE:-1}" \
   -gateway-pids "$GW_PID" -nginx-pids "$NG_PIDS" -out "$out/proxybench.json" "$@" | tee "$out/proxybench.txt"
 echo "after: $(uptime)" | tee -a "$out/setup.txt"
