@@ -206,3 +206,163 @@ func TestTailOrderCompaction(t *testing.T) {
 		t.Fatalf("host with no tails freed %d", got)
 	}
 }
+
+// A host hit loads all but the prompt's last token, beyond what HBM holds,
+// when that is at least SGLang's 10 tokens. An 11-token prompt (one
+// partial block) that HBM evicted and host holds loads min(11, 11 − 1) − 0
+// = 10 and computes 1; a 10-token one would load 9, under the threshold,
+// so it computes all 10.
+func TestHiMatchLoadsAllButLastToken(t *testing.T) {
+	for _, c := range []struct {
+		input, loaded int
+	}{{11, 10}, {10, 0}} {
+		w := hiWorker(t, 4096, 4, WriteThrough)
+		a := chain(1, 1)
+		_, now := turn(t, w, 0, 1, "a", a, c.input, 1)
+		_, now = turn(t, w, now+1, 2, "b", chain(2, 256), 4090, 1) // evicts a from HBM
+		if w.PrefixMatch(a, c.input) != 0 || w.HostPrefixMatch(a, c.input) != c.input {
+			t.Fatalf("input %d: HBM holds %d, host %d; want 0 and all", c.input, w.PrefixMatch(a, c.input), w.HostPrefixMatch(a, c.input))
+		}
+		prefilled := w.stats.PrefillTokens
+		r, _ := turn(t, w, now+1, 3, "a", a, c.input, 1)
+		if r.CachedTokens != c.loaded || int(w.stats.HostLoadedTokens) != c.loaded || int(w.stats.PrefillTokens-prefilled) != c.input-c.loaded {
+			t.Fatalf("input %d: cached %d, loaded %d, computed %d; want %d, %d, %d", c.input, r.CachedTokens, w.stats.HostLoadedTokens,
+				w.stats.PrefillTokens-prefilled, c.loaded, c.loaded, c.input-c.loaded)
+		}
+	}
+}
+
+// With HBM still holding part of the prompt, host loads only what lies
+// beyond it. Turns of a[:64] (1,024 tokens) and a[:128] (2,048) leave the
+// path in HBM and, written through, in host; b's 3,000 tokens evict the
+// leaf a[64:128] (1,024) from the 4,096-token HBM pool. A 3,072-token turn
+// a[:192] then has 1,024 cached in HBM, loads 2,048 − 1,024 = 1,024 from
+// host and computes 3,072 − 2,048 = 1,024.
+func TestHiMatchLoadsBeyondHBM(t *testing.T) {
+	w := hiWorker(t, 4096, 4, WriteThrough)
+	a := chain(1, 192)
+	_, now := turn(t, w, 0, 1, "a", a[:64], 1024, 1)
+	_, now = turn(t, w, now+1, 2, "a", a[:128], 2048, 1)
+	_, now = turn(t, w, now+1, 3, "b", chain(2, 188), 3000, 1)
+	if w.PrefixMatch(a, 3072) != 1024 || w.HostPrefixMatch(a, 3072) != 2048 {
+		t.Fatalf("precondition: HBM holds %d, host %d of a; want 1024, 2048", w.PrefixMatch(a, 3072), w.HostPrefixMatch(a, 3072))
+	}
+	prefilled := w.stats.PrefillTokens
+	r, _ := turn(t, w, now+1, 4, "a", a, 3072, 1)
+	if r.CachedTokens != 2048 || w.stats.HostLoadedTokens != 1024 || w.stats.PrefillTokens-prefilled != 1024 {
+		t.Fatalf("cached %d, loaded %d, computed %d; want 2048, 1024, 1024", r.CachedTokens, w.stats.HostLoadedTokens, w.stats.PrefillTokens-prefilled)
+	}
+}
+
+// hostDecoder is a session decoder (64-token blocks, pool tokens, a
+// write-through host tier of 3 × pool) on which session a was seeded with
+// a[:20] (1,280 tokens) and then trimmed: HBM holds none of it, host all.
+func hostDecoder(t *testing.T, pool int64) (*Worker, []uint64, float64) {
+	t.Helper()
+	w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: pool,
+		Session: SessionConfig{Enabled: true, Eviction: EvictSession},
+		HiCache: HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: WriteThrough}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := chain(1, 30)
+	now := seedOn(t, w, 0, "a", a[:20], 1280, 1)
+	var rep AdmitReply
+	if !w.trimOne(now, "", &rep) || w.PrefixMatch(a, 1280) != 0 || w.HostPrefixMatch(a, 1280) != 1280 {
+		t.Fatalf("precondition: HBM holds %d, host %d of a; want 0, 1280", w.PrefixMatch(a, 1280), w.HostPrefixMatch(a, 1280))
+	}
+	return w, a, now
+}
+
+// Admission from the host tier, by hand (a's 1,280 tokens on host, none in
+// HBM, 4 output tokens):
+//   - a 1,280-token turn takes min(1,280, 1,279) = 1,279 from host and
+//     appends 1; with no τ_append (0) that is direct;
+//   - a 1,344-token turn appends 1,344 − 1,280 = 64: direct at τ_append 64,
+//     not at 63 (then a seed, host named);
+//   - an 11-token turn takes min(11, 10) = 10 from host, the least SGLang
+//     loads; a 10-token one would take 9: a seed that loads nothing;
+//   - a session with no record here (z) is not admitted from host even
+//     though host holds its prompt: at session granularity an evicted
+//     session's host copy is known by its record.
+func TestAdmitFromHostByHand(t *testing.T) {
+	w, a, now := hostDecoder(t, 4000)
+	for _, c := range []struct {
+		name       string
+		sess       string
+		input, tau int
+		direct     bool
+		host       int
+		tier       string
+	}{
+		{"whole prompt", "a", 1280, 0, true, 1279, TierHost},
+		{"append 64 at τ 64", "a", 1344, 64, true, 1280, TierHost},
+		{"append 64 at τ 63", "a", 1344, 63, false, 1280, TierHost},
+		{"11 tokens", "a", 11, 0, true, 10, TierHost},
+		{"10 tokens", "a", 10, 0, false, 0, TierNone},
+		{"no record", "z", 1344, 0, false, 0, TierNone},
+	} {
+		n := (c.input + 63) / 64
+		rep := w.AdmitSession(now, AdmitQuery{Session: c.sess, Blocks: a[:n], Input: c.input, Output: 4, MaxAppend: c.tau})
+		mode := map[bool]AdmitMode{true: AdmitDirect, false: AdmitSeed}[c.direct]
+		if !rep.CanAdmit || rep.Mode != mode || rep.HostTokens != c.host || rep.CachedTokens != c.host || rep.Tier != c.tier {
+			t.Fatalf("%s: %+v; want %v with %d host tokens, tier %s", c.name, rep, mode, c.host, c.tier)
+		}
+	}
+}
+
+// A direct append from host needs room for the append, the loaded tokens
+// and the output: 64 + 1,280 + 4 = 1,348. A pool of 1,348 grants it; one
+// of 1,347 has no room for it, nor for the seed's 1,344 + 4: no-space.
+func TestAdmitFromHostNeedsRoomForLoadAndAppend(t *testing.T) {
+	for _, c := range []struct {
+		pool int64
+		ok   bool
+	}{{1348, true}, {1347, false}} {
+		w, a, now := hostDecoder(t, c.pool)
+		rep := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a[:21], Input: 1344, Output: 4})
+		if c.ok && (!rep.CanAdmit || rep.Mode != AdmitDirect || rep.HostTokens != 1280) {
+			t.Fatalf("pool %d: %+v, want a direct append loading 1280", c.pool, rep)
+		}
+		if !c.ok && (rep.CanAdmit || rep.Reason != ReasonNoSpace) {
+			t.Fatalf("pool %d: %+v, want no-space", c.pool, rep)
+		}
+	}
+}
+
+// HBM holding part of an evicted session's prompt (another session, c,
+// shares a[:10], 640 tokens) leaves host the rest: a 1,344-token turn of a
+// has 640 cached in HBM, min(1,280, 1,343) − 640 = 640 from host, and
+// appends 1,344 − 640 − 640 = 64, direct at τ_append 64.
+func TestAdmitFromHostBeyondHBM(t *testing.T) {
+	w, a, now := hostDecoder(t, 4000)
+	now = seedOn(t, w, now, "c", a[:10], 640, 1)
+	rep := w.AdmitSession(now, AdmitQuery{Session: "a", Blocks: a[:21], Input: 1344, Output: 4, MaxAppend: 64})
+	if !rep.CanAdmit || rep.Mode != AdmitDirect || rep.Tier != TierHost || rep.HostTokens != 640 || rep.CachedTokens != 1280 {
+		t.Fatalf("%+v, want a direct append with 640 from host, 1280 cached", rep)
+	}
+}
+
+// Naming a demoted tail that covers no whole block past its prompt files
+// nothing and leaves host's LRU as it was. Host holds prompt A (written at
+// 1) and X (at 2); a's tail of 5 tokens after its 64-token prompt reaches
+// (64 + 5) / 16 = 4 blocks, the prompt's own 4: nothing to name. Making
+// room for one path afterwards still takes A, the older.
+func TestHiNameOutputNothingWholeTouchesNothing(t *testing.T) {
+	w := hiWorker(t, 1024, 2, WriteBack)
+	A, X := chain(1, 4), chain(2, 4)
+	w.hiWrite(1, A, 16)
+	w.hiWrite(2, X, 16)
+	w.hiDemoteTail(&outputTail{session: "a", lastWhole: A[3], input: 64, tokens: 5, at: 3, live: true})
+	next := append(append([]uint64(nil), A...), chain(3, 2)...)
+	w.hiNameOutput(5, &Request{Session: "a", Blocks: next, Input: 96})
+	if w.host.tails["a"] != nil || w.HostUsed() != 128 {
+		t.Fatalf("after naming: host tail %v, host holds %d; want none, 128", w.host.tails["a"], w.HostUsed())
+	}
+	if !w.hiMakeRoom(w.host.capacity - 128 + 1) {
+		t.Fatal("hiMakeRoom failed")
+	}
+	if w.HostPrefixMatch(A, 64) != 0 || w.HostPrefixMatch(X, 64) != 64 {
+		t.Fatalf("host keeps A %d, X %d; want A evicted (older), X kept", w.HostPrefixMatch(A, 64), w.HostPrefixMatch(X, 64))
+	}
+}

@@ -133,3 +133,73 @@ func TestGrantReservationNeedsUncachedPlusOutput(t *testing.T) {
 		}
 	}
 }
+
+// The scheduler's own trim takes from other sessions only what the room
+// lacks after the unpinned cache. A 2,000-token session decoder with tail
+// trims (64-token blocks) holds session a pinned (640 tokens, 10 blocks)
+// and y's released 320-token prompt in its decode radix cache (evictable):
+// 1,040 free + 320 evictable. Room for 1,488 lacks 128: the trim cuts a's
+// last 2 blocks (a keeps 8, 512 tokens), then y's leaf is evicted; 128 +
+// 320 tokens evicted, 1,488 free.
+func TestMakeRoomTrimsOnlyWhatIsShort(t *testing.T) {
+	w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 2000, DecodeRadix: true,
+		Session: SessionConfig{Enabled: true, Eviction: EvictSession, TrimTail: true, TailMaxWaiting: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := seedOn(t, w, 0, "a", chain(1, 10), 640, 1)
+	y := &Request{ID: 5, Kind: DecodeOnly, Session: "y", Blocks: chain(2, 5), Input: 320, Output: 1}
+	if err := w.Reserve(now, y); err != nil {
+		t.Fatal(err)
+	}
+	w.TakeEvents()
+	if err := w.StartDecode(now, y); err != nil {
+		t.Fatal(err)
+	}
+	now, _ = drive(w, now)
+	if w.free() != 1040 || w.evictable() != 320 {
+		t.Fatalf("precondition: free %d, evictable %d; want 1040, 320", w.free(), w.evictable())
+	}
+	if !w.makeRoomFor(now, 1488, "x") {
+		t.Fatal("no room for 1,488")
+	}
+	a := w.dsess["a"]
+	if !a.pinned || a.tokens != 512 || w.stats.TailTrims != 1 || w.stats.EvictedTokens != 448 || w.free() != 1488 {
+		t.Fatalf("a pinned %v with %d tokens, %d tail trims, %d evicted, %d free; want pinned, 512, 1, 448, 1488",
+			a.pinned, a.tokens, w.stats.TailTrims, w.stats.EvictedTokens, w.free())
+	}
+	checkPool(t, w)
+}
+
+// KV held for a dump in flight counts as coming free: the trim does not
+// take another session for room the dump will give. A 2,600-token decoder
+// holds a, b and c (640 tokens each, 680 free); a is evicted for a dump
+// (640 tokens held). Room for 680 + 640 = 1,320 trims nobody (it waits for
+// the dump); room for 1,321 trims b (now 1,280 held for dumps), not c.
+// Neither is free yet, so both answers are no.
+func TestMakeRoomCountsDumpsAsComingFree(t *testing.T) {
+	for _, c := range []struct {
+		need     int64
+		bTrimmed bool
+	}{{1320, false}, {1321, true}} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 2600,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession, DumpOnEvict: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := 0.0
+		for i, s := range []string{"a", "b", "c"} {
+			now = seedOn(t, w, now+1, s, chain(uint64(i+1), 10), 640, 1)
+		}
+		var rep AdmitReply
+		if !w.trimOne(now, "", &rep) || w.dsess["a"].pinned || w.Dumping() != 640 || w.free() != 680 {
+			t.Fatalf("precondition: a pinned %v, %d dumping, %d free; want a dumping 640, 680 free", w.dsess["a"].pinned, w.Dumping(), w.free())
+		}
+		if w.makeRoomFor(now, c.need, "x") {
+			t.Fatalf("room for %d with 680 free", c.need)
+		}
+		if b := !w.dsess["b"].pinned; b != c.bTrimmed || !w.dsess["c"].pinned {
+			t.Fatalf("room for %d: b trimmed %v (want %v), c pinned %v (want true)", c.need, b, c.bTrimmed, w.dsess["c"].pinned)
+		}
+	}
+}
