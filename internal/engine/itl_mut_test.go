@@ -11,7 +11,7 @@ import (
 // The gap log's units, driven by hand: a worker whose plan is set directly
 // and whose decode runs are logged by beginGapRun, with no scheduler.
 
-func gapWorker(t *testing.T) (*Worker, *metrics.GapHistogram) {
+func itlWorker(t *testing.T) (*Worker, *metrics.GapHistogram) {
 	t.Helper()
 	h := metrics.NewGapHistogram()
 	w, err := New(Config{Name: "c", Role: RoleColocated, Profile: testProfile(t), BlockSize: 16, PoolTokens: 1 << 20, Gaps: h})
@@ -21,10 +21,10 @@ func gapWorker(t *testing.T) (*Worker, *metrics.GapHistogram) {
 	return w, h
 }
 
-// logRun logs a decode run of k steps, the first costing base and each
+// logGapRun logs a decode run of k steps, the first costing base and each
 // later one slope more, starting where the previous run ended: its shared
 // first gap is base.
-func logRun(w *Worker, k int, base, slope float64) (shared, first float64) {
+func logGapRun(w *Worker, k int, base, slope float64) (shared, first float64) {
 	w.plan.decodeK, w.plan.base, w.plan.slope = k, base, slope
 	w.stepStart = w.gapLog.end
 	w.stepEnd = w.stepStart + float64(k)*base
@@ -48,14 +48,14 @@ func TestGapRunStretches(t *testing.T) {
 		mids        []float64
 		spans       []int64
 		lo, hi      float64
-		sharedFirst float64 // the shared first gap: base, as logRun starts each run where the last ended
+		sharedFirst float64 // the shared first gap: base, as logGapRun starts each run where the last ended
 	}{
 		{"rising", 20, s, []float64{b + 2.5*s, b + 7*s, b + 12*s, b + 17*s}, []int64{4, 5, 5, 5}, b + 2.5*s, b + 17*s, b},
 		{"flat", 5, 0, []float64{b}, []int64{4}, b, b, b},
 		{"one step", 1, s, nil, nil, math.Inf(1), math.Inf(-1), b},
 	} {
-		w, _ := gapWorker(t)
-		shared, first := logRun(w, tc.k, b, tc.slope)
+		w, _ := itlWorker(t)
+		shared, first := logGapRun(w, tc.k, b, tc.slope)
 		g := &w.gapLog
 		if !near(shared, tc.sharedFirst) || !near(first, b) {
 			t.Errorf("%s: shared %v first %v, want %v and %v", tc.name, shared, first, tc.sharedFirst, b)
@@ -75,15 +75,15 @@ func TestGapRunStretches(t *testing.T) {
 	}
 }
 
-// sixRuns logs six runs whose gaps are one value each (the shared first
+// sixGapRuns logs six runs whose gaps are one value each (the shared first
 // gap; run 2 also has one later step of the same cost): 3, 1, 2, 2, 6, 5.
-func sixRuns(w *Worker, check func(run int)) {
+func sixGapRuns(w *Worker, check func(run int)) {
 	for i, v := range []float64{3, 1, 2, 2, 6, 5} {
 		k := 1
 		if i == 1 {
 			k = 2
 		}
-		logRun(w, k, v, 0)
+		logGapRun(w, k, v, 0)
 		if check != nil {
 			check(i + 1)
 		}
@@ -111,8 +111,8 @@ func TestGapBoundStacks(t *testing.T) {
 		{{5, 6}},
 		{{5, 6}, {6, 5}},
 	}
-	w, _ := gapWorker(t)
-	sixRuns(w, func(run int) {
+	w, _ := itlWorker(t)
+	sixGapRuns(w, func(run int) {
 		g := &w.gapLog
 		if !slices.Equal(g.lows, wantLows[run-1]) || !slices.Equal(g.highs, wantHighs[run-1]) {
 			t.Errorf("after run %d: lows %v highs %v, want %v and %v", run, g.lows, g.highs, wantLows[run-1], wantHighs[run-1])
@@ -131,8 +131,8 @@ func TestGapBoundStacks(t *testing.T) {
 // one, over the six runs: a span's own first gap, its first run's later
 // steps, and every later run's gaps.
 func TestSpanBounds(t *testing.T) {
-	w, _ := gapWorker(t)
-	sixRuns(w, nil)
+	w, _ := itlWorker(t)
+	sixGapRuns(w, nil)
 	for _, tc := range []struct {
 		from, last int64
 		first      float64
@@ -161,8 +161,8 @@ func TestSpanBounds(t *testing.T) {
 // span closes at the run before this one, and a new one opens here with a
 // first gap of its own, folded at once.
 func TestGapSeqReopens(t *testing.T) {
-	w, h := gapWorker(t)
-	sixRuns(w, nil)
+	w, h := itlWorker(t)
+	sixGapRuns(w, nil)
 	r := &Request{gapFrom: 2, lastTokenAt: 100}
 	r.gapSt.first = 1.5
 	before := h.Count()
@@ -186,7 +186,7 @@ func TestGapSeqReopens(t *testing.T) {
 // whose ends split its decoding into runs; every token after each
 // request's first is one gap: 199 + 19 + 39 + 59 = 316.
 func TestGapSpanStaysOpen(t *testing.T) {
-	w, h := gapWorker(t)
+	w, h := itlWorker(t)
 	long := &Request{ID: 1, Kind: Full, Input: 100, Output: 200}
 	for i, r := range []*Request{long, {ID: 2, Kind: Full, Input: 100, Output: 20}, {ID: 3, Kind: Full, Input: 100, Output: 40}, {ID: 4, Kind: Full, Input: 100, Output: 60}} {
 		if err := w.Submit(0, r); err != nil {
@@ -219,10 +219,10 @@ func TestGapSpanStaysOpen(t *testing.T) {
 // endGapRun compacts the log when it reaches keep runs, not before or
 // after: with keep 4 and nothing live, the fourth run empties it.
 func TestGapLogCompactsAtKeep(t *testing.T) {
-	w, _ := gapWorker(t)
+	w, _ := itlWorker(t)
 	w.gapLog.keep = 4
 	for i, want := range []int{1, 2, 3, 0} {
-		shared, _ := logRun(w, 1, 0.01, 0)
+		shared, _ := logGapRun(w, 1, 0.01, 0)
 		w.endGapRun(shared, 0, 0)
 		if got := len(w.gapLog.runs); got != want {
 			t.Fatalf("after run %d: %d runs logged, want %d", i+1, got, want)
@@ -238,16 +238,16 @@ func TestGapLogCompactsAtKeep(t *testing.T) {
 // runs 5 and 6 (base 5, run 2's later step dropped with it) and, of the
 // stacks, the first entry at or after run 6 and everything above it.
 func TestCompactGapsExact(t *testing.T) {
-	w, _ := gapWorker(t)
-	sixRuns(w, nil)
+	w, _ := itlWorker(t)
+	sixGapRuns(w, nil)
 	w.compactGaps()
 	g := &w.gapLog
 	if len(g.runs) != 0 || len(g.rest) != 0 || g.base != 7 {
 		t.Fatalf("nothing live: %d runs, %d stretches, base %d; want 0, 0, 7", len(g.runs), len(g.rest), g.base)
 	}
 
-	w, _ = gapWorker(t)
-	sixRuns(w, nil)
+	w, _ = itlWorker(t)
+	sixGapRuns(w, nil)
 	r := &Request{gapFrom: 5}
 	r.gapSt.first = 0.5
 	w.decoding = append(w.decoding, r)
@@ -271,9 +271,9 @@ func TestCompactGapsExact(t *testing.T) {
 // a first token at 0: its own first gap 0.5 and 2 later steps of 0.5.
 func TestParkedSpanCompletesAndRetracts(t *testing.T) {
 	for _, complete := range []bool{true, false} {
-		w, h := gapWorker(t)
+		w, h := itlWorker(t)
 		r := &Request{ID: 1}
-		shared, first := logRun(w, 3, 0.5, 0)
+		shared, first := logGapRun(w, 3, 0.5, 0)
 		continued := int64(0)
 		if w.gapSeq(r, first, 0) {
 			continued++
