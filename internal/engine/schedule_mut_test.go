@@ -40,7 +40,7 @@ func TestGuessStepsAtHalfSteps(t *testing.T) {
 func TestStepsWithinCorrectsTheGuess(t *testing.T) {
 	for _, tc := range []struct {
 		base, slope, elapsed float64
-		k, want            int
+		k, want              int
 	}{
 		{0.25, 0.25, math.Nextafter(0.75, 0), 10, 1},
 		{0.25, 0.25, 0.75, 10, 2},
@@ -153,8 +153,8 @@ func TestPrefillOnlyChunkDoneCountsCachedTokens(t *testing.T) {
 // next step, 0.020.
 func TestLastChunkSharesItsStep(t *testing.T) {
 	for _, tc := range []struct {
-		inputA          int
-		admitB, firstB  float64
+		inputA         int
+		admitB, firstB float64
 	}{
 		{150, 0.020, 0.037},
 		{100, 0.020, 0.032}, // B alone: 0.010 + 20·1e-4
