@@ -189,3 +189,84 @@ func TestWorkCountsAdmissionAttempts(t *testing.T) {
 		t.Fatalf("work %d, want 3", got)
 	}
 }
+
+// bypassRun starts A's 320-token prompt at 0 (chunks of 100: its first
+// step ends at 0.010 + 100·1e-4 = 0.020) and queues the short prompts at
+// 0.001; it returns when each short one was admitted, with the waiting
+// requests the scheduler looked at (schedWork, a part of Work) up to the
+// planning of the second step.
+func bypassRun(t *testing.T, shortest bool, maxRun int, inputs []int) ([]float64, uint64) {
+	t.Helper()
+	w, err := New(Config{Name: "d", Profile: roundProfile("sglang"), BlockSize: 16, ChunkTokens: 100, PoolTokens: 1 << 20,
+		MaxRunning: maxRun, PrefixCache: true, ShortestFirst: shortest, Session: SessionConfig{Enabled: true, BypassTokens: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Blocks: chain(1, 20), Input: 320, Output: 1})
+	w.Advance(0)
+	var rs []*Request
+	for i, in := range inputs {
+		r := &Request{ID: int64(10 + i), Kind: Full, Blocks: chain(uint64(10+i), (in+15)/16), Input: in, Output: 1}
+		rs = append(rs, r)
+		if err := w.Submit(0.001, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1, _ := w.NextTime()
+	w.Advance(t1)
+	work := w.schedWork
+	drive(w, t1)
+	var at []float64
+	for _, r := range rs {
+		at = append(at, r.AdmittedAt)
+	}
+	return at, work
+}
+
+// The bypass admits, in arrival order, the waiting prompts whose uncached
+// tokens fit in the room left (40): 16 (room 24), 16 (room 8), then not
+// 16; with shortest first 16 before 24, then 24 (exactly the room left).
+// A's chunks run to 0.020, 0.040 (with what bypassed: their first tokens
+// come in it), 0.060, then A's last 20 tokens take the rest. With
+// MaxRunning 2 only one rides past A. The looks: one at A, then one per
+// prompt the bypass weighed: 16, 16, 16 (the last refused) → 4; 16, then
+// the second stops at MaxRunning → 3; shortest first 16, 24 → 3; 16 alone
+// (MaxRunning then reached) → 2.
+func TestBypassByHand(t *testing.T) {
+	const second = 0.020 // the step the bypass rides in starts here
+	for _, tc := range []struct {
+		name     string
+		shortest bool
+		maxRun   int
+		inputs   []int
+		bypassed []bool
+		looks    uint64
+	}{
+		{"arrival order", false, 64, []int{16, 16, 16}, []bool{true, true, false}, 4},
+		{"arrival order, MaxRunning 2", false, 2, []int{16, 16}, []bool{true, false}, 3},
+		{"shortest first", true, 64, []int{24, 16, 48}, []bool{true, true, false}, 3},
+		{"shortest first, MaxRunning 2", true, 2, []int{24, 16}, []bool{false, true}, 2},
+	} {
+		at, work := bypassRun(t, tc.shortest, tc.maxRun, tc.inputs)
+		for i, want := range tc.bypassed {
+			if got := near(at[i], second); got != want {
+				t.Errorf("%s: prompt %d of %d tokens admitted at %v; bypassed %v, want %v", tc.name, i, tc.inputs[i], at[i], got, want)
+			}
+		}
+		if work != tc.looks {
+			t.Errorf("%s: %d looks at waiting requests, want %d", tc.name, work, tc.looks)
+		}
+	}
+}
+
+// A bypass that used its room up to the token looks at no one more: in
+// arrival order, with 16 + 24 = 40 taken, the third prompt queued behind
+// is not weighed (1 look at A + 2). Shortest first takes 16 and 16 (room
+// 8) and stops at the heap's head, 24, without a look: 3 as well.
+func TestBypassStopsAtNoRoom(t *testing.T) {
+	for _, shortest := range []bool{false, true} {
+		if _, looks := bypassRun(t, shortest, 64, []int{16, 24, 16}); looks != 3 {
+			t.Errorf("shortest first %v: %d looks, want 3", shortest, looks)
+		}
+	}
+}
