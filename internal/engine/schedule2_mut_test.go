@@ -180,3 +180,73 @@ func TestHiCacheLoadChargedOncePerRequest(t *testing.T) {
 		t.Fatalf("cached %d, %d loads, pending %v; want 2048, 1, false", r.CachedTokens, s.HostLoads-loads, r.loadPending)
 	}
 }
+
+// A sliced chunk that continues a prompt is sized at the context it starts
+// from. sliceWorker's costs with attention: 10 µs a token plus 1 ns a token
+// per context token. a (1,001 out) has budgets far past the step cap, 16 ·
+// 12 ms = 192 ms, so every step of b's prompt may do 0.192 − 0.010 = 0.182 s
+// of work: the largest m with 1e-5·m + 1e-9·m·(p + m/2) ≤ 0.182 is 11,540
+// at p = 0 (the root 11,540.66) and 7,234 at p = 11,540 (7,234.50).
+func TestSliceChunkAtItsContext(t *testing.T) {
+	p := *testProfile(t)
+	p.Timing = model.Timing{PrefillOverheadS: 0.010, PrefillPerTokenS: 1e-5, PrefillAttnS: 1e-9, DecodeOverheadS: 0.002}
+	w, err := New(Config{Name: "c", Profile: &p, BlockSize: 64, PoolTokens: 1 << 20, ChunkTokens: 1 << 20,
+		PrefixCache: true, MixedChunk: true, SliceTPOTS: 0.012})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Request{ID: 1, Kind: Full, Blocks: []uint64{1, 2}, Input: 100, Output: 1001}
+	w.Submit(0, a)
+	w.Advance(0)
+	t0, _ := w.NextTime()
+	w.Advance(t0)
+	b := &Request{ID: 2, Kind: Full, Blocks: []uint64{3}, Input: 200000, Output: 1}
+	w.Submit(t0, b)
+	var got []int
+	for range 2 {
+		if len(w.plan.chunks) != 1 || w.plan.chunks[0].req != b {
+			t.Fatalf("plan %+v, want one chunk of b", w.plan.chunks)
+		}
+		got = append(got, w.plan.chunks[0].n)
+		t1, _ := w.NextTime()
+		w.Advance(t1)
+	}
+	if got[0] != 11540 || got[1] != 7234 {
+		t.Fatalf("b's chunks %v, want 11540 then 7234", got)
+	}
+}
+
+// A decode run that slicing chose waits out a trim's stall like any step.
+// sliceWorker's costs, a TPOT bound of 2 ms (the decode step itself): a
+// (100 tokens, 11 out) has a budget of 0.002·10 − 0 − 10·0.002 = 0 at its
+// first token, so no chunk fits and the worker decodes its 10 tokens
+// (0.020 s). s (256) prefills first: 0.010 + 256·1e-5 = 0.01256; a's
+// prefill 0.011 → t0 = 0.02356. An admission at t0 needing 700 of the 633
+// free trims s (0.5 s of stall); c, queued then, makes the worker plan
+// again: the run starts at t0 + 0.5 and ends a at t0 + 0.52 = 0.54356.
+func TestSlicedDecodeRunWaitsOutTheStall(t *testing.T) {
+	p := *testProfile(t)
+	p.Timing = model.Timing{PrefillOverheadS: 0.010, PrefillPerTokenS: 1e-5, DecodeOverheadS: 0.002}
+	w, err := New(Config{Name: "c", Profile: &p, BlockSize: 64, PoolTokens: 1000, ChunkTokens: 1 << 20,
+		PrefixCache: true, MixedChunk: true, SliceTPOTS: 0.002, Session: SessionConfig{Enabled: true, TrimStallS: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := fullOn(t, w, 0, 1, "s", chain(5, 4), 256, 1)
+	a := &Request{ID: 2, Kind: Full, Blocks: chain(6, 2), Input: 100, Output: 11}
+	w.Submit(now, a)
+	w.Advance(now)
+	t0, _ := w.NextTime()
+	w.Advance(t0)
+	if !near(t0, 0.02356) || w.free() != 633 {
+		t.Fatalf("a's first token at %v with %d free, want 0.02356 and 633", t0, w.free())
+	}
+	if rep := w.AdmitSession(t0, AdmitQuery{Session: "n", Blocks: chain(7, 11), Input: 699, Output: 1}); !rep.CanAdmit || rep.Trimmed != 1 {
+		t.Fatalf("admission %+v, want granted with s trimmed", rep)
+	}
+	w.Submit(t0, &Request{ID: 3, Kind: Full, Blocks: chain(8, 1), Input: 50, Output: 1})
+	drive(w, t0)
+	if !near(a.FinishedAt, 0.54356) {
+		t.Fatalf("a finished at %v, want 0.54356", a.FinishedAt)
+	}
+}
