@@ -228,3 +228,51 @@ func TestMutAbortSessionTurn(t *testing.T) {
 	}
 	checkPool(t, w)
 }
+
+// Shortest first, a request that arrives while the queue is blocked on KV
+// room goes in at the next step boundary when it fits: being shorter, it
+// goes before the blocked one. d (100 + 401 tokens) decodes in a pool of
+// 1,000; big (600 + 1) cannot have the 499 left and blocks the queue from
+// the step boundary at 1/64 + 1/512 s; small (50 + 1) arrives 10.5 steps
+// into the run, fits, and is admitted at the boundary 1/64 + 11/512: its
+// prefill step (1/64 s) ends at 2/64 + 11/512 = 27/512 s. In arrival order
+// it waits behind big until d's run ends, 1/64 + 400/512 s, and its
+// arrival does not cut the run (nothing can be admitted before big).
+func TestMutShortestFirstArrivalWhileBlocked(t *testing.T) {
+	for _, shortest := range []bool{true, false} {
+		p := *testProfile(t)
+		p.Timing = model.Timing{PrefillOverheadS: 1.0 / 64, DecodeOverheadS: 1.0 / 512}
+		w, err := New(Config{Name: "c", Profile: &p, BlockSize: 64, PoolTokens: 1000, ShortestFirst: shortest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &Request{ID: 1, Kind: Full, Input: 100, Output: 401}
+		big := &Request{ID: 2, Kind: Full, Input: 600, Output: 1}
+		small := &Request{ID: 3, Kind: Full, Input: 50, Output: 1}
+		w.Submit(0, d)
+		advanceTo(w, 1.0/64) // d's prefill; its run of 400 steps starts
+		w.Submit(1.0/64+0.5/512, big)
+		advanceTo(w, 1.0/64+1.0/512) // big does not fit: blocked
+		if !w.blocked || big.Stage != StageWaiting {
+			t.Fatalf("shortest %v: big %v, blocked %v; want waiting and blocked", shortest, big.Stage, w.blocked)
+		}
+		w.Submit(1.0/64+10.5/512, small)
+		// Shortest first the run (399 steps from 1/64 + 1/512) is cut at
+		// its 10th step; in arrival order it runs on to d's end.
+		wantK, wantEnd := 399, 1.0/64+400.0/512
+		if shortest {
+			wantK, wantEnd = 10, 1.0/64+11.0/512
+		}
+		if w.plan.decodeK != wantK || w.stepEnd != wantEnd {
+			t.Fatalf("shortest %v: after small's arrival the run has %d steps to %v s, want %d to %v", shortest, w.plan.decodeK, w.stepEnd, wantK, wantEnd)
+		}
+		drive(w, 1.0/64+10.5/512)
+		checkPool(t, w)
+		if shortest && small.FirstTokenAt != 27.0/512 {
+			t.Fatalf("shortest first: small's first token at %v s, want 27/512 = %v", small.FirstTokenAt, 27.0/512)
+		}
+		if !shortest && small.FirstTokenAt <= 1.0/64+400.0/512 {
+			t.Fatalf("arrival order: small's first token at %v s, before d's run ends at %v", small.FirstTokenAt, 1.0/64+400.0/512)
+		}
+	}
+}
