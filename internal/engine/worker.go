@@ -328,8 +328,11 @@ func (w *Worker) Submit(now float64, r *Request) error {
 	w.sessionStart(now, r)
 	r.Stage, r.SubmittedAt = StageWaiting, now
 	w.enqueue(r)
-	if w.busy && w.blocked && w.waiting.len() > 1 {
-		return nil // the queue head is stuck; r cannot be admitted before it
+	if w.busy && w.blocked && w.waiting.len() > 1 && !w.cfg.ShortestFirst {
+		// In arrival order the stuck head goes first: r cannot be admitted
+		// before it. Shortest first r may be (it can be the shorter), so
+		// it wakes the worker like any arrival.
+		return nil
 	}
 	w.wake(now)
 	return nil
