@@ -20,6 +20,7 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 		r.locked = false
 		w.demote(r)
 	}
+	w.windowRelease(now, r)
 	if w.own < 0 || w.reserved < 0 {
 		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))
 	}

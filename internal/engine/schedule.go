@@ -146,6 +146,7 @@ func (w *Worker) Advance(now float64) {
 	}
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
+	w.windowAdvance()
 	w.grantReservations(end)
 	w.planNext(end)
 }

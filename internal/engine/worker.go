@@ -140,6 +140,9 @@ type Worker struct {
 	capacity int64
 	own      int64 // tokens held by requests outside the tree
 	reserved int64 // output tokens promised to admitted requests, not yet generated
+	// windowFreed is the pool tokens running requests' sliding layers
+	// have freed behind their windows (vLLM, windowfree.go).
+	windowFreed int64
 
 	waiting  queue // prefill admission queue (Full, PrefillOnly)
 	prealloc queue // decode reservation queue (DecodeOnly)
@@ -250,12 +253,12 @@ func (w *Worker) Role() Role { return w.cfg.Role }
 func (w *Worker) Capacity() int64 { return w.capacity }
 
 // Used is the number of KV tokens in use: requests' own tokens plus the
-// prefix cache.
+// prefix cache, less what sliding layers freed behind their windows.
 func (w *Worker) Used() int64 {
 	if w.tree != nil {
-		return w.own + w.tree.Tokens() + w.tailTokens
+		return w.own + w.tree.Tokens() + w.tailTokens - w.windowFreed
 	}
-	return w.own
+	return w.own - w.windowFreed
 }
 
 // Reserved is the number of output tokens promised to admitted requests.
