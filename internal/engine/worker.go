@@ -143,6 +143,9 @@ type Worker struct {
 	// windowFreed is the pool tokens running requests' sliding layers
 	// have freed behind their windows (vLLM, windowfree.go).
 	windowFreed int64
+	// swaCap and swaUsed are SGLang's sliding-window pool and what
+	// running requests hold of it (swapool.go); 0, 0 without one.
+	swaCap, swaUsed int64
 
 	waiting  queue // prefill admission queue (Full, PrefillOnly)
 	prealloc queue // decode reservation queue (DecodeOnly)
@@ -224,6 +227,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.PoolTokens = cfg.Profile.KVPoolTokens(0)
 	}
 	w := &Worker{cfg: cfg, tm: cfg.Profile.Timing, mdl: cfg.Profile.Model, capacity: cfg.PoolTokens}
+	w.swaCap = swaCapacity(w)
 	if cfg.PrefixCache || cfg.Session.Enabled || cfg.DecodeRadix {
 		w.tree = radix.New(cfg.BlockSize)
 	}

@@ -397,6 +397,9 @@ func (d Deployment) Profile(a *Arch, c Coefficients, blockSize int) (*Profile, e
 	}
 	if g.swaPool {
 		p.Model.PoolBytesPerToken = groupPool
+		if p.Timing.SlidingWindow > 0 {
+			p.Model.SWAPoolRatio = d.SWAFullTokensRatio
+		}
 	}
 	if p.Timing.SlidingWindow > 0 {
 		p.Model.SlidingLayers = a.SlidingLayers

@@ -56,6 +56,13 @@ func TestSGLangSWAPool(t *testing.T) {
 		if c.swa {
 			wantField = c.perGPU * int64(c.d.TP)
 		}
+		wantRatio := 0.0
+		if c.swa {
+			wantRatio = cmpOrF(c.d.SWAFullTokensRatio, 0.8)
+		}
+		if p.Model.SWAPoolRatio != wantRatio {
+			t.Errorf("%s %s TP%d: swa_pool_ratio %v, want %v (the engine's sliding pool)", c.file, c.d.Engine, c.d.TP, p.Model.SWAPoolRatio, wantRatio)
+		}
 		if p.Model.PoolBytesPerToken != wantField {
 			t.Errorf("%s %s TP%d: pool_bytes_per_token %d, want %d", c.file, c.d.Engine, c.d.TP, p.Model.PoolBytesPerToken, wantField)
 		}
@@ -90,14 +97,15 @@ func TestProfileSlidingLayers(t *testing.T) {
 			continue
 		}
 		for _, bad := range []func(*Profile){
+			func(q *Profile) { q.Model.SWAPoolRatio = 1.5 },
 			func(q *Profile) { q.Model.SlidingLayers = q.Model.Layers + 1 },
 			func(q *Profile) { q.Model.SlidingLayers = -1 },
 			func(q *Profile) { q.Timing.SlidingWindow, q.Timing.DecodePerWindowCtxTokenS = 0, 0 },
 		} {
 			q := *p
 			bad(&q)
-			if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "model.sliding_layers") {
-				t.Errorf("%s: %v, want model.sliding_layers named", c.file, err)
+			if err := q.Validate(); err == nil || !(strings.Contains(err.Error(), "model.sliding_layers") || strings.Contains(err.Error(), "model.swa_pool_ratio")) {
+				t.Errorf("%s: %v, want the field named", c.file, err)
 			}
 		}
 	}
