@@ -41,10 +41,11 @@ func swaCapacity(w *Worker) int64 {
 }
 
 // swaHoldOf is what r holds of the sliding pool now: its window and, while
-// it prefills, its next chunk.
+// it prefills, its next chunk (a DecodeOnly request's prompt arrives
+// computed: its window alone).
 func (w *Worker) swaHoldOf(r *Request) int64 {
 	hold := int64(min(r.Input+max(r.Output, 1), w.tm.SlidingWindow))
-	if r.Stage == StagePrefill || r.Stage == StageWaiting || r.Stage == StageNew {
+	if r.Kind != DecodeOnly && (r.Stage == StagePrefill || r.Stage == StageWaiting || r.Stage == StageNew) {
 		hold += int64(min(max(r.Uncached()-r.prefilled, 0), w.cfg.ChunkTokens))
 	}
 	// A request the pool cannot hold alone runs with what it can (SGLang

@@ -64,6 +64,26 @@ func TestSGLangSWAPoolHolds(t *testing.T) {
 	}
 }
 
+// A decoder's reservations hold their windows alone: with 50 sliding
+// slots (0.05 of 1,000) and a 32-token window, a second 100-token
+// reservation waits until the first request ends, though the full pool
+// has room for both (210 of 1,000).
+func TestSGLangSWAPoolGatesReservations(t *testing.T) {
+	w, _ := New(swaConfig(0.05, 1000))
+	a := &Request{ID: 1, Kind: DecodeOnly, Input: 100, Output: 5}
+	b := &Request{ID: 2, Kind: DecodeOnly, Input: 100, Output: 5}
+	w.Reserve(0, a)
+	w.Reserve(0, b)
+	if a.Stage != StageReserved || b.Stage != StageWaiting || w.SWAUsed() != 32 {
+		t.Fatalf("stages %d, %d, %d sliding tokens held; want a reserved, b waiting, 32", a.Stage, b.Stage, w.SWAUsed())
+	}
+	w.StartDecode(0, a)
+	drive(w, 0)
+	if b.Stage != StageReserved || w.SWAUsed() != 32 {
+		t.Errorf("after a ended: b in stage %d, %d sliding tokens held; want reserved, 32", b.Stage, w.SWAUsed())
+	}
+}
+
 // vLLM keeps one block pool for every layer: no sliding pool there.
 func TestSWAPoolIsSGLangs(t *testing.T) {
 	cfg := swaConfig(0.5, 1000)
