@@ -49,6 +49,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"kv-dtype":                         nil, // with --model-config only
 		"engine":                           nil, // with --model-config only
 		"context-length":                   nil, // with --model-config only
+		"swa-full-tokens-ratio":            nil, // with --model-config only: TestSWARatioFlag
 		"scheduler":                        {"--scheduler", "vllm"},
 		"link":                             {"--link", "nvlink"},
 		"mem-fraction-prefill":             {"--mem-fraction-prefill", "0.8"},

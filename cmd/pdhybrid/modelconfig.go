@@ -19,6 +19,7 @@ type modelConfigFlags struct {
 	engine      string
 	scheduler   string
 	contextLen  int
+	swaRatio    float64
 }
 
 func (m *modelConfigFlags) register(fs *pflag.FlagSet) {
@@ -29,6 +30,7 @@ func (m *modelConfigFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&m.kvDType, "kv-dtype", "auto", "with --model-config: KV cache element `type`: auto (the checkpoint's: bf16/fp16 as 16 bits), bf16, fp16 or fp8")
 	fs.StringVar(&m.engine, "engine", "sglang", "with --model-config: the serving `engine` whose KV pool formula and defaults apply: sglang (mem_fraction_static, 8192-token chunks) or vllm (gpu_memory_utilization 0.9, 2048 batched tokens, 256 sequences); it also sets the scheduler unless --scheduler says otherwise")
 	fs.IntVar(&m.contextLen, "context-length", 0, "with --model-config: the served context in `tokens` (SGLang --context-length, vLLM --max-model-len), in [1, 16777216]; 0 = the config's max_position_embeddings (× rope_scaling.factor where the config states YaRN)")
+	fs.Float64Var(&m.swaRatio, "swa-full-tokens-ratio", 0.8, "with --model-config, --engine sglang and a model SGLang serves from two KV pools (GPT-OSS, Llama-4, Gemma-4, MiMo-V2, Step-3.5): SGLang's --swa-full-tokens-ratio, the `ratio` of the sliding layers' pool in tokens to the full layers' pool, in (0, 1]")
 	fs.StringVar(&m.scheduler, "scheduler", "", "the `scheduler` every worker follows: sglang (prefill steps first, its own chunk budget) or vllm (V1: one token budget per step shared by decodes and prefill chunks, decodes first; internal/engine/vllm.go); default: the profile's (built-ins: sglang; --model-config: --engine)")
 }
 
@@ -43,7 +45,8 @@ func (m *modelConfigFlags) check(ck *checks) {
 	ck.num("ep", between(1, 64).is("a number of GPUs"))
 	on := m.path != ""
 	ck.num("context-length", between(1, 1<<24).is("a number of tokens").orZero("the config's"))
-	for _, n := range []string{"tp", "ep", "dp-attention", "kv-dtype", "engine", "context-length"} {
+	ck.num("swa-full-tokens-ratio", above(0).upTo(1).is("a ratio"))
+	for _, n := range []string{"tp", "ep", "dp-attention", "kv-dtype", "engine", "context-length", "swa-full-tokens-ratio"} {
 		ck.only(n, on, "with --model-config")
 	}
 	if on {
@@ -65,7 +68,8 @@ func (m *modelConfigFlags) profile(hardware string) (*model.Profile, error) {
 	if err != nil {
 		return nil, usagef("--hardware: %v", err)
 	}
-	d := model.Deployment{GPU: g, TP: m.tp, EP: m.ep, DPAttention: m.dpAttention, Engine: m.engine, KVBits: 16, MaxModelLen: m.contextLen}
+	d := model.Deployment{GPU: g, TP: m.tp, EP: m.ep, DPAttention: m.dpAttention, Engine: m.engine, KVBits: 16, MaxModelLen: m.contextLen,
+		SWAFullTokensRatio: m.swaRatio}
 	if m.kvDType == "fp8" {
 		d.KVBits = 8
 	}

@@ -375,7 +375,8 @@ func (m *moot) notes() []string {
 // profileKnobs are the sim flags that choose the model or how it is
 // deployed: a sweep over one of them has a latency floor per profile.
 var profileKnobs = map[string]bool{"model-config": true, "model": true, "profile": true, "hardware": true,
-	"tp": true, "ep": true, "dp-attention": true, "kv-dtype": true, "engine": true, "context-length": true}
+	"tp": true, "ep": true, "dp-attention": true, "kv-dtype": true, "engine": true, "context-length": true,
+	"swa-full-tokens-ratio": true}
 
 // sweepsProfile reports whether g's knobs change the profile from cell to
 // cell.

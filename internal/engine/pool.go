@@ -20,6 +20,8 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 		r.locked = false
 		w.demote(r)
 	}
+	w.windowRelease(now, r)
+	w.swaRelease(r)
 	if w.own < 0 || w.reserved < 0 {
 		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))
 	}
@@ -80,6 +82,10 @@ func (w *Worker) grantReservations(now float64) {
 			return
 		}
 		out := int64(max(r.Output, 1))
+		if !w.swaFits(r) {
+			w.countKVWait(r)
+			return
+		}
 		unpinned := w.unpinFor(now, r)
 		w.lockDecodePrefix(now, r)
 		if !w.makeRoomFor(now, int64(r.Input-r.CachedTokens)+out, r.Session) {
@@ -96,6 +102,7 @@ func (w *Worker) grantReservations(now float64) {
 		w.reserved += out
 		w.stats.CachedTokens += int64(r.CachedTokens)
 		r.Stage, r.AdmittedAt = StageReserved, now
+		w.swaTake(r)
 		w.transferring++
 		w.events = append(w.events, Event{Kind: EvReserved, Req: r, Time: now})
 	}

@@ -92,6 +92,8 @@ type Request struct {
 	CachedTokens int    // prompt tokens found in this worker's prefix cache
 	prefilled    int    // uncached prompt tokens computed so far
 	recompute    int    // output tokens to compute again after a preemption (vllm.go)
+	windowFreed  int64  // pool tokens its sliding layers freed behind the window (windowfree.go)
+	swaHold      int64  // what it holds of SGLang's sliding-window pool (swapool.go)
 	matched      int    // prompt blocks its cache match covered
 	lastWhole    uint64 // id of the prompt's last whole block, kept at prefill end
 	sessCounted  bool   // counted in its session's in-flight requests (session.go)

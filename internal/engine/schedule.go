@@ -142,10 +142,14 @@ func (w *Worker) Advance(now float64) {
 				w.events = append(w.events, Event{Kind: EvChunkDone, Req: c.req, Time: end,
 					Tokens: c.req.CachedTokens + c.req.prefilled})
 			}
+			if c.req.swaHold > 0 { // still holding: its next chunk, or its window alone
+				w.swaTake(c.req)
+			}
 		}
 	}
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
+	w.windowAdvance()
 	w.grantReservations(end)
 	w.planNext(end)
 }
@@ -401,6 +405,10 @@ func (w *Worker) admit(now float64, r *Request) bool {
 		out = min(out, 1) // vLLM allocates output slots as it decodes
 	}
 	need := int64(r.Uncached()+r.loaded) + out
+	if !w.swaFits(r) {
+		w.unadmit(now, r)
+		return false
+	}
 	unpinned := w.unpinFor(now, r)
 	if !w.makeRoomFor(now, need+w.vllmAdmitNeed(), r.Session) {
 		w.repin(now, unpinned) // it waits: its session stays as it was
@@ -418,6 +426,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	r.reservedOut = out
 	w.reserved += out
 	r.Stage, r.AdmittedAt = StagePrefill, now
+	w.swaTake(r)
 	r.loadPending = r.loaded > 0
 	w.stats.CachedTokens += int64(cached)
 	return true

@@ -140,6 +140,12 @@ type Worker struct {
 	capacity int64
 	own      int64 // tokens held by requests outside the tree
 	reserved int64 // output tokens promised to admitted requests, not yet generated
+	// windowFreed is the pool tokens running requests' sliding layers
+	// have freed behind their windows (vLLM, windowfree.go).
+	windowFreed int64
+	// swaCap and swaUsed are SGLang's sliding-window pool and what
+	// running requests hold of it (swapool.go); 0, 0 without one.
+	swaCap, swaUsed int64
 
 	waiting  queue // prefill admission queue (Full, PrefillOnly)
 	prealloc queue // decode reservation queue (DecodeOnly)
@@ -221,6 +227,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.PoolTokens = cfg.Profile.KVPoolTokens(0)
 	}
 	w := &Worker{cfg: cfg, tm: cfg.Profile.Timing, mdl: cfg.Profile.Model, capacity: cfg.PoolTokens}
+	w.swaCap = swaCapacity(w)
 	if cfg.PrefixCache || cfg.Session.Enabled || cfg.DecodeRadix {
 		w.tree = radix.New(cfg.BlockSize)
 	}
@@ -250,12 +257,12 @@ func (w *Worker) Role() Role { return w.cfg.Role }
 func (w *Worker) Capacity() int64 { return w.capacity }
 
 // Used is the number of KV tokens in use: requests' own tokens plus the
-// prefix cache.
+// prefix cache, less what sliding layers freed behind their windows.
 func (w *Worker) Used() int64 {
 	if w.tree != nil {
-		return w.own + w.tree.Tokens() + w.tailTokens
+		return w.own + w.tree.Tokens() + w.tailTokens - w.windowFreed
 	}
-	return w.own
+	return w.own - w.windowFreed
 }
 
 // Reserved is the number of output tokens promised to admitted requests.

@@ -28,7 +28,10 @@ type GPU struct {
 	// which is what NVLink GPUs take; PCIe's are NCCL's own latency model
 	// for a ring all-reduce in its LL protocol (the per-layer reductions
 	// are small messages): base 6.6 µs, and 2 ring steps per peer at
-	// 1.0 µs over PCI (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat).
+	// 1.0 µs over PCI (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat);
+	// MI300X's Infinity Fabric takes RCCL's model for it the same way:
+	// base 12.0 µs, 2 ring steps per peer at 0.8 µs (ROCm/rccl, the same
+	// file's tuning_model_5).
 	ScaleUpPeerLatS, ScaleUpBaseLatS float64
 	// SMs is the streaming multiprocessor count where FlashAttention-3's
 	// persistent decode schedule applies (Hopper; 0 elsewhere: vLLM runs
@@ -62,8 +65,8 @@ var gpus = map[string]GPU{
 		Source: "NVIDIA L40S datasheet: BF16 362.05 / FP8 733 TFLOPS dense (733 / 1,466 with sparsity), 48 GB GDDR6 at 864 GB/s, no NVLink, PCIe Gen4 x16 64 GB/s bidirectional; usable bytes assumed 44.4 GiB (not measured); all-reduce latency over PCIe from NCCL's tuning model (src/graph/tuning.cc, ring LL: baseLat 6.6 us + hwLat[PCI] 1.0 us per ring step, 2 steps per peer)"},
 	"mi300x": {Name: "mi300x", DenseBF16: 1307.4e12, DenseFP8: 2614.9e12,
 		HBMBytes: 192e9, UsableBytes: 205_000_000_000, HBMBandwidth: 5.3e12,
-		ScaleUpName: "infinity-fabric", ScaleUpBandwidth: 448e9,
-		Source: "AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOPS dense, 192 GB HBM3 at 5.3 TB/s, 7 Infinity Fabric links of 128 GB/s bidirectional (896 GB/s peer aggregate); usable bytes assumed 191 GiB (not measured)"},
+		ScaleUpName: "infinity-fabric", ScaleUpBandwidth: 448e9, ScaleUpPeerLatS: 1.6e-6, ScaleUpBaseLatS: 12e-6,
+		Source: "AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOPS dense, 192 GB HBM3 at 5.3 TB/s, 7 Infinity Fabric links of 128 GB/s bidirectional (896 GB/s peer aggregate); usable bytes assumed 191 GiB (not measured); all-reduce latency over Infinity Fabric from RCCL's tuning model, the datasheet giving none (ROCm/rccl src/graph/tuning.cc at 0cbce2a7, tuning_model_5, added for MI300X gfx942 8-GPU platforms: ring LL baseLat 12.0 us + hwLat[xGMI, typed NVLink] 0.8 us per ring step, 2 steps per peer)"},
 }
 
 // gpuAliases maps the built-in profiles' hardware names to the table.

@@ -30,6 +30,17 @@ type Model struct {
 	// full layers' KV plus that share of the sliding layers'. 0: the KV of
 	// every layer.
 	PoolBytesPerToken int64 `json:"pool_bytes_per_token,omitempty"`
+	// SlidingLayers is how many of Layers attend only within
+	// Timing.SlidingWindow: their KV behind the window is never read again,
+	// and vLLM frees its blocks while the request runs
+	// (engine/windowfree.go). 0: every layer attends over the whole context.
+	SlidingLayers int `json:"sliding_layers,omitempty"`
+	// SWAPoolRatio is the tokens SGLang's separate sliding-window pool
+	// holds per pool token (its --swa-full-tokens-ratio; the pool counts
+	// the full layers' tokens, PoolBytesPerToken): the engine keeps a
+	// second bound on what running requests hold of their windows
+	// (engine/swapool.go). 0: no separate pool.
+	SWAPoolRatio float64 `json:"swa_pool_ratio,omitempty"`
 }
 
 // PoolBytes is what one token of the KV pool takes.
@@ -257,6 +268,12 @@ func (p *Profile) Validate() error {
 	pos("model.head_dim", float64(p.Model.HeadDim))
 	pos("model.dtype_bytes", float64(p.Model.DTypeBytes))
 	nonneg("model.pool_bytes_per_token", float64(p.Model.PoolBytesPerToken))
+	if r := p.Model.SWAPoolRatio; r < 0 || r > 1 || math.IsNaN(r) || (r > 0 && p.Timing.SlidingWindow <= 0) {
+		errs = append(errs, fmt.Sprintf("model.swa_pool_ratio = %v with timing.sliding_window %d: want 0 (no sliding pool) or a ratio in (0, 1] with a window", r, p.Timing.SlidingWindow))
+	}
+	if n := p.Model.SlidingLayers; n < 0 || n > p.Model.Layers || (n > 0 && p.Timing.SlidingWindow <= 0) {
+		errs = append(errs, fmt.Sprintf("model.sliding_layers = %d with model.layers %d and timing.sliding_window %d: want 0..layers, and a window when > 0", n, p.Model.Layers, p.Timing.SlidingWindow))
+	}
 	pos("hardware.hbm_bytes", float64(p.Hardware.HBMBytes))
 	if p.Hardware.MemFraction <= 0 || p.Hardware.MemFraction > 1 {
 		errs = append(errs, fmt.Sprintf("hardware.mem_fraction = %v, expected in (0, 1]", p.Hardware.MemFraction))

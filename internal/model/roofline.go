@@ -397,6 +397,12 @@ func (d Deployment) Profile(a *Arch, c Coefficients, blockSize int) (*Profile, e
 	}
 	if g.swaPool {
 		p.Model.PoolBytesPerToken = groupPool
+		if p.Timing.SlidingWindow > 0 {
+			p.Model.SWAPoolRatio = d.SWAFullTokensRatio
+		}
+	}
+	if p.Timing.SlidingWindow > 0 {
+		p.Model.SlidingLayers = a.SlidingLayers
 	}
 	if elems%2 != 0 {
 		return nil, fmt.Errorf("%s: KV width %d elements per layer is odd; cannot express it as 2·kv_heads·head_dim", a.Name, elems)

@@ -220,7 +220,9 @@ func TestRooflineTPOverPCIe(t *testing.T) {
 // pays NCCL's ring LL latency over PCIe on each of its 64 all-reduces (two
 // per layer), 6.6 µs + 2.0 µs per peer: 64 × 8.6 = 550.4 µs a step at TP2,
 // 64 × 12.6 = 806.4 µs at TP4; on H100 SXM the 5 µs per peer fitted on
-// NVLink: 64 × 5 = 320 µs at TP2. The decode step's fixed cost is then
+// NVLink: 64 × 5 = 320 µs at TP2; on MI300X RCCL's ring LL latency over
+// Infinity Fabric, 12.0 µs + 1.6 µs per peer: 64 × 13.6 = 870.4 µs at TP2,
+// 64 × 23.2 = 1,484.8 µs at TP8. The decode step's fixed cost is then
 // step 1,106.7 µs + 32 layers × 20 µs + the weights' read (each GPU's half
 // or quarter over its HBM) + that latency.
 func TestAllReduceLatencyPerLink(t *testing.T) {
@@ -231,7 +233,9 @@ func TestAllReduceLatencyPerLink(t *testing.T) {
 		tp   int
 		hbm  float64
 		lat  float64 // the step's all-reduce latency, by hand
-	}{{"l40s", 2, 864e9, 64 * 8.6e-6}, {"l40s", 4, 864e9, 64 * 12.6e-6}, {"h100-sxm", 2, 3.35e12, 64 * 5e-6}} {
+	}{{"l40s", 2, 864e9, 64 * 8.6e-6}, {"l40s", 4, 864e9, 64 * 12.6e-6}, {"h100-sxm", 2, 3.35e12, 64 * 5e-6},
+		// MI300X over Infinity Fabric, RCCL's MI300X model: 12.0 + 1.6·(TP−1) µs.
+		{"mi300x", 2, 5.3e12, 64 * 13.6e-6}, {"mi300x", 8, 5.3e12, 64 * 23.2e-6}} {
 		d := Deployment{GPU: gpu(t, g.name), TP: g.tp}
 		d.defaults(a)
 		weights := float64(d.split(a).weights)

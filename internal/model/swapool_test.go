@@ -56,6 +56,13 @@ func TestSGLangSWAPool(t *testing.T) {
 		if c.swa {
 			wantField = c.perGPU * int64(c.d.TP)
 		}
+		wantRatio := 0.0
+		if c.swa {
+			wantRatio = cmpOrF(c.d.SWAFullTokensRatio, 0.8)
+		}
+		if p.Model.SWAPoolRatio != wantRatio {
+			t.Errorf("%s %s TP%d: swa_pool_ratio %v, want %v (the engine's sliding pool)", c.file, c.d.Engine, c.d.TP, p.Model.SWAPoolRatio, wantRatio)
+		}
 		if p.Model.PoolBytesPerToken != wantField {
 			t.Errorf("%s %s TP%d: pool_bytes_per_token %d, want %d", c.file, c.d.Engine, c.d.TP, p.Model.PoolBytesPerToken, wantField)
 		}
@@ -66,5 +73,40 @@ func TestSGLangSWAPool(t *testing.T) {
 	bad := Deployment{GPU: h, TP: 1, SWAFullTokensRatio: 1.5}
 	if _, err := bad.Profile(arch(t, "gpt-oss-120b.json"), DefaultCoefficients, 16); err == nil || !strings.Contains(err.Error(), "SWA-to-full tokens ratio") {
 		t.Errorf("ratio 1.5: %v, want the ratio named", err)
+	}
+}
+
+// The profile carries the sliding layers for the engine's vLLM freeing
+// (engine/windowfree.go): GPT-OSS-120B 18 of 36 over 128 tokens, Mistral-7B
+// v0.1 all 32 over 4,096, Llama-2 none; a count the model or the window
+// cannot hold is refused with the field named.
+func TestProfileSlidingLayers(t *testing.T) {
+	h := gpu(t, "h200")
+	for _, c := range []struct {
+		file           string
+		layers, window int
+	}{{"gpt-oss-120b.json", 18, 128}, {"mistral-7b-v0.1.json", 32, 4096}, {"llama-2-7b-hf.json", 0, 0}} {
+		p, err := Deployment{GPU: h, TP: 1, Engine: "vllm"}.Profile(arch(t, c.file), DefaultCoefficients, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Model.SlidingLayers != c.layers || p.Timing.SlidingWindow != c.window {
+			t.Errorf("%s: %d sliding layers over %d tokens, want %d over %d", c.file, p.Model.SlidingLayers, p.Timing.SlidingWindow, c.layers, c.window)
+		}
+		if c.layers == 0 {
+			continue
+		}
+		for _, bad := range []func(*Profile){
+			func(q *Profile) { q.Model.SWAPoolRatio = 1.5 },
+			func(q *Profile) { q.Model.SlidingLayers = q.Model.Layers + 1 },
+			func(q *Profile) { q.Model.SlidingLayers = -1 },
+			func(q *Profile) { q.Timing.SlidingWindow, q.Timing.DecodePerWindowCtxTokenS = 0, 0 },
+		} {
+			q := *p
+			bad(&q)
+			if err := q.Validate(); err == nil || !(strings.Contains(err.Error(), "model.sliding_layers") || strings.Contains(err.Error(), "model.swa_pool_ratio")) {
+				t.Errorf("%s: %v, want the field named", c.file, err)
+			}
+		}
 	}
 }
