@@ -130,6 +130,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"isolation-max-p-wait":             append(kvcFlags, "--kvc-preset", "v4", "--isolation-max-p-wait", "7"),
 		"isolation-ttft-slo-ms":            append(kvcFlags, "--kvc-preset", "v4", "--isolation-ttft-slo-ms", "1500"),
 		"isolation-sooner-ratio":           append(kvcFlags, "--kvc-preset", "v4", "--isolation-sooner-ratio", "3"),
+		"isolation-long-prefill":           append(kvcFlags, "--kvc-preset", "v4", "--isolation-long-prefill", "5"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),
 		"conditional-eff-isl-ratio":        with(cond, "--conditional-eff-isl-ratio", "0.6"),

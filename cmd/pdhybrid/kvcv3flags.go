@@ -32,6 +32,7 @@ type kvcV3Flags struct {
 	maxPWait          float64 // with tpotSLO: P's queue in seconds past which the budget yields
 	ttftSLO           float64 // with tpotSLO: the TTFT through P past which the budget yields (ms)
 	soonerRatio       float64 // with ttftSLO: how much sooner D must be for the budget to yield when both miss
+	longPrefill       float64 // with ttftSLO: P's own prefill in seconds past which the budget yields when both miss
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -87,7 +88,7 @@ const (
 	v4SoonerRatio = 2
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
@@ -113,6 +114,7 @@ func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
 
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
 	fs.Float64Var(&v.soonerRatio, "isolation-sooner-ratio", 0, "kvcache-centric, with --isolation-ttft-slo-ms: a prefill over its decoder's stall budget also runs there when through the prefill worker it would miss the TTFT SLO and on the decoder it would take at most 1/this of P's time, though it misses the SLO there too, a `factor` in [0, 1000]; 0 = never (default 0; the v4 preset: 2)")
+	fs.Float64Var(&v.longPrefill, "isolation-long-prefill", 0, "kvcache-centric, with --isolation-ttft-slo-ms: a prefill over its decoder's stall budget also runs there when through the prefill worker it would miss the TTFT SLO, on the decoder it would be no later, and its own prefill would hold P longer than this many `seconds`, in [0, 86400], delaying every request queued behind it there; 0 = never (default 0, also in the v4 preset: measured in docs/kvc-v4.md and not kept)")
 	fs.Float64Var(&v.tpotSLO, "tpot-slo-ms", 0, "kvcache-centric (v3/v4): decode isolation: every GPU that decodes (decoders, prefill workers serving sessions whole) is held to this TPOT in `milliseconds`, in [0, 1000000]: it keeps a stall budget of (SLO − a decode step) × (the mean output − 1) seconds, refilled at (SLO − step)/SLO seconds a second, and a local seed, reseed, large append or a session P would host goes there only while the prefill's time from the profile's cost model fits it (else through P); direct appends and P's prefills draw from it too; and KVC's workers size each prefill chunk to the smallest stall budget of the requests decoding there, decoding instead when none fits, so a long prefill on a GPU no longer stalls its batch past the SLO (docs/kvc-v4.md); 0 = off (default 0; the v4 preset: 12)")
 	fs.Float64Var(&v.ttftSLO, "isolation-ttft-slo-ms", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when through the prefill worker (its queue and the prefill, from the profile's cost model) it would miss this TTFT in `milliseconds`, in [0, 1000000], and on the decoder (its queue and the prefill) it would meet it: isolation would cost the request its TTFT SLO for a stall the workers' slicing still bounds (prefill deflection's trigger, arXiv 2607.02043); 0 = never (default 0; the v4 preset: 2000)")
 	fs.Float64Var(&v.maxPWait, "isolation-max-p-wait", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when the prefill worker has more than this many `seconds` of prefill queued (from the profile's cost model), in [0, 86400]: the queue would cost the request more TTFT than the stall costs the decode batch; 0 = never (default 0; the v4 preset: 20)")
@@ -208,6 +210,8 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 	ck.only("isolation-ttft-slo-ms", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
 	ck.num("isolation-sooner-ratio", between(0, 1000).is("a factor").orZero("never"))
 	ck.only("isolation-sooner-ratio", v.ttftSLO > 0, "with --isolation-ttft-slo-ms above 0")
+	ck.num("isolation-long-prefill", between(0, 86400).is("seconds").orZero("never"))
+	ck.only("isolation-long-prefill", v.ttftSLO > 0, "with --isolation-ttft-slo-ms above 0")
 }
 
 // checkSim checks the flags only register adds: the workers' scheduler
@@ -225,7 +229,7 @@ func (v *kvcV3Flags) checkSim(ck *checks) {
 // isolation and tier costing priced by the workers' cost model, as the
 // simulator's config prices them (sim.KVCv3.config, sim.Config.withTiers).
 func (v *kvcV3Flags) live(cost kvc.StallCost, tiers kvc.TierCost) kvc.V3Config {
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000, SoonerRatio: v.soonerRatio}, Tiers: tiers,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000, SoonerRatio: v.soonerRatio, LongPrefillS: v.longPrefill}, Tiers: tiers,
 		DBudgetTokens: v.budget, Margin: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
 		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife}
@@ -235,5 +239,5 @@ func (v *kvcV3Flags) config() sim.KVCv3 {
 	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass,
 		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
-		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio}
+		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio, IsolationLongPrefillS: v.longPrefill}
 }

@@ -78,6 +78,8 @@ func TestKVCPreset(t *testing.T) {
 		{[]string{"--kvc-preset", "v4", "--isolation-ttft-slo-ms", "0"}, "isolation_sooner_ratio", nil},
 		{[]string{"--kvc-preset", "v4", "--isolation-sooner-ratio", "0"}, "isolation_sooner_ratio", nil},
 		{[]string{"--kvc-preset", "v3"}, "isolation_sooner_ratio", nil},
+		{[]string{"--kvc-preset", "v4"}, "isolation_long_prefill_s", nil}, // measured, not kept
+		{[]string{"--kvc-preset", "v4", "--isolation-long-prefill", "5"}, "isolation_long_prefill_s", 5.0},
 		{[]string{"--kvc-preset", "v4", "--tpot-slo-ms", "0"}, "isolation_ttft_slo_ms", nil},
 		{[]string{"--kvc-preset", "v4"}, "d_prefill_budget_tokens", float64(v3Budget)},
 		{[]string{"--kvc-preset", "v4"}, "whole_on_p", true},
@@ -97,6 +99,8 @@ func TestKVCPreset(t *testing.T) {
 		{"--isolation-max-p-wait", "5", "--kvc-preset", "v3"},   // without --tpot-slo-ms
 		{"--isolation-sooner-ratio", "2", "--kvc-preset", "v3"}, // without --isolation-ttft-slo-ms
 		{"--isolation-sooner-ratio", "-1", "--kvc-preset", "v4"},
+		{"--isolation-long-prefill", "5", "--kvc-preset", "v3"}, // without --isolation-ttft-slo-ms
+		{"--isolation-long-prefill", "-1", "--kvc-preset", "v4"},
 		{"--local-prefill-margin", "5", "--kvc-preset", "v2"},          // without a budget
 		{"--whole-on-p", "--kvc-preset", "v2"},                         // without --local-fallback
 		{"--p-hosts-sessions", "--kvc-preset", "v2"},                   // without --whole-on-p

@@ -80,6 +80,13 @@ type DecodeIsolation struct {
 	// decoder it would take at most 1/SoonerRatio of P's time, though it
 	// misses the SLO there too (0 = never).
 	SoonerRatio float64
+	// LongPrefillS: with TTFTSLOS, a prefill over its decoder's budget also
+	// runs there when through P it would miss the TTFT SLO, on the decoder
+	// it would be no later, and its own prefill would hold P longer than
+	// this many seconds, delaying every request queued behind it there
+	// (0 = never). Measured and not kept in the v4 preset
+	// (docs/kvc-v4.md, "Tried: long prefills on the decoder").
+	LongPrefillS float64
 }
 
 // On reports whether decode isolation is configured.
@@ -267,7 +274,8 @@ func (t *Dispatch) v4PMissesTTFT(d, n, p int) bool {
 	pu := t.pUncached(pw)
 	viaP := c.Cost.queueS(x.load.p[pw]) + c.Cost.PrefillS(pu, t.r.Input-pu)
 	local := c.Cost.queueS(x.load.d[d]) + c.Cost.PrefillS(n, p)
-	miss := viaP > c.TTFTSLOS && (local <= c.TTFTSLOS || c.SoonerRatio > 0 && local*c.SoonerRatio <= viaP)
+	miss := viaP > c.TTFTSLOS && (local <= c.TTFTSLOS || c.SoonerRatio > 0 && local*c.SoonerRatio <= viaP ||
+		c.LongPrefillS > 0 && local <= viaP && c.Cost.PrefillS(pu, t.r.Input-pu) > c.LongPrefillS)
 	if miss && t.paths() {
 		t.note("v4 TTFT SLO %.1f s: through %s %.3f s, on %s %.3f s: local", c.TTFTSLOS, x.p.names[pw], viaP, x.d.names[d], local)
 	}

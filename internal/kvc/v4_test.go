@@ -141,6 +141,22 @@ func playEscapeWorld(t *testing.T, name string, iso DecodeIsolation, turns []esc
 	return x
 }
 
+// TestV4LongPrefillByHand: TestV4TTFTEscapeByHand's world with
+// LongPrefillS. g (12,000 tokens) misses the 1 s SLO both ways, 1.8 s
+// through P and 1.2 s on d0, and its own prefill would hold P 1.2 s. At
+// 1 s that is over the bound and d0 is no later: g runs there; at 1.5 s
+// and with the rule off it stays held. h, 12,000 tokens more, stays held
+// at every bound: at 1 s d0 (2.4 s, behind g) would be later than P
+// (1.8 s). Every other placement is TestV4TTFTEscapeByHand's.
+func TestV4LongPrefillByHand(t *testing.T) {
+	for _, long := range []float64{0, 1, 1.5} {
+		iso := DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: long, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}}
+		playEscapeWorld(t, fmt.Sprintf("long prefill %v", long), iso, []escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true},
+			{"c", 3000, false, false}, {"e", 9000, true, true}, {"f", 3000, false, false}, {"g", 12000, long == 1, false},
+			{"h", 12000, false, false}})
+	}
+}
+
 // TestV4SoonerRatioByHand: TestV4TTFTEscapeByHand's world with
 // SoonerRatio. g (12,000 tokens) misses the 1 s SLO both ways: 1.8 s
 // through P (behind c's and f's 6,000 tokens, 0.6 s) and 1.2 s on d0.

@@ -74,6 +74,8 @@ type KVCv3 struct {
 	IsolationTTFTSLOMs float64 `json:"isolation_ttft_slo_ms,omitempty"`
 	// IsolationSoonerRatio: with IsolationTTFTSLOMs, kvc.DecodeIsolation.SoonerRatio.
 	IsolationSoonerRatio float64 `json:"isolation_sooner_ratio,omitempty"`
+	// IsolationLongPrefillS: with IsolationTTFTSLOMs, kvc.DecodeIsolation.LongPrefillS.
+	IsolationLongPrefillS float64 `json:"isolation_long_prefill_s,omitempty"`
 }
 
 func (v *KVCv3) validate() error {
@@ -85,6 +87,9 @@ func (v *KVCv3) validate() error {
 	}
 	if !(v.IsolationSoonerRatio >= 0 && v.IsolationSoonerRatio <= 1000) {
 		return fmt.Errorf("sim: KVC isolation_sooner_ratio %v, expected a factor in [0, 1000] (0 = off)", v.IsolationSoonerRatio)
+	}
+	if !(v.IsolationLongPrefillS >= 0 && v.IsolationLongPrefillS <= 86400) {
+		return fmt.Errorf("sim: KVC isolation_long_prefill_s %v, expected seconds in [0, 86400] (0 = never)", v.IsolationLongPrefillS)
 	}
 	if !(v.TPOTSLOMs >= 0 && v.TPOTSLOMs <= 1e6) {
 		return fmt.Errorf("sim: KVC tpot_slo_ms %v, expected milliseconds in [0, 1000000] (0 = off)", v.TPOTSLOMs)
@@ -123,7 +128,7 @@ func (v *KVCv3) config(rtt, xfer float64, cost kvc.StallCost) kvc.V3Config {
 	if !v.CountTransfer {
 		xfer = 0
 	}
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
 		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
 }
