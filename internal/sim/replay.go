@@ -47,6 +47,10 @@ type session struct {
 	idleCounted bool
 	closing     bool // its last request has been ingested (SessionEnds)
 	gone        bool // closed: its records are dropped (sessionend.go)
+	// Bit i: a request of it went to worker i (Submit or Reserve, which
+	// alone make a worker's record of a session), so that closing it asks
+	// those workers only (sessionend.go). Pools of over 64 ask every one.
+	onWorkers uint64
 }
 
 // req is one request's life in the simulator.
