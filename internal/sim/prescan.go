@@ -36,8 +36,8 @@ type SessionLasts struct {
 // leaves a session id out. A trace.Reader is read for its ids alone
 // (trace.Reader.NextIDs): the scan needs nothing else of a line.
 func ScanSessionEnds(src Source) (*SessionLasts, error) {
+	var r trace.Request // its hash-id storage is reused line to line
 	next := func() (uint64, int64, bool, error) {
-		var r trace.Request
 		err := src.Next(&r)
 		return hashSession(r.SessionID), r.ChatID, r.SessionID != "", err
 	}
