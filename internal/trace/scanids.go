@@ -92,9 +92,8 @@ func scanIDs(line []byte) (session []byte, chat int64, err error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			session = s
-			if null {
-				session = nil
+			if !null { // a null leaves an earlier value, as decodeRequest has it
+				session = s
 			}
 		case fChat:
 			v, err := d.intField("chat_id")

@@ -59,6 +59,7 @@ func TestScanIDsMatchesDecode(t *testing.T) {
 		{line: `{"chat_id":4,"hash_ids":[1, 2 ,3],"session_id":"b\u0041"}`, session: "bA", chat: 4},
 		{line: `{"chat_id":5,"session_id":null}`, chat: 5},
 		{line: `{"session_id":"x","chat_id":5,"session_id":"y","chat_id":6}`, session: "y", chat: 6},
+		{line: `{"session_id":"x","chat_id":5,"session_id":null}`, session: "x", chat: 5},
 		{line: `{"chat_id":7,"hash_ids":["]",1],"session_id":"c"}`, session: "c", chat: 7}, // a string in the array: the bracket search is not trusted
 		{line: `{"chat_id":8,"hash_ids":[[1],2],"session_id":"d"}`, session: "d", chat: 8},
 		{line: `{"chat_id":9,"extra":{"a":[1,{"b":"]"}]},"session_id":"e"}`, session: "e", chat: 9},
