@@ -133,7 +133,9 @@ func (t *Dispatch) Finished(ok bool) {
 	if !t.expect("Finished", t.stage != stEnded) {
 		return
 	}
-	t.x.traced("Finished %s", verdict(ok, "ok", "failed"))
+	if t.x.trace != nil { // the arguments are boxed before traced looks
+		t.x.traced("Finished %s", verdict(ok, "ok", "failed"))
+	}
 	x := t.x
 	t.stage = stEnded
 	x.open--
@@ -215,7 +217,9 @@ func (t *Dispatch) Prefill() int { return t.chosenP }
 // tracking belief the router forgets it was there; never-shrink keeps
 // believing (the seed, F9).
 func (x *Dispatcher) SessionEvicted(d int, session string) {
-	x.traced("SessionEvicted d%d %s", d, session)
+	if x.trace != nil { // the arguments are boxed before traced looks
+		x.traced("SessionEvicted d%d %s", d, session)
+	}
 	if x.cfg.Belief != BeliefTrack {
 		return
 	}

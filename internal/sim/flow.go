@@ -146,6 +146,7 @@ func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 	r.startAt = s.now
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
 		Session: r.t.SessionID, KeepSession: keep, Tag: r}
+	s.onWorker(r, r.d)
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
 		return false
@@ -156,8 +157,17 @@ func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 	return true
 }
 
+// onWorker notes that r's session may have a record on worker i from now
+// on (closeSession asks only such workers to forget it).
+func (s *Sim) onWorker(r *req, i int) {
+	if i < 64 {
+		r.sess.onWorkers |= 1 << i
+	}
+}
+
 // submitPrefill hands r to its prefill worker.
 func (s *Sim) submitPrefill(r *req) {
+	s.onWorker(r, r.p)
 	if err := s.workers[r.p].Submit(s.now, r.pe); err != nil {
 		s.failLegs(r, reason(err, s.workers[r.p].Name()))
 		return
@@ -194,6 +204,7 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 		r.x.Refused(reason(err, s.workers[r.p].Name()))
 		return false
 	}
+	s.onWorker(r, r.d)
 	if err := s.workers[r.d].Reserve(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
 		return false

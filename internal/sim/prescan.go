@@ -33,25 +33,35 @@ type SessionLasts struct {
 
 // ScanSessionEnds reads src to its end and returns which requests end
 // their sessions; nil (and no error) when the stream reuses a chat id or
-// leaves a session id out.
+// leaves a session id out. A trace.Reader is read for its ids alone
+// (trace.Reader.NextIDs): the scan needs nothing else of a line.
 func ScanSessionEnds(src Source) (*SessionLasts, error) {
+	var r trace.Request // its hash-id storage is reused line to line
+	next := func() (uint64, int64, bool, error) {
+		err := src.Next(&r)
+		return hashSession(r.SessionID), r.ChatID, r.SessionID != "", err
+	}
+	if ids, ok := src.(idSource); ok {
+		next = func() (uint64, int64, bool, error) {
+			sess, chat, err := ids.NextIDs()
+			return hashSessionBytes(sess), chat, len(sess) > 0, err
+		}
+	}
 	last := map[uint64]int32{}
-	chats := map[int64]struct{}{}
-	var r trace.Request
+	var chats chatSet
 	n := 0
 	for {
-		err := src.Next(&r)
+		h, chat, hasSession, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := chats[r.ChatID]; dup || r.SessionID == "" || n == math.MaxInt32 {
+		if !chats.add(chat) || !hasSession || n == math.MaxInt32 {
 			return nil, nil
 		}
-		chats[r.ChatID] = struct{}{}
-		last[hashSession(r.SessionID)] = int32(n)
+		last[h] = int32(n)
 		n++
 	}
 	l := &SessionLasts{bits: make([]uint64, (n+63)/64), n: n}
@@ -61,11 +71,64 @@ func ScanSessionEnds(src Source) (*SessionLasts, error) {
 	return l, nil
 }
 
+// idSource reads a request's session and chat ids without the rest of its
+// line (trace.Reader).
+type idSource interface {
+	NextIDs() (session []byte, chat int64, err error)
+}
+
+// chatSet is the chat ids the scan has seen: a bit each for ids from 0 up
+// to 64 per request seen (traces number chats 0, 1, 2, … in file order), a
+// map for the rest, so its memory stays within 8 bytes a request.
+type chatSet struct {
+	bits  []uint64
+	n     int
+	other map[int64]struct{}
+}
+
+// add records id and says whether it was new.
+func (c *chatSet) add(id int64) bool {
+	c.n++
+	if id >= 0 && id < 64*int64(c.n)+1<<16 {
+		w := int(id / 64)
+		if w >= len(c.bits) {
+			c.bits = append(c.bits, make([]uint64, max(w+1-len(c.bits), len(c.bits)))...)
+		}
+		m := uint64(1) << (id % 64)
+		if c.bits[w]&m != 0 {
+			return false
+		}
+		c.bits[w] |= m
+		if _, dup := c.other[id]; dup {
+			return false // seen when the bits did not reach it yet
+		}
+		return true
+	}
+	if _, dup := c.other[id]; dup {
+		return false
+	}
+	if c.other == nil {
+		c.other = map[int64]struct{}{}
+	}
+	c.other[id] = struct{}{}
+	return true
+}
+
 // hashSession is FNV-1a of a session id.
 func hashSession(id string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(id); i++ {
 		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// hashSessionBytes is hashSession of the id's bytes.
+func hashSessionBytes(id []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range id {
+		h ^= uint64(c)
 		h *= 1099511628211
 	}
 	return h

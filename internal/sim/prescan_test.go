@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"reflect"
@@ -85,5 +86,64 @@ func TestScanSessionEnds(t *testing.T) {
 	}
 	if src := (*SessionLasts)(nil).Source(&SliceSource{Reqs: reqs}); sessionEnds(src) != nil {
 		t.Error("no scan: the source answers SessionEnds")
+	}
+}
+
+// TestScanOfAFileReadsIDsOnly: a scan of a trace file (trace.Reader, read
+// for its ids alone) marks what a scan of the same requests in memory
+// (decoded whole) marks.
+func TestScanOfAFileReadsIDsOnly(t *testing.T) {
+	stored, _ := collect(t, groupsStream(t, nil))
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, stored.H)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range stored.Reqs {
+		if err := w.Write(&stored.Reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ScanSessionEnds(&SliceSource{H: stored.H, Reqs: stored.Reqs})
+	if err != nil || want == nil {
+		t.Fatal(want, err)
+	}
+	rd, err := trace.NewReader(bytes.NewReader(buf.Bytes()), "g.jsonl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ScanSessionEnds(rd)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("file scan: %v, %v; want the in-memory scan's marks", got, err)
+	}
+	bad, err := trace.NewReader(bytes.NewReader(append(buf.Bytes(), "{\"chat_id\":\n"...)), "g.jsonl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ScanSessionEnds(bad); l != nil || err == nil {
+		t.Errorf("a malformed last line: got %v, %v, want its error", l, err)
+	}
+}
+
+// TestChatSetFindsEveryReuse: chat ids far past the dense bits, negative
+// ones, and one that went to the map before the bits grew to reach it.
+func TestChatSetFindsEveryReuse(t *testing.T) {
+	var c chatSet
+	ids := []int64{0, 1, 200000, -5, 1 << 40, 2, 3}
+	for _, id := range ids {
+		if !c.add(id) {
+			t.Fatalf("%d: new, called a reuse", id)
+		}
+	}
+	for i := int64(4); i < 10000; i++ { // the bits grow past 200000
+		c.add(i * 100)
+	}
+	for _, id := range ids {
+		if c.add(id) {
+			t.Errorf("%d reused, called new", id)
+		}
 	}
 }

@@ -226,8 +226,8 @@ func TestSimProperty(t *testing.T) {
 		if pt, db := s.disp.ActiveLoad(); pt != 0 || db != 0 {
 			t.Fatalf("seed %d (%s): %d prefill tokens and %d decode blocks still counted active at the end", seed, cfg.Mechanism, pt, db)
 		}
-		if s.active != 0 || s.live != 0 || len(s.inflight) != 0 {
-			t.Fatalf("seed %d: active %d live %d in flight %d at the end", seed, s.active, s.live, len(s.inflight))
+		if s.active != 0 || s.live != 0 || s.inflight.Len() != 0 {
+			t.Fatalf("seed %d: active %d live %d in flight %d at the end", seed, s.active, s.live, s.inflight.Len())
 		}
 	}
 	t.Logf("statuses over all runs: %v; runs per mechanism: %v; KVC v3 runs %d", statuses, byMech, v3Runs)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/trace"
@@ -24,7 +25,7 @@ type replay struct {
 	nextAt   float64 // scaled trace time of next
 	lastTS   float64
 	sessions map[string]*session
-	inflight map[int64]*req // released, not yet ended, by chat id
+	inflight idtable.Table[*req] // ingested, not yet ended, by chat id (a slice while chat ids come in order)
 	gate     []*req
 	gateHead int
 	active   int // sent and not ended
@@ -47,6 +48,10 @@ type session struct {
 	idleCounted bool
 	closing     bool // its last request has been ingested (SessionEnds)
 	gone        bool // closed: its records are dropped (sessionend.go)
+	// Bit i: a request of it went to worker i (Submit or Reserve, which
+	// alone make a worker's record of a session), so that closing it asks
+	// those workers only (sessionend.go). Pools of over 64 ask every one.
+	onWorkers uint64
 }
 
 // req is one request's life in the simulator.
@@ -84,7 +89,6 @@ type req struct {
 
 func (s *Sim) initReplay() {
 	s.sessions = map[string]*session{}
-	s.inflight = map[int64]*req{}
 	s.stats.TraceBlockSize = s.src.Header().BlockSize
 	s.readNext()
 }
@@ -136,7 +140,7 @@ func (s *Sim) ingest() error {
 	sess.readers++
 	r.reading = true
 	r.sess = sess
-	s.inflight[r.t.ChatID] = r
+	s.inflight.Put(r.t.ChatID, r)
 	if !s.sampling && !s.quiet { // samples go only to the sink
 		s.sampling = true
 		s.push(event{t: s.now, kind: evSample})
@@ -147,7 +151,7 @@ func (s *Sim) ingest() error {
 	case sess.hasLast && sess.lastChat == r.t.ParentChatID:
 		s.schedRelease(r, max(s.now, sess.lastEnd+s.think(r)))
 	default:
-		if parent, ok := s.inflight[r.t.ParentChatID]; ok && parent != r {
+		if parent, ok := s.inflight.Get(r.t.ParentChatID); ok && parent != r {
 			parent.waiters = append(parent.waiters, r)
 		} else {
 			s.stats.OrphanTurns++
@@ -232,7 +236,7 @@ func (s *Sim) end(r *req) {
 		s.sessionIdle(r.sess)
 	}
 	s.forgetIdle()
-	delete(s.inflight, r.t.ChatID)
+	s.inflight.Delete(r.t.ChatID)
 	r.sess.lastChat, r.sess.lastEnd, r.sess.hasLast = r.t.ChatID, s.now, true
 	// The gate first: requests already waiting there go before next turns
 	// released by this ending (FIFO).

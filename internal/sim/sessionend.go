@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // Closing sessions whose last turn has ended. A trace never says that a
 // session ended, so by default every session ever seen keeps a record in
 // the replay, the trace checker, the control plane and the decoders (about
@@ -29,6 +31,10 @@ func sessionEnds(src Source) SessionEnds {
 	return nil
 }
 
+// closeAsksEveryWorker makes closeSession ask every worker to forget the
+// session, not only those its requests went to (a test compares the two).
+var closeAsksEveryWorker = false
+
 // closeSession drops every record of a session whose last request ended.
 func (s *Sim) closeSession(sess *session) {
 	id := sess.id
@@ -38,8 +44,14 @@ func (s *Sim) closeSession(sess *session) {
 	delete(s.lastSync, id)
 	s.checked.chk.Forget(id)
 	s.disp.CloseSession(id)
-	for _, w := range s.workers {
-		w.ForgetSession(id)
+	if closeAsksEveryWorker || len(s.workers) > 64 {
+		for _, w := range s.workers {
+			w.ForgetSession(id)
+		}
+	} else {
+		for m := sess.onWorkers; m != 0; m &= m - 1 { // the workers that may hold a record of it
+			s.workers[bits.TrailingZeros64(m)].ForgetSession(id)
+		}
 	}
 	s.stats.closedSessions++
 }

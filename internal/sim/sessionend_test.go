@@ -72,6 +72,15 @@ func TestClosedSessionsChangeNothing(t *testing.T) {
 			if r1 != 0 || c1 != 0 || h1 != 0 {
 				t.Errorf("%s/%s: after the run the replay holds %d sessions and the checker %d and %d chats, want none", cfg.Name, src.name, r1, c1, h1)
 			}
+			closeAsksEveryWorker = true
+			all, _ := forgetRun(t, cfg, src.make(), 0)
+			closeAsksEveryWorker = false
+			for i, w := range closed.workers {
+				if got, want := w.Tracked(), all.workers[i].Tracked(); got != want {
+					t.Errorf("%s/%s: %s holds %d sessions after closing asked the workers the sessions went to, %d after it asked every worker",
+						cfg.Name, src.name, w.Name(), got, want)
+				}
+			}
 			if closed.stats.closedSessions != open.stats.Sessions {
 				t.Errorf("%s/%s: %d sessions closed, want all %d", cfg.Name, src.name, closed.stats.closedSessions, open.stats.Sessions)
 			}

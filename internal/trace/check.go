@@ -77,7 +77,7 @@ type sessState struct {
 // TrackForgets makes the checker keep each session's chat ids, so that
 // Forget can drop them: memory then follows the sessions not forgotten.
 // Call it before the first Accept.
-func (c *Checker) TrackForgets() { c.forgets, c.chats.mapOnly = true, true }
+func (c *Checker) TrackForgets() { c.forgets = true }
 
 // Forget drops a session and its requests (TrackForgets), as if they had
 // never been read: a caller that bounds its memory by forgetting idle
