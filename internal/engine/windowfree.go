@@ -54,9 +54,69 @@ func windowComputed(r *Request) int {
 	return r.Input + r.generated - 1
 }
 
+// windowHoldCap is the most tokens a sliding layer of one request holds at
+// once: the window less the token attending, a step's chunk, one block for
+// a window that does not start on a block boundary, in whole blocks
+// (vLLM's SlidingWindowSpec.max_memory_usage_bytes, cdiv(window − 1 +
+// max_num_batched_tokens, block) + 1 blocks, which its startup check
+// against max_model_len and get_max_concurrency_for_kv_cache_config use
+// for a sliding group).
+func (w *Worker) windowHoldCap() int64 {
+	b := int64(max(w.cfg.BlockSize, 1))
+	n := int64(w.tm.SlidingWindow - 1 + max(w.cfg.ChunkTokens, 1))
+	return (n+b-1)/b*b + b
+}
+
+// windowSkippedNow is the tokens of r the sliding layers do not hold now.
+// While it decodes, those behind its window (windowSkipped). While it
+// prefills, vLLM allocates a sliding layer's slots chunk by chunk and
+// frees what falls behind the window before each chunk (allocate_slots:
+// remove_skipped_blocks, then get_num_blocks_to_allocate from the skipped
+// blocks on), so its prompt's sliding part is never held whole: here r
+// holds from its admission the most it will hold at once, min(prompt −
+// skipped, windowHoldCap), never more as its prefill advances, so that
+// the chunks to come never find the pool over-committed.
+func (w *Worker) windowSkippedNow(r *Request) int64 {
+	c := windowComputed(r)
+	s := w.windowSkipped(c)
+	if r.Stage != StagePrefill {
+		return s
+	}
+	return max(s, int64(r.Input+r.recompute)-w.windowHoldCap())
+}
+
 // windowFreedOf is the pool tokens r's sliding layers have freed.
 func (w *Worker) windowFreedOf(r *Request) int64 {
-	return w.windowSkipped(windowComputed(r)) * int64(w.mdl.SlidingLayers) / int64(w.mdl.Layers)
+	return w.windowSkippedNow(r) * int64(w.mdl.SlidingLayers) / int64(w.mdl.Layers)
+}
+
+// windowAdmitCredit is what r, about to be admitted with its cached prefix
+// matched, needs less of the pool than its whole prompt: the sliding
+// layers' part it will never hold (0 unless this worker frees sliding
+// blocks).
+func (w *Worker) windowAdmitCredit(r *Request) int64 {
+	if !w.windowFrees() {
+		return 0
+	}
+	st := r.Stage
+	r.Stage = StagePrefill
+	f := w.windowFreedOf(r)
+	r.Stage = st
+	return f
+}
+
+// windowPeak is the most pool tokens a request of input prompt tokens and
+// out output tokens holds at once on this worker: all of them at every
+// layer's charge, less, for a worker that frees sliding blocks, the
+// sliding layers' tokens beyond windowHoldCap. A request of an all-sliding
+// model (Mistral-7B with its window on every layer) fits in vLLM when its
+// window does, as here.
+func (w *Worker) windowPeak(input, out int64) int64 {
+	need := input + out
+	if !w.windowFrees() {
+		return need
+	}
+	return need - max(need-w.windowHoldCap(), 0)*int64(w.mdl.SlidingLayers)/int64(w.mdl.Layers)
 }
 
 // windowAdvance frees, after a step, the sliding-layer blocks the running

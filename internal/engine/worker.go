@@ -365,7 +365,7 @@ func (w *Worker) Admissible(r *Request) error {
 	if w.tree != nil {
 		need++
 	}
-	if need > w.capacity {
+	if w.windowPeak(need, 0) > w.capacity {
 		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
 	}
 	return nil
