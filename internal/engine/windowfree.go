@@ -82,7 +82,8 @@ func (w *Worker) windowSkippedNow(r *Request) int64 {
 	if r.Stage != StagePrefill {
 		return s
 	}
-	return max(s, int64(r.Input+r.recompute)-w.windowHoldCap())
+	b := int64(max(w.cfg.BlockSize, 1))
+	return max(s, (int64(r.Input+r.recompute)-w.windowHoldCap())/b*b)
 }
 
 // windowFreedOf is the pool tokens r's sliding layers have freed.
@@ -92,17 +93,17 @@ func (w *Worker) windowFreedOf(r *Request) int64 {
 
 // windowAdmitCredit is what r, about to be admitted with its cached prefix
 // matched, needs less of the pool than its whole prompt: the sliding
-// layers' part it will never hold (0 unless this worker frees sliding
-// blocks).
+// layers' part it will never hold and no running request has counted
+// freed yet (0 unless this worker frees sliding blocks).
 func (w *Worker) windowAdmitCredit(r *Request) int64 {
 	if !w.windowFrees() {
 		return 0
 	}
 	st := r.Stage
 	r.Stage = StagePrefill
-	f := w.windowFreedOf(r)
+	tok := w.windowNewTokens(r, w.windowSkippedNow(r))
 	r.Stage = st
-	return f
+	return w.windowPool(w.windowTok+tok) - w.windowFreed
 }
 
 // windowPeak is the most pool tokens a request of input prompt tokens and
@@ -139,19 +140,18 @@ func (w *Worker) windowSet(r *Request) {
 	if r.Stage != StagePrefill && r.Stage != StageDecoding {
 		return
 	}
-	f := w.windowFreedOf(r)
-	w.windowFreed += f - r.windowFreed
-	r.windowFreed = f
+	w.windowCount(r, w.windowSkippedNow(r))
+	r.windowFreed = w.windowFreedOf(r)
 }
 
 // windowRelease gives back r's freed tokens when it stops running (ends,
 // is preempted or aborted): its blocks are all freed now, and what others
 // took of the sliding ones comes out of the prefix cache.
 func (w *Worker) windowRelease(now float64, r *Request) {
-	if r.windowFreed == 0 {
+	if r.windowBlocks == 0 && r.windowOwn == 0 {
 		return
 	}
-	w.windowFreed -= r.windowFreed
+	w.windowUncount(r)
 	r.windowFreed = 0
 	if w.free() < 0 {
 		w.makeRoomFor(now, 0, "")
