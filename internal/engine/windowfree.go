@@ -14,7 +14,8 @@ package engine
 //
 //	context − skipped · sliding layers / layers
 //
-// and the worker's Used drops by the sum of the second term (windowFreed).
+// and the worker's Used drops by the second term's tokens, a prefix block
+// shared by running requests counted once (windowFreed, windowshare.go).
 //
 // Prefix caching: vLLM keeps a freed block's hash until the block is
 // reused, and a later prompt hits a sliding group's prefix when the last
