@@ -9,7 +9,8 @@ package engine
 // built-in agentic run (docs/fidelity.md) 22.9 % more than the distinct
 // blocks, up to 211,456 sliding tokens at once in a 168,657-token pool.
 // So the freed tokens are kept per prefix block: a block is named by the
-// chain of the request's block ids up to it (ids at equal positions
+// chain of the request's block ids up to it (taken at its admission: the
+// ids may not be read after its prefill) (ids at equal positions
 // behind equal prefixes name the same KV, docs/traces.md), counted once
 // while any running request has it behind its window; the tokens past a
 // request's prompt blocks (its output, its prompt's partial tail) are its
@@ -23,6 +24,24 @@ func windowKey(prev, id uint64) uint64 {
 	return h ^ h>>29 ^ prev<<1
 }
 
+// windowKeysOf is r's chained block keys, taken once while it prefills
+// (Request.Blocks may be read only until its prefill is done) and kept for
+// its run and any run after a preemption; nil without a prefix cache,
+// where nothing is shared, and for a request that never prefills here (a
+// DecodeOnly one: its freed tokens all count as its own).
+func (w *Worker) windowKeysOf(r *Request) []uint64 {
+	if r.windowKeys == nil && r.Stage == StagePrefill && w.tree != nil && len(r.Blocks) > 0 {
+		keys := make([]uint64, len(r.Blocks))
+		h := uint64(0)
+		for i, id := range r.Blocks {
+			h = windowKey(h, id)
+			keys[i] = h
+		}
+		r.windowKeys = keys
+	}
+	return r.windowKeys
+}
+
 // windowPool is the pool tokens tok sliding-layer tokens are.
 func (w *Worker) windowPool(tok int64) int64 {
 	return tok * int64(w.mdl.SlidingLayers) / int64(w.mdl.Layers)
@@ -33,9 +52,7 @@ func (w *Worker) windowPool(tok int64) int64 {
 func (w *Worker) windowSplit(r *Request, skipped int64) (blocks int, own int64) {
 	b := int64(max(w.cfg.BlockSize, 1))
 	n := skipped / b
-	if w.tree != nil { // without a prefix cache nothing is shared
-		blocks = int(min(n, int64(len(r.Blocks))))
-	}
+	blocks = int(min(n, int64(len(w.windowKeysOf(r)))))
 	return blocks, (n - int64(blocks)) * b
 }
 
@@ -45,10 +62,8 @@ func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
 	blocks, own := w.windowSplit(r, skipped)
 	b := int64(max(w.cfg.BlockSize, 1))
 	add := own - r.windowOwn
-	h := r.windowChain
-	for i := r.windowBlocks; i < blocks; i++ {
-		h = windowKey(h, r.Blocks[i])
-		if w.windowRefs[h] == 0 {
+	for _, k := range r.windowKeys[r.windowBlocks:blocks] {
+		if w.windowRefs[k] == 0 {
 			add += b
 		}
 	}
@@ -68,8 +83,8 @@ func (w *Worker) windowCount(r *Request, skipped int64) {
 	}
 	b := int64(max(w.cfg.BlockSize, 1))
 	for ; r.windowBlocks < blocks; r.windowBlocks++ {
-		r.windowChain = windowKey(r.windowChain, r.Blocks[r.windowBlocks])
-		if w.windowRefs[r.windowChain]++; w.windowRefs[r.windowChain] == 1 {
+		k := r.windowKeys[r.windowBlocks]
+		if w.windowRefs[k]++; w.windowRefs[k] == 1 {
 			w.windowTok += b
 		}
 	}
@@ -81,15 +96,13 @@ func (w *Worker) windowCount(r *Request, skipped int64) {
 // windowUncount takes r's count back.
 func (w *Worker) windowUncount(r *Request) {
 	b := int64(max(w.cfg.BlockSize, 1))
-	h := uint64(0)
-	for i := 0; i < r.windowBlocks; i++ {
-		h = windowKey(h, r.Blocks[i])
-		if w.windowRefs[h]--; w.windowRefs[h] <= 0 {
-			delete(w.windowRefs, h)
+	for _, k := range r.windowKeys[:r.windowBlocks] {
+		if w.windowRefs[k]--; w.windowRefs[k] <= 0 {
+			delete(w.windowRefs, k)
 			w.windowTok -= b
 		}
 	}
 	w.windowTok -= r.windowOwn
-	r.windowBlocks, r.windowChain, r.windowOwn = 0, 0, 0
+	r.windowBlocks, r.windowOwn = 0, 0
 	w.windowFreed = w.windowPool(w.windowTok)
 }

@@ -78,3 +78,32 @@ func TestWindowSharesOnlyCachedBlocks(t *testing.T) {
 		t.Errorf("%d pool tokens freed, want 2 · 224 / 2 = 224", w.windowFreed)
 	}
 }
+
+// The owner may reuse a request's block storage once its prefill is done
+// (Request.Blocks): the freed count keeps its own keys, so overwriting
+// the ids then changes nothing, and everything is given back at the end.
+func TestWindowKeysSurviveBlockReuse(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 1 << 20
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	rs := []*Request{
+		{ID: 1, Kind: Full, Input: 256, Output: 200, Blocks: seqBlocks(idRange(1, 12), idRange(101, 4))},
+		{ID: 2, Kind: Full, Input: 256, Output: 200, Blocks: seqBlocks(idRange(1, 12), idRange(201, 4))},
+	}
+	for _, r := range rs {
+		w.Submit(0, r)
+	}
+	w.Advance(0)
+	t1, _ := w.NextTime()
+	w.Advance(t1) // both prefills: the shared 12 blocks are computed by both here, no cache hit
+	for _, r := range rs {
+		for i := range r.Blocks {
+			r.Blocks[i] = 9999 // reused storage
+		}
+	}
+	drive(w, t1)
+	if w.windowFreed != 0 || w.windowTok != 0 || len(w.windowRefs) != 0 {
+		t.Errorf("idle: %d freed, %d tokens, %d blocks counted; want none", w.windowFreed, w.windowTok, len(w.windowRefs))
+	}
+}
