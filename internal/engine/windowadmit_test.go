@@ -103,11 +103,12 @@ func TestVLLMWindowAdmitsTheSlidingLayersWindowOnly(t *testing.T) {
 // A request longer than the pool fits an all-sliding model (Mistral-7B's
 // window on every layer) when its window does, as in vLLM, whose startup
 // check of max_model_len charges a sliding group windowHoldCap only. In a
-// 200-token pool a 300-token prompt with 10 output tokens holds at most
-// 112; it runs in chunks of 64, 64, 64, 64, 44 (4 · 0.0164 + 0.0144 =
+// 200-token pool a 300-token prompt with 10 output tokens needs at most
+// 112 (+ up to a block, as the freed tokens are whole blocks); it runs in chunks of 64, 64, 64, 64, 44 (4 · 0.0164 + 0.0144 =
 // 0.080 to its first token) and 9 decode steps of 0.006 (0.134). With a
-// full layer beside the sliding one it needs 310 − (310 − 112) / 2 = 211
-// tokens: too large, with the message of old. Without sliding layers too.
+// full layer beside the sliding one it needs up to 310 − (310 − 112 − 32)
+// / 2 = 227 tokens: too large, with the message of old. Without sliding
+// layers too.
 func TestVLLMAllSlidingRequestLongerThanThePool(t *testing.T) {
 	for _, c := range []struct {
 		sliding  int
@@ -129,12 +130,47 @@ func TestVLLMAllSlidingRequestLongerThanThePool(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sliding %d: %v", c.sliding, err)
 		}
+		w.Advance(0)
+		// Admitted at once: 300 − ⌊(300 − 112) / 16⌋ · 16 = 124 tokens held
+		// (the freed tokens are whole blocks), 1 reserved for its first token.
+		if w.Used() != 124 || w.Reserved() != 1 {
+			t.Errorf("after admission: %d used, %d reserved; want 124, 1", w.Used(), w.Reserved())
+		}
 		first, done := runChecked(t, w)
 		if !near(first[1], 0.080) || !near(done[1], 0.134) {
 			t.Errorf("first token %v, done %v; want 0.080, 0.134", first[1], done[1])
 		}
 		if w.Used() != 0 || w.windowFreed != 0 {
 			t.Errorf("idle: %d used, %d freed; want 0, 0", w.Used(), w.windowFreed)
+		}
+	}
+}
+
+// The too-large check never lets in a request its own admission could not
+// take: all-sliding, a 300-token prompt with 10 output tokens needs at most
+// 310 − (310 − 112 − 32) = 144 pool tokens; it takes 124 (+1 reserved)
+// at admission. In a 144-token pool it runs to its end; in 143 it is too
+// large.
+func TestVLLMWindowPeakCoversTheAdmission(t *testing.T) {
+	for _, c := range []struct {
+		pool     int64
+		tooLarge bool
+	}{{144, false}, {143, true}, {120, true}} {
+		cfg := windowAdmitProfile(2, c.pool)
+		cfg.Profile.Model.Layers = 2
+		w, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.Submit(0, &Request{ID: 1, Kind: Full, Input: 300, Output: 10})
+		if (err != nil) != c.tooLarge {
+			t.Fatalf("pool %d: %v, want too large %v", c.pool, err, c.tooLarge)
+		}
+		if err != nil {
+			continue
+		}
+		if _, done := runChecked(t, w); len(done) != 1 {
+			t.Errorf("pool %d: the request never ended", c.pool)
 		}
 	}
 }

@@ -107,18 +107,21 @@ func (w *Worker) windowAdmitCredit(r *Request) int64 {
 	return w.windowPool(w.windowTok+tok) - w.windowFreed
 }
 
-// windowPeak is the most pool tokens a request of input prompt tokens and
+// windowPeak bounds the pool tokens a request of input prompt tokens and
 // out output tokens holds at once on this worker: all of them at every
 // layer's charge, less, for a worker that frees sliding blocks, the
-// sliding layers' tokens beyond windowHoldCap. A request of an all-sliding
-// model (Mistral-7B with its window on every layer) fits in vLLM when its
-// window does, as here.
+// sliding layers' tokens beyond windowHoldCap and two blocks more (the
+// freed tokens are whole blocks, and their pool share is rounded down), so
+// that a request this admits is never too large for its own admission. A
+// request of an all-sliding model (Mistral-7B with its window on every
+// layer) fits in vLLM when its window does, as here, within two blocks.
 func (w *Worker) windowPeak(input, out int64) int64 {
 	need := input + out
 	if !w.windowFrees() {
 		return need
 	}
-	return need - max(need-w.windowHoldCap(), 0)*int64(w.mdl.SlidingLayers)/int64(w.mdl.Layers)
+	b := int64(max(w.cfg.BlockSize, 1))
+	return need - w.windowPool(max(need-w.windowHoldCap()-2*b, 0))
 }
 
 // windowAdvance frees, after a step, the sliding-layer blocks the running
