@@ -107,3 +107,34 @@ func TestWindowKeysSurviveBlockReuse(t *testing.T) {
 		t.Errorf("idle: %d freed, %d tokens, %d blocks counted; want none", w.windowFreed, w.windowTok, len(w.windowRefs))
 	}
 }
+
+// Admission counts only the freed blocks no running request counts yet.
+// 460-token pool, one sliding layer of two, 64-token budget (hold cap
+// 112): A's 192-token prompt (blocks 1–12) is cached; B and C (512 tokens:
+// blocks 1–12, then 20 of their own; 100 output tokens) arrive together.
+// B prefills its 320 uncached tokens in five 64-token steps; with its first
+// token (0.1372) it has 480 tokens (30 blocks) behind its window: 240 pool
+// tokens freed, 512 cached + 1 own − 240 = 273 used, 187 free. C's
+// admission would free max(160, ⌊(512 − 112) / 16⌋ · 16) = 400 tokens, 25
+// blocks, but the 12 shared ones B counts already: 13 new, 104 pool
+// tokens, so C needs 320 + 1 − 104 (+ 1 for B's next token) = 218 > 187 and
+// waits for B to end (0.7312). Counting its 25 blocks as new (200) it would
+// need 122 and start at once.
+func TestVLLMWindowAdmitCreditCountsSharedBlocksOnce(t *testing.T) {
+	cfg := windowAdmitProfile(1, 460)
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 192, Output: 2, Blocks: idRange(1, 12)})
+	now, _ := drive(w, 0)
+	b := &Request{ID: 2, Kind: Full, Input: 512, Output: 100, Blocks: seqBlocks(idRange(1, 12), idRange(101, 20))}
+	c := &Request{ID: 3, Kind: Full, Input: 512, Output: 100, Blocks: seqBlocks(idRange(1, 12), idRange(201, 20))}
+	w.Submit(now, b)
+	w.Submit(now, c)
+	drive(w, now)
+	if !near(b.FirstTokenAt, 0.1372) || !near(b.FinishedAt, 0.7312) || !near(c.AdmittedAt, 0.7312) {
+		t.Errorf("B first token %v, done %v; C admitted %v; want 0.1372, 0.7312, 0.7312", b.FirstTokenAt, b.FinishedAt, c.AdmittedAt)
+	}
+	if w.windowFreed != 0 || len(w.windowRefs) != 0 {
+		t.Errorf("idle: %d freed, %d blocks counted; want none", w.windowFreed, len(w.windowRefs))
+	}
+}
