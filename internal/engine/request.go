@@ -89,15 +89,18 @@ type Request struct {
 	LowPriority bool
 	Tag         any // the owner's own data
 
-	CachedTokens int    // prompt tokens found in this worker's prefix cache
-	prefilled    int    // uncached prompt tokens computed so far
-	recompute    int    // output tokens to compute again after a preemption (vllm.go)
-	windowFreed  int64  // pool tokens its sliding layers freed behind the window (windowfree.go)
-	swaHold      int64  // what it holds of SGLang's sliding-window pool (swapool.go)
-	matched      int    // prompt blocks its cache match covered
-	lastWhole    uint64 // id of the prompt's last whole block, kept at prefill end
-	sessCounted  bool   // counted in its session's in-flight requests (session.go)
-	node         int32  // deepest radix node this request holds locked
+	CachedTokens int      // prompt tokens found in this worker's prefix cache
+	prefilled    int      // uncached prompt tokens computed so far
+	recompute    int      // output tokens to compute again after a preemption (vllm.go)
+	windowFreed  int64    // pool tokens its sliding layers freed behind the window (windowfree.go)
+	windowBlocks int      // leading prompt blocks it counts as freed (windowshare.go)
+	windowKeys   []uint64 // its prompt blocks' chained keys, taken at admission
+	windowOwn    int64    // freed tokens past its prompt blocks, its alone
+	swaHold      int64    // what it holds of SGLang's sliding-window pool (swapool.go)
+	matched      int      // prompt blocks its cache match covered
+	lastWhole    uint64   // id of the prompt's last whole block, kept at prefill end
+	sessCounted  bool     // counted in its session's in-flight requests (session.go)
+	node         int32    // deepest radix node this request holds locked
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
 	memo         promptMemo

@@ -219,6 +219,7 @@ func (w *Worker) finish(now float64, r *Request) {
 	w.keepOutput(now, r)
 	w.sessionEnd(now, r)
 	w.freeRequest(now, r)
+	r.windowKeys = nil // never run again
 	w.admitted--
 	r.Stage, r.FinishedAt = StageDone, now
 	w.events = append(w.events, Event{Kind: EvFinished, Req: r, Time: now})
@@ -404,7 +405,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	if w.vllm() {
 		out = min(out, 1) // vLLM allocates output slots as it decodes
 	}
-	need := int64(r.Uncached()+r.loaded) + out
+	need := int64(r.Uncached()+r.loaded) + out - w.windowAdmitCredit(r)
 	if !w.swaFits(r) {
 		w.unadmit(now, r)
 		return false
@@ -426,6 +427,9 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	r.reservedOut = out
 	w.reserved += out
 	r.Stage, r.AdmittedAt = StagePrefill, now
+	if w.windowFrees() {
+		w.windowSet(r)
+	}
 	w.swaTake(r)
 	r.loadPending = r.loaded > 0
 	w.stats.CachedTokens += int64(cached)

@@ -24,7 +24,9 @@ package engine
 // SGLang's first-chunk gate for a long prompt (SGLang counts the window of
 // a prompt's earlier chunks as it locks them, and may shrink a continuing
 // chunk where this waits), and a tombstoned prefix is still matched here
-// (SGLang matches a prefix only where its last window is still cached).
+// (SGLang's match ends at the longest node boundary with a window of
+// untombstoned tokens before it; cached prompts hold no sliding slots
+// here, so nothing here is tombstoned: docs/fidelity.md).
 
 // swaOn reports whether the worker keeps SGLang's sliding pool.
 func (w *Worker) swaOn() bool { return w.swaCap > 0 }

@@ -14,7 +14,8 @@ package engine
 //
 //	context − skipped · sliding layers / layers
 //
-// and the worker's Used drops by the sum of the second term (windowFreed).
+// and the worker's Used drops by the second term's tokens, a prefix block
+// shared by running requests counted once (windowFreed, windowshare.go).
 //
 // Prefix caching: vLLM keeps a freed block's hash until the block is
 // reused, and a later prompt hits a sliding group's prefix when the last
@@ -54,9 +55,73 @@ func windowComputed(r *Request) int {
 	return r.Input + r.generated - 1
 }
 
+// windowHoldCap is the most tokens a sliding layer of one request holds at
+// once: the window less the token attending, a step's chunk, one block for
+// a window that does not start on a block boundary, in whole blocks
+// (vLLM's SlidingWindowSpec.max_memory_usage_bytes, cdiv(window − 1 +
+// max_num_batched_tokens, block) + 1 blocks, which its startup check
+// against max_model_len and get_max_concurrency_for_kv_cache_config use
+// for a sliding group).
+func (w *Worker) windowHoldCap() int64 {
+	b := int64(max(w.cfg.BlockSize, 1))
+	n := int64(w.tm.SlidingWindow - 1 + max(w.cfg.ChunkTokens, 1))
+	return (n+b-1)/b*b + b
+}
+
+// windowSkippedNow is the tokens of r the sliding layers do not hold now.
+// While it decodes, those behind its window (windowSkipped). While it
+// prefills, vLLM allocates a sliding layer's slots chunk by chunk and
+// frees what falls behind the window before each chunk (allocate_slots:
+// remove_skipped_blocks, then get_num_blocks_to_allocate from the skipped
+// blocks on), so its prompt's sliding part is never held whole: here r
+// holds from its admission the most it will hold at once, min(prompt −
+// skipped, windowHoldCap), never more as its prefill advances, so that
+// the chunks to come never find the pool over-committed.
+func (w *Worker) windowSkippedNow(r *Request) int64 {
+	c := windowComputed(r)
+	s := w.windowSkipped(c)
+	if r.Stage != StagePrefill {
+		return s
+	}
+	b := int64(max(w.cfg.BlockSize, 1))
+	return max(s, (int64(r.Input+r.recompute)-w.windowHoldCap())/b*b)
+}
+
 // windowFreedOf is the pool tokens r's sliding layers have freed.
 func (w *Worker) windowFreedOf(r *Request) int64 {
-	return w.windowSkipped(windowComputed(r)) * int64(w.mdl.SlidingLayers) / int64(w.mdl.Layers)
+	return w.windowSkippedNow(r) * int64(w.mdl.SlidingLayers) / int64(w.mdl.Layers)
+}
+
+// windowAdmitCredit is what r, about to be admitted with its cached prefix
+// matched, needs less of the pool than its whole prompt: the sliding
+// layers' part it will never hold and no running request has counted
+// freed yet (0 unless this worker frees sliding blocks).
+func (w *Worker) windowAdmitCredit(r *Request) int64 {
+	if !w.windowFrees() {
+		return 0
+	}
+	st := r.Stage
+	r.Stage = StagePrefill
+	tok := w.windowNewTokens(r, w.windowSkippedNow(r))
+	r.Stage = st
+	return w.windowPool(w.windowTok+tok) - w.windowFreed
+}
+
+// windowPeak bounds the pool tokens a request of input prompt tokens and
+// out output tokens holds at once on this worker: all of them at every
+// layer's charge, less, for a worker that frees sliding blocks, the
+// sliding layers' tokens beyond windowHoldCap and two blocks more (the
+// freed tokens are whole blocks, and their pool share is rounded down), so
+// that a request this admits is never too large for its own admission. A
+// request of an all-sliding model (Mistral-7B with its window on every
+// layer) fits in vLLM when its window does, as here, within two blocks.
+func (w *Worker) windowPeak(input, out int64) int64 {
+	need := input + out
+	if !w.windowFrees() {
+		return need
+	}
+	b := int64(max(w.cfg.BlockSize, 1))
+	return need - w.windowPool(max(need-w.windowHoldCap()-2*b, 0))
 }
 
 // windowAdvance frees, after a step, the sliding-layer blocks the running
@@ -79,19 +144,18 @@ func (w *Worker) windowSet(r *Request) {
 	if r.Stage != StagePrefill && r.Stage != StageDecoding {
 		return
 	}
-	f := w.windowFreedOf(r)
-	w.windowFreed += f - r.windowFreed
-	r.windowFreed = f
+	w.windowCount(r, w.windowSkippedNow(r))
+	r.windowFreed = w.windowFreedOf(r)
 }
 
 // windowRelease gives back r's freed tokens when it stops running (ends,
 // is preempted or aborted): its blocks are all freed now, and what others
 // took of the sliding ones comes out of the prefix cache.
 func (w *Worker) windowRelease(now float64, r *Request) {
-	if r.windowFreed == 0 {
+	if r.windowBlocks == 0 && r.windowOwn == 0 {
 		return
 	}
-	w.windowFreed -= r.windowFreed
+	w.windowUncount(r)
 	r.windowFreed = 0
 	if w.free() < 0 {
 		w.makeRoomFor(now, 0, "")

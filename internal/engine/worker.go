@@ -141,8 +141,12 @@ type Worker struct {
 	own      int64 // tokens held by requests outside the tree
 	reserved int64 // output tokens promised to admitted requests, not yet generated
 	// windowFreed is the pool tokens running requests' sliding layers
-	// have freed behind their windows (vLLM, windowfree.go).
+	// have freed behind their windows (vLLM, windowfree.go): windowTok
+	// sliding-layer tokens, each prefix block counted once however many
+	// running requests share it (windowRefs, windowshare.go).
 	windowFreed int64
+	windowTok   int64
+	windowRefs  map[uint64]int32
 	// swaCap and swaUsed are SGLang's sliding-window pool and what
 	// running requests hold of it (swapool.go); 0, 0 without one.
 	swaCap, swaUsed int64
@@ -365,7 +369,7 @@ func (w *Worker) Admissible(r *Request) error {
 	if w.tree != nil {
 		need++
 	}
-	if need > w.capacity {
+	if w.windowPeak(need, 0) > w.capacity {
 		return fmt.Errorf("%w (%d tokens, pool %d)", ErrTooLarge, need, w.capacity)
 	}
 	return nil
