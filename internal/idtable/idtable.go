@@ -7,7 +7,7 @@
 // half holds nothing, the rest moves down and the base up, so its memory
 // follows the ids between the oldest entry held and the newest, and a get,
 // put or delete is a slice access, not a map's hashing. It is the trace
-// checker's chat table (trace/chattable.go) for any value type.
+// checker's chat table (trace/check.go) and the replay's requests in flight.
 package idtable
 
 // Table is the map; the zero value is empty and ready.

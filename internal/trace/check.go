@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
 )
 
 // Checker verifies a trace's invariants one request at a time, in file order:
@@ -34,7 +36,7 @@ const MaxSeconds = 1e9
 
 type Checker struct {
 	blockSize int
-	chats     chatTable
+	chats     idtable.Table[chatRef] // chat ids come 0, 1, 2, … in file order: a slice over a sliding window, not a map
 	sessIdx   map[string]int32
 	sessions  []sessState
 	nSessions int      // distinct sessions accepted
@@ -53,7 +55,6 @@ type chatRef struct {
 	turn     int32
 	line     int32
 	rejected bool
-	held     bool // set by chatTable
 	ts       float64
 }
 
@@ -90,7 +91,7 @@ func (c *Checker) Forget(session string) {
 		return
 	}
 	for _, id := range c.sessions[i].chats {
-		c.chats.del(id)
+		c.chats.Delete(id)
 	}
 	delete(c.sessIdx, session)
 	c.memo = sessMemo{}
@@ -99,7 +100,7 @@ func (c *Checker) Forget(session string) {
 }
 
 // Tracked is how many sessions and chat ids the checker holds now.
-func (c *Checker) Tracked() (sessions, chats int) { return len(c.sessIdx), c.chats.len() }
+func (c *Checker) Tracked() (sessions, chats int) { return len(c.sessIdx), c.chats.Len() }
 
 // NewChecker checks against the given block size (tokens per hash id); a
 // block size of 0 skips the hash-length check.
@@ -127,7 +128,7 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &Error{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	if prev, dup := c.chats.get(r.ChatID); dup {
+	if prev, dup := c.chats.Get(r.ChatID); dup {
 		bad("chat_id", "%d already used on line %d; expected a chat id unique in the file", r.ChatID, prev.line)
 	}
 	errs = append(errs, CheckNumbers(r, line, c.blockSize)...)
@@ -145,7 +146,7 @@ func (c *Checker) Check(r *Request, line int) []*Error {
 			bad("turn", "got %d, expected 1 for a session root (parent_chat_id -1)", r.Turn)
 		}
 	default:
-		p, ok := c.chats.get(r.ParentChatID)
+		p, ok := c.chats.Get(r.ParentChatID)
 		switch {
 		case !ok:
 			bad("parent_chat_id", "%d does not appear on an earlier line; expected the chat id of the session's previous turn%s", r.ParentChatID, c.forgotNote())
@@ -255,8 +256,8 @@ func (c *Checker) Accept(r *Request, line int) {
 	if r.Timestamp > s.lastTS {
 		s.lastTS = r.Timestamp
 	}
-	if _, dup := c.chats.get(r.ChatID); !dup {
-		c.chats.put(r.ChatID, chatRef{sess: i, turn: int32(r.Turn), line: int32(line), ts: r.Timestamp})
+	if _, dup := c.chats.Get(r.ChatID); !dup {
+		c.chats.Put(r.ChatID, chatRef{sess: i, turn: int32(r.Turn), line: int32(line), ts: r.Timestamp})
 		if c.forgets {
 			s.chats = append(s.chats, r.ChatID)
 		}
@@ -266,8 +267,8 @@ func (c *Checker) Accept(r *Request, line int) {
 // Reject records that r was dropped, so later requests naming it as parent
 // are reported as orphans rather than as pointing at nothing.
 func (c *Checker) Reject(r *Request, line int) {
-	if _, dup := c.chats.get(r.ChatID); !dup {
-		c.chats.put(r.ChatID, chatRef{sess: -1, line: int32(line), rejected: true})
+	if _, dup := c.chats.Get(r.ChatID); !dup {
+		c.chats.Put(r.ChatID, chatRef{sess: -1, line: int32(line), rejected: true})
 	}
 }
 
