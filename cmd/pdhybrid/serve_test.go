@@ -244,21 +244,7 @@ func TestServeDToPSync(t *testing.T) {
 			t.Fatalf("turn %d: %d", turn, resp.StatusCode)
 		}
 	}
-	want := `pdhybrid_dp_syncs_total{outcome="ok: finalize"} 1`
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(b), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %s:\n%s", want, grepLines(string(b), "pdhybrid_dp_syncs_total"))
-		}
-	}
+	waitMetric(t, url, `pdhybrid_dp_syncs_total{outcome="ok: finalize"} 1`, "pdhybrid_dp_syncs_total")
 }
 
 func grepLines(s, sub string) string {
