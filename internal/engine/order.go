@@ -45,7 +45,17 @@ type waitOrder struct {
 	live  int                       // watched requests
 	dirty []*Request                // matches to take again
 	work  uint64                    // requests and entries looked at (Worker.Work)
+	spare [][]watchRef              // emptied watch lists, for reuse (fileWatch)
 }
+
+// maxSpareWatch bounds the emptied watch lists kept for reuse, and
+// maxSpareWatchCap the room of one kept: most slots name one or two
+// requests, so a few small lists serve the next ones, and a list grown
+// under a hot slot is left to the collector.
+const (
+	maxSpareWatch    = 256
+	maxSpareWatchCap = 16
+)
 
 type watchRef struct {
 	r   *Request
@@ -169,12 +179,10 @@ func (w *Worker) watchMatch(r *Request) {
 	r.wait.fresh = true
 	look, lookOK, up, upOK := w.tree.MatchSlots(r.Blocks, r.memo.m)
 	if lookOK {
-		o.watch[look] = append(o.watch[look], watchRef{r: r, gen: r.wait.gen})
-		o.refs++
+		o.fileWatch(look, watchRef{r: r, gen: r.wait.gen})
 	}
 	if upOK {
-		o.watch[up] = append(o.watch[up], watchRef{r: r, gen: r.wait.gen})
-		o.refs++
+		o.fileWatch(up, watchRef{r: r, gen: r.wait.gen})
 	}
 	if o.refs > 4*o.live+4096 {
 		o.compact()
@@ -186,6 +194,30 @@ func (w *Worker) watchMatch(r *Request) {
 			o.fix(r.wait.hidx - 1)
 		}
 	}
+}
+
+// fileWatch adds ref to slot s's watch list. A slot with none takes an
+// emptied list from spare: each waiting request filed a fresh one, an
+// allocation a request on one-turn sessions (KVC v3's shortest-first
+// decoders), and the lists are emptied as fast as they are filed.
+func (o *waitOrder) fileWatch(s radix.Slot, ref watchRef) {
+	refs, ok := o.watch[s]
+	if !ok && len(o.spare) > 0 {
+		refs = o.spare[len(o.spare)-1]
+		o.spare[len(o.spare)-1] = nil
+		o.spare = o.spare[:len(o.spare)-1]
+	}
+	o.watch[s] = append(refs, ref)
+	o.refs++
+}
+
+// spareWatch keeps an emptied watch list for fileWatch, within bounds.
+func (o *waitOrder) spareWatch(refs []watchRef) {
+	if len(o.spare) >= maxSpareWatch || cap(refs) > maxSpareWatchCap {
+		return
+	}
+	clear(refs)
+	o.spare = append(o.spare, refs[:0])
 }
 
 // syncOrder reads the cache's journal and matches again the waiting
@@ -209,6 +241,7 @@ func (w *Worker) syncOrder() {
 				o.dirty = append(o.dirty, r)
 			}
 		}
+		o.spareWatch(refs)
 	}
 	for len(o.dirty) > 0 {
 		r := o.dirty[len(o.dirty)-1]
@@ -235,6 +268,7 @@ func (o *waitOrder) compact() {
 		clear(refs[len(kept):])
 		if len(kept) == 0 {
 			delete(o.watch, s)
+			o.spareWatch(kept)
 			continue
 		}
 		o.watch[s] = kept

@@ -182,6 +182,27 @@ func TestWaitOrderProperty(t *testing.T) {
 				}
 				checkOrder(t, w, now)
 				checkPool(t, w)
+				checkSpareWatch(t, w)
+			}
+		}
+	}
+}
+
+// checkSpareWatch holds the emptied watch lists kept for reuse to their
+// bounds, empty and holding no request (they must not keep one alive).
+func checkSpareWatch(t *testing.T, w *Worker) {
+	t.Helper()
+	o := &w.order
+	if len(o.spare) > maxSpareWatch {
+		t.Fatalf("%d spare watch lists, at most %d", len(o.spare), maxSpareWatch)
+	}
+	for i, l := range o.spare {
+		if len(l) != 0 || cap(l) > maxSpareWatchCap {
+			t.Fatalf("spare watch list %d: len %d cap %d", i, len(l), cap(l))
+		}
+		for _, ref := range l[:cap(l)] {
+			if ref.r != nil {
+				t.Fatalf("spare watch list %d still holds request %d", i, ref.r.ID)
 			}
 		}
 	}

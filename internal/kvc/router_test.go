@@ -1,6 +1,7 @@
 package kvc
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -147,5 +148,52 @@ func TestOverlapMemoFollowsTheIndex(t *testing.T) {
 	}
 	if d := r.pickAmong(m, "t", blocks, nil); d.Overlap != 0 {
 		t.Fatalf("a pick after the reset believes %d blocks", d.Overlap)
+	}
+}
+
+// The memo keeps up to eight workers' overlaps in its own array and more in
+// a slice, carrying what the array held when a larger router uses it; a
+// copy of the memo keeps its own values.
+func TestOverlapMemoBeyondItsArray(t *testing.T) {
+	blocks := chain(1, 10)
+	for _, n := range []int{1, 8, 9, 20} {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("w%d", i)
+		}
+		r := NewRouter(names, PolicyKVAware, Options{IndexBlocks: 1000})
+		for i := 0; i < n; i++ {
+			r.Dispatched(i, "s", blocks[:1+i%10])
+		}
+		m := &overlaps{}
+		for i := 0; i < n; i++ {
+			if got, want := r.overlap(m, i, blocks), 1+i%10; got != want {
+				t.Fatalf("%d workers, w%d: overlap %d, want %d", n, i, got, want)
+			}
+		}
+		if n <= 8 && m.vals != nil {
+			t.Fatalf("%d workers: the memo allocated %d values", n, len(m.vals))
+		}
+		if n > 8 && len(m.vals) != 2*n {
+			t.Fatalf("%d workers: the memo holds %d values, want %d", n, len(m.vals), 2*n)
+		}
+		c := *m
+		r.Dispatched(0, "s", blocks)
+		if got := r.overlap(&c, 0, blocks); got != 10 {
+			t.Fatalf("%d workers: the copy's overlap %d after a dispatch, want 10", n, got)
+		}
+		if n <= 8 && m.small[1] != 1 {
+			t.Fatalf("%d workers: the copy wrote the original's memo (%d)", n, m.small[1])
+		}
+	}
+	// A small router's memo, then a larger one's: what the array held carries.
+	small := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{IndexBlocks: 1000})
+	small.Dispatched(1, "s", blocks[:3])
+	m := &overlaps{}
+	small.overlap(m, 1, blocks)
+	before := m.small
+	m.slots(12)
+	if [16]uint64(m.vals[:16]) != before {
+		t.Fatalf("growing the memo lost what its array held: %v, want %v", m.vals[:16], before)
 	}
 }
