@@ -40,12 +40,12 @@ type waitOrder struct {
 	on    bool       // counts are kept (ShortestFirst or a bypass)
 	heap  []*Request // ShortestFirst: by (unc, seq)
 	seq   uint64
-	watch map[uint64][]watchRef     // matches a change at the slot may move, by slotKey
-	refs  int                       // entries in watch, stale ones included
-	live  int                       // watched requests
-	dirty []*Request                // matches to take again
-	work  uint64                    // requests and entries looked at (Worker.Work)
-	spare [][]watchRef              // emptied watch lists, for reuse (fileWatch)
+	watch map[uint64][]watchRef // matches a change at the slot may move, by slotKey
+	refs  int                   // entries in watch, stale ones included
+	live  int                   // watched requests
+	dirty []*Request            // matches to take again
+	work  uint64                // requests and entries looked at (Worker.Work)
+	spare [][]watchRef          // emptied watch lists, for reuse (fileWatch)
 }
 
 // maxSpareWatch bounds the emptied watch lists kept for reuse, and
