@@ -10,28 +10,29 @@ package kvc
 // walks of the indexes were a tenth of a KVC simulation's time.
 type overlaps struct {
 	// per worker i: at 2i the index version the overlap was computed at (0:
-	// none), at 2i+1 the overlap; in small for up to eight workers (no
-	// allocation a dispatch: two a request were a tenth of KVC v3's
-	// allocations on one-turn sessions), else in vals
-	small [16]uint64
-	vals  []uint64
+	// none), at 2i+1 the overlap; sized with its sibling by sizeMemos
+	vals []uint64
 }
 
-// slots is m's 2n values: small while they fit and vals was never needed,
-// else vals, grown to 2n with what small held carried over. It keeps no
-// pointer into m itself, so a copied Dispatch keeps its own memo.
-func (m *overlaps) slots(n int) []uint64 {
-	if m.vals == nil {
-		if 2*n <= len(m.small) {
-			return m.small[:2*n]
-		}
-		m.vals = make([]uint64, 2*n)
-		copy(m.vals, m.small[:])
+// sizeMemos gives a KVC dispatch's two memos their room in one allocation:
+// each grew its own on first use, two allocations a request, a tenth of
+// KVC v3's on one-turn sessions. The decoders' part is capped at its
+// length, so a router grown at run time (pool.go) moves it to an array of
+// its own instead of writing over the prefill workers' part. Dispatches of
+// the other mechanisms, which never score an index, keep none.
+func (t *Dispatch) sizeMemos() {
+	nd, np := 0, 0
+	if x := t.x.d; x != nil && x.index != nil {
+		nd = 2 * len(x.index)
 	}
-	if len(m.vals) < 2*n {
-		m.vals = append(m.vals, make([]uint64, 2*n-len(m.vals))...)
+	if x := t.x.p; x != nil && x.index != nil {
+		np = 2 * len(x.index)
 	}
-	return m.vals
+	if nd == 0 || np == 0 || t.dOv.vals != nil || t.pOv.vals != nil {
+		return
+	}
+	buf := make([]uint64, nd+np)
+	t.dOv.vals, t.pOv.vals = buf[:nd:nd], buf[nd:]
 }
 
 // overlap is the prefix of blocks that worker i's index holds, from m when
@@ -41,11 +42,13 @@ func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
 	if m == nil {
 		return x.prefix(blocks)
 	}
-	vals := m.slots(len(r.index))
-	if vals[2*i] != x.ver {
-		vals[2*i], vals[2*i+1] = x.ver, uint64(x.prefix(blocks))
+	if len(m.vals) < 2*len(r.index) {
+		m.vals = append(m.vals, make([]uint64, 2*len(r.index)-len(m.vals))...)
 	}
-	return int(vals[2*i+1])
+	if m.vals[2*i] != x.ver {
+		m.vals[2*i], m.vals[2*i+1] = x.ver, uint64(x.prefix(blocks))
+	}
+	return int(m.vals[2*i+1])
 }
 
 // pickD and pickPAmong are the routers' picks for this request's prompt,

@@ -1,7 +1,6 @@
 package kvc
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 )
@@ -151,49 +150,47 @@ func TestOverlapMemoFollowsTheIndex(t *testing.T) {
 	}
 }
 
-// The memo keeps up to eight workers' overlaps in its own array and more in
-// a slice, carrying what the array held when a larger router uses it; a
-// copy of the memo keeps its own values.
-func TestOverlapMemoBeyondItsArray(t *testing.T) {
+// A KVC dispatch's two memos share one array: filling one leaves the other
+// as it was, and a decoder router grown at run time moves the decoders'
+// memo to an array of its own rather than writing over the prefill
+// workers' part.
+func TestOverlapMemosShareOneArray(t *testing.T) {
 	blocks := chain(1, 10)
-	for _, n := range []int{1, 8, 9, 20} {
-		names := make([]string, n)
-		for i := range names {
-			names[i] = fmt.Sprintf("w%d", i)
-		}
-		r := NewRouter(names, PolicyKVAware, Options{IndexBlocks: 1000})
-		for i := 0; i < n; i++ {
-			r.Dispatched(i, "s", blocks[:1+i%10])
-		}
-		m := &overlaps{}
-		for i := 0; i < n; i++ {
-			if got, want := r.overlap(m, i, blocks), 1+i%10; got != want {
-				t.Fatalf("%d workers, w%d: overlap %d, want %d", n, i, got, want)
-			}
-		}
-		if n <= 8 && m.vals != nil {
-			t.Fatalf("%d workers: the memo allocated %d values", n, len(m.vals))
-		}
-		if n > 8 && len(m.vals) != 2*n {
-			t.Fatalf("%d workers: the memo holds %d values, want %d", n, len(m.vals), 2*n)
-		}
-		c := *m
-		r.Dispatched(0, "s", blocks)
-		if got := r.overlap(&c, 0, blocks); got != 10 {
-			t.Fatalf("%d workers: the copy's overlap %d after a dispatch, want 10", n, got)
-		}
-		if n <= 8 && m.small[1] != 1 {
-			t.Fatalf("%d workers: the copy wrote the original's memo (%d)", n, m.small[1])
+	d := NewRouter([]string{"d0", "d1", "d2"}, PolicyKVAware, Options{IndexBlocks: 1000})
+	p := NewRouter([]string{"p0"}, PolicyKVAware, Options{IndexBlocks: 1000})
+	x := &Dispatcher{d: d, p: p}
+	tr := &Dispatch{x: x}
+	tr.sizeMemos()
+	if len(tr.dOv.vals) != 6 || cap(tr.dOv.vals) != 6 || len(tr.pOv.vals) != 2 {
+		t.Fatalf("memos sized %d (cap %d) and %d, want 6 (cap 6) and 2", len(tr.dOv.vals), cap(tr.dOv.vals), len(tr.pOv.vals))
+	}
+	p.Dispatched(0, "s", blocks[:4])
+	for i := range 3 {
+		d.Dispatched(i, "s", blocks[:1+i])
+	}
+	if got := p.overlap(&tr.pOv, 0, blocks); got != 4 {
+		t.Fatalf("p0: overlap %d, want 4", got)
+	}
+	for i := range 3 {
+		if got := d.overlap(&tr.dOv, i, blocks); got != 1+i {
+			t.Fatalf("d%d: overlap %d, want %d", i, got, 1+i)
 		}
 	}
-	// A small router's memo, then a larger one's: what the array held carries.
-	small := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{IndexBlocks: 1000})
-	small.Dispatched(1, "s", blocks[:3])
-	m := &overlaps{}
-	small.overlap(m, 1, blocks)
-	before := m.small
-	m.slots(12)
-	if [16]uint64(m.vals[:16]) != before {
-		t.Fatalf("growing the memo lost what its array held: %v, want %v", m.vals[:16], before)
+	d.Add("d3")
+	d.Dispatched(3, "s", blocks)
+	if got := d.overlap(&tr.dOv, 3, blocks); got != 10 {
+		t.Fatalf("added d3: overlap %d, want 10", got)
+	}
+	if tr.pOv.vals[0] != p.index[0].ver || tr.pOv.vals[1] != 4 {
+		t.Fatalf("growing the decoders' memo wrote over the prefill memo: %v", tr.pOv.vals)
+	}
+	if got := p.overlap(&tr.pOv, 0, blocks); got != 4 {
+		t.Fatalf("p0 after d3 joined: overlap %d, want 4", got)
+	}
+	// Mechanisms whose routers keep no index keep no memo.
+	none := &Dispatch{x: &Dispatcher{d: NewRouter([]string{"a"}, PolicyDefault, Options{}), p: p}}
+	none.sizeMemos()
+	if none.dOv.vals != nil || none.pOv.vals != nil {
+		t.Fatal("a router with no index got a memo")
 	}
 }
