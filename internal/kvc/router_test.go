@@ -1,6 +1,7 @@
 package kvc
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -192,5 +193,35 @@ func TestOverlapMemosShareOneArray(t *testing.T) {
 	none.sizeMemos()
 	if none.dOv.vals != nil || none.pOv.vals != nil {
 		t.Fatal("a router with no index got a memo")
+	}
+}
+
+// The trace's lines are fmt.Sprintf's for every kind of argument the
+// dispatcher passes; another kind is marked, not silently formatted.
+func TestTraceLineIsSprintf(t *testing.T) {
+	for _, c := range []struct {
+		format string
+		args   []any
+	}{
+		{"Begin %s/%d in=%d out=%d", []any{"sess-1", 3, 512, -1}},
+		{"Reply d%d can=%t direct=%t %s", []any{2, true, false, "session-not-resident"}},
+		{"Accepted %s p%d d%d %s", []any{ActSeed, -1, 4, "direct"}},
+		{"Finished %s", []any{"ok"}},
+		{"SessionEvicted d%d %s", []any{300, ""}},
+		{"TransferLanded", nil},
+	} {
+		if got, want := traceLine(c.format, c.args), fmt.Sprintf(c.format, c.args...); got != want {
+			t.Errorf("%q: traced %q, Sprintf %q", c.format, got, want)
+		}
+	}
+	if got := traceLine("x %v", []any{1.5}); got != "x "+unsupportedTraceArg {
+		t.Errorf("a float argument traced as %q", got)
+	}
+	var lines []string
+	x := &Dispatcher{}
+	x.SetTrace(func(l string) { lines = append(lines, l) })
+	x.traced("Finished %s", "failed")
+	if len(lines) != 1 || lines[0] != "Finished failed" {
+		t.Errorf("trace got %q", lines)
 	}
 }
