@@ -216,6 +216,7 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	case MechDeflect:
 		t.beginDeflect()
 	default:
+		t.sizeMemos()
 		t.beginKVC()
 	}
 	return t

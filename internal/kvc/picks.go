@@ -10,8 +10,29 @@ package kvc
 // walks of the indexes were a tenth of a KVC simulation's time.
 type overlaps struct {
 	// per worker i: at 2i the index version the overlap was computed at (0:
-	// none), at 2i+1 the overlap; one allocation a dispatch
+	// none), at 2i+1 the overlap; sized with its sibling by sizeMemos
 	vals []uint64
+}
+
+// sizeMemos gives a KVC dispatch's two memos their room in one allocation:
+// each grew its own on first use, two allocations a request, a tenth of
+// KVC v3's on one-turn sessions. The decoders' part is capped at its
+// length, so a router grown at run time (pool.go) moves it to an array of
+// its own instead of writing over the prefill workers' part. Dispatches of
+// the other mechanisms, which never score an index, keep none.
+func (t *Dispatch) sizeMemos() {
+	nd, np := 0, 0
+	if x := t.x.d; x != nil && x.index != nil {
+		nd = 2 * len(x.index)
+	}
+	if x := t.x.p; x != nil && x.index != nil {
+		np = 2 * len(x.index)
+	}
+	if nd == 0 || np == 0 || t.dOv.vals != nil || t.pOv.vals != nil {
+		return
+	}
+	buf := make([]uint64, nd+np)
+	t.dOv.vals, t.pOv.vals = buf[:nd:nd], buf[nd:]
 }
 
 // overlap is the prefix of blocks that worker i's index holds, from m when

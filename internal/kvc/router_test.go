@@ -1,6 +1,7 @@
 package kvc
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -147,5 +148,80 @@ func TestOverlapMemoFollowsTheIndex(t *testing.T) {
 	}
 	if d := r.pickAmong(m, "t", blocks, nil); d.Overlap != 0 {
 		t.Fatalf("a pick after the reset believes %d blocks", d.Overlap)
+	}
+}
+
+// A KVC dispatch's two memos share one array: filling one leaves the other
+// as it was, and a decoder router grown at run time moves the decoders'
+// memo to an array of its own rather than writing over the prefill
+// workers' part.
+func TestOverlapMemosShareOneArray(t *testing.T) {
+	blocks := chain(1, 10)
+	d := NewRouter([]string{"d0", "d1", "d2"}, PolicyKVAware, Options{IndexBlocks: 1000})
+	p := NewRouter([]string{"p0"}, PolicyKVAware, Options{IndexBlocks: 1000})
+	x := &Dispatcher{d: d, p: p}
+	tr := &Dispatch{x: x}
+	tr.sizeMemos()
+	if len(tr.dOv.vals) != 6 || cap(tr.dOv.vals) != 6 || len(tr.pOv.vals) != 2 {
+		t.Fatalf("memos sized %d (cap %d) and %d, want 6 (cap 6) and 2", len(tr.dOv.vals), cap(tr.dOv.vals), len(tr.pOv.vals))
+	}
+	p.Dispatched(0, "s", blocks[:4])
+	for i := range 3 {
+		d.Dispatched(i, "s", blocks[:1+i])
+	}
+	if got := p.overlap(&tr.pOv, 0, blocks); got != 4 {
+		t.Fatalf("p0: overlap %d, want 4", got)
+	}
+	for i := range 3 {
+		if got := d.overlap(&tr.dOv, i, blocks); got != 1+i {
+			t.Fatalf("d%d: overlap %d, want %d", i, got, 1+i)
+		}
+	}
+	d.Add("d3")
+	d.Dispatched(3, "s", blocks)
+	if got := d.overlap(&tr.dOv, 3, blocks); got != 10 {
+		t.Fatalf("added d3: overlap %d, want 10", got)
+	}
+	if tr.pOv.vals[0] != p.index[0].ver || tr.pOv.vals[1] != 4 {
+		t.Fatalf("growing the decoders' memo wrote over the prefill memo: %v", tr.pOv.vals)
+	}
+	if got := p.overlap(&tr.pOv, 0, blocks); got != 4 {
+		t.Fatalf("p0 after d3 joined: overlap %d, want 4", got)
+	}
+	// Mechanisms whose routers keep no index keep no memo.
+	none := &Dispatch{x: &Dispatcher{d: NewRouter([]string{"a"}, PolicyDefault, Options{}), p: p}}
+	none.sizeMemos()
+	if none.dOv.vals != nil || none.pOv.vals != nil {
+		t.Fatal("a router with no index got a memo")
+	}
+}
+
+// The trace's lines are fmt.Sprintf's for every kind of argument the
+// dispatcher passes; another kind is marked, not silently formatted.
+func TestTraceLineIsSprintf(t *testing.T) {
+	for _, c := range []struct {
+		format string
+		args   []any
+	}{
+		{"Begin %s/%d in=%d out=%d", []any{"sess-1", 3, 512, -1}},
+		{"Reply d%d can=%t direct=%t %s", []any{2, true, false, "session-not-resident"}},
+		{"Accepted %s p%d d%d %s", []any{ActSeed, -1, 4, "direct"}},
+		{"Finished %s", []any{"ok"}},
+		{"SessionEvicted d%d %s", []any{300, ""}},
+		{"TransferLanded", nil},
+	} {
+		if got, want := traceLine(c.format, c.args), fmt.Sprintf(c.format, c.args...); got != want {
+			t.Errorf("%q: traced %q, Sprintf %q", c.format, got, want)
+		}
+	}
+	if got := traceLine("x %v", []any{1.5}); got != "x "+unsupportedTraceArg {
+		t.Errorf("a float argument traced as %q", got)
+	}
+	var lines []string
+	x := &Dispatcher{}
+	x.SetTrace(func(l string) { lines = append(lines, l) })
+	x.traced("Finished %s", "failed")
+	if len(lines) != 1 || lines[0] != "Finished failed" {
+		t.Errorf("trace got %q", lines)
 	}
 }

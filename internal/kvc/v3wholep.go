@@ -78,8 +78,10 @@ func (t *Dispatch) v3HostOnP(p int) bool {
 // v3HostPick is the prefill worker that would host a new session: the one
 // serving the fewest requests whole, then hosting the fewest sessions
 // (P's router's pick on a tie); −1 when every one is out of service.
+// A lone prefill worker in service is the pick with no walk of its index
+// (pickWorker), a walk per new session whose overlap nobody read.
 func (x *Dispatcher) v3HostPick(r Request) int {
-	p := x.p.Pick(r.Session, r.Blocks).Worker
+	p := x.p.pickWorker(nil, r.Session, r.Blocks)
 	for i := range x.p.names {
 		if x.p.Out(i) {
 			continue
