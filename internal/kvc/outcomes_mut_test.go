@@ -16,6 +16,22 @@ func TestTraceNamesAccepted(t *testing.T) {
 	}
 }
 
+// The trace names Finished and a decoder's SessionEvicted too, each with
+// its arguments (both format their line only when a trace is set).
+func TestTraceNamesFinishedAndEvicted(t *testing.T) {
+	x := kvcDispatcher(ResetDirect, 3)
+	var calls []string
+	x.SetTrace(func(c string) { calls = append(calls, c) })
+	serve(t, x, 1, nil)
+	x.SessionEvicted(2, "gone")
+	got := strings.Join(calls, "\n")
+	for _, want := range []string{"Finished ok", "SessionEvicted d2 gone"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("trace %q names no %q", got, want)
+		}
+	}
+}
+
 // A seed's end of prefill gives its decoder's seed slot back
 // (seed-max-inflight 1).
 func TestSeedSlotFreedAtPrefillDone(t *testing.T) {
