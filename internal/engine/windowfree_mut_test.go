@@ -99,3 +99,18 @@ func TestMutVLLMWindowChunkAfterACachedPrefix(t *testing.T) {
 		t.Errorf("idle: %d freed, %d blocks counted; want none", w.windowFreed, len(w.windowRefs))
 	}
 }
+
+// A prompt computed again after a preemption by recompute holds from its
+// admission at most windowHoldCap of its prompt and recomputed output:
+// 400-token prompt, 40 output tokens to recompute, 64-token budget (hold
+// cap 112): (400 + 40 − 112) = 328 → 320 skipped in 16-token blocks.
+func TestMutWindowSkippedCountsTheRecompute(t *testing.T) {
+	w, err := New(windowAdmitProfile(1, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Request{ID: 1, Kind: Full, Input: 400, Output: 100, Stage: StagePrefill, recompute: 40}
+	if got := w.windowSkippedNow(r); got != 320 {
+		t.Errorf("%d skipped, want 320", got)
+	}
+}
