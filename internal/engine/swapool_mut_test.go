@@ -59,3 +59,21 @@ func TestMutSWAPoolHoldsStepByStep(t *testing.T) {
 		}
 	}
 }
+
+// swaHoldOf of a Full request not yet queued (StageNew) counts its first
+// chunk like a waiting one: min(300 + 10, 32) = 32 and min(300, 2048) =
+// 300, 332 of the 500-token sliding pool. (Admission asks it of waiting
+// requests; StageNew is the stage a request has before Submit.)
+func TestMutSWAHoldOfANewRequest(t *testing.T) {
+	w, err := New(swaConfig(0.5, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Request{ID: 1, Kind: Full, Input: 300, Output: 10}
+	if r.Stage != StageNew {
+		t.Fatalf("stage %d, want StageNew", r.Stage)
+	}
+	if got := w.swaHoldOf(r); got != 332 {
+		t.Errorf("hold %d, want 332", got)
+	}
+}

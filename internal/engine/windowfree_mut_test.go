@@ -114,3 +114,25 @@ func TestMutWindowSkippedCountsTheRecompute(t *testing.T) {
 		t.Errorf("%d skipped, want 320", got)
 	}
 }
+
+// windowPeak of 100 prompt and 50 output tokens: 150 on a worker that
+// frees nothing (SGLang); on vLLM with a 64-token budget (hold cap 112,
+// 16-token blocks) 150 less the sliding half of max(150 − 112 − 32, 0) =
+// 6 tokens, 3: 147. (Admission asks it with no output tokens: vLLM
+// allocates them as it decodes.)
+func TestMutWindowPeakCountsTheOutput(t *testing.T) {
+	for _, c := range []struct {
+		scheduler string
+		peak      int64
+	}{{"sglang", 150}, {"vllm", 147}} {
+		cfg := windowAdmitProfile(1, 1<<20)
+		cfg.Profile.Server.Scheduler = c.scheduler
+		w, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.windowPeak(100, 50); got != c.peak {
+			t.Errorf("%s: peak %d, want %d", c.scheduler, got, c.peak)
+		}
+	}
+}
