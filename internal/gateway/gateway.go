@@ -109,9 +109,10 @@ type Server struct {
 	draining atomic.Bool  // shutting down: /health answers 503 (drain.go)
 	serving  atomic.Int64 // requests being served, the probes and /admin/ aside (drain.go)
 	dtop     dtopState    // D→P snapshot sync (dtop.go)
-	// dispatched counts dispatches (under mu): every 1024th sweeps out
+	// dispatched counts dispatches (atomic: a request without a session
+	// takes the lock only for the sweep): every 1024th sweeps out
 	// sessions idle longer than SessionIdle.
-	dispatched int
+	dispatched atomic.Int64
 	opsState                // metrics, workers' states, limits, the load poller (admin.go)
 	direct     *directRelay // the direct relay, nil when off
 	// sources is the session resolution order, built once (identity.go).

@@ -243,13 +243,17 @@ func (s *Server) serveRequest(ctx context.Context, w http.ResponseWriter, q *req
 // turn's number (1 without a session).
 func (s *Server) countTurn(session string) (turn int) {
 	turn = 1
+	sweep := s.dispatched.Add(1)%1024 == 0
+	if session == "" && !sweep {
+		return turn // nothing under the lock: the common case of a burst without sessions
+	}
 	s.locked(func() {
 		if session != "" {
 			s.turns[session]++
 			turn = s.turns[session]
 			s.seen[session] = time.Now()
 		}
-		if s.dispatched++; s.dispatched%1024 == 0 {
+		if sweep {
 			s.expireSessions(time.Now())
 		}
 	})
@@ -265,11 +269,13 @@ func (s *Server) retryable(q *request, status int) bool {
 func (s *Server) dispatchOnce(ctx context.Context, w http.ResponseWriter, q *request) {
 	s.probeResidency(ctx, q)
 	var d *kvc.Dispatch
+	var first kvc.Action
 	s.locked(func() {
 		d = s.disp.Begin(s.now(), kvc.Request{Session: q.session, Turn: q.turn, Blocks: q.blocks, Input: q.tokens, Output: q.output,
 			Avoid: q.avoid, Parent: q.parent})
+		first = d.Action()
 	})
-	l := s.lifeOf(d)
+	l := s.lifeOf(d, first)
 	defer l.finish(false) // every exit path finishes it; this is the net
 	s.execute(ctx, w, q, l)
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
@@ -20,12 +21,32 @@ type life struct {
 	accepted  bool
 	prefilled bool
 	ended     bool
+	// over mirrors ended for the request's own goroutine to read without
+	// the lock: once true it stays true, so a finish or prefillOver that
+	// sees it has nothing to do (the deferred safety net, mostly).
+	over atomic.Bool
+	// next is the first action, read under Begin's lock (lifeOf): the
+	// executor's first step needs no second trip through the lock.
+	next    kvc.Action
+	hasNext bool
+	// label is the execution-mode label fixed at accept when no later
+	// outcome can change it (mechanisms other than KVC, whose label is
+	// the dispatch's own mode): mode needs no lock then.
+	label string
 }
 
-func (s *Server) lifeOf(d *kvc.Dispatch) *life { return &life{s: s, d: d} }
+// lifeOf is d's life; first is its first action, read under the lock
+// that began it.
+func (s *Server) lifeOf(d *kvc.Dispatch, first kvc.Action) *life {
+	return &life{s: s, d: d, next: first, hasNext: true}
+}
 
 // action is the dispatch's next step.
 func (l *life) action() (a kvc.Action) {
+	if l.hasNext {
+		l.hasNext = false
+		return l.next
+	}
 	l.s.locked(func() { a = l.d.Action() })
 	return a
 }
@@ -38,12 +59,18 @@ func (l *life) accept() {
 	l.s.locked(func() {
 		l.accepted = true
 		l.d.Accepted()
+		if !l.s.kvc() {
+			l.label = l.s.pathMode(l.d.Mode(), l.d.Decoder())
+		}
 	})
 }
 
 // prefillOver: the request's prefill is over (its KV landed on D, or the
 // first byte of its answer came). Once; nothing after its end.
 func (l *life) prefillOver() {
+	if l.over.Load() {
+		return
+	}
 	l.s.locked(func() {
 		if l.accepted && !l.prefilled && !l.ended {
 			l.prefilled = true
@@ -85,9 +112,13 @@ func (l *life) transferFailed() {
 // finish ends the dispatch (ok: completed). Once: a deferred finish(false)
 // after an exit path's own is a no-op.
 func (l *life) finish(ok bool) {
+	if l.over.Load() {
+		return
+	}
 	l.s.locked(func() {
 		if !l.ended {
 			l.ended = true
+			l.over.Store(true)
 			l.d.Finished(ok)
 		}
 	})
@@ -95,6 +126,9 @@ func (l *life) finish(ok bool) {
 
 // mode is the request's execution-mode label.
 func (l *life) mode() (m string) {
+	if l.label != "" {
+		return l.label
+	}
 	l.s.locked(func() { m = l.s.pathMode(l.d.Mode(), l.d.Decoder()) }) // paths.go
 	return m
 }

@@ -24,7 +24,13 @@ import (
 )
 
 type relayLoop struct {
-	epfd    int
+	epfd int
+	// mu guards streams and makes a stream's two registrations one step
+	// for the loop. It is held for a lookup, a registration or an end,
+	// never across a stream's reads and writes: a handler handing its
+	// stream over (addStream) waits for no other stream's I/O. The loop's
+	// goroutine alone touches a stream between its registration and its
+	// end, so pump needs no lock.
 	mu      sync.Mutex
 	streams map[int32]*directStream // by stream id
 	buf     []byte
@@ -90,7 +96,7 @@ func addStream(st *directStream) {
 	if err1 != nil || err2 != nil {
 		// No way to watch them: lost, as cut connections.
 		st.left, st.wEnd = true, true
-		l.finish(st)
+		l.end(st)
 	}
 }
 
@@ -120,10 +126,10 @@ func (l *relayLoop) run(f *os.File, rc syscall.RawConn) {
 }
 
 func (l *relayLoop) handle(evs []unix.EpollEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	for _, ev := range evs {
+		l.mu.Lock()
 		st := l.streams[ev.Pad]
+		l.mu.Unlock()
 		if st == nil {
 			continue // ended earlier in this batch
 		}
@@ -141,7 +147,7 @@ func (l *relayLoop) handle(evs []unix.EpollEvent) {
 	}
 }
 
-// pump moves what it can of st (held lock: l.streams).
+// pump moves what it can of st (on the loop's goroutine).
 func (l *relayLoop) pump(st *directStream) {
 	had := st.sawData
 	for !st.left {
@@ -198,8 +204,15 @@ func (l *relayLoop) told(st *directStream, had bool) {
 	}
 }
 
-// finish takes st off the loop and tells its handler (held lock).
+// finish takes st off the loop and tells its handler.
 func (l *relayLoop) finish(st *directStream) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.end(st)
+}
+
+// end is finish with l.mu held.
+func (l *relayLoop) end(st *directStream) {
 	if _, ok := l.streams[st.id]; !ok {
 		return
 	}

@@ -96,7 +96,7 @@ func TestIdleSessionsExpireEvery1024Dispatches(t *testing.T) {
 	g.locked(func() {
 		g.turns["old"] = 3
 		g.seen["old"] = time.Now().Add(-2 * time.Minute)
-		g.dispatched = 1022
+		g.dispatched.Store(1022)
 	})
 	for _, step := range []struct {
 		n    int
