@@ -109,6 +109,8 @@ type Request struct {
 	loadPending bool
 	hostNode    int32
 	hostLocked  bool
+	// A storage prefetch (storage.go) this request's first step waits for.
+	prefetchWait float64
 
 	// Times on the owner's clock.
 	SubmittedAt   float64

@@ -16,3 +16,27 @@ func (p *Profile) HostLink() (Link, error) {
 	}
 	return l, nil
 }
+
+// StorageLinkName is the profile link a storage backend (SGLang HiCache's
+// L3, --hicache-storage-backend) is reached over, per backend: Mooncake's
+// store (remote DRAM over RDMA) and 3FS (remote NVMe over RDMA).
+var StorageLinkName = map[string]string{
+	"mooncake": "storage-mooncake",
+	"hf3fs":    "storage-3fs",
+}
+
+// StorageBackends are the backends StorageLinkName knows, sorted.
+var StorageBackends = []string{"hf3fs", "mooncake"}
+
+// StorageLink is the profile's link to a storage backend.
+func (p *Profile) StorageLink(backend string) (Link, error) {
+	name, ok := StorageLinkName[backend]
+	if !ok {
+		return Link{}, fmt.Errorf("storage backend %q, expected one of hf3fs, mooncake", backend)
+	}
+	l, ok := p.Links[name]
+	if !ok || l.BandwidthBytes <= 0 {
+		return Link{}, fmt.Errorf("profile %s has no %q link (the %s storage backend's bandwidth)", p.Name, name, backend)
+	}
+	return l, nil
+}
