@@ -17,7 +17,7 @@ package engine
 // Prefetches under prefetch_threshold tokens (256) are not started.
 //
 // Minimal first: one storage pool per worker, with its own capacity, LRU
-// and link (the profile's storage link: bandwidth and setup). Writes to it
+// and link (the storage link, model.Profile.StorageLink: bandwidth and setup). Writes to it
 // are asynchronous and cost no scheduler time. The wait is charged to the
 // prefill step that admits the request (SGLang instead leaves the request
 // in the queue and schedules others meanwhile; the model's step waits, as
@@ -68,6 +68,10 @@ const (
 	DefaultPrefetchTimeoutPerKi = 0.25 // seconds per 1024 tokens
 )
 
+// DefaultStorageRatio sizes a storage pool given no size: this many host
+// pools (pdhybrid's choice; a real store is sized by its own config).
+const DefaultStorageRatio = 4
+
 // StorageConfig gives a worker's host tier a storage tier below it.
 type StorageConfig struct {
 	Enabled bool
@@ -75,7 +79,8 @@ type StorageConfig struct {
 	// (model.StorageLinkName: mooncake, hf3fs).
 	Backend string
 	// SizeBytes is the pool's capacity (SGLang leaves it to the backend's
-	// own configuration); it must exceed the host pool.
+	// own configuration); it must exceed the host pool. Zero takes
+	// DefaultStorageRatio × the host pool.
 	SizeBytes int64
 	Prefetch  PrefetchPolicy
 	// Zero takes SGLang's defaults above.
@@ -109,7 +114,10 @@ func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 		}
 		link = l
 	}
-	capacity := s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+	capacity := int64(DefaultStorageRatio) * host
+	if s.SizeBytes > 0 {
+		capacity = s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+	}
 	if capacity <= host {
 		return nil, fmt.Errorf("engine %s: storage KV pool of %d bytes holds %d tokens, expected more than the host pool's %d (raise --hicache-storage-size)", cfg.Name, s.SizeBytes, capacity, host)
 	}
