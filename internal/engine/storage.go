@@ -191,21 +191,28 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	if beyond < st.threshold {
 		return
 	}
+	if !r.prefetchBegun {
+		r.prefetchBegun, r.prefetchFrom = true, base
+	}
+	// The prefetch reads storage's match from where it began, pages in
+	// order; an earlier attempt's pages are on host already (base).
+	from := min(r.prefetchFrom, base)
+	total := min(int(sm.Tokens), r.Input-1) - from
 	bpt := w.mdl.KVBytesPerToken()
-	doneAt := r.SubmittedAt + st.link.TransferS(int64(beyond)*bpt)
+	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)
 	end := now // best_effort: stop at once
 	switch st.policy {
 	case PrefetchWaitComplete:
 		end = max(now, doneAt)
 	case PrefetchTimeout:
-		end = max(now, min(doneAt, r.SubmittedAt+st.baseS+st.perKiS*float64(beyond)/1024))
+		end = max(now, min(doneAt, r.SubmittedAt+st.baseS+st.perKiS*float64(total)/1024))
 	}
 	bs := w.cfg.BlockSize
 	nb, lastTok := sm.Blocks, sm.Tokens-int64(sm.Blocks-1)*int64(bs)
 	if end < doneAt {
 		// Pages arrive in order; only whole ones count.
 		got := int64((end - r.SubmittedAt - st.link.SetupS) * st.link.BandwidthBytes / float64(bpt))
-		nb, lastTok = (base+int(max(got, 0)))/bs, int64(bs)
+		nb, lastTok = (from+int(max(got, 0)))/bs, int64(bs)
 		if nb*bs <= base {
 			return // nothing past host has arrived
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -207,4 +208,78 @@ func TestStorageConfigErrors(t *testing.T) {
 	if _, err := ParsePrefetchPolicy("eager"); err == nil || !strings.Contains(err.Error(), "best_effort, wait_complete, timeout") {
 		t.Fatalf("ParsePrefetchPolicy(eager): %v", err)
 	}
+}
+
+// TestStorageProperty is TestHiCacheProperty with a storage tier under a
+// small host pool, under each prefetch policy (timeouts short enough to
+// cut prefetches): every pool stays within its capacity, no host or
+// storage path stays locked once nothing is loading, every request ends,
+// and prefetches happen.
+func TestStorageProperty(t *testing.T) {
+	p := testProfile(t)
+	var prefetches int64
+	for seed := uint64(1); seed <= 9; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		pool := 3000 + int64(rng.IntN(3000))
+		sc := StorageConfig{Enabled: true, Backend: "hf3fs", SizeBytes: (pool*2 + int64(rng.IntN(8000))) * p.Model.KVBytesPerToken(),
+			Prefetch: PrefetchPolicy(seed % 3), ThresholdTokens: 16, TimeoutBaseS: 0.001, TimeoutPerKiS: 0.002}
+		w, err := New(Config{Name: "w", Profile: p, BlockSize: 16, PoolTokens: pool,
+			ChunkTokens: 512, MaxRunning: 1 + rng.IntN(6), PrefixCache: true, MixedChunk: seed%2 == 0,
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 1.1 + rng.Float64()*0.5, WritePolicy: WritePolicy(seed % 3), Storage: sc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains := make([][]uint64, 12)
+		var live []*Request
+		now := 0.0
+		for i := 0; i < 400; i++ {
+			now += rng.Float64() * 0.05
+			for {
+				tn, ok := w.NextTime()
+				if !ok || tn > now {
+					break
+				}
+				w.Advance(tn)
+				w.TakeEvents()
+				checkPool(t, w)
+				if w.HostUsed() > w.HostCapacity() || w.StorageUsed() > w.StorageCapacity() {
+					t.Fatalf("seed %d: host holds %d of %d, storage %d of %d", seed, w.HostUsed(), w.HostCapacity(), w.StorageUsed(), w.StorageCapacity())
+				}
+			}
+			if op := rng.IntN(10); op < 8 {
+				s := rng.IntN(len(chains))
+				for k := rng.IntN(30) + 1; k > 0; k-- {
+					chains[s] = append(chains[s], uint64(s)<<40|uint64(len(chains[s])+1))
+				}
+				if len(chains[s])*16 > 2500 {
+					chains[s] = chains[s][:1]
+				}
+				input := (len(chains[s])-1)*16 + 1 + rng.IntN(16)
+				r := &Request{ID: int64(i), Kind: Full, Blocks: append([]uint64(nil), chains[s]...), Input: input,
+					Output: 1 + rng.IntN(60), Session: string(rune('a' + s))}
+				if w.Submit(now, r) == nil {
+					live = append(live, r)
+				}
+			} else if len(live) > 0 {
+				w.Abort(now, live[rng.IntN(len(live))])
+			}
+		}
+		drive(w, now)
+		checkPool(t, w)
+		checkHost(t, w)
+		checkStorage(t, w)
+		for _, r := range live {
+			if r.Stage != StageDone && r.Stage != StageAborted {
+				t.Fatalf("seed %d: request %d left in stage %d", seed, r.ID, r.Stage)
+			}
+		}
+		if w.stats.StorageWrittenTokens == 0 {
+			t.Fatalf("seed %d: nothing was ever written to storage", seed)
+		}
+		prefetches += w.stats.StoragePrefetches
+	}
+	if prefetches == 0 {
+		t.Fatal("no request ever prefetched from storage: the property test exercises no prefetch")
+	}
+	t.Logf("%d prefetches over 9 seeds", prefetches)
 }
