@@ -283,3 +283,27 @@ func TestStorageProperty(t *testing.T) {
 	}
 	t.Logf("%d prefetches over 9 seeds", prefetches)
 }
+
+// A prefetch checked twice (an admission that failed and is retried)
+// counts its pages from where it began: at 2 ms after arrival (2 − 0.1) ms
+// × 37.5 GB/s = 724 tokens have come, 45 whole pages (720 tokens) go to
+// host; at 4 ms 1,487 have, 92 pages (1,472 tokens), not 720 + 1,487.
+func TestStoragePrefetchRetried(t *testing.T) {
+	w := stWorker(t, 20000, StorageConfig{Prefetch: PrefetchBestEffort})
+	a, now := pastHost(t, w)
+	r := &Request{ID: 5, Kind: Full, Session: "a", Blocks: a, Input: 2064, Output: 1, SubmittedAt: now + 1}
+	for _, c := range []struct {
+		at   float64
+		host int
+	}{{0.002, 720}, {0.004, 1472}} {
+		w.stPrefetch(now+1+c.at, r, 0)
+		if got := w.HostPrefixMatch(a, 2064); got != c.host {
+			t.Fatalf("%.0f ms after arrival host holds %d of a's tokens, want %d", c.at*1e3, got, c.host)
+		}
+	}
+	if w.stats.StoragePrefetchedTokens != 1472 {
+		t.Fatalf("prefetched %d tokens in all, want 1472", w.stats.StoragePrefetchedTokens)
+	}
+	checkHost(t, w)
+	checkStorage(t, w)
+}
