@@ -172,6 +172,8 @@ func TestBadValueClasses(t *testing.T) {
 		// flags that do not apply to the mode chosen
 		{"--hicache-ratio", []string{"sim", "--hicache-ratio", "3"}},
 		{"--hicache-storage-backend", []string{"sim", "--hicache-storage-backend", "mooncake"}},
+		{"--hicache-storage-shared", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-shared"}},
+		{"--hicache-storage-shared", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared"}},
 		{"--hicache-storage-prefetch-policy", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-prefetch-policy", "wait_complete"}},
 		{"--hicache-write-policy", []string{"worker", "--hicache-write-policy", "write_back"}},
 		{"--enable-hierarchical-cache", []string{"worker", "--role", "decode", "--enable-hierarchical-cache"}},

@@ -67,6 +67,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"hicache-trim-host-first":          {"--enable-hierarchical-cache", "--hicache-trim-host-first"},
 		"hicache-storage-backend":          {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs"},
 		"hicache-storage-size":             {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-size", "5000"},
+		"hicache-storage-shared":           {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-shared"},
 		"hicache-storage-prefetch-policy":  {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-prefetch-policy", "timeout"},
 		"time-scale":                       {"--time-scale", "2"},
 		"concurrency":                      {"--concurrency", "3"},

@@ -365,6 +365,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		cfg.HiCache = &sim.HiCache{Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: h.WritePolicy.String(), DemoteIdle: h.DemoteIdle, TrimHostFirst: h.TrimHostFirst}
 		if s := h.Storage; s.Enabled {
 			cfg.HiCache.StorageBackend, cfg.HiCache.StorageSizeBytes, cfg.HiCache.StoragePrefetchPolicy = s.Backend, s.SizeBytes, s.Prefetch.String()
+			cfg.HiCache.StorageShared = f.hicache.shared
 		}
 	}
 	return cfg

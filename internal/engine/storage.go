@@ -89,7 +89,20 @@ type StorageConfig struct {
 	TimeoutPerKiS   float64
 	// Link, when its bandwidth is > 0, overrides the profile's.
 	Link model.Link
+	// Pool, when set, is one storage pool shared by every worker given the
+	// same Pool (SGLang's L3 is one store for the cluster): the first
+	// worker built sizes it, each reads it over its own link. Nil: a pool
+	// per worker.
+	Pool *StoragePool
 }
+
+// StoragePool is a storage pool several workers share (StorageConfig.Pool).
+// The workers of one simulation run on one goroutine, as the pool's tree
+// requires.
+type StoragePool struct{ tier *storageTier }
+
+// NewStoragePool is an empty shared pool; the first worker given it sizes it.
+func NewStoragePool() *StoragePool { return &StoragePool{} }
 
 // storageTier is a worker's storage KV pool (L3).
 type storageTier struct {
@@ -106,6 +119,9 @@ type storageTier struct {
 // host tokens.
 func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 	s := cfg.HiCache.Storage
+	if s.Pool != nil && s.Pool.tier != nil {
+		return s.Pool.tier, nil
+	}
 	link := s.Link
 	if link.BandwidthBytes <= 0 {
 		l, err := cfg.Profile.StorageLink(s.Backend)
@@ -131,6 +147,9 @@ func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 	}
 	if st.perKiS <= 0 {
 		st.perKiS = DefaultPrefetchTimeoutPerKi
+	}
+	if s.Pool != nil {
+		s.Pool.tier = st
 	}
 	return st, nil
 }

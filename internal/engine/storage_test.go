@@ -307,3 +307,39 @@ func TestStoragePrefetchRetried(t *testing.T) {
 	checkHost(t, w)
 	checkStorage(t, w)
 }
+
+// Two workers given one StoragePool share it: what the first wrote to
+// storage (its session a, pushed out of its HBM and host) the second, which
+// never saw a, prefetches and loads instead of computing; with a pool each
+// the second computes a.
+func TestStorageSharedPool(t *testing.T) {
+	p := testProfile(t)
+	mk := func(name string, pool *StoragePool) *Worker {
+		w, err := New(Config{Name: name, Profile: p, BlockSize: 16, PoolTokens: 4096, ChunkTokens: 8192, PrefixCache: true,
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 1.5, Storage: StorageConfig{Enabled: true, Backend: "mooncake",
+				SizeBytes: 20000 * p.Model.KVBytesPerToken(), Prefetch: PrefetchWaitComplete, Pool: pool}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	for _, shared := range []bool{false, true} {
+		var pool *StoragePool
+		if shared {
+			pool = NewStoragePool()
+		}
+		w1, w2 := mk("w1", pool), mk("w2", pool)
+		a, now := pastHost(t, w1)
+		r, _ := turn(t, w2, now+1, 5, "a", a, 2064, 1)
+		want := 0
+		if shared {
+			want = 2048
+		}
+		if r.CachedTokens != want || w2.stats.StoragePrefetchedTokens != int64(want) {
+			t.Fatalf("shared %v: w2 found %d tokens cached (%d prefetched), want %d", shared, r.CachedTokens, w2.stats.StoragePrefetchedTokens, want)
+		}
+		if got := w1.host.store == w2.host.store; got != shared {
+			t.Fatalf("shared %v: one pool %v", shared, got)
+		}
+	}
+}

@@ -28,6 +28,9 @@ type HiCache struct {
 	StorageBackend        string `json:"storage_backend,omitempty"`
 	StorageSizeBytes      int64  `json:"storage_size_bytes,omitempty"`
 	StoragePrefetchPolicy string `json:"storage_prefetch_policy,omitempty"`
+	// StorageShared: one storage pool for every worker of the run
+	// (--hicache-storage-shared), as SGLang's L3 is one store.
+	StorageShared bool `json:"storage_shared,omitempty"`
 }
 
 // engineConfig is the tier as the engine takes it (none for nil).
@@ -46,6 +49,9 @@ func (h *HiCache) engineConfig() (engine.HiCacheConfig, error) {
 			return engine.HiCacheConfig{}, fmt.Errorf("sim: hicache storage: %w", err)
 		}
 		hc.Storage = engine.StorageConfig{Enabled: true, Backend: h.StorageBackend, SizeBytes: h.StorageSizeBytes, Prefetch: pp}
+		if h.StorageShared {
+			hc.Storage.Pool = engine.NewStoragePool() // every worker's config carries this one
+		}
 	}
 	return hc, nil
 }
