@@ -166,8 +166,15 @@ func TestBadValueClasses(t *testing.T) {
 		{"--hicache-size", []string{"sim", "--enable-hierarchical-cache", "--hicache-size", "10"}},    // smaller than the HBM pool
 		{"--hicache-size", []string{"worker", "--enable-hierarchical-cache", "--hicache-size", "10"}}, // likewise
 		{"--hicache-ratio", []string{"bench", "--enable-hierarchical-cache", "--hicache-ratio", "3", "--hicache-size", "500"}},
+		{"--hicache-storage-backend", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "nfs"}},
+		{"--hicache-storage-prefetch-policy", []string{"bench", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-prefetch-policy", "eager"}},
+		{"--hicache-storage-size", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-size", "-1"}},
 		// flags that do not apply to the mode chosen
 		{"--hicache-ratio", []string{"sim", "--hicache-ratio", "3"}},
+		{"--hicache-storage-backend", []string{"sim", "--hicache-storage-backend", "mooncake"}},
+		{"--hicache-storage-shared", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-shared"}},
+		{"--hicache-storage-shared", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared"}},
+		{"--hicache-storage-prefetch-policy", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-prefetch-policy", "wait_complete"}},
 		{"--hicache-write-policy", []string{"worker", "--hicache-write-policy", "write_back"}},
 		{"--enable-hierarchical-cache", []string{"worker", "--role", "decode", "--enable-hierarchical-cache"}},
 		{"--rate", []string{"trace", "convert", "--from", "weka", "--rate", "0.005", tr}},

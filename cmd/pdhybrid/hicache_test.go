@@ -75,3 +75,43 @@ func TestSweepHierarchicalCacheKnob(t *testing.T) {
 		}
 	}
 }
+
+// TestSimHiCacheStorage: --hicache-storage-backend puts a storage tier
+// under naive PD's prefill worker's host tier; with a host pool barely
+// larger than HBM, sessions the host drops come back from storage
+// (prefetched, then loaded), so the worker computes fewer tokens than with
+// host alone, and the run files name the backend and policy.
+func TestSimHiCacheStorage(t *testing.T) {
+	run := func(extra ...string) (map[string]any, map[string]any) {
+		dir := filepath.Join(t.TempDir(), "run")
+		args := append([]string{"sim", "--mechanism", "pd-disaggregation", "--synth-sessions", "8", "--synth-requests", "120",
+			"--mem-fraction-prefill", "0.45", "--enable-hierarchical-cache", "--hicache-ratio", "1.05", "--out", dir}, extra...)
+		if _, se, err := runCLI(args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, se)
+		}
+		var sum, cfg map[string]any
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return sum["workers"].(map[string]any)["prefill-0"].(map[string]any), cfg
+	}
+	hostOnly, _ := run()
+	withSt, cfg := run("--hicache-storage-backend", "mooncake", "--hicache-storage-prefetch-policy", "wait_complete")
+	if h, _ := cfg["hicache"].(map[string]any); h["storage_backend"] != "mooncake" || h["storage_prefetch_policy"] != "wait_complete" {
+		t.Fatalf("config.json: hicache %v, want storage_backend mooncake, storage_prefetch_policy wait_complete", cfg["hicache"])
+	}
+	if _, ok := hostOnly["host"].(map[string]any)["storage"]; ok {
+		t.Fatal("summary.json without storage reports a storage tier")
+	}
+	st, _ := withSt["host"].(map[string]any)["storage"].(map[string]any)
+	if st == nil || st["prefetched_tokens"].(float64) <= 0 || st["written_tokens"].(float64) <= 0 {
+		t.Fatalf("prefill-0's storage tier: %v; want tokens written and prefetched", st)
+	}
+	if a, b := hostOnly["prefill_tokens"].(float64), withSt["prefill_tokens"].(float64); b >= a {
+		t.Fatalf("prefill-0 computed %v tokens with storage, %v without: storage saved nothing", b, a)
+	}
+	t.Logf("prefill-0 computed %v tokens with host only, %v with storage (%v prefetched)", hostOnly["prefill_tokens"], withSt["prefill_tokens"], st["prefetched_tokens"])
+}

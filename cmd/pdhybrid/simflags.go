@@ -363,6 +363,10 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 	if f.hicache.enabled {
 		h := f.hicache.config()
 		cfg.HiCache = &sim.HiCache{Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: h.WritePolicy.String(), DemoteIdle: h.DemoteIdle, TrimHostFirst: h.TrimHostFirst}
+		if s := h.Storage; s.Enabled {
+			cfg.HiCache.StorageBackend, cfg.HiCache.StorageSizeBytes, cfg.HiCache.StoragePrefetchPolicy = s.Backend, s.SizeBytes, s.Prefetch.String()
+			cfg.HiCache.StorageShared = f.hicache.shared
+		}
 	}
 	return cfg
 }

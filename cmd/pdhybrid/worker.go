@@ -196,6 +196,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.only("backpressure-transfer-queue", f.backpressure, "with --backpressure")
 	ck.only("fault-seed", f.errRate > 0, "with --fault-error-rate")
 	f.hicache.check(ck)
+	ck.only("hicache-storage-shared", false, "in sim, bench and sweep (a worker process has one engine; its storage pool is its own)")
 	ck.only("enable-hierarchical-cache", !decode || f.sessionCache || f.decodeRadix, "to a worker with a prefix cache: colo, prefill, or decode with --session-cache or --disaggregation-decode-enable-radix-cache (a plain PD decoder keeps no KV between requests)")
 	if ck.set("profile") {
 		ck.only("model", false, "without --profile (the profile names its model)")

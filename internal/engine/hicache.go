@@ -94,6 +94,8 @@ type HiCacheConfig struct {
 	// holds: its next turn loads back over the host link instead of
 	// recomputing, and its trim writes nothing. With none held there, LRU.
 	TrimHostFirst bool
+	// Storage gives the host tier a storage tier below it (storage.go).
+	Storage StorageConfig
 }
 
 // DefaultHiCacheRatio is SGLang's --hicache-ratio default.
@@ -111,6 +113,7 @@ type hostTier struct {
 	order    []*outputTail          // in demotion order, for the host LRU
 	head     int
 	tailTok  int64
+	store    *storageTier // L3 below, or nil (storage.go)
 }
 
 // newHostTier sizes the host pool for a worker of pool tokens.
@@ -141,7 +144,15 @@ func newHostTier(cfg Config, pool int64) (*hostTier, error) {
 		}
 		capacity = int64(ratio * float64(pool))
 	}
-	return &hostTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: h.WritePolicy, idle: h.DemoteIdle, hostTrim: h.TrimHostFirst}, nil
+	ht := &hostTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: h.WritePolicy, idle: h.DemoteIdle, hostTrim: h.TrimHostFirst}
+	if h.Storage.Enabled {
+		st, err := newStorageTier(cfg, capacity)
+		if err != nil {
+			return nil, err
+		}
+		ht.store = st
+	}
+	return ht, nil
 }
 
 // HostCapacity is the host KV pool in tokens (0 without a host tier).
@@ -188,6 +199,9 @@ func (w *Worker) hiWrite(now float64, blocks []uint64, last int64) {
 	node, added := h.tree.Insert(m.Node, blocks, m.Blocks, last, now)
 	h.tree.Unlock(node, now)
 	w.stats.HostWrittenTokens += added
+	if h.store != nil {
+		w.stWrite(now, blocks, last)
+	}
 }
 
 // hiMakeRoom frees host tokens, oldest first across demoted tails and
@@ -366,6 +380,9 @@ func (w *Worker) hiMatch(now float64, r *Request, cached int) int {
 	if h == nil || len(r.Blocks) == 0 {
 		return 0
 	}
+	if h.store != nil {
+		w.stPrefetch(now, r, cached) // what storage holds beyond, into host first
+	}
 	hm := h.tree.Match(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)))
 	load := min(int(hm.Tokens), r.Input-1) - cached
 	if hm.Tokens == 0 {
@@ -401,9 +418,11 @@ func (w *Worker) hiUnlock(now float64, r *Request) {
 // last layer's compute, cannot overlap).
 func (w *Worker) hiStepS(c float64) float64 {
 	var tokens int64
+	var wait float64 // a storage prefetch the step waits for (storage.go)
 	for _, ch := range w.plan.chunks {
 		if ch.req.loadPending {
 			tokens += int64(ch.req.loaded)
+			wait = max(wait, ch.req.prefetchWait)
 		}
 	}
 	if tokens == 0 {
@@ -414,14 +433,14 @@ func (w *Worker) hiStepS(c float64) float64 {
 	w.stats.HostLoads++
 	w.stats.HostLoadedTokens += tokens
 	w.stats.HostLoadS += load
-	return max(c+load/layers, load+c/layers)
+	return wait + max(c+load/layers, load+c/layers)
 }
 
 // hiLoaded marks the loads of the step that just ended as done.
 func (w *Worker) hiLoaded(now float64) {
 	for _, ch := range w.plan.chunks {
 		if r := ch.req; r.loadPending {
-			r.loadPending = false
+			r.loadPending, r.prefetchWait = false, 0
 			w.hiUnlock(now, r)
 		}
 	}

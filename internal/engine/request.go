@@ -112,6 +112,12 @@ type Request struct {
 	loadPending bool
 	hostNode    int32
 	hostLocked  bool
+	// A storage prefetch (storage.go) this request's first step waits for,
+	// and where in the prompt its prefetch began (at its first admission
+	// attempt; a retried admission finds part of it on host already).
+	prefetchWait  float64
+	prefetchFrom  int
+	prefetchBegun bool
 
 	// Times on the owner's clock.
 	SubmittedAt   float64

@@ -126,6 +126,15 @@ type Stats struct {
 	HostWrittenTokens int64
 	HostWriteSkips    int64
 	HostEvictedTokens int64
+	// The storage tier (storage.go): prefetches into host and their
+	// tokens, the seconds prefill steps waited for them, tokens written
+	// to storage, writes skipped, tokens its LRU evicted.
+	StoragePrefetches       int64
+	StoragePrefetchedTokens int64
+	StorageWaitS            float64
+	StorageWrittenTokens    int64
+	StorageWriteSkips       int64
+	StorageEvictedTokens    int64
 	// Preemptions counts running requests preempted by recompute (vLLM's
 	// scheduler, vllm.go).
 	Preemptions int64

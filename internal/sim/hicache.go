@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
@@ -20,6 +21,16 @@ type HiCache struct {
 	DemoteIdle bool `json:"demote_idle,omitempty"`
 	// TrimHostFirst: --hicache-trim-host-first (engine.HiCacheConfig.TrimHostFirst).
 	TrimHostFirst bool `json:"trim_host_first,omitempty"`
+	// StorageBackend, when set, gives each host tier a storage tier below
+	// it (--hicache-storage-backend: mooncake, hf3fs; engine/storage.go)
+	// of StorageSizeBytes (0: engine.DefaultStorageRatio host pools),
+	// prefetched under StoragePrefetchPolicy.
+	StorageBackend        string `json:"storage_backend,omitempty"`
+	StorageSizeBytes      int64  `json:"storage_size_bytes,omitempty"`
+	StoragePrefetchPolicy string `json:"storage_prefetch_policy,omitempty"`
+	// StorageShared: one storage pool for every worker of the run
+	// (--hicache-storage-shared), as SGLang's L3 is one store.
+	StorageShared bool `json:"storage_shared,omitempty"`
 }
 
 // engineConfig is the tier as the engine takes it (none for nil).
@@ -31,7 +42,18 @@ func (h *HiCache) engineConfig() (engine.HiCacheConfig, error) {
 	if err != nil {
 		return engine.HiCacheConfig{}, fmt.Errorf("sim: hierarchical cache: %w", err)
 	}
-	return engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp, DemoteIdle: h.DemoteIdle, TrimHostFirst: h.TrimHostFirst}, nil
+	hc := engine.HiCacheConfig{Enabled: true, Ratio: h.Ratio, SizeBytes: h.SizeBytes, WritePolicy: wp, DemoteIdle: h.DemoteIdle, TrimHostFirst: h.TrimHostFirst}
+	if h.StorageBackend != "" {
+		pp, err := engine.ParsePrefetchPolicy(cmp.Or(h.StoragePrefetchPolicy, "best_effort"))
+		if err != nil {
+			return engine.HiCacheConfig{}, fmt.Errorf("sim: hicache storage: %w", err)
+		}
+		hc.Storage = engine.StorageConfig{Enabled: true, Backend: h.StorageBackend, SizeBytes: h.StorageSizeBytes, Prefetch: pp}
+		if h.StorageShared {
+			hc.Storage.Pool = engine.NewStoragePool() // every worker's config carries this one
+		}
+	}
+	return hc, nil
 }
 
 // HostStats are one worker's host-tier counters at the end of a run
@@ -44,6 +66,19 @@ type HostStats struct {
 	WrittenTokens int64   `json:"written_tokens"`
 	WriteSkips    int64   `json:"write_skips"` // writes the full host pool could not take
 	EvictedTokens int64   `json:"evicted_tokens"`
+	// Storage is the storage tier below (absent without one).
+	Storage *StorageStats `json:"storage,omitempty"`
+}
+
+// StorageStats are one worker's storage-tier counters (engine/storage.go).
+type StorageStats struct {
+	PoolTokens       int64   `json:"pool_tokens"`
+	Prefetches       int64   `json:"prefetches"`
+	PrefetchedTokens int64   `json:"prefetched_tokens"` // into host, then loaded as host hits
+	WaitS            float64 `json:"wait_s"`            // prefill steps' waits for prefetches
+	WrittenTokens    int64   `json:"written_tokens"`
+	WriteSkips       int64   `json:"write_skips"`
+	EvictedTokens    int64   `json:"evicted_tokens"`
 }
 
 // hostStats reads a worker's host tier (nil without one).
@@ -53,5 +88,14 @@ func hostStats(w *engine.Worker) *HostStats {
 	}
 	st := w.Stats()
 	return &HostStats{PoolTokens: w.HostCapacity(), LoadedTokens: st.HostLoadedTokens, Loads: st.HostLoads, LoadS: st.HostLoadS,
-		WrittenTokens: st.HostWrittenTokens, WriteSkips: st.HostWriteSkips, EvictedTokens: st.HostEvictedTokens}
+		WrittenTokens: st.HostWrittenTokens, WriteSkips: st.HostWriteSkips, EvictedTokens: st.HostEvictedTokens, Storage: storageStats(w)}
+}
+
+func storageStats(w *engine.Worker) *StorageStats {
+	if w.StorageCapacity() == 0 {
+		return nil
+	}
+	st := w.Stats()
+	return &StorageStats{PoolTokens: w.StorageCapacity(), Prefetches: st.StoragePrefetches, PrefetchedTokens: st.StoragePrefetchedTokens,
+		WaitS: st.StorageWaitS, WrittenTokens: st.StorageWrittenTokens, WriteSkips: st.StorageWriteSkips, EvictedTokens: st.StorageEvictedTokens}
 }

@@ -1,0 +1,250 @@
+package engine
+
+// SGLang HiCache's third tier (L3, --hicache-storage-backend: Mooncake's
+// store, 3FS, a file system): a storage pool below the host tier. Pages the
+// host tier takes are written on to storage (SGLang backs host nodes up to
+// storage as they are written), so KV the host pool's LRU drops may still
+// be found there. A prompt whose prefix storage holds beyond what HBM and
+// host hold is prefetched storage→host from the moment the request enters
+// the worker's queue (SGLang's prefetch_from_storage at queue time), and at
+// admission what has arrived is loaded host→HBM as any host hit is
+// (hicache.go). --hicache-storage-prefetch-policy says how long admission
+// waits for the rest (HiRadixCache.can_terminate_prefetch):
+//   - best_effort: not at all; what has arrived is used, the rest computed;
+//   - wait_complete: until all of it has arrived;
+//   - timeout: until all has arrived or base + per_ki_token·tokens/1024
+//     seconds have passed since the prefetch began, then as best_effort.
+// Prefetches under prefetch_threshold tokens (256) are not started.
+//
+// Minimal first: one storage pool per worker, with its own capacity, LRU
+// and link (the storage link, model.Profile.StorageLink: bandwidth and setup). Writes to it
+// are asynchronous and cost no scheduler time. The wait is charged to the
+// prefill step that admits the request (SGLang instead leaves the request
+// in the queue and schedules others meanwhile; the model's step waits, as
+// a host load's step does, which is pessimistic for the batch beside it).
+
+import (
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/model"
+	"github.com/pdhybrid/pdhybrid/internal/radix"
+)
+
+// PrefetchPolicy is when a storage prefetch stops holding its request back.
+type PrefetchPolicy uint8
+
+const (
+	PrefetchBestEffort PrefetchPolicy = iota
+	PrefetchWaitComplete
+	PrefetchTimeout
+)
+
+// PrefetchPolicies are the names SGLang's --hicache-storage-prefetch-policy
+// takes, in PrefetchPolicy order.
+var PrefetchPolicies = []string{"best_effort", "wait_complete", "timeout"}
+
+func (p PrefetchPolicy) String() string {
+	if int(p) < len(PrefetchPolicies) {
+		return PrefetchPolicies[p]
+	}
+	return "unknown"
+}
+
+// ParsePrefetchPolicy reads a --hicache-storage-prefetch-policy value.
+func ParsePrefetchPolicy(s string) (PrefetchPolicy, error) {
+	for i, n := range PrefetchPolicies {
+		if s == n {
+			return PrefetchPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("prefetch policy %q, expected one of best_effort, wait_complete, timeout", s)
+}
+
+// SGLang's storage prefetch defaults (HiRadixCache's
+// _parse_storage_backend_extra_config).
+const (
+	DefaultPrefetchThreshold    = 256  // tokens
+	DefaultPrefetchTimeoutBaseS = 1.0  // seconds
+	DefaultPrefetchTimeoutPerKi = 0.25 // seconds per 1024 tokens
+)
+
+// DefaultStorageRatio sizes a storage pool given no size: this many host
+// pools (pdhybrid's choice; a real store is sized by its own config).
+const DefaultStorageRatio = 4
+
+// StorageConfig gives a worker's host tier a storage tier below it.
+type StorageConfig struct {
+	Enabled bool
+	// Backend names the profile link storage is reached over
+	// (model.StorageLinkName: mooncake, hf3fs).
+	Backend string
+	// SizeBytes is the pool's capacity (SGLang leaves it to the backend's
+	// own configuration); it must exceed the host pool. Zero takes
+	// DefaultStorageRatio × the host pool.
+	SizeBytes int64
+	Prefetch  PrefetchPolicy
+	// Zero takes SGLang's defaults above.
+	ThresholdTokens int
+	TimeoutBaseS    float64
+	TimeoutPerKiS   float64
+	// Link, when its bandwidth is > 0, overrides the profile's.
+	Link model.Link
+	// Pool, when set, is one storage pool shared by every worker given the
+	// same Pool (SGLang's L3 is one store for the cluster): the first
+	// worker built sizes it, each reads it over its own link. Nil: a pool
+	// per worker.
+	Pool *StoragePool
+}
+
+// StoragePool is a storage pool several workers share (StorageConfig.Pool).
+// The workers of one simulation run on one goroutine, as the pool's tree
+// requires.
+type StoragePool struct{ tier *storageTier }
+
+// NewStoragePool is an empty shared pool; the first worker given it sizes it.
+func NewStoragePool() *StoragePool { return &StoragePool{} }
+
+// storageTier is a worker's storage KV pool (L3).
+type storageTier struct {
+	tree      *radix.Tree
+	capacity  int64 // tokens
+	link      model.Link
+	policy    PrefetchPolicy
+	threshold int
+	baseS     float64
+	perKiS    float64
+}
+
+// newStorageTier sizes the storage pool of a worker whose host pool holds
+// host tokens.
+func newStorageTier(cfg Config, host int64) (*storageTier, error) {
+	s := cfg.HiCache.Storage
+	if s.Pool != nil && s.Pool.tier != nil {
+		return s.Pool.tier, nil
+	}
+	link := s.Link
+	if link.BandwidthBytes <= 0 {
+		l, err := cfg.Profile.StorageLink(s.Backend)
+		if err != nil {
+			return nil, fmt.Errorf("engine %s: hicache storage: %w", cfg.Name, err)
+		}
+		link = l
+	}
+	capacity := int64(DefaultStorageRatio) * host
+	if s.SizeBytes > 0 {
+		capacity = s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+	}
+	if capacity <= host {
+		return nil, fmt.Errorf("engine %s: storage KV pool of %d bytes holds %d tokens, expected more than the host pool's %d (raise --hicache-storage-size)", cfg.Name, s.SizeBytes, capacity, host)
+	}
+	st := &storageTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: s.Prefetch,
+		threshold: s.ThresholdTokens, baseS: s.TimeoutBaseS, perKiS: s.TimeoutPerKiS}
+	if st.threshold <= 0 {
+		st.threshold = DefaultPrefetchThreshold
+	}
+	if st.baseS <= 0 {
+		st.baseS = DefaultPrefetchTimeoutBaseS
+	}
+	if st.perKiS <= 0 {
+		st.perKiS = DefaultPrefetchTimeoutPerKi
+	}
+	if s.Pool != nil {
+		s.Pool.tier = st
+	}
+	return st, nil
+}
+
+// StorageCapacity is the storage KV pool in tokens (0 without one).
+func (w *Worker) StorageCapacity() int64 {
+	if w.host == nil || w.host.store == nil {
+		return 0
+	}
+	return w.host.store.capacity
+}
+
+// StorageUsed is the tokens the storage pool holds.
+func (w *Worker) StorageUsed() int64 {
+	if w.host == nil || w.host.store == nil {
+		return 0
+	}
+	return w.host.store.tree.Tokens()
+}
+
+// stWrite writes a path the host tier took on to storage, making room by
+// storage's LRU; a write storage cannot take is skipped and counted.
+func (w *Worker) stWrite(now float64, blocks []uint64, last int64) {
+	st := w.host.store
+	if st == nil || len(blocks) == 0 {
+		return
+	}
+	m := st.tree.Lock(blocks, last, now)
+	need := int64(len(blocks)-1)*int64(w.cfg.BlockSize) + last - m.Tokens
+	if free := st.capacity - st.tree.Tokens(); need > free {
+		w.stats.StorageEvictedTokens += st.tree.Evict(need - free)
+		if st.capacity-st.tree.Tokens() < need {
+			st.tree.Unlock(m.Node, now)
+			w.stats.StorageWriteSkips++
+			return
+		}
+	}
+	node, added := st.tree.Insert(m.Node, blocks, m.Blocks, last, now)
+	st.tree.Unlock(node, now)
+	w.stats.StorageWrittenTokens += added
+}
+
+// stPrefetch is the storage half of an admission's match: what storage
+// holds of r's prompt beyond both HBM's cached tokens and the host tier's
+// match is prefetched into the host tier, as much of it as the policy lets
+// arrive, and r waits for it (r.prefetchWait, charged by hiStepS). The
+// prefetch began when r entered the queue.
+func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
+	r.prefetchWait = 0
+	st := w.host.store
+	if st == nil {
+		return
+	}
+	last := w.lastBlockTokens(r.Input, len(r.Blocks))
+	base := max(int(w.host.tree.Match(r.Blocks, last).Tokens), cached)
+	sm := st.tree.Match(r.Blocks, last)
+	beyond := min(int(sm.Tokens), r.Input-1) - base
+	if beyond < st.threshold {
+		return
+	}
+	if !r.prefetchBegun {
+		r.prefetchBegun, r.prefetchFrom = true, base
+	}
+	// The prefetch reads storage's match from where it began, pages in
+	// order; an earlier attempt's pages are on host already (base).
+	from := min(r.prefetchFrom, base)
+	total := min(int(sm.Tokens), r.Input-1) - from
+	bpt := w.mdl.KVBytesPerToken()
+	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)
+	end := now // best_effort: stop at once
+	switch st.policy {
+	case PrefetchWaitComplete:
+		end = max(now, doneAt)
+	case PrefetchTimeout:
+		end = max(now, min(doneAt, r.SubmittedAt+st.baseS+st.perKiS*float64(total)/1024))
+	}
+	bs := w.cfg.BlockSize
+	nb, lastTok := sm.Blocks, sm.Tokens-int64(sm.Blocks-1)*int64(bs)
+	if end < doneAt {
+		// Pages arrive in order; only whole ones count.
+		got := int64((end - r.SubmittedAt - st.link.SetupS) * st.link.BandwidthBytes / float64(bpt))
+		nb, lastTok = (from+int(max(got, 0)))/bs, int64(bs)
+		if nb*bs <= base {
+			return // nothing past host has arrived
+		}
+	}
+	// Touch storage's copy (its LRU) and file what arrived in the host tree.
+	st.tree.Unlock(st.tree.Lock(r.Blocks[:nb], lastTok, now).Node, now)
+	before := w.stats.HostWriteSkips
+	w.hiWrite(now, r.Blocks[:nb], lastTok)
+	if w.stats.HostWriteSkips != before {
+		return // the host pool could not take it: computed instead
+	}
+	r.prefetchWait = end - now
+	w.stats.StoragePrefetches++
+	w.stats.StoragePrefetchedTokens += int64((nb-1)*bs) + lastTok - int64(base)
+	w.stats.StorageWaitS += r.prefetchWait
+}
