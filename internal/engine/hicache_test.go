@@ -256,42 +256,11 @@ func TestHiCacheProperty(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chains := make([][]uint64, 8)
-		var live []*Request
-		now := 0.0
-		for i := 0; i < 400; i++ {
-			now += rng.Float64() * 0.05
-			for {
-				tn, ok := w.NextTime()
-				if !ok || tn > now {
-					break
-				}
-				w.Advance(tn)
-				w.TakeEvents()
-				checkPool(t, w)
-				if w.HostUsed() > w.HostCapacity() {
-					t.Fatalf("seed %d: host holds %d of %d", seed, w.HostUsed(), w.HostCapacity())
-				}
+		live := playTierLoad(t, w, rng, 8, func() {
+			if w.HostUsed() > w.HostCapacity() {
+				t.Fatalf("seed %d: host holds %d of %d", seed, w.HostUsed(), w.HostCapacity())
 			}
-			if op := rng.IntN(10); op < 8 {
-				s := rng.IntN(len(chains))
-				for k := rng.IntN(30) + 1; k > 0; k-- {
-					chains[s] = append(chains[s], uint64(s)<<40|uint64(len(chains[s])+1))
-				}
-				if len(chains[s])*16 > 2500 {
-					chains[s] = chains[s][:1]
-				}
-				input := (len(chains[s])-1)*16 + 1 + rng.IntN(16)
-				r := &Request{ID: int64(i), Kind: Full, Blocks: append([]uint64(nil), chains[s]...), Input: input,
-					Output: 1 + rng.IntN(60), Session: string(rune('a' + s))}
-				if w.Submit(now, r) == nil {
-					live = append(live, r)
-				}
-			} else if len(live) > 0 {
-				w.Abort(now, live[rng.IntN(len(live))])
-			}
-		}
-		drive(w, now)
+		})
 		checkPool(t, w)
 		checkHost(t, w)
 		for _, r := range live {
@@ -307,6 +276,49 @@ func TestHiCacheProperty(t *testing.T) {
 	if loads == 0 {
 		t.Fatal("no request ever loaded from host: the property test exercises no load-back")
 	}
+}
+
+// playTierLoad plays the tier property tests' load on w: 400 steps of
+// random multi-turn sessions (sessions of up to 2,500 tokens that grow and
+// restart, 16-token blocks) and aborts, the pool and bounds checked after
+// every event, then runs w to its end; it returns the requests submitted.
+func playTierLoad(t *testing.T, w *Worker, rng *rand.Rand, sessions int, bounds func()) []*Request {
+	t.Helper()
+	chains := make([][]uint64, sessions)
+	var live []*Request
+	now := 0.0
+	for i := 0; i < 400; i++ {
+		now += rng.Float64() * 0.05
+		for {
+			tn, ok := w.NextTime()
+			if !ok || tn > now {
+				break
+			}
+			w.Advance(tn)
+			w.TakeEvents()
+			checkPool(t, w)
+			bounds()
+		}
+		if op := rng.IntN(10); op < 8 {
+			s := rng.IntN(len(chains))
+			for k := rng.IntN(30) + 1; k > 0; k-- {
+				chains[s] = append(chains[s], uint64(s)<<40|uint64(len(chains[s])+1))
+			}
+			if len(chains[s])*16 > 2500 {
+				chains[s] = chains[s][:1]
+			}
+			input := (len(chains[s])-1)*16 + 1 + rng.IntN(16)
+			r := &Request{ID: int64(i), Kind: Full, Blocks: append([]uint64(nil), chains[s]...), Input: input,
+				Output: 1 + rng.IntN(60), Session: string(rune('a' + s))}
+			if w.Submit(now, r) == nil {
+				live = append(live, r)
+			}
+		} else if len(live) > 0 {
+			w.Abort(now, live[rng.IntN(len(live))])
+		}
+	}
+	drive(w, now)
+	return live
 }
 
 // A KVC decoder with a host tier that trims a session keeps it on host:

@@ -229,42 +229,11 @@ func TestStorageProperty(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chains := make([][]uint64, 12)
-		var live []*Request
-		now := 0.0
-		for i := 0; i < 400; i++ {
-			now += rng.Float64() * 0.05
-			for {
-				tn, ok := w.NextTime()
-				if !ok || tn > now {
-					break
-				}
-				w.Advance(tn)
-				w.TakeEvents()
-				checkPool(t, w)
-				if w.HostUsed() > w.HostCapacity() || w.StorageUsed() > w.StorageCapacity() {
-					t.Fatalf("seed %d: host holds %d of %d, storage %d of %d", seed, w.HostUsed(), w.HostCapacity(), w.StorageUsed(), w.StorageCapacity())
-				}
+		live := playTierLoad(t, w, rng, 12, func() {
+			if w.HostUsed() > w.HostCapacity() || w.StorageUsed() > w.StorageCapacity() {
+				t.Fatalf("seed %d: host holds %d of %d, storage %d of %d", seed, w.HostUsed(), w.HostCapacity(), w.StorageUsed(), w.StorageCapacity())
 			}
-			if op := rng.IntN(10); op < 8 {
-				s := rng.IntN(len(chains))
-				for k := rng.IntN(30) + 1; k > 0; k-- {
-					chains[s] = append(chains[s], uint64(s)<<40|uint64(len(chains[s])+1))
-				}
-				if len(chains[s])*16 > 2500 {
-					chains[s] = chains[s][:1]
-				}
-				input := (len(chains[s])-1)*16 + 1 + rng.IntN(16)
-				r := &Request{ID: int64(i), Kind: Full, Blocks: append([]uint64(nil), chains[s]...), Input: input,
-					Output: 1 + rng.IntN(60), Session: string(rune('a' + s))}
-				if w.Submit(now, r) == nil {
-					live = append(live, r)
-				}
-			} else if len(live) > 0 {
-				w.Abort(now, live[rng.IntN(len(live))])
-			}
-		}
-		drive(w, now)
+		})
 		checkPool(t, w)
 		checkHost(t, w)
 		checkStorage(t, w)
