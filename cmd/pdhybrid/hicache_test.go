@@ -13,20 +13,7 @@ import (
 // records the tier only when it is on.
 func TestSimHierarchicalCache(t *testing.T) {
 	run := func(extra ...string) (map[string]any, map[string]any) {
-		dir := filepath.Join(t.TempDir(), "run")
-		args := append([]string{"sim", "--mechanism", "pd-disaggregation", "--synth-sessions", "8", "--synth-requests", "120",
-			"--mem-fraction-prefill", "0.45", "--out", dir}, extra...)
-		if _, se, err := runCLI(args...); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, se)
-		}
-		var sum, cfg map[string]any
-		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
-			t.Fatal(err)
-		}
-		return sum, cfg
+		return simSummaryConfig(t, append([]string{"--mem-fraction-prefill", "0.45"}, extra...)...)
 	}
 	prefill := func(sum map[string]any) map[string]any {
 		return sum["workers"].(map[string]any)["prefill-0"].(map[string]any)
@@ -83,19 +70,7 @@ func TestSweepHierarchicalCacheKnob(t *testing.T) {
 // host alone, and the run files name the backend and policy.
 func TestSimHiCacheStorage(t *testing.T) {
 	run := func(extra ...string) (map[string]any, map[string]any) {
-		dir := filepath.Join(t.TempDir(), "run")
-		args := append([]string{"sim", "--mechanism", "pd-disaggregation", "--synth-sessions", "8", "--synth-requests", "120",
-			"--mem-fraction-prefill", "0.45", "--enable-hierarchical-cache", "--hicache-ratio", "1.05", "--out", dir}, extra...)
-		if _, se, err := runCLI(args...); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, se)
-		}
-		var sum, cfg map[string]any
-		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
-			t.Fatal(err)
-		}
+		sum, cfg := simSummaryConfig(t, append([]string{"--mem-fraction-prefill", "0.45", "--enable-hierarchical-cache", "--hicache-ratio", "1.05"}, extra...)...)
 		return sum["workers"].(map[string]any)["prefill-0"].(map[string]any), cfg
 	}
 	hostOnly, _ := run()
@@ -114,4 +89,24 @@ func TestSimHiCacheStorage(t *testing.T) {
 		t.Fatalf("prefill-0 computed %v tokens with storage, %v without: storage saved nothing", b, a)
 	}
 	t.Logf("prefill-0 computed %v tokens with host only, %v with storage (%v prefetched)", hostOnly["prefill_tokens"], withSt["prefill_tokens"], st["prefetched_tokens"])
+}
+
+// simSummaryConfig runs `sim` naive PD on 8 synthetic sessions of 120
+// requests with the extra flags, and returns its summary.json and
+// config.json.
+func simSummaryConfig(t *testing.T, extra ...string) (map[string]any, map[string]any) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	args := append([]string{"sim", "--mechanism", "pd-disaggregation", "--synth-sessions", "8", "--synth-requests", "120", "--out", dir}, extra...)
+	if _, se, err := runCLI(args...); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, se)
+	}
+	var sum, cfg map[string]any
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "summary.json")), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return sum, cfg
 }
