@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
 // BenchmarkBurst fires bursts of N simultaneous streamed /generate
@@ -53,20 +50,7 @@ func burst(b *testing.B, n int, viaGateway bool) {
 	w := startBurstWorker(b)
 	target := w.addr
 	if viaGateway {
-		g, err := New(Config{Colo: []string{"http://" + w.addr}, Health: HealthConfig{Interval: -1}, Retries: -1, RelayDirect: true,
-			Ops: Ops{Log: io.Discard}, Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { g.Serve(ctx, ln, time.Second); close(done) }()
-		defer func() { cancel(); <-done; g.Close() }()
-		target = ln.Addr().String()
+		target = serveColoBench(b, "http://"+w.addr, true)
 	}
 	clients := make([]*burstClient, n)
 	for i := range clients {

@@ -93,20 +93,7 @@ func BenchmarkStreamedRequest(b *testing.B) {
 	defer ws.Close()
 	for _, relay := range []string{"ordinary", "direct"} {
 		b.Run("relay="+relay, func(b *testing.B) {
-			g, err := New(Config{Colo: []string{ws.URL}, Health: HealthConfig{Interval: -1}, Retries: -1, RelayDirect: relay == "direct",
-				Ops: Ops{Log: io.Discard}, Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { g.Serve(ctx, ln, time.Second); close(done) }()
-			defer func() { cancel(); <-done; g.Close() }()
-			url := "http://" + ln.Addr().String() + "/generate"
+			url := "http://" + serveColoBench(b, ws.URL, relay == "direct") + "/generate"
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
 			body := benchBody()
@@ -125,4 +112,24 @@ func BenchmarkStreamedRequest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serveColoBench serves a kv-aware colocated gateway in front of worker on
+// loopback, health checks and retries off (the relay under test is all
+// there is), until b ends; it returns the gateway's host:port.
+func serveColoBench(b *testing.B, worker string, direct bool) string {
+	g, err := New(Config{Colo: []string{worker}, Health: HealthConfig{Interval: -1}, Retries: -1, RelayDirect: direct,
+		Ops: Ops{Log: io.Discard}, Dispatch: kvc.DispatchConfig{Mechanism: kvc.MechColo, Policy: kvc.PolicyKVAware}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Serve(ctx, ln, time.Second); close(done) }()
+	b.Cleanup(func() { cancel(); <-done; g.Close() })
+	return ln.Addr().String()
 }
