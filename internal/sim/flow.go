@@ -274,7 +274,6 @@ func (s *Sim) handle(ev engine.Event) {
 		}
 		s.doneReading(r)
 		r.firstAt = ev.Time
-		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:
 		s.syncAfterAppend(r)
 		r.x.Finished(true)
@@ -403,7 +402,7 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 	}
 	m.FinishReason = "length"
 	m.LatencyS = s.now - r.sent
-	m.TTFTS = r.ttft
+	m.TTFTS = r.firstAt - r.sent // r.sent is set once, before any token
 	if r.t.OutputLength > 1 {
 		m.TPOTS = (m.LatencyS - m.TTFTS) / float64(r.t.OutputLength-1)
 	}
