@@ -161,7 +161,7 @@ func (s *Sim) ingest() error {
 		s.stats.Sessions++
 	}
 	s.sessionBusy(sess)
-	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs)
+	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs, s.nextLast)
 	sess.closing = sess.closing || s.nextLast
 	s.readNext()
 	s.stats.Requests++
