@@ -301,10 +301,11 @@ func (s *Sim) sendKV(r *req, tokens int) {
 	s.kvSentTokens += int64(max(n, 0))
 	li := r.p - s.prefills[0]
 	r.xferLive++
-	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &kvXfer{r: r}}
-	s.links[li].Start(s.now, x)
+	t := &kvXfer{r: r} // one allocation for the transfer and its tag
+	t.Transfer = engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: t}
+	s.links[li].Start(s.now, &t.Transfer)
 	s.reschedLink(li)
-	s.watchTransfer(r, x)
+	s.watchTransfer(r, &t.Transfer)
 }
 
 // transferDone lands one of r's chunk transfers. When the last lands, P
