@@ -231,6 +231,9 @@ func reason(err error, worker string) string {
 // dispatcher pins the session there: "bind" for a session's first, "stay",
 // or "move from <worker>".
 func (s *Sim) noteBinding(r *req, w int) {
+	if s.quiet {
+		return // no sink: no "move from" string built a request
+	}
 	d := s.disp.DRouter()
 	prev, ok := d.Pin(r.t.SessionID)
 	detail := "bind"
@@ -373,7 +376,6 @@ func (s *Sim) abortLegs(r *req) {
 func (s *Sim) record(r *req, st metrics.Status, cause string) {
 	m := &s.rec
 	*m = metrics.Record{
-		RequestID:    strconv.FormatInt(r.t.ChatID, 10),
 		SessionID:    r.t.SessionID,
 		ChatID:       r.t.ChatID,
 		Turn:         r.t.Turn,
@@ -384,6 +386,9 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 		OutputLength: r.t.OutputLength,
 		Status:       st,
 		Error:        cause,
+	}
+	if !s.quiet {
+		m.RequestID = strconv.FormatInt(r.t.ChatID, 10) // read by the sink alone
 	}
 	if r.x != nil {
 		m.ExecutionMode, m.Path = kvc.PathMode(r.x.Mode(), s.dPath(r.x.Decoder())), r.x.Path()
