@@ -262,8 +262,8 @@ func (s *Sim) end(r *req) {
 	s.doneReading(r)
 	s.active--
 	s.live--
-	if r.sess.live--; r.sess.live == 0 {
-		s.sessionIdle(r.sess)
+	if r.sess.live--; r.sess.live == 0 && !r.sess.closing {
+		s.sessionIdle(r.sess) // a closing one is closed below, not filed idle
 	}
 	s.forgetIdle()
 	s.inflight.Delete(r.t.ChatID)
