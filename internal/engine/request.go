@@ -62,8 +62,8 @@ type Request struct {
 	Stage       Stage
 
 	// The owner's one-byte fields sit in the step state's last word, beside
-	// Stage, and the worker's flags and node indices in one word below: a
-	// field of its own each padded the Request by 40 bytes (448 → 408, a
+	// Stage, and the worker's flags and node indices in two words below: a
+	// word of its own each padded the Request by 40 bytes (448 → 408, a
 	// smaller size class for every request the simulator allocates).
 	Kind Kind
 	// SharedBlocks promises that Blocks are never written again, so the
