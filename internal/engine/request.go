@@ -61,24 +61,15 @@ type Request struct {
 	reservedOut int64 // output tokens still promised to this request
 	Stage       Stage
 
-	ID   int64
+	// The owner's one-byte fields sit in the step state's last word, beside
+	// Stage, and the worker's flags and node indices in two words below: a
+	// word of its own each padded the Request by 40 bytes (448 → 408, a
+	// smaller size class for every request the simulator allocates).
 	Kind Kind
-	// Blocks are the prompt's hash ids. They are not copied, and they are
-	// read only until the prefill is done (EvPrefillDone, or the first token
-	// of a Full request) or, for a DecodeOnly request that keeps its session,
-	// until it joins the batch (its EvFirstToken): the caches copy what they
-	// keep, so the owner may reuse the storage from then on — unless
-	// SharedBlocks says the caches may keep the slice itself.
-	Blocks []uint64
 	// SharedBlocks promises that Blocks are never written again, so the
 	// prefix cache keeps them as its keys instead of copying them
 	// (radix.Tree.InsertShared): the simulator's frozen session chains.
 	SharedBlocks bool
-	Input        int // prompt tokens
-	// Session names the conversation the request belongs to. A worker with a
-	// prefix cache keeps a finished Full request's output KV for the
-	// session's next turn (see nameOutput); "" keeps none.
-	Session string
 	// KeepSession asks a session-aware decode worker to keep the request's
 	// KV as its session's residency (a KVC seed or direct append; a plain-PD
 	// fallback leaves it false).
@@ -87,7 +78,21 @@ type Request struct {
 	// first once the request is done (Config.PriorityEviction): the seed's
 	// prefill priority for a session a decoder keeps.
 	LowPriority bool
-	Tag         any // the owner's own data
+
+	ID int64
+	// Blocks are the prompt's hash ids. They are not copied, and they are
+	// read only until the prefill is done (EvPrefillDone, or the first token
+	// of a Full request) or, for a DecodeOnly request that keeps its session,
+	// until it joins the batch (its EvFirstToken): the caches copy what they
+	// keep, so the owner may reuse the storage from then on — unless
+	// SharedBlocks says the caches may keep the slice itself.
+	Blocks []uint64
+	Input  int // prompt tokens
+	// Session names the conversation the request belongs to. A worker with a
+	// prefix cache keeps a finished Full request's output KV for the
+	// session's next turn (see nameOutput); "" keeps none.
+	Session string
+	Tag     any // the owner's own data
 
 	CachedTokens int      // prompt tokens found in this worker's prefix cache
 	prefilled    int      // uncached prompt tokens computed so far
@@ -99,19 +104,21 @@ type Request struct {
 	swaHold      int64    // what it holds of SGLang's sliding-window pool (swapool.go)
 	matched      int      // prompt blocks its cache match covered
 	lastWhole    uint64   // id of the prompt's last whole block, kept at prefill end
-	sessCounted  bool     // counted in its session's in-flight requests (session.go)
 	node         int32    // deepest radix node this request holds locked
+	sessCounted  bool     // counted in its session's in-flight requests (session.go)
 	locked       bool
 	kvWaited     bool // already counted in Stats.KVWaits
-	memo         promptMemo
-	wait         waitState // order.go
 	// The host tier (hicache.go): prompt tokens loaded back from host at
 	// admission (counted in CachedTokens), the load not yet done, and the
 	// host path it holds locked.
-	loaded      int
 	loadPending bool
-	hostNode    int32
 	hostLocked  bool
+	hostNode    int32
+	loaded      int
+	// Its prompt's cache match, kept between looks, and its place in the
+	// waiting order (order.go).
+	memo promptMemo
+	wait waitState
 	// A storage prefetch (storage.go) this request's first step waits for,
 	// and where in the prompt its prefetch began (at its first admission
 	// attempt; a retried admission finds part of it on host already).

@@ -14,11 +14,21 @@ import (
 // order among equals sort.Float64s leaves to its algorithm) sends the
 // slice to sort.Float64s instead, so the result never differs.
 func sortFloats(xs []float64) {
+	var keys []uint64
+	sortFloatsWith(xs, &keys)
+}
+
+// sortFloatsWith is sortFloats with its scratch (two keys a float) in
+// *scratch, grown when too small and left there for the next sort.
+func sortFloatsWith(xs []float64, scratch *[]uint64) {
 	if len(xs) < 256 {
 		sort.Float64s(xs)
 		return
 	}
-	keys := make([]uint64, 2*len(xs))
+	if cap(*scratch) < 2*len(xs) {
+		*scratch = make([]uint64, 2*len(xs))
+	}
+	keys := (*scratch)[:2*len(xs)]
 	src, dst := keys[:len(xs)], keys[len(xs):]
 	var counts [8][256]int
 	for i, x := range xs {

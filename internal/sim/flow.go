@@ -231,6 +231,9 @@ func reason(err error, worker string) string {
 // dispatcher pins the session there: "bind" for a session's first, "stay",
 // or "move from <worker>".
 func (s *Sim) noteBinding(r *req, w int) {
+	if s.quiet {
+		return // no sink: no "move from" string built a request
+	}
 	d := s.disp.DRouter()
 	prev, ok := d.Pin(r.t.SessionID)
 	detail := "bind"
@@ -274,7 +277,6 @@ func (s *Sim) handle(ev engine.Event) {
 		}
 		s.doneReading(r)
 		r.firstAt = ev.Time
-		r.ttft, r.hasTTFT = ev.Time-r.sent, true
 	case engine.EvFinished:
 		s.syncAfterAppend(r)
 		r.x.Finished(true)
@@ -302,10 +304,11 @@ func (s *Sim) sendKV(r *req, tokens int) {
 	s.kvSentTokens += int64(max(n, 0))
 	li := r.p - s.prefills[0]
 	r.xferLive++
-	x := &engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: &kvXfer{r: r}}
-	s.links[li].Start(s.now, x)
+	t := &kvXfer{r: r} // one allocation for the transfer and its tag
+	t.Transfer = engine.Transfer{Bytes: int64(max(n, 0)) * s.kvBytes, Tag: t}
+	s.links[li].Start(s.now, &t.Transfer)
 	s.reschedLink(li)
-	s.watchTransfer(r, x)
+	s.watchTransfer(r, &t.Transfer)
 }
 
 // transferDone lands one of r's chunk transfers. When the last lands, P
@@ -373,7 +376,6 @@ func (s *Sim) abortLegs(r *req) {
 func (s *Sim) record(r *req, st metrics.Status, cause string) {
 	m := &s.rec
 	*m = metrics.Record{
-		RequestID:    strconv.FormatInt(r.t.ChatID, 10),
 		SessionID:    r.t.SessionID,
 		ChatID:       r.t.ChatID,
 		Turn:         r.t.Turn,
@@ -384,6 +386,9 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 		OutputLength: r.t.OutputLength,
 		Status:       st,
 		Error:        cause,
+	}
+	if !s.quiet {
+		m.RequestID = strconv.FormatInt(r.t.ChatID, 10) // read by the sink alone
 	}
 	if r.x != nil {
 		m.ExecutionMode, m.Path = kvc.PathMode(r.x.Mode(), s.dPath(r.x.Decoder())), r.x.Path()
@@ -403,7 +408,7 @@ func (s *Sim) record(r *req, st metrics.Status, cause string) {
 	}
 	m.FinishReason = "length"
 	m.LatencyS = s.now - r.sent
-	m.TTFTS = r.ttft
+	m.TTFTS = r.firstAt - r.sent // r.sent is set once, before any token
 	if r.t.OutputLength > 1 {
 		m.TPOTS = (m.LatencyS - m.TTFTS) / float64(r.t.OutputLength-1)
 	}

@@ -166,6 +166,16 @@ func (s *lastsSource) LastOfSession() bool {
 	return i >= 0 && i < s.l.n && s.l.bits[i/64]&(1<<(i%64)) != 0
 }
 
+// Requests is how many requests the scan read: a run of the same stream
+// makes room for that many latencies at once (metrics.Collector.Reserve)
+// instead of growing the lists as requests end.
+func (s *lastsSource) Requests() int { return s.l.n }
+
+// countedSource is a Source that knows how many requests it holds.
+type countedSource interface {
+	Requests() int
+}
+
 // File and Line pass the source's location through for the checker's
 // errors (a source with none is numbered from 1, as checkedSource does).
 func (s *lastsSource) File() string {

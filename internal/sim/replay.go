@@ -38,13 +38,13 @@ type session struct {
 	id       string
 	lastChat int64   // last ended turn
 	lastEnd  float64 // when it ended
-	hasLast  bool
 
 	chain       []uint64 // the session's hash chain; turns hold prefixes of it (chain.go)
 	live        int      // requests ingested and not ended
 	readers     int      // requests still reading their view of chain
-	frozen      bool     // chain's array is never written again: caches key on it (chain.go)
 	idleGen     uint32
+	hasLast     bool
+	frozen      bool // chain's array is never written again: caches key on it (chain.go)
 	idleCounted bool
 	closing     bool // its last request has been ingested (SessionEnds)
 	gone        bool // closed: its records are dropped (sessionend.go)
@@ -54,16 +54,45 @@ type session struct {
 	onWorkers uint64
 }
 
-// req is one request's life in the simulator.
+// reqTrace is what the replay reads of a request's trace line once it is
+// ingested: trace.Request less its type and parent session, which only
+// the trace checker reads (32 bytes less a request).
+type reqTrace struct {
+	SessionID    string
+	ChatID       int64
+	ParentChatID int64 // -1 for the session's root
+	Turn         int
+	Timestamp    float64
+	InputLength  int
+	OutputLength int
+	HashIDs      []uint64
+	ThinkTimeS   *float64
+}
+
+func newReqTrace(t *trace.Request) reqTrace {
+	return reqTrace{SessionID: t.SessionID, ChatID: t.ChatID, ParentChatID: t.ParentChatID,
+		Turn: t.Turn, Timestamp: t.Timestamp, InputLength: t.InputLength,
+		OutputLength: t.OutputLength, HashIDs: t.HashIDs, ThinkTimeS: t.ThinkTimeS}
+}
+
+// readyAt is r's scaled trace time: the same division ingest made for
+// s.nextAt, so the same float.
+func (r *req) readyAt(s *Sim) float64 { return r.t.Timestamp / s.cfg.TimeScale }
+
+// IsRoot reports whether the request opens its session.
+func (t *reqTrace) IsRoot() bool { return t.ParentChatID < 0 }
+
+// req is one request's life in the simulator, allocated once per request
+// and so kept small: 632 bytes (the 640-byte size class; it was 752, in the
+// 768-byte class), with its flags in one word, the trace fields the replay
+// reads only, and its scaled trace time and TTFT computed where they are
+// read instead of kept.
 type req struct {
-	t        trace.Request
+	t        reqTrace
 	sess     *session
-	readyAt  float64 // scaled trace time
 	released float64 // handed to the client (parent done, think time over)
 	sent     float64 // left the concurrency gate
 	waiters  []*req  // next turns waiting for this one to end
-	ended    bool
-	dead     bool // timed out or failed: ignore late engine events
 
 	p, d int // worker indices (p = -1 for colocated)
 	// The request on its prefill worker (PD paths only: a colocated or
@@ -71,20 +100,21 @@ type req struct {
 	// one) and on its decoder or colocated worker.
 	pe       *engine.Request
 	de       engine.Request
-	reading  bool          // still reads its view of the session's chain (chain.go)
-	shared   bool          // its view is of a frozen chain: caches keep it uncopied
 	x        *kvc.Dispatch // the control plane's decisions for it
-	delayed  bool          // waited out the current action's backpressure delay
 	startAt  float64       // its final action started (after admission RPCs)
-	pDone    bool          // prefill done on P: every chunk's KV is on its way
-	dReady   bool          // D pre-allocated its KV (EvReserved)
-	syncWait bool          // P waits for a passive D→P snapshot (dtop.go)
 	sentKV   int           // prompt tokens whose KV P has started sending
 	xferLive int           // transfers of r's chunks still on the link
 	xferEnd  float64
 	firstAt  float64 // first token out (D's join in PD)
-	ttft     float64
-	hasTTFT  bool
+
+	ended    bool
+	dead     bool // timed out or failed: ignore late engine events
+	reading  bool // still reads its view of the session's chain (chain.go)
+	shared   bool // its view is of a frozen chain: caches keep it uncopied
+	delayed  bool // waited out the current action's backpressure delay
+	pDone    bool // prefill done on P: every chunk's KV is on its way
+	dReady   bool // D pre-allocated its KV (EvReserved)
+	syncWait bool // P waits for a passive D→P snapshot (dtop.go)
 }
 
 func (s *Sim) initReplay() {
@@ -123,7 +153,7 @@ func (s *Sim) ingest() error {
 		s.now = s.nextAt
 	}
 	s.forgetIdle()
-	r := &req{t: s.next, readyAt: s.nextAt, p: -1, d: -1}
+	r := &req{t: newReqTrace(&s.next), p: -1, d: -1}
 	sess, ok := s.sessions[r.t.SessionID]
 	if !ok {
 		sess = &session{id: r.t.SessionID}
@@ -131,7 +161,7 @@ func (s *Sim) ingest() error {
 		s.stats.Sessions++
 	}
 	s.sessionBusy(sess)
-	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs)
+	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs, s.nextLast)
 	sess.closing = sess.closing || s.nextLast
 	s.readNext()
 	s.stats.Requests++
@@ -232,8 +262,8 @@ func (s *Sim) end(r *req) {
 	s.doneReading(r)
 	s.active--
 	s.live--
-	if r.sess.live--; r.sess.live == 0 {
-		s.sessionIdle(r.sess)
+	if r.sess.live--; r.sess.live == 0 && !r.sess.closing {
+		s.sessionIdle(r.sess) // a closing one is closed below, not filed idle
 	}
 	s.forgetIdle()
 	s.inflight.Delete(r.t.ChatID)
@@ -251,7 +281,7 @@ func (s *Sim) end(r *req) {
 		s.gateHead = 0
 	}
 	for _, w := range r.waiters {
-		s.schedRelease(w, max(w.readyAt, s.now+s.think(w)))
+		s.schedRelease(w, max(w.readyAt(s), s.now+s.think(w)))
 	}
 	r.waiters = nil
 	if r.sess.closing && r.sess.live == 0 && !r.sess.gone {

@@ -210,6 +210,9 @@ func newSim(cfg Config, src Source, sink Sink, progress Progress) (*Sim, error) 
 		return nil, err
 	}
 	s.collector = metrics.NewCollector(cfg.SLO)
+	if c, ok := src.(countedSource); ok {
+		s.collector.Reserve(c.Requests())
+	}
 	s.collector.SetITL(s.gaps)
 	s.initReplay()
 	return s, nil

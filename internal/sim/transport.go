@@ -62,8 +62,10 @@ func (s *Sim) peerDead(r *req) bool {
 	return s.deadPeer != nil && s.deadPeer[[2]int{r.p - s.prefills[0], r.d - s.decodes[0]}]
 }
 
-// kvXfer is a P→D chunk transfer's tag: landed once the decoder handled it.
+// kvXfer is a P→D chunk transfer and its tag (Transfer.Tag points back at
+// it): landed once the decoder handled it.
 type kvXfer struct {
+	engine.Transfer
 	r      *req
 	landed bool
 }
