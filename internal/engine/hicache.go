@@ -422,7 +422,7 @@ func (w *Worker) hiStepS(c float64) float64 {
 	for _, ch := range w.plan.chunks {
 		if ch.req.loadPending {
 			tokens += int64(ch.req.loaded)
-			wait = max(wait, ch.req.prefetchWait)
+			wait = max(wait, ch.req.prefetchWait())
 		}
 	}
 	if tokens == 0 {
@@ -440,7 +440,8 @@ func (w *Worker) hiStepS(c float64) float64 {
 func (w *Worker) hiLoaded(now float64) {
 	for _, ch := range w.plan.chunks {
 		if r := ch.req; r.loadPending {
-			r.loadPending, r.prefetchWait = false, 0
+			r.loadPending = false
+			r.setPrefetchWait(0)
 			w.hiUnlock(now, r)
 		}
 	}

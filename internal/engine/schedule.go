@@ -219,7 +219,9 @@ func (w *Worker) finish(now float64, r *Request) {
 	w.keepOutput(now, r)
 	w.sessionEnd(now, r)
 	w.freeRequest(now, r)
-	r.windowKeys = nil // never run again
+	if r.rare != nil {
+		r.rare.windowKeys = nil // never run again
+	}
 	w.admitted--
 	r.Stage, r.FinishedAt = StageDone, now
 	w.events = append(w.events, Event{Kind: EvFinished, Req: r, Time: now})

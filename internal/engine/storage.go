@@ -198,7 +198,7 @@ func (w *Worker) stWrite(now float64, blocks []uint64, last int64) {
 // arrive, and r waits for it (r.prefetchWait, charged by hiStepS). The
 // prefetch began when r entered the queue.
 func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
-	r.prefetchWait = 0
+	r.setPrefetchWait(0)
 	st := w.host.store
 	if st == nil {
 		return
@@ -210,12 +210,12 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	if beyond < st.threshold {
 		return
 	}
-	if !r.prefetchBegun {
-		r.prefetchBegun, r.prefetchFrom = true, base
+	if x := r.more(); !x.prefetchBegun {
+		x.prefetchBegun, x.prefetchFrom = true, base
 	}
 	// The prefetch reads storage's match from where it began, pages in
 	// order; an earlier attempt's pages are on host already (base).
-	from := min(r.prefetchFrom, base)
+	from := min(r.rare.prefetchFrom, base)
 	total := min(int(sm.Tokens), r.Input-1) - from
 	bpt := w.mdl.KVBytesPerToken()
 	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)
@@ -243,8 +243,8 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	if w.stats.HostWriteSkips != before {
 		return // the host pool could not take it: computed instead
 	}
-	r.prefetchWait = end - now
+	r.setPrefetchWait(end - now)
 	w.stats.StoragePrefetches++
 	w.stats.StoragePrefetchedTokens += int64((nb-1)*bs) + lastTok - int64(base)
-	w.stats.StorageWaitS += r.prefetchWait
+	w.stats.StorageWaitS += r.prefetchWait()
 }

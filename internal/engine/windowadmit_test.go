@@ -82,7 +82,7 @@ func TestVLLMWindowAdmitsTheSlidingLayersWindowOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Advance(0)
-	if got := a.windowFreed; got != 144 {
+	if got := a.windowFreed(); got != 144 {
 		t.Errorf("A frees %d pool tokens from its admission, want (400 − 112) / 2 = 144", got)
 	}
 	if got := w.Used(); got != 256 {

@@ -145,18 +145,18 @@ func (w *Worker) windowSet(r *Request) {
 		return
 	}
 	w.windowCount(r, w.windowSkippedNow(r))
-	r.windowFreed = w.windowFreedOf(r)
+	r.setWindowFreed(w.windowFreedOf(r))
 }
 
 // windowRelease gives back r's freed tokens when it stops running (ends,
 // is preempted or aborted): its blocks are all freed now, and what others
 // took of the sliding ones comes out of the prefix cache.
 func (w *Worker) windowRelease(now float64, r *Request) {
-	if r.windowBlocks == 0 && r.windowOwn == 0 {
+	if r.windowBlocks() == 0 && r.windowOwn() == 0 {
 		return
 	}
 	w.windowUncount(r)
-	r.windowFreed = 0
+	r.setWindowFreed(0)
 	if w.free() < 0 {
 		w.makeRoomFor(now, 0, "")
 	}

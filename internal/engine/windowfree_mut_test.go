@@ -47,8 +47,8 @@ func TestMutVLLMWindowFreesByHand(t *testing.T) {
 		if got := prefillThenUsed(w, r); got != c.used {
 			t.Errorf("%s: %d pool tokens used after the prefill, want %d", c.name, got, c.used)
 		}
-		if w.windowFreed != c.freed || r.windowFreed != c.freed {
-			t.Errorf("%s: %d freed (the request's view %d), want %d", c.name, w.windowFreed, r.windowFreed, c.freed)
+		if w.windowFreed != c.freed || r.windowFreed() != c.freed {
+			t.Errorf("%s: %d freed (the request's view %d), want %d", c.name, w.windowFreed, r.windowFreed(), c.freed)
 		}
 		if c.freed == 0 && (w.windowTok != 0 || len(w.windowRefs) != 0) {
 			t.Errorf("%s: %d sliding tokens, %d blocks counted; want none", c.name, w.windowTok, len(w.windowRefs))

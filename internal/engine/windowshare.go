@@ -30,16 +30,16 @@ func windowKey(prev, id uint64) uint64 {
 // where nothing is shared, and for a request that never prefills here (a
 // DecodeOnly one: its freed tokens all count as its own).
 func (w *Worker) windowKeysOf(r *Request) []uint64 {
-	if r.windowKeys == nil && r.Stage == StagePrefill && w.tree != nil && len(r.Blocks) > 0 {
+	if r.windowKeys() == nil && r.Stage == StagePrefill && w.tree != nil && len(r.Blocks) > 0 {
 		keys := make([]uint64, len(r.Blocks))
 		h := uint64(0)
 		for i, id := range r.Blocks {
 			h = windowKey(h, id)
 			keys[i] = h
 		}
-		r.windowKeys = keys
+		r.more().windowKeys = keys
 	}
-	return r.windowKeys
+	return r.windowKeys()
 }
 
 // windowPool is the pool tokens tok sliding-layer tokens are.
@@ -61,8 +61,8 @@ func (w *Worker) windowSplit(r *Request, skipped int64) (blocks int, own int64) 
 func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
 	blocks, own := w.windowSplit(r, skipped)
 	b := int64(max(w.cfg.BlockSize, 1))
-	add := own - r.windowOwn
-	for _, k := range r.windowKeys[r.windowBlocks:blocks] {
+	add := own - r.windowOwn()
+	for _, k := range r.windowKeys()[r.windowBlocks():blocks] {
 		if w.windowRefs[k] == 0 {
 			add += b
 		}
@@ -75,34 +75,42 @@ func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
 // that would fall is counted again from the start.
 func (w *Worker) windowCount(r *Request, skipped int64) {
 	blocks, own := w.windowSplit(r, skipped)
-	if blocks < r.windowBlocks {
+	if blocks < r.windowBlocks() {
 		w.windowUncount(r)
 	}
 	if w.windowRefs == nil {
 		w.windowRefs = map[uint64]int32{}
 	}
+	if blocks == 0 && own == 0 && r.rare == nil {
+		// Nothing behind its window yet: no count to keep.
+		w.windowFreed = w.windowPool(w.windowTok)
+		return
+	}
+	x := r.more()
 	b := int64(max(w.cfg.BlockSize, 1))
-	for ; r.windowBlocks < blocks; r.windowBlocks++ {
-		k := r.windowKeys[r.windowBlocks]
+	for ; x.windowBlocks < blocks; x.windowBlocks++ {
+		k := x.windowKeys[x.windowBlocks]
 		if w.windowRefs[k]++; w.windowRefs[k] == 1 {
 			w.windowTok += b
 		}
 	}
-	w.windowTok += own - r.windowOwn
-	r.windowOwn = own
+	w.windowTok += own - x.windowOwn
+	x.windowOwn = own
 	w.windowFreed = w.windowPool(w.windowTok)
 }
 
 // windowUncount takes r's count back.
 func (w *Worker) windowUncount(r *Request) {
-	b := int64(max(w.cfg.BlockSize, 1))
-	for _, k := range r.windowKeys[:r.windowBlocks] {
-		if w.windowRefs[k]--; w.windowRefs[k] <= 0 {
-			delete(w.windowRefs, k)
-			w.windowTok -= b
+	if x := r.rare; x != nil {
+		b := int64(max(w.cfg.BlockSize, 1))
+		for _, k := range x.windowKeys[:x.windowBlocks] {
+			if w.windowRefs[k]--; w.windowRefs[k] <= 0 {
+				delete(w.windowRefs, k)
+				w.windowTok -= b
+			}
 		}
+		w.windowTok -= x.windowOwn
+		x.windowBlocks, x.windowOwn = 0, 0
 	}
-	w.windowTok -= r.windowOwn
-	r.windowBlocks, r.windowOwn = 0, 0
 	w.windowFreed = w.windowPool(w.windowTok)
 }

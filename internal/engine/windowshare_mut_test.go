@@ -16,7 +16,7 @@ func windowCountWorker(t *testing.T) (*Worker, *Request) {
 	}
 	r := &Request{ID: 1, Kind: Full, Input: 200, Output: 10, Blocks: idRange(1, 4), Stage: StagePrefill}
 	if len(w.windowKeysOf(r)) != 4 {
-		t.Fatalf("%d keys, want 4", len(r.windowKeys))
+		t.Fatalf("%d keys, want 4", len(r.windowKeys()))
 	}
 	return w, r
 }
@@ -33,9 +33,9 @@ func TestMutWindowCountFalls(t *testing.T) {
 		own, freed   int64
 	}{{112, 112, 4, 48, 56}, {48, 48, 3, 0, 24}} {
 		w.windowCount(r, c.skipped)
-		if w.windowTok != c.tok || len(w.windowRefs) != c.blocks || r.windowBlocks != c.blocks || r.windowOwn != c.own || w.windowFreed != c.freed {
+		if w.windowTok != c.tok || len(w.windowRefs) != c.blocks || r.windowBlocks() != c.blocks || r.windowOwn() != c.own || w.windowFreed != c.freed {
 			t.Errorf("skipped %d: %d tokens, %d blocks counted (the request's %d), %d own, %d freed; want %d, %d, %d, %d",
-				c.skipped, w.windowTok, len(w.windowRefs), r.windowBlocks, r.windowOwn, w.windowFreed, c.tok, c.blocks, c.own, c.freed)
+				c.skipped, w.windowTok, len(w.windowRefs), r.windowBlocks(), r.windowOwn(), w.windowFreed, c.tok, c.blocks, c.own, c.freed)
 		}
 	}
 	w.windowUncount(r)

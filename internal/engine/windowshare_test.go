@@ -53,8 +53,8 @@ func TestVLLMWindowFreesASharedPrefixOnce(t *testing.T) {
 	if w.windowFreed != 128 {
 		t.Errorf("%d pool tokens freed, want 128 (16 distinct blocks' sliding half)", w.windowFreed)
 	}
-	if b.windowFreed != 112 || c.windowFreed != 112 {
-		t.Errorf("each request's own view %d, %d; want 224 / 2 = 112", b.windowFreed, c.windowFreed)
+	if b.windowFreed() != 112 || c.windowFreed() != 112 {
+		t.Errorf("each request's own view %d, %d; want 224 / 2 = 112", b.windowFreed(), c.windowFreed())
 	}
 	drive(w, t1)
 	if w.windowFreed != 0 || w.windowTok != 0 || len(w.windowRefs) != 0 {

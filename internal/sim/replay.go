@@ -83,11 +83,12 @@ func (r *req) readyAt(s *Sim) float64 { return r.t.Timestamp / s.cfg.TimeScale }
 func (t *reqTrace) IsRoot() bool { return t.ParentChatID < 0 }
 
 // req is one request's life in the simulator, allocated once per request
-// and so kept small: 696 bytes (the 704-byte size class; it was 752, in the
-// 768-byte class, and 632 before engine.Request took the sliding-window
-// share count and the storage prefetch, 64 bytes), with its flags in one
-// word, the trace fields the replay reads only, and its scaled trace time
-// and TTFT computed where they are read instead of kept.
+// and so kept small: 632 bytes (the 640-byte size class, which
+// TestRecordSizeClass holds; it was 752, in the 768-byte class), with its
+// flags in one word, the trace fields the replay reads only, its scaled
+// trace time and TTFT computed where they are read instead of kept, and
+// engine.Request's state for the sliding-window share count and the storage
+// prefetch behind one pointer (inline it took req to 696 bytes).
 type req struct {
 	t        reqTrace
 	sess     *session
