@@ -108,17 +108,19 @@ func TestMutStorageWriteRoom(t *testing.T) {
 		// free is still short of 5,600: skipped, X alone (1,600) is left.
 		{"does not fit with its prefix locked", x, 16, 1600, 4800, 1, 1600, 0},
 	} {
-		w := setup()
-		w.stWrite(2, tc.blocks, tc.last)
-		st := w.host.store
-		if w.StorageUsed() != tc.used || w.stats.StorageEvictedTokens != tc.evicted || w.stats.StorageWriteSkips != tc.skips {
-			t.Fatalf("%s: used %d, evicted %d, skips %d; want %d, %d, %d", tc.name,
-				w.StorageUsed(), w.stats.StorageEvictedTokens, w.stats.StorageWriteSkips, tc.used, tc.evicted, tc.skips)
-		}
-		if gx, gy := st.tree.Match(x, 16).Tokens, st.tree.Match(y, 16).Tokens; gx != tc.xTokens || gy != tc.yTokens {
-			t.Fatalf("%s: storage holds %d of X, %d of Y; want %d, %d", tc.name, gx, gy, tc.xTokens, tc.yTokens)
-		}
-		checkStorage(t, w)
+		t.Run(tc.name, func(t *testing.T) {
+			w := setup()
+			w.stWrite(2, tc.blocks, tc.last)
+			st := w.host.store
+			if w.StorageUsed() != tc.used || w.stats.StorageEvictedTokens != tc.evicted || w.stats.StorageWriteSkips != tc.skips {
+				t.Fatalf("used %d, evicted %d, skips %d; want %d, %d, %d",
+					w.StorageUsed(), w.stats.StorageEvictedTokens, w.stats.StorageWriteSkips, tc.used, tc.evicted, tc.skips)
+			}
+			if gx, gy := st.tree.Match(x, 16).Tokens, st.tree.Match(y, 16).Tokens; gx != tc.xTokens || gy != tc.yTokens {
+				t.Fatalf("storage holds %d of X, %d of Y; want %d, %d", gx, gy, tc.xTokens, tc.yTokens)
+			}
+			checkStorage(t, w)
+		})
 	}
 }
 
@@ -153,24 +155,26 @@ func TestMutStoragePrefetchAmount(t *testing.T) {
 		// 201.23 MB / 37.5 GB/s = 5.4661 ms) and files all 128 pages.
 		{"whole prompt", a[:128], 2048, 0, 1, 2048, 2048, wait(2047)},
 	} {
-		w := stWorker(t, 20000, StorageConfig{Prefetch: PrefetchWaitComplete})
-		if w.mdl.KVBytesPerToken() != 98304 {
-			t.Fatalf("KV bytes per token %d, the figures assume 98304", w.mdl.KVBytesPerToken())
-		}
-		w.stWrite(0, a[:128], 16)
-		r := &Request{ID: 1, Kind: Full, Session: "a", Blocks: tc.blocks, Input: tc.input, Output: 1, SubmittedAt: 1}
-		w.stPrefetch(1, r, tc.cached)
-		if w.stats.StoragePrefetches != tc.prefetches || w.stats.StoragePrefetchedTokens != tc.prefetched {
-			t.Fatalf("%s: %d prefetches of %d tokens, want %d of %d", tc.name,
-				w.stats.StoragePrefetches, w.stats.StoragePrefetchedTokens, tc.prefetches, tc.prefetched)
-		}
-		if got := w.HostPrefixMatch(tc.blocks, tc.input); got != tc.host {
-			t.Fatalf("%s: host holds %d tokens of the prompt, want %d", tc.name, got, tc.host)
-		}
-		if got := r.prefetchWait(); math.Abs(got-tc.waitS) > 1e-12 || math.Abs(w.stats.StorageWaitS-tc.waitS) > 1e-12 {
-			t.Fatalf("%s: waited %v s (stats %v), want %v", tc.name, got, w.stats.StorageWaitS, tc.waitS)
-		}
-		checkHost(t, w)
-		checkStorage(t, w)
+		t.Run(tc.name, func(t *testing.T) {
+			w := stWorker(t, 20000, StorageConfig{Prefetch: PrefetchWaitComplete})
+			if w.mdl.KVBytesPerToken() != 98304 {
+				t.Fatalf("KV bytes per token %d, the figures assume 98304", w.mdl.KVBytesPerToken())
+			}
+			w.stWrite(0, a[:128], 16)
+			r := &Request{ID: 1, Kind: Full, Session: "a", Blocks: tc.blocks, Input: tc.input, Output: 1, SubmittedAt: 1}
+			w.stPrefetch(1, r, tc.cached)
+			if w.stats.StoragePrefetches != tc.prefetches || w.stats.StoragePrefetchedTokens != tc.prefetched {
+				t.Fatalf("%d prefetches of %d tokens, want %d of %d",
+					w.stats.StoragePrefetches, w.stats.StoragePrefetchedTokens, tc.prefetches, tc.prefetched)
+			}
+			if got := w.HostPrefixMatch(tc.blocks, tc.input); got != tc.host {
+				t.Fatalf("host holds %d tokens of the prompt, want %d", got, tc.host)
+			}
+			if got := r.prefetchWait(); math.Abs(got-tc.waitS) > 1e-12 || math.Abs(w.stats.StorageWaitS-tc.waitS) > 1e-12 {
+				t.Fatalf("waited %v s (stats %v), want %v", got, w.stats.StorageWaitS, tc.waitS)
+			}
+			checkHost(t, w)
+			checkStorage(t, w)
+		})
 	}
 }
