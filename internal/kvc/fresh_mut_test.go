@@ -1,0 +1,31 @@
+package kvc
+
+import "testing"
+
+// TestV4LongPrefillAtItsBounds holds the two boundaries of the
+// --isolation-long-prefill rule in v4PMissesTTFT (a prefill that misses
+// the TTFT SLO both ways runs on d0 when d0 is no later and P's own
+// prefill of it is over LongPrefillS). The world is
+// TestV4TTFTEscapeByHand's: 1e-4 s a token, no overhead, no attention
+// cost, a 1 s TTFT SLO; a (8,000) and b (9,000) are local seeds ending
+// their prefills on d0, c (3,000) goes through P, e (9,000) escapes to d0.
+//
+//   - "at the bound": the bound is 1.2 s, exactly g's own prefill on P
+//     (12,000 × 1e-4 = 1.2, binary-equal to the literal). g misses both
+//     ways (1.8 s through P behind c's and f's 0.6 s, 1.2 s on d0) and d0
+//     is no later, but 1.2 > 1.2 is false: g stays held (through P).
+//   - "at equal TTFTs": e's prefill does not end, so d0 queues its 9,000
+//     tokens (0.9 s); c, f and f2 (3,000 each) leave 9,000 queued on P
+//     (0.9 s; f2 through P: 0.6 + 0.3 = 0.9 s meets the SLO). g then takes
+//     0.9 + 1.2 = 2.1 s either way, over the SLO; its P prefill 1.2 s is
+//     over the 1 s bound, and d0 at 2.1 s is no later than P's 2.1 s: g
+//     runs on d0.
+func TestV4LongPrefillAtItsBounds(t *testing.T) {
+	cost := StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}
+	playEscapeWorld(t, "at the bound", DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: 1.2, Cost: cost},
+		[]escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false},
+			{"e", 9000, true, true}, {"f", 3000, false, false}, {"g", 12000, false, false}})
+	playEscapeWorld(t, "at equal TTFTs", DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: 1, Cost: cost},
+		[]escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false},
+			{"e", 9000, true, false}, {"f", 3000, false, false}, {"f2", 3000, false, false}, {"g", 12000, true, false}})
+}
