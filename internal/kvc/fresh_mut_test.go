@@ -20,6 +20,13 @@ import "testing"
 //     0.9 + 1.2 = 2.1 s either way, over the SLO; its P prefill 1.2 s is
 //     over the 1 s bound, and d0 at 2.1 s is no later than P's 2.1 s: g
 //     runs on d0.
+//   - "with attention": a 1e-12 s attention cost per token pair and a
+//     1.2001 s bound. g's P prefill has nothing cached on P, so it is
+//     12,000 tokens after 0: 1.2 + 1e-12 × 12,000 × (0 + 6,000) =
+//     1.200072 s, under the bound: g stays held. (Counted after 24,000
+//     cached tokens it would be 1.2 + 1e-12 × 12,000 × 30,000 = 1.20036 s,
+//     over.) The attention adds under 1e-4 s to every other figure above,
+//     whose margins are 0.1 s or more: every other placement is the same.
 func TestV4LongPrefillAtItsBounds(t *testing.T) {
 	cost := StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}
 	playEscapeWorld(t, "at the bound", DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: 1.2, Cost: cost},
@@ -28,4 +35,9 @@ func TestV4LongPrefillAtItsBounds(t *testing.T) {
 	playEscapeWorld(t, "at equal TTFTs", DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: 1, Cost: cost},
 		[]escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false},
 			{"e", 9000, true, false}, {"f", 3000, false, false}, {"f2", 3000, false, false}, {"g", 12000, true, false}})
+	attn := cost
+	attn.AttnS = 1e-12
+	playEscapeWorld(t, "with attention", DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: 1.2001, Cost: attn},
+		[]escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false},
+			{"e", 9000, true, true}, {"f", 3000, false, false}, {"g", 12000, false, false}})
 }
