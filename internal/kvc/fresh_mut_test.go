@@ -1,6 +1,9 @@
 package kvc
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestV4LongPrefillAtItsBounds holds the two boundaries of the
 // --isolation-long-prefill rule in v4PMissesTTFT (a prefill that misses
@@ -40,4 +43,22 @@ func TestV4LongPrefillAtItsBounds(t *testing.T) {
 	playEscapeWorld(t, "with attention", DecodeIsolation{TPOTSLOS: 0.012, OutputTokens: 101, TTFTSLOS: 1, LongPrefillS: 1.2001, Cost: attn},
 		[]escapeTurn{{"a", 8000, true, true}, {"b", 9000, true, true}, {"c", 3000, false, false},
 			{"e", 9000, true, true}, {"f", 3000, false, false}, {"g", 12000, false, false}})
+}
+
+// TestV4LevelNeverOverItsCap: a bucket holds at most (T − s)·(ō − 1),
+// also when the mean output ō falls between two asks at the same instant.
+// T − s = 0.012 − 0.002 = 0.01 s. After a's 101 output tokens ō = 101 and
+// d0's fresh bucket is full at 0.01 × 100 = 1 s. b's output of 1 makes
+// ō = (101 + 1) / 2 = 51 at the same time 0: the cap is 0.01 × 50 =
+// 0.5 s, and the level, 1 s, is cut to it though no time passed.
+func TestV4LevelNeverOverItsCap(t *testing.T) {
+	x := v4World(DecodeIsolation{TPOTSLOS: 0.012, Cost: StallCost{PerTokenS: 1e-4, DecodeStepS: 0.002}})
+	x.Begin(0, Request{Session: "a", Turn: 1, Blocks: []uint64{10}, Input: 100, Output: 101})
+	if lv := x.v4Level(x.v4Bucket(false, 0), 0); math.Abs(lv-1) > 1e-9 {
+		t.Fatalf("after a: level %v, want 1 s", lv)
+	}
+	x.Begin(0, Request{Session: "b", Turn: 1, Blocks: []uint64{20}, Input: 100, Output: 1})
+	if lv := x.v4Level(x.v4Bucket(false, 0), 0); math.Abs(lv-0.5) > 1e-9 {
+		t.Fatalf("after b at the same instant: level %v, want the new cap 0.5 s", lv)
+	}
 }
