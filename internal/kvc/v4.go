@@ -169,7 +169,9 @@ func (x *Dispatcher) v4Out() int {
 	return int(x.v4.outSum / x.v4.outN)
 }
 
-// level refills b to now and reports its stall seconds.
+// level refills b to now and reports its stall seconds. The level is cut
+// to the cap on every ask, not only on a refill: the cap follows the mean
+// output, which can fall between two asks at the same instant.
 func (x *Dispatcher) v4Level(b *stallBucket, now float64) float64 {
 	c := x.iso()
 	capS := c.CapS(x.v4Out())
@@ -177,9 +179,10 @@ func (x *Dispatcher) v4Level(b *stallBucket, now float64) float64 {
 		b.level, b.at, b.used = capS, now, true
 	}
 	if now > b.at {
-		b.level = math.Min(capS, b.level+c.RateS()*(now-b.at))
+		b.level += c.RateS() * (now - b.at)
 		b.at = now
 	}
+	b.level = math.Min(capS, b.level)
 	return b.level
 }
 
