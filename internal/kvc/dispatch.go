@@ -182,7 +182,7 @@ type Dispatch struct {
 	inline                     bool     // the admission in flight rode on the request
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
 	host                       int      // tier costing: prompt tokens its prefill on the decoder loads back from host
-	prefetch                   int      // tier costing: of host, the tokens prefetched from storage first
+	prefetch                   int      // tier costing: prompt tokens its prefill on the decoder prefetches from storage
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.

@@ -25,6 +25,11 @@ type TierCost struct {
 	// prefetches over (model.Profile.StorageLink; 0 without a storage tier:
 	// storage answers are then not costed).
 	StorageBandwidth, StorageSetupS float64
+	// StorageBestEffort: the storage tier's prefetch policy is best_effort,
+	// under which a request admitted the moment it arrives has received
+	// nothing from storage (engine/storage.go): its storage tokens are
+	// costed as computed, not prefetched.
+	StorageBestEffort bool
 }
 
 // On reports whether tier costing is configured.
@@ -48,6 +53,21 @@ func (c TierCost) PrefetchS(tokens int) float64 {
 		return 0
 	}
 	return c.StorageSetupS + float64(int64(tokens)*c.KVBytesPerToken)/c.StorageBandwidth
+}
+
+// PrefillWithTiersS is PrefillWithLoadS for a prefill of n new tokens after
+// p cached ones of which host are loaded back from host and storage
+// prefetched from storage first: the engine's step waits for the prefetch,
+// then loads host + storage beside the first chunk. Under best_effort the
+// storage tokens are computed instead (StorageBestEffort).
+func (c TierCost) PrefillWithTiersS(s StallCost, n, p, host, storage int) float64 {
+	if storage <= 0 {
+		return c.PrefillWithLoadS(s, n, p, host)
+	}
+	if c.StorageBestEffort {
+		return c.PrefillWithLoadS(s, n+storage, p-storage, host)
+	}
+	return c.PrefetchS(storage) + c.PrefillWithLoadS(s, n, p, host+storage)
 }
 
 // TransferS is the P→D link's time for tokens of KV.
@@ -93,9 +113,7 @@ func (t *Dispatch) v3TierCosts(d, p int, rep AdmitReply) tierChoice {
 	tc, sc := x.cfg.V3.Tiers, x.iso().Cost
 	x.ensureLoad()
 	n := max(t.r.Input-rep.CachedTokens, 1)
-	// A storage answer's tokens are prefetched into host first (the step
-	// waits for them), then loaded back as a host hit (engine hiStepS).
-	stall := tc.PrefetchS(rep.StorageTokens) + tc.PrefillWithLoadS(sc, n, rep.CachedTokens, rep.HostTokens+rep.StorageTokens)
+	stall := tc.PrefillWithTiersS(sc, n, rep.CachedTokens, rep.HostTokens, rep.StorageTokens)
 	ch := tierChoice{loadS: sc.PrefillS(x.load.d[d], 0) + stall, fits: true}
 	pu := t.pUncached(p)
 	ch.reseedS = sc.PrefillS(x.load.p[p], 0) + sc.PrefillS(pu, t.r.Input-pu) + tc.TransferS(t.r.Input)
@@ -127,7 +145,7 @@ func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 			x.p.names[p], ch.reseedS, verdict(through, "through P", "load back"))
 	}
 	if !through {
-		t.host, t.prefetch = rep.HostTokens+rep.StorageTokens, rep.StorageTokens
+		t.host, t.prefetch = rep.HostTokens, rep.StorageTokens
 		return false
 	}
 	t.decide(ActSeed, p, d, ModeHostReseed)
@@ -135,12 +153,10 @@ func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 }
 
 // loadStallS is the stall of a prefill of n tokens after p cached ones on
-// the decoder that loads t.host of them back from host, t.prefetch of
-// those first prefetched from storage: the engine's step waits for the
-// prefetch, then overlaps the load with its first chunk (hiStepS).
+// the decoder that loads t.host of them back from host and t.prefetch
+// from storage (PrefillWithTiersS).
 func (t *Dispatch) loadStallS(n, p int) float64 {
-	tc := t.x.cfg.V3.Tiers
-	return tc.PrefetchS(t.prefetch) + tc.PrefillWithLoadS(t.x.iso().Cost, n, p, t.host)
+	return t.x.cfg.V3.Tiers.PrefillWithTiersS(t.x.iso().Cost, n, p, t.host, t.prefetch)
 }
 
 // lowerTier reports whether a direct answer loads its prefix from a tier

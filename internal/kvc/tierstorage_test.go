@@ -36,9 +36,16 @@ func onStorage(t *testing.T, x *Dispatcher, s string) *Dispatch {
 // loaded back and v4 (12 ms over 2 ms steps: a 1 s bucket) draws the
 // whole 0.4012 s. Over 25 GB/s the prefetch is 0.401 s, the stall 0.6012
 // s: the reseed through P is cheaper and runs. With no storage link known
-// the answer is not costed: direct, as the engine answered.
+// the answer is not costed: direct, as the engine answered. Under
+// best_effort a request admitted at once has received nothing: the
+// 100,000 storage tokens are computed with the append, 101,000 tokens at
+// 10 µs = 1.01 s, and the reseed through P runs.
 func TestTierCostStorageByHand(t *testing.T) {
 	tc := TierCost{KVBytesPerToken: 100_000, StorageBandwidth: 50e9, StorageSetupS: 0.001}
+	full := TierCost{KVBytesPerToken: 100_000, Layers: 50, HostBandwidth: 50e9, StorageBandwidth: 50e9, StorageSetupS: 0.001}
+	best := full
+	best.StorageBestEffort = true
+	sc := StallCost{PerTokenS: 1e-5, ChunkTokens: 8192}
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -47,6 +54,9 @@ func TestTierCostStorageByHand(t *testing.T) {
 		{"PrefetchS(0)", tc.PrefetchS(0), 0},
 		{"PrefetchS(-1)", tc.PrefetchS(-1), 0},
 		{"PrefetchS with no storage link", TierCost{KVBytesPerToken: 100_000, StorageSetupS: 0.001}.PrefetchS(100_000), 0},
+		{"PrefillWithTiersS, storage", full.PrefillWithTiersS(sc, 1000, 100_000, 0, 100_000), 0.4012},
+		{"PrefillWithTiersS, no storage", full.PrefillWithTiersS(sc, 1000, 100_000, 100_000, 0), 0.2002},
+		{"PrefillWithTiersS, best_effort", best.PrefillWithTiersS(sc, 1000, 100_000, 0, 100_000), 1.01},
 	} {
 		if math.Abs(c.got-c.want) > 1e-12 {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -77,6 +87,13 @@ func TestTierCostStorageByHand(t *testing.T) {
 		d := onStorage(t, world(25e9, 0), "s")
 		if d.Action().Kind != ActSeed || d.Mode() != ModeHostReseed || d.Action().D != 0 {
 			t.Fatalf("got %v %q to d%d, want a reseed through P to d0 (0.414 s < 0.6012 s); path %v", d.Action().Kind, d.Mode(), d.Action().D, d.Path())
+		}
+	})
+	t.Run("best_effort: computed, reseeded", func(t *testing.T) {
+		x := world(50e9, 0)
+		x.cfg.V3.Tiers.StorageBestEffort = true
+		if d := onStorage(t, x, "s"); d.Action().Kind != ActSeed || d.Mode() != ModeHostReseed {
+			t.Fatalf("got %v %q, want a reseed through P (0.414 s < 1.01 s computing the 101,000 tokens); path %v", d.Action().Kind, d.Mode(), d.Path())
 		}
 	})
 	t.Run("no storage link: not costed", func(t *testing.T) {
