@@ -243,10 +243,14 @@ type AdmitResponse struct {
 	TrimmedSessions    int    `json:"trimmed_sessions"`
 	TrimmedTokens      int64  `json:"trimmed_tokens"`
 	// Tier is where the worker holds the session's prefix: hbm, host (its
-	// host KV tier: host_tokens of cached_tokens are loaded back) or none
-	// (an extension of the seed's reply, engine/hicache.go).
-	Tier       string `json:"tier"`
-	HostTokens int    `json:"host_tokens"`
+	// host KV tier: host_tokens of cached_tokens are loaded back), storage
+	// (its storage tier below host: storage_tokens of cached_tokens are
+	// prefetched to host, then loaded back) or none (an extension of the
+	// seed's reply, engine/hicache.go, engine/storage.go). storage_tokens is
+	// left out when 0, so a worker without a storage tier answers as before.
+	Tier          string `json:"tier"`
+	HostTokens    int    `json:"host_tokens"`
+	StorageTokens int    `json:"storage_tokens,omitempty"`
 }
 
 // ReasonFaultInjected is the refusal of the refuse-admissions fault.
@@ -269,7 +273,7 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, AdmitResponse{
 		CanAdmit: rep.CanAdmit, Mode: rep.Mode.String(), Reason: rep.Reason, CachedTokens: rep.CachedTokens,
 		RecommendedPauseMs: int(math.Round(rep.PauseMs)), TrimmedSessions: rep.Trimmed, TrimmedTokens: rep.TrimmedTok,
-		Tier: rep.Tier, HostTokens: rep.HostTokens,
+		Tier: rep.Tier, HostTokens: rep.HostTokens, StorageTokens: rep.StorageTokens,
 	})
 }
 

@@ -52,12 +52,16 @@ type AdmitReply struct {
 	CachedTokens int // prompt tokens this worker holds for the request
 	// Tier says where the session's prefix is: TierHBM (resident), TierHost
 	// (demoted to this worker's host tier: a direct append that loads it
-	// back first; HostTokens of CachedTokens come from host) or TierNone.
-	Tier       string
-	HostTokens int
-	PauseMs    float64 // recommended_pause_ms: a backpressure hint, 0 when none
-	Trimmed    int     // sessions evicted to make room
-	TrimmedTok int64
+	// back first; HostTokens of CachedTokens come from host), TierStorage
+	// (neither HBM nor host holds it but the storage pool below does: the
+	// turn prefetches StorageTokens of CachedTokens storage→host, then
+	// loads them back as a host hit) or TierNone.
+	Tier          string
+	HostTokens    int
+	StorageTokens int
+	PauseMs       float64 // recommended_pause_ms: a backpressure hint, 0 when none
+	Trimmed       int     // sessions evicted to make room
+	TrimmedTok    int64
 }
 
 // Reasons of admission replies.
@@ -71,9 +75,10 @@ const (
 
 // Tiers an admission reply names (AdmitReply.Tier).
 const (
-	TierHBM  = "hbm"
-	TierHost = "host"
-	TierNone = "none"
+	TierHBM     = "hbm"
+	TierHost    = "host"
+	TierStorage = "storage"
+	TierNone    = "none"
 )
 
 // AdmitSession answers an admission RPC (Algorithm 2). A granted admission
@@ -143,6 +148,8 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 func (w *Worker) seedFromHost(s *dSession, q AdmitQuery, cached int, rep *AdmitReply) {
 	if host := w.hostBeyond(s, q, cached); host > 0 {
 		rep.CachedTokens, rep.HostTokens, rep.Tier = cached+host, host, TierHost
+	} else if st := w.storageBeyond(s, q, cached); st > 0 {
+		rep.CachedTokens, rep.StorageTokens, rep.Tier = cached+st, st, TierStorage
 	}
 }
 

@@ -457,21 +457,24 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	if q.ForceSeed {
 		return false
 	}
-	host := w.hostBeyond(s, q, cached)
+	host, tier := w.hostBeyond(s, q, cached), TierHost
+	var st int
 	if host == 0 {
-		return false
+		if st, tier = w.storageBeyond(s, q, cached), TierStorage; st == 0 {
+			return false
+		}
 	}
-	appendTok := q.Input - cached - host
+	appendTok := q.Input - cached - host - st
 	if q.MaxAppend > 0 && appendTok > q.MaxAppend {
 		return false
 	}
 	var trial AdmitReply
-	if !w.roomFor(now, int64(appendTok+host)+int64(max(q.Output, 1)), q.Session, &trial) {
+	if !w.roomFor(now, int64(appendTok+host+st)+int64(max(q.Output, 1)), q.Session, &trial) {
 		return false
 	}
 	rep.Trimmed, rep.TrimmedTok = trial.Trimmed, trial.TrimmedTok
 	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitDirect, ""
-	rep.CachedTokens, rep.HostTokens, rep.Tier = cached+host, host, TierHost
+	rep.CachedTokens, rep.HostTokens, rep.StorageTokens, rep.Tier = cached+host+st, host, st, tier
 	return true
 }
 

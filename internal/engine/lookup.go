@@ -16,7 +16,9 @@ func (w *Worker) SessionResidency(now float64, q AdmitQuery) (resident bool, cac
 }
 
 // SessionTier is SessionResidency naming the tier that holds the session:
-// TierHBM, TierHost or TierNone.
+// TierHBM, TierHost, TierStorage (neither HBM nor host holds the prefix
+// beyond cached, the storage pool does: cached counts storage's tokens) or
+// TierNone.
 func (w *Worker) SessionTier(now float64, q AdmitQuery) (resident bool, cached int, tier string) {
 	if !w.cfg.Session.Enabled || w.tree == nil {
 		return false, 0, TierNone
@@ -28,6 +30,9 @@ func (w *Worker) SessionTier(now float64, q AdmitQuery) (resident bool, cached i
 	}
 	if host := w.hostBeyond(s, q, cached); host > 0 {
 		return true, cached + host, TierHost
+	}
+	if st := w.storageBeyond(s, q, cached); st > 0 {
+		return true, cached + st, TierStorage
 	}
 	return false, cached, TierNone
 }

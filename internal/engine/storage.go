@@ -248,3 +248,22 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	w.stats.StoragePrefetchedTokens += int64((nb-1)*bs) + lastTok - int64(base)
 	w.stats.StorageWaitS += r.prefetchWait()
 }
+
+// storageBeyond is the prompt tokens of a session this worker held (as
+// hostBeyond) that its storage pool holds beyond both HBM's cached ones and
+// the host tier's match, when enough to prefetch (the threshold; 0 else):
+// what stPrefetch would bring storage→host for the turn. The admission
+// reply names them (TierStorage) only when host holds nothing to load.
+func (w *Worker) storageBeyond(s *dSession, q AdmitQuery, cached int) int {
+	if w.host == nil || w.host.store == nil || len(q.Blocks) == 0 || (s == nil && w.cfg.Session.Eviction != EvictBlock) {
+		return 0
+	}
+	st := w.host.store
+	last := w.lastBlockTokens(q.Input, len(q.Blocks))
+	base := max(min(int(w.host.tree.Match(q.Blocks, last).Tokens), q.Input-1), cached)
+	beyond := min(int(st.tree.Match(q.Blocks, last).Tokens), q.Input-1) - base
+	if beyond < st.threshold {
+		return 0
+	}
+	return beyond
+}

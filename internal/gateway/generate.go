@@ -366,6 +366,7 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 		Cached   int     `json:"cached_tokens"`
 		Tier     string  `json:"tier"`
 		Host     int     `json:"host_tokens"`
+		Storage  int     `json:"storage_tokens"`
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
 	defer cancel()
@@ -373,7 +374,7 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 	switch {
 	case err == nil && status == http.StatusOK:
 		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached,
-			Tier: out.Tier, HostTokens: out.Host}
+			Tier: out.Tier, HostTokens: out.Host, StorageTokens: out.Storage}
 	case err == nil && status == http.StatusNotFound:
 		// Stock SGLang: no such path. The belief is corrected and the
 		// router answers for the decoder.

@@ -63,9 +63,12 @@ type AdmitReply struct {
 	CachedTokens int
 	// Tier is where the decoder holds the session's prefix: "hbm", "host"
 	// (its host KV tier: a direct append loads HostTokens of CachedTokens
-	// back first) or "none"; "" from a decoder that does not say (tiers.go).
-	Tier       string
-	HostTokens int
+	// back first), "storage" (its storage pool below host: a direct append
+	// prefetches StorageTokens of CachedTokens storage→host, then loads them
+	// back) or "none"; "" from a decoder that does not say (tiers.go).
+	Tier          string
+	HostTokens    int
+	StorageTokens int
 }
 
 type sessState struct {
@@ -179,6 +182,7 @@ type Dispatch struct {
 	inline                     bool     // the admission in flight rode on the request
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
 	host                       int      // tier costing: prompt tokens its prefill on the decoder loads back from host
+	prefetch                   int      // tier costing: prompt tokens its prefill on the decoder prefetches from storage
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.

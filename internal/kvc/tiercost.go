@@ -21,6 +21,15 @@ type TierCost struct {
 	// (model.Profile.HostLink); XferBandwidth and XferSetupS the P→D link.
 	HostBandwidth, HostSetupS float64
 	XferBandwidth, XferSetupS float64
+	// StorageBandwidth and StorageSetupS are the storage link a decoder
+	// prefetches over (model.Profile.StorageLink; 0 without a storage tier:
+	// storage answers are then not costed).
+	StorageBandwidth, StorageSetupS float64
+	// StorageBestEffort: the storage tier's prefetch policy is best_effort,
+	// under which a request admitted the moment it arrives has received
+	// nothing from storage (engine/storage.go): its storage tokens are
+	// costed as computed, not prefetched.
+	StorageBestEffort bool
 }
 
 // On reports whether tier costing is configured.
@@ -32,6 +41,33 @@ func (c TierCost) LoadS(tokens int) float64 {
 		return 0
 	}
 	return c.HostSetupS + float64(int64(tokens)*c.KVBytesPerToken)/c.HostBandwidth
+}
+
+// PrefetchS is the storage link's time for tokens of KV: the prefetch
+// storage→host a storage answer waits for before its load-back. It costs
+// the whole prefetch, as the engine's wait_complete policy charges it from
+// the request's arrival; the time the request queues meanwhile (which the
+// engine overlaps) is not subtracted, nor best_effort's shorter wait.
+func (c TierCost) PrefetchS(tokens int) float64 {
+	if tokens <= 0 || c.StorageBandwidth <= 0 {
+		return 0
+	}
+	return c.StorageSetupS + float64(int64(tokens)*c.KVBytesPerToken)/c.StorageBandwidth
+}
+
+// PrefillWithTiersS is PrefillWithLoadS for a prefill of n new tokens after
+// p cached ones of which host are loaded back from host and storage
+// prefetched from storage first: the engine's step waits for the prefetch,
+// then loads host + storage beside the first chunk. Under best_effort the
+// storage tokens are computed instead (StorageBestEffort).
+func (c TierCost) PrefillWithTiersS(s StallCost, n, p, host, storage int) float64 {
+	if storage <= 0 {
+		return c.PrefillWithLoadS(s, n, p, host)
+	}
+	if c.StorageBestEffort {
+		return c.PrefillWithLoadS(s, n+storage, p-storage, host)
+	}
+	return c.PrefetchS(storage) + c.PrefillWithLoadS(s, n, p, host+storage)
 }
 
 // TransferS is the P→D link's time for tokens of KV.
@@ -77,7 +113,7 @@ func (t *Dispatch) v3TierCosts(d, p int, rep AdmitReply) tierChoice {
 	tc, sc := x.cfg.V3.Tiers, x.iso().Cost
 	x.ensureLoad()
 	n := max(t.r.Input-rep.CachedTokens, 1)
-	stall := tc.PrefillWithLoadS(sc, n, rep.CachedTokens, rep.HostTokens)
+	stall := tc.PrefillWithTiersS(sc, n, rep.CachedTokens, rep.HostTokens, rep.StorageTokens)
 	ch := tierChoice{loadS: sc.PrefillS(x.load.d[d], 0) + stall, fits: true}
 	pu := t.pUncached(p)
 	ch.reseedS = sc.PrefillS(x.load.p[p], 0) + sc.PrefillS(pu, t.r.Input-pu) + tc.TransferS(t.r.Input)
@@ -94,7 +130,7 @@ func (t *Dispatch) v3TierCosts(d, p int, rep AdmitReply) tierChoice {
 // breaker is open, or at its seed cap, keeps the load-back.
 func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 	x := t.x
-	if rep.Tier != TierHost || rep.HostTokens <= 0 || !x.v3Counts() || !x.cfg.V3.Tiers.On() || x.p == nil || x.v3NoP() {
+	if !lowerTier(rep, x.cfg.V3.Tiers) || !x.v3Counts() || !x.cfg.V3.Tiers.On() || x.p == nil || x.v3NoP() {
 		return false
 	}
 	p := t.prefillWorker()
@@ -104,16 +140,36 @@ func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 	ch := t.v3TierCosts(d, p, rep)
 	through := !ch.fits || ch.reseedS < ch.loadS
 	if t.paths() {
-		t.note("tier costing: %s holds %d of %d cached tokens on host: load-back %.3f s%s, reseed through %s %.3f s: %s",
-			x.d.names[d], rep.HostTokens, rep.CachedTokens, ch.loadS, verdict(ch.fits, "", " (over its stall budget)"),
+		t.note("tier costing: %s holds %d of %d cached tokens on %s: load-back %.3f s%s, reseed through %s %.3f s: %s",
+			x.d.names[d], rep.HostTokens+rep.StorageTokens, rep.CachedTokens, rep.Tier, ch.loadS, verdict(ch.fits, "", " (over its stall budget)"),
 			x.p.names[p], ch.reseedS, verdict(through, "through P", "load back"))
 	}
 	if !through {
-		t.host = rep.HostTokens
+		t.host, t.prefetch = rep.HostTokens, rep.StorageTokens
 		return false
 	}
 	t.decide(ActSeed, p, d, ModeHostReseed)
 	return true
+}
+
+// loadStallS is the stall of a prefill of n tokens after p cached ones on
+// the decoder that loads t.host of them back from host and t.prefetch
+// from storage (PrefillWithTiersS).
+func (t *Dispatch) loadStallS(n, p int) float64 {
+	return t.x.cfg.V3.Tiers.PrefillWithTiersS(t.x.iso().Cost, n, p, t.host, t.prefetch)
+}
+
+// lowerTier reports whether a direct answer loads its prefix from a tier
+// below HBM that tier costing prices: host, or storage when the storage
+// link is known.
+func lowerTier(rep AdmitReply, c TierCost) bool {
+	switch rep.Tier {
+	case TierHost:
+		return rep.HostTokens > 0
+	case TierStorage:
+		return rep.StorageTokens > 0 && c.StorageBandwidth > 0
+	}
+	return false
 }
 
 // ModeHostReseed is a session its decoder kept on host reseeded through P

@@ -16,8 +16,10 @@ const (
 	TierHost = "host"
 	TierNone = "none"
 	// TierStorage is the protocol's name for a storage tier below host
-	// (docs/worker-protocol.md, revision 1.1); no worker reports it yet,
-	// and the router treats it as TierNone.
+	// (docs/worker-protocol.md, revision 1.1): the engine's decoder names it
+	// when only its storage pool holds the prefix. Tier costing prices such
+	// an answer (tiercost.go); the belief does not keep it (Tier never says
+	// storage: a session the router believes demoted is on host).
 	TierStorage = "storage"
 )
 
@@ -52,6 +54,9 @@ func (x *Dispatcher) Tier(session string) string {
 
 // fromHost is a direct admission's note on the tier it loads from.
 func fromHost(rep AdmitReply) string {
+	if rep.Tier == TierStorage {
+		return fmt.Sprintf(" from its storage tier (%d of %d cached tokens prefetched, then loaded back)", rep.StorageTokens, rep.CachedTokens)
+	}
 	if rep.Tier != TierHost {
 		return ""
 	}

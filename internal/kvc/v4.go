@@ -217,8 +217,8 @@ func (t *Dispatch) v4Allows(onP bool, w, n, p int) bool {
 		return true
 	}
 	need := x.iso().Cost.PrefillS(n, p)
-	if !onP && t.host > 0 {
-		need = x.cfg.V3.Tiers.PrefillWithLoadS(x.iso().Cost, n, p, t.host) // a local seed loading from host
+	if !onP && t.host+t.prefetch > 0 {
+		need = t.loadStallS(n, p) // a local seed loading from host
 	}
 	have := x.v4Level(x.v4Bucket(onP, w), t.now)
 	ok := need <= have
@@ -321,8 +321,8 @@ func (t *Dispatch) v4Accepted() {
 			t.v4Draw(true, t.chosenP, t.pQ, t.r.Input-t.pQ)
 		}
 	case ActDirect:
-		if t.host > 0 {
-			t.v4DrawS(false, t.chosenD, x.cfg.V3.Tiers.PrefillWithLoadS(x.iso().Cost, t.dTok, t.r.Input-t.dTok, t.host))
+		if t.host+t.prefetch > 0 {
+			t.v4DrawS(false, t.chosenD, t.loadStallS(t.dTok, t.r.Input-t.dTok))
 			return
 		}
 		t.v4Draw(false, t.chosenD, t.dTok, t.r.Input-t.dTok)
