@@ -26,6 +26,20 @@ func tierWorld(host, slo float64) *Dispatcher {
 // tokens loaded back.
 func onHost(t *testing.T, x *Dispatcher, s string) *Dispatch {
 	t.Helper()
+	return secondTurnOnD0(t, x, s, func() {
+		x.SessionDemoted(0, s)
+		if tier, hbm, host := x.TierTokens(s); tier != TierHost || hbm != 0 || host != 100_101 {
+			t.Fatalf("after the demotion: tier %q, %d HBM and %d host tokens; want host, 0 and 100,101 (prompt and output)", tier, hbm, host)
+		}
+	}, AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
+}
+
+// secondTurnOnD0 seeds session s (100,000 tokens) on d0 and ends the
+// turn, runs between (nil: nothing), then begins its next turn (101,000
+// tokens: a 1,000-token append), which d0 is asked first, and gives it
+// reply.
+func secondTurnOnD0(t *testing.T, x *Dispatcher, s string, between func(), reply AdmitReply) *Dispatch {
+	t.Helper()
 	blocks := make([]uint64, 101)
 	for i := range blocks {
 		blocks[i] = uint64(s[0])<<32 | uint64(i+1)
@@ -34,15 +48,14 @@ func onHost(t *testing.T, x *Dispatcher, s string) *Dispatch {
 	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
 	d.Accepted()
 	d.Finished(true)
-	x.SessionDemoted(0, s)
-	if tier, hbm, host := x.TierTokens(s); tier != TierHost || hbm != 0 || host != 100_101 {
-		t.Fatalf("after the demotion: tier %q, %d HBM and %d host tokens; want host, 0 and 100,101 (prompt and output)", tier, hbm, host)
+	if between != nil {
+		between()
 	}
 	d = x.Begin(100, Request{Session: s, Turn: 2, Blocks: blocks, Input: 101_000, Output: 101})
 	if d.Action().Kind != ActAdmit || d.Action().D != 0 {
 		t.Fatalf("turn 2 not asked of d0 first: %+v", d.Action())
 	}
-	d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
+	d.Reply(reply)
 	return d
 }
 

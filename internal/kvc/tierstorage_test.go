@@ -11,20 +11,7 @@ import (
 // tokens.
 func onStorage(t *testing.T, x *Dispatcher, s string) *Dispatch {
 	t.Helper()
-	blocks := make([]uint64, 101)
-	for i := range blocks {
-		blocks[i] = uint64(s[0])<<32 | uint64(i+1)
-	}
-	d := x.Begin(0, Request{Session: s, Turn: 1, Blocks: blocks[:100], Input: 100_000, Output: 101})
-	d.Reply(AdmitReply{CanAdmit: true, Reason: "session-not-resident"})
-	d.Accepted()
-	d.Finished(true)
-	d = x.Begin(100, Request{Session: s, Turn: 2, Blocks: blocks, Input: 101_000, Output: 101})
-	if d.Action().Kind != ActAdmit || d.Action().D != 0 {
-		t.Fatalf("turn 2 not asked of d0 first: %+v", d.Action())
-	}
-	d.Reply(AdmitReply{CanAdmit: true, Direct: true, Tier: TierStorage, CachedTokens: 100_000, StorageTokens: 100_000})
-	return d
+	return secondTurnOnD0(t, x, s, nil, AdmitReply{CanAdmit: true, Direct: true, Tier: TierStorage, CachedTokens: 100_000, StorageTokens: 100_000})
 }
 
 // TestTierCostStorageByHand: a storage answer's 100,000 tokens (10 GB)
