@@ -23,6 +23,7 @@ func (g *refGaps) beforeAdvance(w *Worker) {
 	if !w.busy || p.decodeK <= 0 {
 		return
 	}
+	w.settleBatch() // the batch's last token times, read below
 	for _, r := range w.decoding {
 		if r.Stage != StageDecoding {
 			continue

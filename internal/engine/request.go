@@ -126,6 +126,10 @@ type Request struct {
 	FirstTokenAt  float64
 	FinishedAt    float64
 	gapSt         gapState // its open gap span's own first gap, and closed spans (itl.go)
+	// The decode batch's clock when its step state was last brought up to
+	// it, plus one; 0 while not in a batch that runs on the clock
+	// (batchclock.go).
+	bmark int64
 }
 
 // requestExtra is the state of features only some requests use: the

@@ -86,7 +86,10 @@ func (w *Worker) Advance(now float64) {
 	w.stats.BusyS += end - w.stepStart
 	w.busy = false
 	p := &w.plan
-	if k := p.decodeK; k > 0 {
+	if k := p.decodeK; k > 0 && w.bat.on {
+		w.stats.DecodeSteps += int64(k)
+		w.advanceClock(end, k)
+	} else if k > 0 {
 		w.stats.DecodeSteps += int64(k)
 		// The gaps are taken in the same walk of the batch (itl.go), which
 		// touches each sequence's step state once.
@@ -210,7 +213,7 @@ func (w *Worker) prefillDone(now float64, r *Request) {
 			return
 		}
 		r.Stage, r.DecodeStartAt = StageDecoding, now
-		w.decoding = append(w.decoding, r)
+		w.joinBatch(r)
 	}
 }
 
@@ -317,8 +320,12 @@ func (w *Worker) decodeRun(limit int, hold bool) float64 {
 	p := &w.plan
 	b, ctx := w.batchShape()
 	k := limit
-	for _, r := range w.decoding {
-		k = min(k, max(r.Output, 1)-r.generated)
+	if w.bat.on {
+		k = min(k, w.fewestLeft())
+	} else {
+		for _, r := range w.decoding {
+			k = min(k, max(r.Output, 1)-r.generated)
+		}
 	}
 	p.decodeK, p.batch, p.ctx = w.vllmRunSteps(max(k, 1), hold), b, ctx
 	wb, ws := w.windowS()
@@ -359,7 +366,7 @@ func (w *Worker) join(now float64) {
 			finished = true
 			continue
 		}
-		w.decoding = append(w.decoding, r)
+		w.joinBatch(r)
 	}
 	clear(w.joining)
 	w.joining = w.joining[:0]
@@ -379,6 +386,9 @@ func (w *Worker) mixedDecodeS(batch int, ctx int64) float64 {
 }
 
 func (w *Worker) batchShape() (int, int64) {
+	if w.bat.on {
+		return w.batchShapeClock()
+	}
 	var ctx int64
 	for _, r := range w.decoding {
 		ctx += int64(r.Input + r.generated)
