@@ -6,10 +6,11 @@ package engine
 // AdmitQuery is an admission RPC: may this worker take the session's next
 // turn?
 type AdmitQuery struct {
-	Session string
-	Blocks  []uint64
-	Input   int
-	Output  int
+	Session    string
+	SessionNum int64 // the owner's number for Session, 0 for none (Request.SessionNum)
+	Blocks     []uint64
+	Input      int
+	Output     int
 	// MaxAppend is τ_append: the largest direct append the worker accepts
 	// (0 = no limit, when the router gates instead).
 	MaxAppend int
@@ -21,6 +22,8 @@ type AdmitQuery struct {
 	// a session not resident here is refused with session-not-resident.
 	DirectOnly bool
 }
+
+func (q *AdmitQuery) sessKey() SessionKey { return SessionKey{ID: q.Session, Num: q.SessionNum} }
 
 // AdmitMode is what an admission grants.
 type AdmitMode uint8
@@ -89,10 +92,10 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 		return AdmitReply{Reason: "no-session-cache"}
 	}
 	rep := AdmitReply{PauseMs: w.pauseHint()}
-	s := w.dsess[q.Session]
+	s := w.sess(q.sessKey())
 	if q.ForceSeed && s != nil && s.inflight == 0 {
 		w.evictSession(now, s)
-		s = w.dsess[q.Session]
+		s = w.sess(q.sessKey())
 	}
 	resident, cached := w.residency(now, s, q)
 	rep.CachedTokens, rep.Tier = cached, TierNone

@@ -44,7 +44,7 @@ func TestFailedAdmissionKeepsSessionPinned(t *testing.T) {
 	if r.Stage != StageWaiting {
 		t.Fatalf("r admitted (stage %v) with %d free: the scenario needs it to wait", r.Stage, w.free())
 	}
-	if s := w.dsess["s"]; s == nil || !s.pinned || w.tree.EvictableTokens() != 0 {
+	if s := w.sess(SessionKey{ID: "s"}); s == nil || !s.pinned || w.tree.EvictableTokens() != 0 {
 		t.Fatalf("after a failed admission: session pinned %v, %d tokens evictable; want it pinned, nothing evictable",
 			s != nil && s.pinned, w.tree.EvictableTokens())
 	}

@@ -42,12 +42,12 @@ func TestEvictionTailBeforeNewerLeaf(t *testing.T) {
 	run(&Request{ID: 1, Kind: Full, Session: "a", Blocks: chain(1, 4), Input: 256, Output: 20}) // a's prompt leaf and a 19-token tail, at t1
 	run(&Request{ID: 2, Kind: Full, Blocks: chain(2, 4), Input: 256, Output: 1})                // b's leaf at t2
 	run(&Request{ID: 3, Kind: Full, Blocks: chain(1, 4), Input: 256, Output: 1})                // a's leaf touched at t3
-	if w.tails["a"] == nil {
+	if w.tail(SessionKey{ID: "a"}) == nil {
 		t.Fatal("no output tail kept for a")
 	}
 	// 481 tokens needed, 469 free: the oldest entry, a's tail, is enough.
 	run(&Request{ID: 4, Kind: Full, Blocks: chain(3, 8), Input: 480, Output: 1})
-	if w.tails["a"] != nil {
+	if w.tail(SessionKey{ID: "a"}) != nil {
 		t.Fatal("a's tail, the least recently used, was kept")
 	}
 	if m := w.tree.Match(chain(2, 4), 64); m.Tokens != 256 {

@@ -30,6 +30,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
 	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/radix"
 )
@@ -107,10 +108,10 @@ type hostTier struct {
 	capacity int64 // tokens
 	link     model.Link
 	policy   WritePolicy
-	idle     bool                   // DemoteIdle
-	hostTrim bool                   // TrimHostFirst
-	tails    map[string]*outputTail // demoted output tails, by session
-	order    []*outputTail          // in demotion order, for the host LRU
+	idle     bool                       // DemoteIdle
+	hostTrim bool                       // TrimHostFirst
+	tails    idtable.Keyed[*outputTail] // demoted output tails, by session
+	order    []*outputTail              // in demotion order, for the host LRU
 	head     int
 	tailTok  int64
 	store    *storageTier // L3 below, or nil (storage.go)
@@ -294,7 +295,7 @@ func (w *Worker) hiDemoteTail(t *outputTail) {
 	if h == nil || t.tokens <= 0 {
 		return
 	}
-	if old := h.tails[t.session]; old != nil {
+	if old, _ := h.tails.Get(t.session); old != nil {
 		h.dropTail(old)
 	}
 	if !w.hiMakeRoom(t.tokens) {
@@ -303,10 +304,7 @@ func (w *Worker) hiDemoteTail(t *outputTail) {
 	}
 	c := *t
 	c.live, c.pinned = true, false
-	if h.tails == nil {
-		h.tails = map[string]*outputTail{}
-	}
-	h.tails[c.session] = &c
+	h.tails.Put(c.session, &c)
 	h.order = append(h.order, &c)
 	h.tailTok += c.tokens
 	w.stats.HostWrittenTokens += c.tokens
@@ -320,7 +318,7 @@ func (w *Worker) hiNameOutput(now float64, r *Request) {
 	if h == nil {
 		return
 	}
-	t := h.tails[r.Session]
+	t, _ := h.tails.Get(r.sessKey())
 	if t == nil {
 		return
 	}
@@ -340,7 +338,7 @@ func (w *Worker) hiNameOutput(now float64, r *Request) {
 func (h *hostTier) dropTail(t *outputTail) {
 	t.live = false
 	h.tailTok -= t.tokens
-	delete(h.tails, t.session)
+	h.tails.Delete(t.session)
 }
 
 func (h *hostTier) oldestTail() (float64, bool) {

@@ -66,13 +66,13 @@ func TestHiWriteNeedsWhatHostLacks(t *testing.T) {
 // ignores one of no tokens: an earlier host tail of the session stays.
 func TestHiDemoteTailSkipsAndEmpty(t *testing.T) {
 	w := hiWorker(t, 1024, 2, WriteBack)
-	w.hiDemoteTail(&outputTail{session: "a", tokens: 3000, at: 1, live: true}) // 3,000 > 2,048
-	if w.stats.HostWriteSkips != 1 || w.HostUsed() != 0 || len(w.host.tails) != 0 {
+	w.hiDemoteTail(&outputTail{session: SessionKey{ID: "a"}, tokens: 3000, at: 1, live: true}) // 3,000 > 2,048
+	if w.stats.HostWriteSkips != 1 || w.HostUsed() != 0 || w.host.tails.Len() != 0 {
 		t.Fatalf("3,000-token tail into 2,048: %d skips, host holds %d; want 1, 0", w.stats.HostWriteSkips, w.HostUsed())
 	}
-	w.hiDemoteTail(&outputTail{session: "a", tokens: 100, at: 2, live: true})
-	w.hiDemoteTail(&outputTail{session: "a", tokens: 0, at: 3, live: true})
-	if ht := w.host.tails["a"]; ht == nil || ht.tokens != 100 || w.HostUsed() != 100 || w.stats.HostWrittenTokens != 100 {
+	w.hiDemoteTail(&outputTail{session: SessionKey{ID: "a"}, tokens: 100, at: 2, live: true})
+	w.hiDemoteTail(&outputTail{session: SessionKey{ID: "a"}, tokens: 0, at: 3, live: true})
+	if ht := w.hostTail("a"); ht == nil || ht.tokens != 100 || w.HostUsed() != 100 || w.stats.HostWrittenTokens != 100 {
 		t.Fatalf("after a 100-token tail and an empty one: host tail %+v, host holds %d, wrote %d; want the 100", ht, w.HostUsed(), w.stats.HostWrittenTokens)
 	}
 }
@@ -87,12 +87,12 @@ func TestHiMakeRoomOneLRUOrder(t *testing.T) {
 		tailGone bool
 	}{{1, true}, {2, false}} {
 		w := hiWorker(t, 1024, 2, WriteBack)
-		w.hiDemoteTail(&outputTail{session: "s", tokens: 100, at: c.tailAt, live: true})
+		w.hiDemoteTail(&outputTail{session: SessionKey{ID: "s"}, tokens: 100, at: c.tailAt, live: true})
 		w.hiWrite(2, chain(1, 64), 16)
 		if !w.hiMakeRoom(1000) {
 			t.Fatal("hiMakeRoom(1000) failed")
 		}
-		tailGone := w.host.tails["s"] == nil
+		tailGone := w.hostTail("s") == nil
 		leaf := w.HostPrefixMatch(chain(1, 64), 1024)
 		if tailGone != c.tailGone || (leaf == 1024) != c.tailGone {
 			t.Fatalf("tail at %v, leaf at 2: tail gone %v, host matches %d of the leaf; want tail gone %v", c.tailAt, tailGone, leaf, c.tailGone)
@@ -158,11 +158,8 @@ func TestTailOrderCompaction(t *testing.T) {
 		// HBM's tails (output.go).
 		w := hiWorker(t, 100000, 0, WriteThrough)
 		for i := 0; i < c.n; i++ {
-			tl := &outputTail{session: fmt.Sprint("s", i), tokens: 1, at: float64(i), live: true}
-			if w.tails == nil {
-				w.tails = map[string]*outputTail{}
-			}
-			w.tails[tl.session] = tl
+			tl := &outputTail{session: SessionKey{ID: fmt.Sprint("s", i)}, tokens: 1, at: float64(i), live: true}
+			w.tails.Put(tl.session, tl)
 			w.tailOrder = append(w.tailOrder, tl)
 			w.tailTokens++
 		}
@@ -175,14 +172,14 @@ func TestTailOrderCompaction(t *testing.T) {
 			t.Fatalf("HBM, %d of %d evicted: order length %d, head %d, %d tokens; want %d, %d, %d",
 				c.k, c.n, len(w.tailOrder), w.tailHead, w.tailTokens, c.wantLen, c.wantHead, c.n-c.k)
 		}
-		if c.wantHead < len(w.tailOrder) && w.tailOrder[w.tailHead].session != fmt.Sprint("s", c.k) {
-			t.Fatalf("HBM: the next tail is %s, want s%d", w.tailOrder[w.tailHead].session, c.k)
+		if c.wantHead < len(w.tailOrder) && w.tailOrder[w.tailHead].session.ID != fmt.Sprint("s", c.k) {
+			t.Fatalf("HBM: the next tail is %s, want s%d", w.tailOrder[w.tailHead].session.ID, c.k)
 		}
 
 		// Host's tails (hicache.go).
 		h := hiWorker(t, 100000, 2, WriteBack)
 		for i := 0; i < c.n; i++ {
-			h.hiDemoteTail(&outputTail{session: fmt.Sprint("s", i), tokens: 1, at: float64(i), live: true})
+			h.hiDemoteTail(&outputTail{session: SessionKey{ID: fmt.Sprint("s", i)}, tokens: 1, at: float64(i), live: true})
 		}
 		for i := 0; i < c.k; i++ {
 			if got := h.host.evictOldestTail(); got != 1 {
@@ -193,8 +190,8 @@ func TestTailOrderCompaction(t *testing.T) {
 			t.Fatalf("host, %d of %d evicted: order length %d, head %d, holds %d; want %d, %d, %d",
 				c.k, c.n, len(h.host.order), h.host.head, h.HostUsed(), c.wantLen, c.wantHead, c.n-c.k)
 		}
-		if c.wantHead < len(h.host.order) && h.host.order[h.host.head].session != fmt.Sprint("s", c.k) {
-			t.Fatalf("host: the next tail is %s, want s%d", h.host.order[h.host.head].session, c.k)
+		if c.wantHead < len(h.host.order) && h.host.order[h.host.head].session.ID != fmt.Sprint("s", c.k) {
+			t.Fatalf("host: the next tail is %s, want s%d", h.host.order[h.host.head].session.ID, c.k)
 		}
 	}
 	// With no tail left either order yields nothing.
@@ -353,11 +350,11 @@ func TestHiNameOutputNothingWholeTouchesNothing(t *testing.T) {
 	A, X := chain(1, 4), chain(2, 4)
 	w.hiWrite(1, A, 16)
 	w.hiWrite(2, X, 16)
-	w.hiDemoteTail(&outputTail{session: "a", lastWhole: A[3], input: 64, tokens: 5, at: 3, live: true})
+	w.hiDemoteTail(&outputTail{session: SessionKey{ID: "a"}, lastWhole: A[3], input: 64, tokens: 5, at: 3, live: true})
 	next := append(append([]uint64(nil), A...), chain(3, 2)...)
 	w.hiNameOutput(5, &Request{Session: "a", Blocks: next, Input: 96})
-	if w.host.tails["a"] != nil || w.HostUsed() != 128 {
-		t.Fatalf("after naming: host tail %v, host holds %d; want none, 128", w.host.tails["a"], w.HostUsed())
+	if w.hostTail("a") != nil || w.HostUsed() != 128 {
+		t.Fatalf("after naming: host tail %v, host holds %d; want none, 128", w.hostTail("a"), w.HostUsed())
 	}
 	if !w.hiMakeRoom(w.host.capacity - 128 + 1) {
 		t.Fatal("hiMakeRoom failed")

@@ -23,7 +23,7 @@ func (w *Worker) SessionTier(now float64, q AdmitQuery) (resident bool, cached i
 	if !w.cfg.Session.Enabled || w.tree == nil {
 		return false, 0, TierNone
 	}
-	s := w.dsess[q.Session]
+	s := w.sess(q.sessKey())
 	cached = w.peekCached(q)
 	if s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock) {
 		return true, cached, TierHBM
@@ -47,7 +47,7 @@ func (w *Worker) peekCached(q AdmitQuery) int {
 	last := w.lastBlockTokens(q.Input, len(q.Blocks))
 	m := w.tree.Match(q.Blocks, last)
 	tokens := m.Tokens
-	if t := w.tails[q.Session]; t != nil {
+	if t := w.tail(q.sessKey()); t != nil {
 		bs := w.cfg.BlockSize
 		full := t.input / bs
 		end := min((t.input+int(t.tokens))/bs, len(q.Blocks))
@@ -65,7 +65,7 @@ func (w *Worker) peekCached(q AdmitQuery) int {
 // whatever of it the cache kept); a session evicted at session granularity
 // is not, whatever shared prefix still matches.
 func (w *Worker) residency(now float64, s *dSession, q AdmitQuery) (resident bool, cached int) {
-	w.nameOutput(now, &Request{Session: q.Session, Blocks: q.Blocks, Input: q.Input})
+	w.nameOutput(now, &Request{Session: q.Session, SessionNum: q.SessionNum, Blocks: q.Blocks, Input: q.Input})
 	if len(q.Blocks) > 0 {
 		m := w.tree.Match(q.Blocks, w.lastBlockTokens(q.Input, len(q.Blocks)))
 		cached = min(int(m.Tokens), q.Input-1)

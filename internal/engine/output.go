@@ -15,7 +15,7 @@ package engine
 
 // outputTail is the output KV of a session's last finished turn.
 type outputTail struct {
-	session string
+	session SessionKey
 	// lastWhole is the id of the finished prompt's last whole block: a next
 	// turn continues that prompt when it has the same id there (hash ids
 	// identify their whole prefix). Neither the tail nor the request reads
@@ -35,7 +35,7 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 		(r.Kind == DecodeOnly && !r.KeepSession && !w.cfg.DecodeRadix) || (w.cfg.SessionOutputOnly && !r.KeepSession) {
 		return
 	}
-	if old := w.tails[r.Session]; old != nil {
+	if old := w.tail(r.sessKey()); old != nil {
 		w.dropTail(old)
 	}
 	// The last token was sampled but never run through the model: it has
@@ -44,11 +44,8 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 	r.own -= tokens
 	w.own -= tokens
 	w.tailTokens += tokens
-	t := &outputTail{session: r.Session, lastWhole: r.lastWhole, input: r.Input, tokens: tokens, at: now, live: true}
-	if w.tails == nil {
-		w.tails = map[string]*outputTail{}
-	}
-	w.tails[r.Session] = t
+	t := &outputTail{session: r.sessKey(), lastWhole: r.lastWhole, input: r.Input, tokens: tokens, at: now, live: true}
+	w.tails.Put(t.session, t)
 	w.tailOrder = append(w.tailOrder, t)
 }
 
@@ -59,14 +56,14 @@ func (w *Worker) dropTail(t *outputTail) {
 		w.pinnedTail -= t.tokens
 	}
 	w.tailTokens -= t.tokens
-	delete(w.tails, t.session)
+	w.tails.Delete(t.session)
 }
 
 // nameOutput files the session's tail under r's block ids (see the top of
 // this file). The tail's KV becomes radix-cache blocks, unlocked, so r's
 // admission matches them; what the tail held beyond whole blocks is freed.
 func (w *Worker) nameOutput(now float64, r *Request) {
-	t := w.tails[r.Session]
+	t := w.tail(r.sessKey())
 	if t == nil {
 		w.hiNameOutput(now, r)
 		return

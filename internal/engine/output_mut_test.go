@@ -12,8 +12,8 @@ func TestKeepOutputTwoTokensLeaveOne(t *testing.T) {
 	}{{2, 1}, {1, 0}, {3, 2}} {
 		w := hiWorker(t, 4096, 0, WriteThrough)
 		turn(t, w, 0, 1, "a", chain(1, 4), 64, c.output)
-		if w.tailTokens != c.tail || (c.tail > 0) != (w.tails["a"] != nil) {
-			t.Fatalf("output %d: tail of %d tokens (%v), want %d", c.output, w.tailTokens, w.tails["a"], c.tail)
+		if w.tailTokens != c.tail || (c.tail > 0) != (w.tail(SessionKey{ID: "a"}) != nil) {
+			t.Fatalf("output %d: tail of %d tokens (%v), want %d", c.output, w.tailTokens, w.tail(SessionKey{ID: "a"}), c.tail)
 		}
 	}
 }
@@ -30,8 +30,8 @@ func TestNameOutputNothingWholeTouchesNothing(t *testing.T) {
 	_, now = turn(t, w, now+1, 2, "x", X, 64, 1)
 	next := append(append([]uint64(nil), A...), chain(3, 2)...)
 	w.nameOutput(now+1, &Request{Session: "a", Blocks: next, Input: 96})
-	if w.tails["a"] != nil || w.tree.Tokens() != 128 {
-		t.Fatalf("after naming: tail %v, HBM holds %d; want none, 128", w.tails["a"], w.tree.Tokens())
+	if w.tail(SessionKey{ID: "a"}) != nil || w.tree.Tokens() != 128 {
+		t.Fatalf("after naming: tail %v, HBM holds %d; want none, 128", w.tail(SessionKey{ID: "a"}), w.tree.Tokens())
 	}
 	if !w.makeRoomFor(now+1, w.free()+1, "") || w.PrefixMatch(A, 64) != 0 || w.PrefixMatch(X, 64) != 64 {
 		t.Fatalf("HBM keeps A %d, X %d; want A evicted (older), X kept", w.PrefixMatch(A, 64), w.PrefixMatch(X, 64))

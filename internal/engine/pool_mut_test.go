@@ -163,7 +163,7 @@ func TestMakeRoomTrimsOnlyWhatIsShort(t *testing.T) {
 	if !w.makeRoomFor(now, 1488, "x") {
 		t.Fatal("no room for 1,488")
 	}
-	a := w.dsess["a"]
+	a := w.sess(SessionKey{ID: "a"})
 	if !a.pinned || a.tokens != 512 || w.stats.TailTrims != 1 || w.stats.EvictedTokens != 448 || w.free() != 1488 {
 		t.Fatalf("a pinned %v with %d tokens, %d tail trims, %d evicted, %d free; want pinned, 512, 1, 448, 1488",
 			a.pinned, a.tokens, w.stats.TailTrims, w.stats.EvictedTokens, w.free())
@@ -192,14 +192,14 @@ func TestMakeRoomCountsDumpsAsComingFree(t *testing.T) {
 			now = seedOn(t, w, now+1, s, chain(uint64(i+1), 10), 640, 1)
 		}
 		var rep AdmitReply
-		if !w.trimOne(now, "", &rep) || w.dsess["a"].pinned || w.Dumping() != 640 || w.free() != 680 {
-			t.Fatalf("precondition: a pinned %v, %d dumping, %d free; want a dumping 640, 680 free", w.dsess["a"].pinned, w.Dumping(), w.free())
+		if !w.trimOne(now, "", &rep) || w.sess(SessionKey{ID: "a"}).pinned || w.Dumping() != 640 || w.free() != 680 {
+			t.Fatalf("precondition: a pinned %v, %d dumping, %d free; want a dumping 640, 680 free", w.sess(SessionKey{ID: "a"}).pinned, w.Dumping(), w.free())
 		}
 		if w.makeRoomFor(now, c.need, "x") {
 			t.Fatalf("room for %d with 680 free", c.need)
 		}
-		if b := !w.dsess["b"].pinned; b != c.bTrimmed || !w.dsess["c"].pinned {
-			t.Fatalf("room for %d: b trimmed %v (want %v), c pinned %v (want true)", c.need, b, c.bTrimmed, w.dsess["c"].pinned)
+		if b := !w.sess(SessionKey{ID: "b"}).pinned; b != c.bTrimmed || !w.sess(SessionKey{ID: "c"}).pinned {
+			t.Fatalf("room for %d: b trimmed %v (want %v), c pinned %v (want true)", c.need, b, c.bTrimmed, w.sess(SessionKey{ID: "c"}).pinned)
 		}
 	}
 }

@@ -63,12 +63,17 @@ func (w *Worker) adoptDelta(now float64, r *Request) {
 // fills, which SGLang inserts into its tree when the turn ends (here they
 // wait, unnamed, as the session's tail: output.go). It touches nothing.
 func (w *Worker) CachedFor(session string, blocks []uint64, input int) int {
+	return w.CachedForKey(SessionKey{ID: session}, blocks, input)
+}
+
+// CachedForKey is CachedFor of a session the owner numbers (SessionKey).
+func (w *Worker) CachedForKey(session SessionKey, blocks []uint64, input int) int {
 	if w.tree == nil || len(blocks) == 0 {
 		return 0
 	}
 	m := w.tree.Match(blocks, w.lastBlockTokens(input, len(blocks)))
 	tokens := int(m.Tokens)
-	if t := w.tails[session]; t != nil {
+	if t := w.tail(session); t != nil {
 		bs := w.cfg.BlockSize
 		full := t.input / bs
 		end := min((t.input+int(t.tokens))/bs, len(blocks))

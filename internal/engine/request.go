@@ -92,7 +92,13 @@ type Request struct {
 	// prefix cache keeps a finished Full request's output KV for the
 	// session's next turn (see nameOutput); "" keeps none.
 	Session string
-	Tag     any // the owner's own data
+	// SessionNum is the owner's number for Session, 0 for none: unique
+	// for the run (never given to another session), so the worker keys
+	// its session records by it instead of hashing Session (the
+	// simulator numbers each session where it enters). An owner that
+	// numbers a session numbers it in every call that names it.
+	SessionNum int64
+	Tag        any // the owner's own data
 
 	CachedTokens int // prompt tokens found in this worker's prefix cache
 	prefilled    int // uncached prompt tokens computed so far
@@ -139,6 +145,9 @@ type Request struct {
 // request 8 bytes instead of 72: inline it took the simulator's record
 // (sim.req) from the 640-byte size class to the 704-byte one. A nil rare
 // reads as all zero.
+// sessKey is how the worker files r's session records.
+func (r *Request) sessKey() SessionKey { return SessionKey{ID: r.Session, Num: r.SessionNum} }
+
 type requestExtra struct {
 	windowFreed  int64    // pool tokens its sliding layers freed behind the window (windowfree.go)
 	windowBlocks int      // leading prompt blocks it counts as freed (windowshare.go)
@@ -260,13 +269,14 @@ func (k EventKind) String() string {
 
 // Event is a notification from a worker to its owner.
 type Event struct {
-	Kind    EventKind
-	Req     *Request
-	Time    float64
-	Tokens  int      // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
-	Session string   // EvSessionEvicted
-	Blocks  []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
-	Stall   float64  // EvStall: seconds
+	Kind       EventKind
+	Req        *Request
+	Time       float64
+	Tokens     int      // EvChunkDone and EvPrefillDone: prompt tokens with KV ready on this worker; EvSessionEvicted: tokens freed
+	Session    string   // EvSessionEvicted
+	SessionNum int64    // EvSessionEvicted: the owner's number for Session (Request.SessionNum)
+	Blocks     []uint64 // EvSessionEvicted with SessionConfig.ReportPaths: the session's blocks (a new slice)
+	Stall      float64  // EvStall: seconds
 	// Demoted (EvSessionEvicted): the worker's host tier holds the KV HBM
 	// freed, so the session's next turn can still append here, loading it
 	// back (hicache.go); a router keeps believing the session is here.

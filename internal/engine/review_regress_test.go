@@ -92,7 +92,7 @@ func TestRegressionNibbleSkipsOlderTail(t *testing.T) {
 	sub(3, "", c, 100, 1)            // leaf c[5:10], newer than a's tail
 	sub(4, "", chain(7, 10), 100, 1) // needs 101 with 40 free
 	if got := w.PrefixMatch(c, 100); got != 100 {
-		t.Errorf("c lost %d of its tokens while session a's older tail (live %v) was kept", 100-got, w.tails["a"] != nil)
+		t.Errorf("c lost %d of its tokens while session a's older tail (live %v) was kept", 100-got, w.tail(SessionKey{ID: "a"}) != nil)
 	}
 	checkPool(t, w)
 }

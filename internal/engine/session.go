@@ -1,6 +1,10 @@
 package engine
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
+)
 
 // The session-aware decode cache of the KV-cache-centric mechanism (DESIGN
 // §5): a decode worker keeps each session's KV between turns, so a follow-up
@@ -85,9 +89,27 @@ type SessionConfig struct {
 	DumpOnEvict bool
 }
 
+// SessionKey names a session to a worker: its id and the owner's number
+// for it, 0 for none (Request.SessionNum). The worker files its records
+// of a session under it: by number, in a slice, when there is one.
+type SessionKey = idtable.Key
+
+// sess is the worker's record of a session, nil for none.
+func (w *Worker) sess(k SessionKey) *dSession {
+	s, _ := w.dsess.Get(k)
+	return s
+}
+
+// tail is a session's output tail, nil for none.
+func (w *Worker) tail(k SessionKey) *outputTail {
+	t, _ := w.tails.Get(k)
+	return t
+}
+
 // dSession is a session resident on this worker.
 type dSession struct {
 	id       string
+	num      int64 // the owner's number for it (SessionKey)
 	node     int32 // EvictSession: the deepest node of its last prompt, pinned
 	pinned   bool
 	inflight int     // its requests admitted or queued here
@@ -98,13 +120,18 @@ type dSession struct {
 	forgotten bool   // ForgetSession came while its KV was pinned: dropped at eviction
 }
 
+func (s *dSession) key() SessionKey { return SessionKey{ID: s.id, Num: s.num} }
+
 // ForgetSession drops the worker's record of a session its owner will not
 // send again (the simulator's --session-idle-forget): an evicted session's
 // entry at once, a resident one's when it is evicted, so the records follow
 // the sessions with KV here rather than every session ever served. Its KV,
 // pinned or cached, stays until evicted as before.
-func (w *Worker) ForgetSession(session string) {
-	s := w.dsess[session]
+func (w *Worker) ForgetSession(session string) { w.ForgetSessionKey(SessionKey{ID: session}) }
+
+// ForgetSessionKey is ForgetSession of a session the owner numbers.
+func (w *Worker) ForgetSessionKey(k SessionKey) {
+	s := w.sess(k)
 	if s == nil {
 		return
 	}
@@ -112,11 +139,11 @@ func (w *Worker) ForgetSession(session string) {
 		s.forgotten = true
 		return
 	}
-	delete(w.dsess, session)
+	w.dsess.Delete(k)
 }
 
 // Tracked is how many sessions the worker holds a record of.
-func (w *Worker) Tracked() int { return len(w.dsess) }
+func (w *Worker) Tracked() int { return w.dsess.Len() }
 
 // resident is whether s counts against the session cap: its KV pinned
 // here, or a request of it here. At block granularity an idle session's
@@ -200,7 +227,7 @@ func (w *Worker) chargeTrim(now float64, freed int64) {
 func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	hot := s.inflight > 0 // a request of it admitted or queued here (TrimAny)
 	var freed int64
-	if t := w.tails[s.id]; t != nil {
+	if t := w.tail(s.key()); t != nil {
 		freed += t.tokens
 		w.dropTail(t)
 	}
@@ -226,14 +253,14 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		if s.resident() {
 			w.nResident-- // a request of it still here: no longer counted
 		}
-		delete(w.dsess, s.id) // nothing pinned: forgetting it is the eviction
+		w.dsess.Delete(s.key()) // nothing pinned: forgetting it is the eviction
 	} else if s.forgotten && !s.resident() {
-		delete(w.dsess, s.id)
+		w.dsess.Delete(s.key())
 	}
 	w.stats.EvictedTokens += freed
 	freed += held // what the eviction will have freed once its dump ends (at most)
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, Time: now, Tokens: int(freed), Blocks: path, Hot: hot, Demoted: demoted})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, SessionNum: s.num, Time: now, Tokens: int(freed), Blocks: path, Hot: hot, Demoted: demoted})
 	return freed
 }
 
@@ -241,7 +268,12 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 // (its pinned prompt path; at block granularity, nothing is pinned and ok
 // is false), for a D→P snapshot.
 func (w *Worker) SessionPath(session string) (blocks []uint64, tokens int64, ok bool) {
-	s := w.dsess[session]
+	return w.SessionPathKey(SessionKey{ID: session})
+}
+
+// SessionPathKey is SessionPath of a session the owner numbers.
+func (w *Worker) SessionPathKey(k SessionKey) (blocks []uint64, tokens int64, ok bool) {
+	s := w.sess(k)
 	if s == nil || !s.pinned {
 		return nil, 0, false
 	}
@@ -289,11 +321,11 @@ func (w *Worker) unpinFor(now float64, r *Request) *dSession {
 	if !w.cfg.Session.Enabled || !r.KeepSession {
 		return nil
 	}
-	s := w.dsess[r.Session]
+	s := w.sess(r.sessKey())
 	if s == nil {
 		return nil
 	}
-	if t := w.tails[r.Session]; t != nil && t.pinned {
+	if t := w.tail(r.sessKey()); t != nil && t.pinned {
 		w.dropTail(t)
 	}
 	if !s.pinned {
@@ -324,16 +356,14 @@ func (w *Worker) repin(now float64, s *dSession) {
 // worker has seen (most of which it evicted long ago).
 func (w *Worker) setPinned(s *dSession, on bool) {
 	defer w.residentChanged(s, s.resident())
+	switch {
+	case on && !s.pinned:
+		w.nPinned++
+	case !on && s.pinned:
+		w.nPinned--
+	}
 	s.pinned = on
 	defer w.sessionMoved(s)
-	if !on {
-		delete(w.pinnedSess, s.id)
-		return
-	}
-	if w.pinnedSess == nil {
-		w.pinnedSess = map[string]*dSession{}
-	}
-	w.pinnedSess[s.id] = s
 }
 
 // sessionStart notes that a request of the session entered this worker.
@@ -341,13 +371,10 @@ func (w *Worker) sessionStart(now float64, r *Request) {
 	if !w.cfg.Session.Enabled || r.Session == "" || !r.KeepSession {
 		return
 	}
-	s := w.dsess[r.Session]
+	s := w.sess(r.sessKey())
 	if s == nil {
-		if w.dsess == nil {
-			w.dsess = map[string]*dSession{}
-		}
-		s = &dSession{id: r.Session}
-		w.dsess[r.Session] = s
+		s = &dSession{id: r.Session, num: r.SessionNum}
+		w.dsess.Put(r.sessKey(), s)
 	}
 	was := s.resident()
 	s.inflight++
@@ -364,7 +391,7 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 	if !w.cfg.Session.Enabled || r.Session == "" || !r.KeepSession {
 		return
 	}
-	s := w.dsess[r.Session]
+	s := w.sess(r.sessKey())
 	if s == nil || !r.sessCounted {
 		return
 	}
@@ -384,7 +411,7 @@ func (w *Worker) sessionEnd(now float64, r *Request) {
 	s.node = r.node
 	w.setPinned(s, true)
 	r.locked = false // the session holds the lock now
-	if t := w.tails[r.Session]; t != nil && !t.pinned {
+	if t := w.tail(r.sessKey()); t != nil && !t.pinned {
 		t.pinned = true
 		w.pinnedTail += t.tokens
 	}
@@ -420,17 +447,19 @@ func (w *Worker) PinnedTokens() int64 {
 // Sessions lists the sessions resident here, most recently used first (for
 // reports and tests).
 func (w *Worker) Sessions() []string {
-	var out []string
-	for id := range w.dsess {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := w.dsess[out[i]], w.dsess[out[j]]
+	var ss []*dSession
+	w.dsess.Each(func(s *dSession) { ss = append(ss, s) })
+	sort.Slice(ss, func(i, j int) bool {
+		a, b := ss[i], ss[j]
 		if a.lastUse != b.lastUse {
 			return a.lastUse > b.lastUse
 		}
-		return out[i] < out[j]
+		return a.id < b.id
 	})
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.id)
+	}
 	return out
 }
 

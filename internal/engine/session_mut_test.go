@@ -128,8 +128,8 @@ func TestSessionsOrder(t *testing.T) {
 			t.Fatalf("sessions %v, want %v", got, want)
 		}
 	}
-	if a, c := w.dsess["a"].lastUse, w.dsess["c"].lastUse; w.dsess["d"].lastUse != c || a >= w.dsess["b"].lastUse {
-		t.Fatalf("lastUse a %v b %v c %v d %v: the scenario lost its tie", a, w.dsess["b"].lastUse, c, w.dsess["d"].lastUse)
+	if a, c := w.sess(SessionKey{ID: "a"}).lastUse, w.sess(SessionKey{ID: "c"}).lastUse; w.sess(SessionKey{ID: "d"}).lastUse != c || a >= w.sess(SessionKey{ID: "b"}).lastUse {
+		t.Fatalf("lastUse a %v b %v c %v d %v: the scenario lost its tie", a, w.sess(SessionKey{ID: "b"}).lastUse, c, w.sess(SessionKey{ID: "d"}).lastUse)
 	}
 }
 
@@ -176,7 +176,7 @@ func TestEvictBlockSessionWithRequestHere(t *testing.T) {
 	if w.ResidentSessions() != 1 {
 		t.Fatalf("%d resident with a request here, want 1", w.ResidentSessions())
 	}
-	w.evictSession(0, w.dsess["a"])
+	w.evictSession(0, w.sess(SessionKey{ID: "a"}))
 	if w.ResidentSessions() != 0 || w.Tracked() != 0 {
 		t.Fatalf("after eviction: %d resident, %d tracked; want 0 and 0", w.ResidentSessions(), w.Tracked())
 	}

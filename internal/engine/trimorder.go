@@ -34,7 +34,7 @@ func (w *Worker) sessionMoved(s *dSession) {
 		return
 	}
 	w.trimOrder.push(trimEntry{lastUse: s.lastUse, s: s, stamp: s.trimStamp})
-	if len(w.trimOrder) > 64 && len(w.trimOrder) > 4*len(w.pinnedSess) {
+	if len(w.trimOrder) > 64 && len(w.trimOrder) > 4*w.nPinned {
 		w.schedWork += uint64(len(w.trimOrder))
 		kept := w.trimOrder[:0]
 		for _, e := range w.trimOrder {

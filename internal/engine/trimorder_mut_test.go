@@ -56,13 +56,11 @@ func TestMutTrimHeapOrder(t *testing.T) {
 // pinSessions gives w n pinned sessions s0…, last used at 1, 2, …, each
 // filed in the trim order once.
 func pinSessions(w *Worker, n int) []*dSession {
-	if w.pinnedSess == nil {
-		w.pinnedSess = map[string]*dSession{}
-	}
 	var ss []*dSession
 	for i := range n {
 		s := &dSession{id: fmt.Sprintf("s%02d", i), pinned: true, lastUse: float64(i + 1)}
-		w.pinnedSess[s.id] = s
+		w.dsess.Put(s.key(), s)
+		w.nPinned++
 		w.sessionMoved(s)
 		ss = append(ss, s)
 	}
@@ -172,7 +170,7 @@ func TestMutTrimHostWindow(t *testing.T) {
 		}
 		w.hiWrite(now, blocks[tc.onHost], 64)
 		for i := range 9 {
-			if held := w.hostHolds(w.dsess[fmt.Sprintf("s%d", i)]); held != (i == tc.onHost) {
+			if held := w.hostHolds(w.sess(SessionKey{ID: fmt.Sprintf("s%d", i)})); held != (i == tc.onHost) {
 				t.Fatalf("host holds s%d: %v", i, held)
 			}
 		}
@@ -193,7 +191,7 @@ func TestMutHostHoldsPartialLastBlock(t *testing.T) {
 	w := hostTrimWorker(t)
 	b := chain(20, 5)
 	now := seedOn(t, w, 0, "p", b, 300, 4)
-	s := w.dsess["p"]
+	s := w.sess(SessionKey{ID: "p"})
 	if blocks, tokens := w.tree.PathBlocks(s.node); len(blocks) != 5 || tokens != 300 {
 		t.Fatalf("p's path: %d blocks, %d tokens; want 5 and 300", len(blocks), tokens)
 	}

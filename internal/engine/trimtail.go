@@ -27,7 +27,7 @@ func (w *Worker) trimTailFor(now float64, except string, short int64, rep *Admit
 		return false
 	}
 	var freed int64
-	if t := w.tails[s.id]; t != nil {
+	if t := w.tail(s.key()); t != nil {
 		freed += t.tokens
 		w.dropTail(t)
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
 	"github.com/pdhybrid/pdhybrid/internal/metrics"
 	"github.com/pdhybrid/pdhybrid/internal/model"
 	"github.com/pdhybrid/pdhybrid/internal/radix"
@@ -178,29 +179,29 @@ type Worker struct {
 
 	// Output tails (output.go): finished turns' output KV awaiting the
 	// session's next turn, in finish order for eviction.
-	tails      map[string]*outputTail
+	tails      idtable.Keyed[*outputTail]
 	tailOrder  []*outputTail
 	tailHead   int
 	tailTokens int64
 	pinnedTail int64 // tail tokens of pinned sessions (not evictable)
 
-	dsess      map[string]*dSession // session.go
-	pinnedSess map[string]*dSession // session.go: the pinned ones among dsess
-	trimOrder  trimHeap             // trimorder.go: pinned sessions, least recently used first
-	trimAside  []trimEntry          // trimorder.go: reused by each trim
-	schedWork  uint64               // order.go: Work's count outside the order and the tree
-	order      waitOrder            // order.go: uncached counts and shortest-first order
-	aside      []*Request           // order.go: reused by each shortest-first bypass
-	nResident  int                  // session.go: the sessions among dsess that count against the cap
-	backups    []backup             // backup.go, oldest first
-	dumps      []dumpHold           // dump.go: paths held for on-evict dumps
-	dumping    int64                // their tokens
-	stallUntil float64              // trims stall the scheduler loop until then (session.go)
-	host       *hostTier            // hicache.go: the host KV tier, nil without one
-	sliceRoomS float64              // slice.go: prefill work the next step may still take
-	attn       attnScratch          // attntail.go: the tile-schedule tail's buffers
-	gapLog     gapLog               // itl.go: the decode runs live requests' folded gaps came from
-	bat        batchClock           // batchclock.go: the decode batch credited by a clock
+	dsess      idtable.Keyed[*dSession] // session.go
+	nPinned    int                      // session.go: the pinned ones among dsess
+	trimOrder  trimHeap                 // trimorder.go: pinned sessions, least recently used first
+	trimAside  []trimEntry              // trimorder.go: reused by each trim
+	schedWork  uint64                   // order.go: Work's count outside the order and the tree
+	order      waitOrder                // order.go: uncached counts and shortest-first order
+	aside      []*Request               // order.go: reused by each shortest-first bypass
+	nResident  int                      // session.go: the sessions among dsess that count against the cap
+	backups    []backup                 // backup.go, oldest first
+	dumps      []dumpHold               // dump.go: paths held for on-evict dumps
+	dumping    int64                    // their tokens
+	stallUntil float64                  // trims stall the scheduler loop until then (session.go)
+	host       *hostTier                // hicache.go: the host KV tier, nil without one
+	sliceRoomS float64                  // slice.go: prefill work the next step may still take
+	attn       attnScratch              // attntail.go: the tile-schedule tail's buffers
+	gapLog     gapLog                   // itl.go: the decode runs live requests' folded gaps came from
+	bat        batchClock               // batchclock.go: the decode batch credited by a clock
 
 	events []Event
 	stats  Stats
@@ -462,7 +463,7 @@ func (w *Worker) Abort(now float64, r *Request) {
 	w.unfoldGaps(r) // ITL counts completed requests only (itl.go)
 	if r.sessCounted {
 		r.sessCounted = false
-		if s := w.dsess[r.Session]; s != nil {
+		if s := w.sess(r.sessKey()); s != nil {
 			was := s.resident()
 			s.inflight--
 			w.residentChanged(s, was)

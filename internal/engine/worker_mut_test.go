@@ -219,11 +219,11 @@ func TestMutAbortSessionTurn(t *testing.T) {
 	if err := w.Submit(now, r); err != nil {
 		t.Fatal(err)
 	}
-	if s := w.dsess["s"]; s == nil || s.inflight != 1 || !r.sessCounted {
+	if s := w.sess(SessionKey{ID: "s"}); s == nil || s.inflight != 1 || !r.sessCounted {
 		t.Fatalf("after the second turn's Submit: session %+v, counted %v; want 1 in flight", s, r.sessCounted)
 	}
 	w.Abort(now, r)
-	if s := w.dsess["s"]; s.inflight != 0 || r.sessCounted {
+	if s := w.sess(SessionKey{ID: "s"}); s.inflight != 0 || r.sessCounted {
 		t.Fatalf("after its Abort: %d in flight, counted %v; want 0, false", s.inflight, r.sessCounted)
 	}
 	checkPool(t, w)

@@ -45,34 +45,39 @@ func checkPool(t *testing.T, w *Worker) {
 		}
 	}
 	var tails int64
-	for sess, tl := range w.tails {
-		if !tl.live || tl.session != sess || tl.tokens <= 0 {
-			t.Fatalf("%s: bad output tail %+v for session %q", w.cfg.Name, tl, sess)
+	w.tails.Each(func(tl *outputTail) {
+		if got, _ := w.tails.Get(tl.session); !tl.live || got != tl || tl.tokens <= 0 {
+			t.Fatalf("%s: bad output tail %+v for session %v", w.cfg.Name, tl, tl.session)
 		}
 		tails += tl.tokens
-	}
+	})
 	if tails != w.tailTokens {
 		t.Fatalf("%s: output tails hold %d tokens, counter says %d", w.cfg.Name, tails, w.tailTokens)
 	}
-	resident := 0
-	for _, s := range w.dsess {
+	resident, pinned := 0, 0
+	var oldest *dSession
+	w.dsess.Each(func(s *dSession) {
 		if s.pinned || s.inflight > 0 {
 			resident++
 		}
+		if !s.pinned {
+			return
+		}
+		pinned++
+		if s.inflight > 0 && w.cfg.Session.Trim == TrimIdle {
+			return
+		}
+		if oldest == nil || s.lastUse < oldest.lastUse || (s.lastUse == oldest.lastUse && s.id < oldest.id) {
+			oldest = s
+		}
+	})
+	if pinned != w.nPinned {
+		t.Fatalf("%s: %d pinned sessions, counter says %d", w.cfg.Name, pinned, w.nPinned)
 	}
 	if resident != w.nResident {
 		t.Fatalf("%s: %d resident sessions, counter says %d", w.cfg.Name, resident, w.nResident)
 	}
 	// The trim order's heap finds the session a scan of the pinned ones would.
-	var oldest *dSession
-	for _, s := range w.pinnedSess {
-		if s.inflight > 0 && w.cfg.Session.Trim == TrimIdle {
-			continue
-		}
-		if oldest == nil || s.lastUse < oldest.lastUse || (s.lastUse == oldest.lastUse && s.id < oldest.id) {
-			oldest = s
-		}
-	}
 	if got := w.oldestPinned(""); got != oldest {
 		t.Fatalf("%s: the trim order's oldest pinned session is %v, a scan says %v", w.cfg.Name, got, oldest)
 	}

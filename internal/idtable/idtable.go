@@ -128,5 +128,17 @@ func (t *Table[V]) slide() {
 	}
 }
 
+// Each calls f on every value held, in no set order.
+func (t *Table[V]) Each(f func(V)) {
+	for i := t.lo; i < len(t.dense); i++ {
+		if t.dense[i].held {
+			f(t.dense[i].v)
+		}
+	}
+	for _, v := range t.other {
+		f(v)
+	}
+}
+
 // Len is the number of ids held.
 func (t *Table[V]) Len() int { return t.held + len(t.other) }

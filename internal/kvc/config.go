@@ -128,8 +128,11 @@ func ParseBelief(s string) (Belief, error) {
 // Request is what the dispatcher needs to know of one request.
 type Request struct {
 	Session string
-	Turn    int
-	Blocks  []uint64 // read until Accepted; the router's belief copies what it keeps
+	// SessionNum is the caller's number for Session, 0 for none
+	// (engine.Request.SessionNum): passed on to PeerConfig.DecodeCached.
+	SessionNum int64
+	Turn       int
+	Blocks     []uint64 // read until Accepted; the router's belief copies what it keeps
 	// SharedBlocks promises that Blocks are never written again, so the
 	// router's belief keeps them instead of copying them (the simulator's
 	// frozen session chains; radix.Tree.InsertShared).

@@ -101,7 +101,7 @@ type PeerConfig struct {
 	// tokens it holds for a request: what its KV events tell Dynamo's
 	// router (--router-kv-events, Dynamo's default). nil: pd-conditional
 	// uses the router's belief of what it sent (--no-router-kv-events).
-	DecodeCached func(d int, session string, blocks []uint64, input int) int
+	DecodeCached func(d int, session string, num int64, blocks []uint64, input int) int
 	// Rival holds the 2026 rivals' SLOs, weights and cost model (rivals.go).
 	Rival RivalConfig
 }
@@ -252,7 +252,7 @@ func (t *Dispatch) pickDynamo() Decision {
 	overlap := func(d int) int {
 		switch {
 		case x.cfg.Peer.DecodeCached != nil:
-			return x.cfg.Peer.DecodeCached(d, r.Session, r.Blocks, r.Input) / bs
+			return x.cfg.Peer.DecodeCached(d, r.Session, r.SessionNum, r.Blocks, r.Input) / bs
 		case x.d.index != nil:
 			return x.d.overlap(&t.dOv, d, r.Blocks)
 		}

@@ -6,7 +6,7 @@ func conditional(cached map[int]int) *Dispatcher {
 	return NewDispatcher(DispatchConfig{Mechanism: MechConditional, Policy: PolicyKVAware, Options: Options{Alpha: 1}, BlockSize: 64,
 		DecodeKVBlocks: 1000, Breaker: BreakerConfig{}, Peer: PeerConfig{Strategy: StrategyISL, EffISLThreshold: 2048, EffISLRatio: 0.7,
 			PrefillBusy: 4, PrefillBatchTokens: 8192,
-			DecodeCached: func(d int, _ string, _ []uint64, _ int) int { return cached[d] }}},
+			DecodeCached: func(d int, _ string, _ int64, _ []uint64, _ int) int { return cached[d] }}},
 		[]string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1})
 }
 

@@ -223,7 +223,7 @@ func (s *Sim) syncAfterAppend(r *req) {
 	if grown < int64(s.cfg.KVC.DToPDeltaTokens) {
 		return
 	}
-	blocks, tokens, ok := s.workers[r.d].SessionPath(r.t.SessionID)
+	blocks, tokens, ok := s.workers[r.d].SessionPathKey(r.sessKey())
 	if !ok {
 		return
 	}
@@ -239,7 +239,7 @@ func (s *Sim) syncBeforeReseed(r *req, p int) {
 		return
 	}
 	op := &syncOp{session: r.t.SessionID, p: p, d: last, start: s.now}
-	blocks, tokens, ok := s.workers[s.decodes[last]].SessionPath(r.t.SessionID)
+	blocks, tokens, ok := s.workers[s.decodes[last]].SessionPathKey(r.sessKey())
 	if !ok {
 		s.endSync(op, "skipped", "entry", "session-not-resident", 0)
 		return

@@ -15,7 +15,7 @@ func (s *Sim) dispatch(r *req) {
 	if s.snaps != nil {
 		s.syncSeeTurn(r)
 	}
-	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, Turn: r.t.Turn, Blocks: r.t.HashIDs, SharedBlocks: r.shared,
+	r.x = s.disp.Begin(s.now, kvc.Request{Session: r.t.SessionID, SessionNum: r.sess.num, Turn: r.t.Turn, Blocks: r.t.HashIDs, SharedBlocks: r.shared,
 		Input: r.t.InputLength, Output: r.t.OutputLength})
 	s.execute(r)
 }
@@ -75,7 +75,7 @@ func (s *Sim) admit(r *req) {
 	a := r.x.Action()
 	wi := s.decodes[a.D]
 	w := s.workers[wi]
-	rep := w.AdmitSession(s.now, engine.AdmitQuery{Session: r.t.SessionID, Blocks: r.t.HashIDs,
+	rep := w.AdmitSession(s.now, engine.AdmitQuery{Session: r.t.SessionID, SessionNum: r.sess.num, Blocks: r.t.HashIDs,
 		Input: r.t.InputLength, Output: r.t.OutputLength, MaxAppend: a.MaxAppend, ForceSeed: a.ForceSeed, DirectOnly: a.DirectOnly})
 	s.collect(wi)
 	if !s.quiet {
@@ -145,7 +145,7 @@ func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 	r.p, r.d = -1, pool[a.D]
 	r.startAt = s.now
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, KeepSession: keep, Tag: r}
+		Session: r.t.SessionID, SessionNum: r.sess.num, KeepSession: keep, Tag: r}
 	s.onWorker(r, r.d)
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
@@ -184,18 +184,18 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	r.pe = &engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Tag: r}
 	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
 	if seed {
-		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
-		r.pe.Session, r.pe.KeepSession = r.t.SessionID, true // a capacity-backup P keeps it
-		r.pe.LowPriority = true                              // a decoder keeps it (prefill priority eviction)
+		r.de.Blocks, r.de.Session, r.de.SessionNum, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, r.sess.num, true
+		r.pe.Session, r.pe.SessionNum, r.pe.KeepSession = r.t.SessionID, r.sess.num, true // a capacity-backup P keeps it
+		r.pe.LowPriority = true                                                           // a decoder keeps it (prefill priority eviction)
 	}
 	if s.dPath(a.D) == kvc.PathPlainPD {
 		// A stock decoder keeps nothing: the seed is plain PD to it.
-		r.de.Blocks, r.de.Session, r.de.KeepSession = nil, "", false
+		r.de.Blocks, r.de.Session, r.de.SessionNum, r.de.KeepSession = nil, "", 0, false
 	}
 	if s.cfg.Mechanism.isPeer() || s.dPath(a.D) == kvc.PathDeltaPD || s.dPath(a.D) == kvc.PathLocalPrefill {
 		// D's decode radix cache matches the prompt at its reservation and
 		// keeps what it receives and generates.
-		r.de.Blocks, r.de.Session, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, true
+		r.de.Blocks, r.de.Session, r.de.SessionNum, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, r.sess.num, true
 	}
 	// SGLang's order: D pre-allocates the KV, and P holds the request in
 	// its bootstrap queue until then (P is submitted on EvReserved). A P

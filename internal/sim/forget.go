@@ -57,12 +57,11 @@ func (s *Sim) forgetSession(sess *session) {
 	id := sess.id
 	s.sessionBusy(sess) // its chain leaves the idle budget's list (stale there)
 	sess.chain = nil
-	delete(s.sessions, id)
+	s.dropSession(sess)
 	delete(s.lastSync, id)
-	s.checked.chk.Forget(id)
 	s.disp.ForgetSession(id)
 	for _, w := range s.workers {
-		w.ForgetSession(id)
+		w.ForgetSessionKey(sess.key())
 	}
 	s.stats.ForgottenSessions++
 }

@@ -35,7 +35,7 @@ func tracked(s *Sim) (replay, checker, chats, plane, workers int) {
 	for _, w := range s.workers {
 		workers = max(workers, w.Tracked())
 	}
-	return len(s.sessions), checker, chats, s.disp.Sessions(), workers
+	return s.heldSessions(), checker, chats, s.disp.Sessions(), workers
 }
 
 // TestSessionIdleForgetBoundsRecords: 8,000 one-turn sessions at 400/s

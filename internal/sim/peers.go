@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
@@ -132,6 +133,6 @@ func (p *Peer) config(chunk int) kvc.PeerConfig {
 
 // kvEvents is a decoder's own answer to what it caches for a request (its
 // KV events as Dynamo's router sees them), for pd-conditional.
-func (s *Sim) kvEvents(d int, session string, blocks []uint64, input int) int {
-	return s.workers[s.decodes[d]].CachedFor(session, blocks, input)
+func (s *Sim) kvEvents(d int, session string, num int64, blocks []uint64, input int) int {
+	return s.workers[s.decodes[d]].CachedForKey(engine.SessionKey{ID: session, Num: num}, blocks, input)
 }

@@ -68,8 +68,8 @@ func TestScanSessionEnds(t *testing.T) {
 		if !reflect.DeepEqual(openRecs.recs, closedRecs.recs) || len(openRecs.recs) != len(stored.Reqs) {
 			t.Errorf("%s: closing the scanned sessions moved the records", c.name)
 		}
-		if closed.stats.closedSessions != open.stats.Sessions || len(closed.sessions) != 0 {
-			t.Errorf("%s: %d of %d sessions closed, %d left", c.name, closed.stats.closedSessions, open.stats.Sessions, len(closed.sessions))
+		if closed.stats.closedSessions != open.stats.Sessions || closed.heldSessions() != 0 {
+			t.Errorf("%s: %d of %d sessions closed, %d left", c.name, closed.stats.closedSessions, open.stats.Sessions, closed.heldSessions())
 		}
 	}
 	reqs := []trace.Request{

@@ -19,12 +19,19 @@ import (
 // Memory follows what is live: a request exists from its trace time until
 // it ends; per session only the last finished turn is remembered.
 type replay struct {
-	hasNext  bool
-	next     trace.Request
-	nextLast bool    // next is its session's last request (SessionEnds)
-	nextAt   float64 // scaled trace time of next
-	lastTS   float64
-	sessions map[string]*session
+	hasNext       bool
+	next          trace.Request
+	nextLast      bool    // next is its session's last request (SessionEnds)
+	nextAt        float64 // scaled trace time of next
+	lastTS        float64
+	nextSlot      int32 // the checker's session slot of next (trace.Checker.SessionSlot)
+	nextForgotten bool  // next's session was forgotten after next was read (sessionAt)
+	// The sessions by the checker's slot: the checker hashes a request's
+	// session id once, and the replay indexes by the slot it found (it
+	// kept a map by id of its own before, a second hash a request). A
+	// slot is freed, here and in the checker, when its session is closed
+	// or forgotten, and the checker gives it to a later session.
+	sessions []*session
 	inflight idtable.Table[*req] // ingested, not yet ended, by chat id (a slice while chat ids come in order)
 	gate     []*req
 	gateHead int
@@ -35,7 +42,13 @@ type replay struct {
 }
 
 type session struct {
-	id       string
+	id   string
+	slot int32 // its index in replay.sessions and the checker's slot
+	// num is its number for the workers and the control plane
+	// (engine.Request.SessionNum): the order it entered in, from 1, never
+	// given to another session, so their records of it are filed by number
+	// in slices that slide as sessions end, not hashed by id.
+	num      int64
 	lastChat int64   // last ended turn
 	lastEnd  float64 // when it ended
 
@@ -120,7 +133,6 @@ type req struct {
 }
 
 func (s *Sim) initReplay() {
-	s.sessions = map[string]*session{}
 	s.stats.TraceBlockSize = s.src.Header().BlockSize
 	s.readNext()
 }
@@ -146,6 +158,7 @@ func (s *Sim) readNext() {
 	s.lastTS = s.next.Timestamp
 	s.hasNext = true
 	s.nextLast = s.closeEnded && s.checked.ends.LastOfSession()
+	s.nextSlot = s.checked.chk.SessionSlot()
 	s.nextAt = s.next.Timestamp / s.cfg.TimeScale
 }
 
@@ -156,12 +169,7 @@ func (s *Sim) ingest() error {
 	}
 	s.forgetIdle()
 	r := &req{t: newReqTrace(&s.next), p: -1, d: -1}
-	sess, ok := s.sessions[r.t.SessionID]
-	if !ok {
-		sess = &session{id: r.t.SessionID}
-		s.sessions[r.t.SessionID] = sess
-		s.stats.Sessions++
-	}
+	sess := s.sessionAt(s.nextSlot, r.t.SessionID)
 	s.sessionBusy(sess)
 	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs, s.nextLast)
 	sess.closing = sess.closing || s.nextLast
@@ -191,6 +199,65 @@ func (s *Sim) ingest() error {
 		}
 	}
 	return s.err
+}
+
+// sessionAt is the session in the checker's slot, opened when the slot
+// holds none. A slot's session is the request's own: the checker gave the
+// slot to this session id, and the replay empties a slot exactly when the
+// checker frees it (dropSession). One case differs: a session forgotten
+// (--session-idle-forget) after its next request was read and before that
+// request was ingested. The checker freed the slot and may give it to a
+// later session, so the session opened for that request is kept off the
+// table (its requests reach it through their records, and the checker
+// refuses any later turn of it).
+func (s *Sim) sessionAt(slot int32, id string) *session {
+	if int(slot) < len(s.sessions) {
+		if sess := s.sessions[slot]; sess != nil {
+			return sess
+		}
+	}
+	s.stats.Sessions++
+	sess := &session{id: id, slot: slot, num: int64(s.stats.Sessions)}
+	if s.nextForgotten {
+		s.nextForgotten = false
+		sess.slot = -1
+		return sess
+	}
+	for int(slot) >= len(s.sessions) {
+		s.sessions = append(s.sessions, nil)
+	}
+	s.sessions[slot] = sess
+	return sess
+}
+
+// heldSessions is how many sessions the table holds (for tests).
+func (s *Sim) heldSessions() int {
+	n := 0
+	for _, sess := range s.sessions {
+		if sess != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// key names the session to the workers.
+func (sess *session) key() engine.SessionKey { return engine.SessionKey{ID: sess.id, Num: sess.num} }
+
+// sessKey names r's session to the workers.
+func (r *req) sessKey() engine.SessionKey { return r.sess.key() }
+
+// dropSession empties sess's slot and frees it in the checker.
+func (s *Sim) dropSession(sess *session) {
+	if sess.slot < 0 {
+		return
+	}
+	s.sessions[sess.slot] = nil
+	s.checked.chk.ForgetSlot(sess.slot)
+	if s.hasNext && s.nextSlot == sess.slot {
+		s.nextForgotten = true // see sessionAt
+	}
+	sess.slot = -1
 }
 
 func (s *Sim) think(r *req) float64 {

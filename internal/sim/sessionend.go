@@ -40,17 +40,16 @@ func (s *Sim) closeSession(sess *session) {
 	id := sess.id
 	s.sessionBusy(sess) // its chain leaves the idle budget (and any forget entry goes stale)
 	sess.chain, sess.gone = nil, true
-	delete(s.sessions, id)
+	s.dropSession(sess)
 	delete(s.lastSync, id)
-	s.checked.chk.Forget(id)
 	s.disp.CloseSession(id)
 	if closeAsksEveryWorker || len(s.workers) > 64 {
 		for _, w := range s.workers {
-			w.ForgetSession(id)
+			w.ForgetSessionKey(sess.key())
 		}
 	} else {
 		for m := sess.onWorkers; m != 0; m &= m - 1 { // the workers that may hold a record of it
-			s.workers[bits.TrailingZeros64(m)].ForgetSession(id)
+			s.workers[bits.TrailingZeros64(m)].ForgetSessionKey(sess.key())
 		}
 	}
 	s.stats.closedSessions++

@@ -43,6 +43,7 @@ type Checker struct {
 	free      []int32  // sessions slots a Forget emptied
 	forgets   bool     // TrackForgets: sessions keep their chat ids
 	memo      sessMemo // Check's session lookup, for the Accept after it
+	lastSlot  int32    // the session slot of the request accepted last (SessionSlot)
 
 	requests  int
 	lastTS    float64
@@ -86,10 +87,27 @@ func (c *Checker) TrackForgets() { c.forgets = true }
 // session is reported as naming a parent not on an earlier line, and a
 // reused chat id of it is not reported as a duplicate.
 func (c *Checker) Forget(session string) {
-	i, ok := c.sessIdx[session]
-	if !ok || !c.forgets {
-		return
+	if i, ok := c.sessIdx[session]; ok && c.forgets {
+		c.forgetAt(i, session)
 	}
+}
+
+// SessionSlot is the slot of the session of the request Accept took last:
+// a dense number in [0, sessions held + slots freed), the same for every
+// request of the session, and given to a later session once Forget has
+// dropped this one. The simulator's replay indexes its sessions by it, so
+// a session id is hashed once a request, here.
+func (c *Checker) SessionSlot() int32 { return c.lastSlot }
+
+// ForgetSlot is Forget of the session in the given slot (SessionSlot),
+// which it frees; a slot that holds no session is left as it is.
+func (c *Checker) ForgetSlot(i int32) {
+	if c.forgets && i >= 0 && int(i) < len(c.sessions) && c.sessions[i].id != "" {
+		c.forgetAt(i, c.sessions[i].id)
+	}
+}
+
+func (c *Checker) forgetAt(i int32, session string) {
 	for _, id := range c.sessions[i].chats {
 		c.chats.Delete(id)
 	}
@@ -249,6 +267,7 @@ func (c *Checker) Accept(r *Request, line int) {
 		}
 		c.sessIdx[r.SessionID] = i
 	}
+	c.lastSlot = i
 	s := &c.sessions[i]
 	if r.Turn > s.lastTurn {
 		s.lastTurn = r.Turn

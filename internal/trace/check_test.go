@@ -194,3 +194,43 @@ func TestCheckerLookupsStayFresh(t *testing.T) {
 		t.Fatalf("a second root of b: %v", errs)
 	}
 }
+
+// TestCheckerSessionSlot: every request of a session gets its session's
+// slot, distinct sessions held at once get distinct slots, and a slot
+// ForgetSlot frees goes to a later session (the simulator indexes its
+// sessions by it). A freed or never-held slot is left alone.
+func TestCheckerSessionSlot(t *testing.T) {
+	c := trace.NewChecker(0)
+	c.TrackForgets()
+	accept := func(r trace.Request) int32 {
+		t.Helper()
+		if errs := c.Check(&r, int(r.ChatID)); len(errs) > 0 {
+			t.Fatal(errs[0])
+		}
+		c.Accept(&r, int(r.ChatID))
+		return c.SessionSlot()
+	}
+	a := accept(trace.Request{SessionID: "a", ChatID: 1, ParentChatID: -1})
+	b := accept(trace.Request{SessionID: "b", ChatID: 2, ParentChatID: -1})
+	if a == b {
+		t.Fatalf("sessions a and b share slot %d", a)
+	}
+	if got := accept(trace.Request{ChatID: 3, ParentChatID: 1}); got != a { // session from the parent
+		t.Fatalf("a's second turn in slot %d, want %d", got, a)
+	}
+	c.ForgetSlot(a)
+	c.ForgetSlot(a)  // already free
+	c.ForgetSlot(99) // never held
+	if s, ch := c.Tracked(); s != 1 || ch != 1 {
+		t.Fatalf("after forgetting a's slot: %d sessions, %d chats, want 1 and 1", s, ch)
+	}
+	if got := accept(trace.Request{SessionID: "c", ChatID: 4, ParentChatID: -1}); got != a {
+		t.Fatalf("c in slot %d, want a's freed slot %d", got, a)
+	}
+	if got := accept(trace.Request{SessionID: "b", ChatID: 5, ParentChatID: 2}); got != b {
+		t.Fatalf("b's second turn in slot %d, want %d", got, b)
+	}
+	if got := accept(trace.Request{SessionID: "a", ChatID: 6, ParentChatID: -1}); got == a || got == b {
+		t.Fatalf("a reopened in slot %d, held by c or b", got)
+	}
+}
