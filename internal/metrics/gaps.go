@@ -139,8 +139,8 @@ func bucketLog(x float64) int {
 const gapSliceBits = 8 // top mantissa bits per slice: 256 slices an octave
 
 var (
-	gapFirstSlice  int       // slice index of gapMin
-	gapSliceBucket []uint16  // bucket of each slice's first float
+	gapFirstSlice  int      // slice index of gapMin
+	gapSliceBucket []uint16 // bucket of each slice's first float
 )
 
 func init() { buildGapSlices() }
