@@ -139,29 +139,19 @@ func bucketLog(x float64) int {
 const gapSliceBits = 8 // top mantissa bits per slice: 256 slices an octave
 
 var (
-	gapBound       []float64 // gapBound[i]: the smallest x in bucket i
-	gapFirstSlice  int       // slice index of gapMin
-	gapSliceBucket []uint16  // bucket of each slice's first float
+	gapFirstSlice  int      // slice index of gapMin
+	gapSliceBucket []uint16 // bucket of each slice's first float
 )
 
-func init() { buildGapTables() }
+func init() { buildGapSlices() }
 
-// buildGapTables finds the bucket boundaries (a few logarithms each) and
-// the slices' buckets from them by one walk: the walk's answer is the
-// logarithm's, since boundaries and slices both ascend, and it takes no
-// logarithm per slice (it was the largest start-up work of the process).
-func buildGapTables() {
-	gapBound = make([]float64, gapBuckets)
-	for i := range gapBound {
-		x := max(gapMin*math.Exp(float64(i)*gapLogRatio), gapMin)
-		for x > gapMin && bucketLog(math.Nextafter(x, 0)) >= i {
-			x = math.Nextafter(x, 0)
-		}
-		for bucketLog(x) < i {
-			x = math.Nextafter(x, math.Inf(1))
-		}
-		gapBound[i] = x
-	}
+// buildGapSlices finds the slices' buckets from the boundaries by one
+// walk: the walk's answer is the logarithm's, since boundaries and slices
+// both ascend, and it takes no logarithm per slice. The boundaries
+// themselves are a table written out once (gapbounds.go): finding them
+// took tens of thousands of logarithms, the largest start-up work of every
+// pdhybrid process.
+func buildGapSlices() {
 	gapFirstSlice = int(math.Float64bits(gapMin) >> (52 - gapSliceBits))
 	last := int(math.Float64bits(gapMax) >> (52 - gapSliceBits))
 	gapSliceBucket = make([]uint16, last-gapFirstSlice+1)
