@@ -457,12 +457,10 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	if q.ForceSeed {
 		return false
 	}
-	host, tier := w.hostBeyond(s, q, cached), TierHost
-	var st int
-	if host == 0 {
-		if st, tier = w.storageBeyond(s, q, cached), TierStorage; st == 0 {
-			return false
-		}
+	host, st := w.hostBeyond(s, q, cached), w.storageBeyond(s, q, cached, false)
+	tier := lowestTier(host, st)
+	if tier == TierNone {
+		return false
 	}
 	appendTok := q.Input - cached - host - st
 	if q.MaxAppend > 0 && appendTok > q.MaxAppend {
@@ -476,6 +474,19 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitDirect, ""
 	rep.CachedTokens, rep.HostTokens, rep.StorageTokens, rep.Tier = cached+host+st, host, st, tier
 	return true
+}
+
+// lowestTier is the tier an answer names for a prefix of host tokens to
+// load back and storage tokens to prefetch: the lowest one it reads from
+// (a turn that needs both waits for the storage prefetch, then loads both).
+func lowestTier(host, storage int) string {
+	switch {
+	case storage > 0:
+		return TierStorage
+	case host > 0:
+		return TierHost
+	}
+	return TierNone
 }
 
 // hostBeyond is the prompt tokens of a session this worker held (s, or

@@ -146,6 +146,9 @@ type requestExtra struct {
 	prefetchWait  float64
 	prefetchFrom  int
 	prefetchBegun bool
+	// prefetchDoneAt is when a prefetch booked on a shared pool's
+	// aggregate link has all arrived (storageTier.reserve); 0 otherwise.
+	prefetchDoneAt float64
 }
 
 // more is r's requestExtra, allocated on first use: for writes only
