@@ -156,3 +156,41 @@ func TestSharedStorageAggregateBandwidth(t *testing.T) {
 		t.Fatal("a negative aggregate bandwidth was accepted")
 	}
 }
+
+// A session HBM evicts that the host tier no longer holds but storage does
+// is reported Stored, not Demoted: the router keeps it pinned at the
+// storage tier (kvc.SessionStored). a's 1,280 tokens were seeded (written
+// through to host and on to storage), the host pool then dropped them;
+// the trim that takes a from HBM finds host without it, storage with it.
+// With storage holding nothing either, the eviction is a plain one.
+func TestEvictionReportsStored(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		w, err := New(Config{Name: "d", Role: RoleDecode, Profile: testProfile(t), BlockSize: 64, PoolTokens: 4000,
+			Session: SessionConfig{Enabled: true, Eviction: EvictSession},
+			HiCache: HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: WriteThrough,
+				Storage: StorageConfig{Enabled: true, Backend: "mooncake", Prefetch: PrefetchWaitComplete}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := chain(1, 30)
+		now := seedOn(t, w, 0, "a", a[:20], 1280, 1)
+		w.host.tree.Evict(w.host.tree.Tokens())
+		if !keep {
+			w.host.store.tree.Evict(w.host.store.tree.Tokens())
+		}
+		w.TakeEvents()
+		var rep AdmitReply
+		if !w.trimOne(now, "", &rep) {
+			t.Fatal("precondition: a not trimmed")
+		}
+		var got []Event
+		for _, ev := range w.TakeEvents() {
+			if ev.Kind == EvSessionEvicted {
+				got = append(got, ev)
+			}
+		}
+		if len(got) != 1 || got[0].Session != "a" || got[0].Demoted || got[0].Stored != keep {
+			t.Fatalf("storage keeps a: %v; eviction events %+v, want one for a, Stored %v, not Demoted", keep, got, keep)
+		}
+	}
+}

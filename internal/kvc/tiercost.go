@@ -189,16 +189,19 @@ func (c TierCost) pricedStorage(rep AdmitReply) int {
 const ModeHostReseed = "pd-router-host-tier-reseed"
 
 // TierTokens is the router's belief of where a session's prefix is and how
-// many of its tokens each tier holds: hbm, host (0 when the tier is none;
-// the tokens once the request in flight ends are not yet known, 0).
-func (x *Dispatcher) TierTokens(session string) (tier string, hbm, host int) {
+// many of its tokens each tier holds: hbm, host, storage (0 when the tier
+// is none; the tokens once the request in flight ends are not yet known,
+// 0). A storage belief may carry a host part too (a partial host hit).
+func (x *Dispatcher) TierTokens(session string) (tier string, hbm, host, storage int) {
 	s := x.sessions[session]
 	tier = x.Tier(session)
 	switch tier {
 	case TierHBM:
-		return tier, s.resident, 0
+		return tier, s.resident, 0, 0
 	case TierHost:
-		return tier, 0, s.hostTok
+		return tier, 0, s.hostTok, 0
+	case TierStorage:
+		return tier, 0, s.hostTok, s.storeTok
 	}
-	return tier, 0, 0
+	return tier, 0, 0, 0
 }
