@@ -174,6 +174,8 @@ func TestBadValueClasses(t *testing.T) {
 		{"--hicache-storage-backend", []string{"sim", "--hicache-storage-backend", "mooncake"}},
 		{"--hicache-storage-shared", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-shared"}},
 		{"--hicache-storage-shared", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared"}},
+		{"--hicache-storage-shared-bandwidth", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared-bandwidth", "40"}},
+		{"--hicache-storage-shared-bandwidth", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared", "--hicache-storage-shared-bandwidth", "-1"}},
 		{"--hicache-storage-prefetch-policy", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-prefetch-policy", "wait_complete"}},
 		{"--hicache-write-policy", []string{"worker", "--hicache-write-policy", "write_back"}},
 		{"--enable-hierarchical-cache", []string{"worker", "--role", "decode", "--enable-hierarchical-cache"}},

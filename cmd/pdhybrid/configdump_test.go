@@ -68,6 +68,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"hicache-storage-backend":          {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs"},
 		"hicache-storage-size":             {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-size", "5000"},
 		"hicache-storage-shared":           {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-shared"},
+		"hicache-storage-shared-bandwidth": {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-shared", "--hicache-storage-shared-bandwidth", "40"},
 		"hicache-storage-prefetch-policy":  {"--enable-hierarchical-cache", "--hicache-storage-backend", "hf3fs", "--hicache-storage-prefetch-policy", "timeout"},
 		"time-scale":                       {"--time-scale", "2"},
 		"concurrency":                      {"--concurrency", "3"},

@@ -24,12 +24,14 @@ type hicacheFlags struct {
 	storageGB  float64
 	prefetchPo string
 	shared     bool
+	sharedGBps float64
 }
 
 var (
 	hicacheRatioRange = above(1).upTo(1000).is("a multiple of the HBM KV pool")
 	hicacheSizeRange  = above(0).upTo(1 << 20).orZero("size by --hicache-ratio").is("a number of GB")
 	storageSizeRange  = above(0).upTo(1 << 30).orZero("4 host pools").is("a number of GB")
+	sharedBWRange     = above(0).upTo(1e6).orZero("unlimited").is("a bandwidth in GB/s")
 )
 
 func (f *hicacheFlags) register(fs *pflag.FlagSet, who string) {
@@ -41,7 +43,8 @@ func (f *hicacheFlags) register(fs *pflag.FlagSet, who string) {
 	fs.StringVar(&f.storage, "hicache-storage-backend", "", "with --enable-hierarchical-cache: a storage KV tier below each host tier, as SGLang HiCache's L3: what host takes is written on to it, a prompt it holds beyond HBM and host is prefetched to host (bytes over the profile's storage link) and loaded as a host hit: `mooncake` (Mooncake store, remote DRAM over RDMA, 37.5 GB/s) or hf3fs (3FS, remote NVMe, 6.25 GB/s a worker); datasheet figures, a profile link storage-mooncake or storage-3fs overrides them (SGLang --hicache-storage-backend; off by default)")
 	fs.Float64Var(&f.storageGB, "hicache-storage-size", 0, "with --hicache-storage-backend: the storage KV pool per worker in `GB` (10^9 bytes), more than the host pool (pdhybrid's; SGLang sizes it in the backend's own config); 0 = 4 host pools")
 	fs.StringVar(&f.prefetchPo, "hicache-storage-prefetch-policy", "best_effort", "with --hicache-storage-backend: how long a prefill waits for its storage prefetch: `best_effort` (not at all: what has arrived is loaded, the rest computed), wait_complete (all of it) or timeout (all, or 1 s + 0.25 s per 1024 tokens) (SGLang --hicache-storage-prefetch-policy)")
-	fs.BoolVar(&f.shared, "hicache-storage-shared", false, "with --hicache-storage-backend (sim, bench, sweep): one storage pool for every worker of the run, as SGLang's L3 is one store for the cluster, sized by --hicache-storage-size (set it: the default is 4 host pools of one worker); each worker reads it over its own link, the store's aggregate bandwidth unmodelled; off by default: a pool per worker")
+	fs.BoolVar(&f.shared, "hicache-storage-shared", false, "with --hicache-storage-backend (sim, bench, sweep): one storage pool for every worker of the run, as SGLang's L3 is one store for the cluster, sized by --hicache-storage-size (set it: the default is 4 host pools of one worker); each worker reads it over its own link, all of them sharing --hicache-storage-shared-bandwidth; off by default: a pool per worker")
+	fs.Float64Var(&f.sharedGBps, "hicache-storage-shared-bandwidth", 0, "with --hicache-storage-shared: the shared pool's aggregate bandwidth in `GB/s` (10^9 bytes/s), which every worker's prefetches share, first booked first served, each also limited by its own link (a store's NICs or disks serve all its clients: 3FS's README reads 40 GiB/s for all its KVCache clients together); 0 = unlimited")
 	fs.BoolVar(&f.trimH, "hicache-trim-host-first", false, "with --enable-hierarchical-cache: a session trim that must free HBM takes, of the 8 least recently used sessions it may trim, the oldest whose KV the host tier already holds (its next turn loads back instead of recomputing); LRU when none is held there; off by default")
 }
 
@@ -63,6 +66,8 @@ func (f *hicacheFlags) check(ck *checks) {
 	for _, n := range []string{"hicache-storage-size", "hicache-storage-prefetch-policy", "hicache-storage-shared"} {
 		ck.only(n, f.enabled && f.storage != "", "with --hicache-storage-backend")
 	}
+	ck.num("hicache-storage-shared-bandwidth", sharedBWRange)
+	ck.only("hicache-storage-shared-bandwidth", f.shared, "with --hicache-storage-shared")
 	if ck.set("hicache-ratio") && ck.set("hicache-size") {
 		ck.fail("--hicache-ratio and --hicache-size: give one (--hicache-size overrides the ratio)")
 	}

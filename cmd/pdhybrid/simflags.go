@@ -366,6 +366,7 @@ func (f *simFlags) config(p *model.Profile, slo metrics.SLO, mech sim.Mechanism,
 		if s := h.Storage; s.Enabled {
 			cfg.HiCache.StorageBackend, cfg.HiCache.StorageSizeBytes, cfg.HiCache.StoragePrefetchPolicy = s.Backend, s.SizeBytes, s.Prefetch.String()
 			cfg.HiCache.StorageShared = f.hicache.shared
+			cfg.HiCache.StorageSharedBandwidth = f.hicache.sharedGBps * 1e9
 		}
 	}
 	return cfg

@@ -56,9 +56,9 @@ type AdmitReply struct {
 	// Tier says where the session's prefix is: TierHBM (resident), TierHost
 	// (demoted to this worker's host tier: a direct append that loads it
 	// back first; HostTokens of CachedTokens come from host), TierStorage
-	// (neither HBM nor host holds it but the storage pool below does: the
-	// turn prefetches StorageTokens of CachedTokens storage→host, then
-	// loads them back as a host hit) or TierNone.
+	// (the storage pool below holds StorageTokens of CachedTokens beyond
+	// what HBM and host hold: the turn prefetches them storage→host, then
+	// loads them back with the HostTokens host holds, if any) or TierNone.
 	Tier          string
 	HostTokens    int
 	StorageTokens int
@@ -142,17 +142,18 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 	return rep
 }
 
-// seedFromHost tells a seed answer what this worker's host tier holds of
-// the prompt beyond HBM: a prefill of the turn here (a local seed or
-// reseed) loads those tokens back instead of computing them (admit's
-// hiMatch), so the router can cost it as such (protocol revision 1.1:
-// host_tokens of cached_tokens, tier host). A seed through P is not
-// changed by it: P's KV crosses the link whole.
+// seedFromHost tells a seed answer what this worker's host and storage
+// tiers hold of the prompt beyond HBM: a prefill of the turn here (a local
+// seed or reseed) loads those tokens back (prefetching storage's first)
+// instead of computing them (admit's hiMatch, stPrefetch), so the router
+// can cost it as such (protocol revision 1.1: host_tokens and
+// storage_tokens of cached_tokens, tier host or storage). A shared storage
+// pool's match counts for a session this worker never held. A seed
+// through P is not changed by it: P's KV crosses the link whole.
 func (w *Worker) seedFromHost(s *dSession, q AdmitQuery, cached int, rep *AdmitReply) {
-	if host := w.hostBeyond(s, q, cached); host > 0 {
-		rep.CachedTokens, rep.HostTokens, rep.Tier = cached+host, host, TierHost
-	} else if st := w.storageBeyond(s, q, cached); st > 0 {
-		rep.CachedTokens, rep.StorageTokens, rep.Tier = cached+st, st, TierStorage
+	host, st := w.hostBeyond(s, q, cached), w.storageBeyond(s, q, cached, true)
+	if tier := lowestTier(host, st); tier != TierNone {
+		rep.CachedTokens, rep.HostTokens, rep.StorageTokens, rep.Tier = cached+host+st, host, st, tier
 	}
 }
 

@@ -249,26 +249,32 @@ func (w *Worker) hiReused(now float64, r *Request, n int) {
 // prefix cache (and the ancestors only it uses); its path goes to host
 // first. Under write-through the host already holds what was adopted. It
 // reports whether the host tier holds the whole path now (a session
-// eviction tells the router so: EvSessionEvicted's Demoted).
-func (w *Worker) hiDemote(now float64, n int32) bool {
+// eviction tells the router so: EvSessionEvicted's Demoted), and else
+// whether the storage pool below does (EvSessionEvicted's Stored: the
+// host could not keep it, storage did).
+func (w *Worker) hiDemote(now float64, n int32) (host, storage bool) {
 	if w.host == nil {
-		return false
+		return false, false
 	}
 	blocks, tokens := w.tree.PathBlocks(n)
 	if len(blocks) == 0 {
-		return false
+		return false, false
 	}
 	last := tokens - int64(len(blocks)-1)*int64(w.cfg.BlockSize)
 	if w.host.policy == WriteBack {
 		w.hiWrite(now, blocks, last)
 	}
-	return w.host.tree.Match(blocks, last).Tokens == tokens
+	if w.host.tree.Match(blocks, last).Tokens == tokens {
+		return true, false
+	}
+	st := w.host.store
+	return false, st != nil && st.tree.Match(blocks, last).Tokens == tokens
 }
 
 // hiDemoteSession is hiDemote for a session a trim takes from HBM: with
 // DemoteIdle, a session with no request here (idle) is written to host
 // first whatever the write policy.
-func (w *Worker) hiDemoteSession(now float64, n int32, idle bool) bool {
+func (w *Worker) hiDemoteSession(now float64, n int32, idle bool) (host, storage bool) {
 	if h := w.host; h != nil && h.idle && idle && h.policy != WriteBack {
 		if blocks, tokens := w.tree.PathBlocks(n); len(blocks) > 0 {
 			w.hiWrite(now, blocks, tokens-int64(len(blocks)-1)*int64(w.cfg.BlockSize))
@@ -455,12 +461,10 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	if q.ForceSeed {
 		return false
 	}
-	host, tier := w.hostBeyond(s, q, cached), TierHost
-	var st int
-	if host == 0 {
-		if st, tier = w.storageBeyond(s, q, cached), TierStorage; st == 0 {
-			return false
-		}
+	host, st := w.hostBeyond(s, q, cached), w.storageBeyond(s, q, cached, false)
+	tier := lowestTier(host, st)
+	if tier == TierNone {
+		return false
 	}
 	appendTok := q.Input - cached - host - st
 	if q.MaxAppend > 0 && appendTok > q.MaxAppend {
@@ -474,6 +478,19 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitDirect, ""
 	rep.CachedTokens, rep.HostTokens, rep.StorageTokens, rep.Tier = cached+host+st, host, st, tier
 	return true
+}
+
+// lowestTier is the tier an answer names for a prefix of host tokens to
+// load back and storage tokens to prefetch: the lowest one it reads from
+// (a turn that needs both waits for the storage prefetch, then loads both).
+func lowestTier(host, storage int) string {
+	switch {
+	case storage > 0:
+		return TierStorage
+	case host > 0:
+		return TierHost
+	}
+	return TierNone
 }
 
 // hostBeyond is the prompt tokens of a session this worker held (s, or

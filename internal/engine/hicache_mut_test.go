@@ -132,7 +132,7 @@ func TestHiDemoteWritesPartialLastBlock(t *testing.T) {
 	if !ok {
 		t.Fatal("no leaf in HBM")
 	}
-	if !w.hiDemote(now, n) {
+	if host, _ := w.hiDemote(now, n); !host {
 		t.Fatal("hiDemote: host does not hold the whole path")
 	}
 	if w.stats.HostWrittenTokens != 40 || w.HostUsed() != 40 || w.HostPrefixMatch(chain(1, 3), 40) != 40 {

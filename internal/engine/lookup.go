@@ -16,9 +16,10 @@ func (w *Worker) SessionResidency(now float64, q AdmitQuery) (resident bool, cac
 }
 
 // SessionTier is SessionResidency naming the tier that holds the session:
-// TierHBM, TierHost, TierStorage (neither HBM nor host holds the prefix
-// beyond cached, the storage pool does: cached counts storage's tokens) or
-// TierNone.
+// TierHBM, TierHost, TierStorage (the storage pool holds some of the
+// prefix beyond what HBM and host hold: cached counts host's and storage's
+// tokens) or TierNone. A shared pool's match does not make a session this
+// worker never held resident here.
 func (w *Worker) SessionTier(now float64, q AdmitQuery) (resident bool, cached int, tier string) {
 	if !w.cfg.Session.Enabled || w.tree == nil {
 		return false, 0, TierNone
@@ -28,11 +29,9 @@ func (w *Worker) SessionTier(now float64, q AdmitQuery) (resident bool, cached i
 	if s != nil && cached > 0 && (s.pinned || s.inflight > 0 || w.cfg.Session.Eviction == EvictBlock) {
 		return true, cached, TierHBM
 	}
-	if host := w.hostBeyond(s, q, cached); host > 0 {
-		return true, cached + host, TierHost
-	}
-	if st := w.storageBeyond(s, q, cached); st > 0 {
-		return true, cached + st, TierStorage
+	host, st := w.hostBeyond(s, q, cached), w.storageBeyond(s, q, cached, false)
+	if tier := lowestTier(host, st); tier != TierNone {
+		return true, cached + host + st, tier
 	}
 	return false, cached, TierNone
 }

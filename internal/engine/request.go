@@ -159,6 +159,9 @@ type requestExtra struct {
 	prefetchWait  float64
 	prefetchFrom  int
 	prefetchBegun bool
+	// prefetchDoneAt is when a prefetch booked on a shared pool's
+	// aggregate link has all arrived (storageTier.reserve); 0 otherwise.
+	prefetchDoneAt float64
 }
 
 // more is r's requestExtra, allocated on first use: for writes only
@@ -281,6 +284,10 @@ type Event struct {
 	// freed, so the session's next turn can still append here, loading it
 	// back (hicache.go); a router keeps believing the session is here.
 	Demoted bool
+	// Stored (EvSessionEvicted, not Demoted): the host tier could not keep
+	// the KV HBM freed but the storage pool below holds it (storage.go):
+	// the next turn can still append here, prefetching it first.
+	Stored bool
 	// Hot (EvSessionEvicted): the session had a request admitted or queued
 	// on this worker when it was evicted; only TrimAny evicts such a
 	// session (TrimIdle, the seed's, evicts idle ones only).

@@ -233,7 +233,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	}
 	var path []uint64
 	var held int64
-	demoted := false // the host tier holds what HBM frees (hicache.go)
+	demoted, stored := false, false // the host tier, or else storage, holds what HBM frees (hicache.go)
 	if s.pinned {
 		if w.cfg.Session.ReportPaths || w.cfg.Session.DumpOnEvict {
 			path, held = w.tree.PathBlocks(s.node)
@@ -245,7 +245,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 		} else {
 			held = 0
 			w.tree.Unlock(s.node, now)
-			demoted = w.hiDemoteSession(now, s.node, !hot)
+			demoted, stored = w.hiDemoteSession(now, s.node, !hot)
 			freed += w.tree.EvictPath(s.node)
 		}
 	}
@@ -260,7 +260,7 @@ func (w *Worker) evictSession(now float64, s *dSession) int64 {
 	w.stats.EvictedTokens += freed
 	freed += held // what the eviction will have freed once its dump ends (at most)
 	w.stats.SessionEvictions++
-	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, SessionNum: s.num, Time: now, Tokens: int(freed), Blocks: path, Hot: hot, Demoted: demoted})
+	w.events = append(w.events, Event{Kind: EvSessionEvicted, Session: s.id, SessionNum: s.num, Time: now, Tokens: int(freed), Blocks: path, Hot: hot, Demoted: demoted, Stored: stored})
 	return freed
 }
 

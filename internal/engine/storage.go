@@ -91,23 +91,44 @@ type StorageConfig struct {
 	Link model.Link
 	// Pool, when set, is one storage pool shared by every worker given the
 	// same Pool (SGLang's L3 is one store for the cluster): the first
-	// worker built sizes it, each reads it over its own link. Nil: a pool
-	// per worker.
+	// worker built sizes it, each reads it over its own link (its own
+	// Link, backend and prefetch policy). Nil: a pool per worker.
 	Pool *StoragePool
 }
 
 // StoragePool is a storage pool several workers share (StorageConfig.Pool).
 // The workers of one simulation run on one goroutine, as the pool's tree
 // requires.
-type StoragePool struct{ tier *storageTier }
+type StoragePool struct {
+	// BandwidthBytes is the pool's aggregate bandwidth in bytes/s, which
+	// every worker's prefetches share (a store's NICs or disks serve all
+	// its clients); 0 is unlimited, each prefetch limited by its worker's
+	// link only.
+	BandwidthBytes float64
+	shared         *storageShared
+}
 
-// NewStoragePool is an empty shared pool; the first worker given it sizes it.
+// NewStoragePool is an empty shared pool of unlimited aggregate
+// bandwidth; the first worker given it sizes it.
 func NewStoragePool() *StoragePool { return &StoragePool{} }
 
-// storageTier is a worker's storage KV pool (L3).
+// storageShared is what the workers of one pool share: its tree, its
+// capacity and its aggregate link's reservations.
+type storageShared struct {
+	tree     *radix.Tree
+	capacity int64   // tokens
+	aggBW    float64 // bytes/s; 0 unlimited
+	// freeAt is when the aggregate link has carried every prefetch
+	// reserved on it so far (reserve).
+	freeAt float64
+}
+
+// storageTier is a worker's view of its storage KV pool (L3): the pool's
+// tree (its own, or a shared one) over the worker's own link.
 type storageTier struct {
 	tree      *radix.Tree
 	capacity  int64 // tokens
+	shared    *storageShared
 	link      model.Link
 	policy    PrefetchPolicy
 	threshold int
@@ -115,13 +136,33 @@ type storageTier struct {
 	perKiS    float64
 }
 
+// reserve books a prefetch of bytes that began at start on the pool's
+// aggregate link and returns when both links have carried it: the
+// worker's own (setup + bytes ÷ its bandwidth) and the aggregate one,
+// which serves reservations first come first served at its bandwidth
+// (a prefetch waits for those booked before it). Without an aggregate
+// bandwidth it is the worker's link alone.
+func (st *storageTier) reserve(start float64, bytes int64) float64 {
+	own := start + st.link.TransferS(bytes)
+	sh := st.shared
+	if sh == nil || sh.aggBW <= 0 || bytes <= 0 {
+		return own
+	}
+	begin := max(start, sh.freeAt)
+	sh.freeAt = begin + float64(bytes)/sh.aggBW
+	return max(own, sh.freeAt+st.link.SetupS)
+}
+
+// sharedPool reports whether the worker's storage pool is one other
+// workers share: what it holds may have been written by any of them.
+func (w *Worker) sharedPool() bool {
+	return w.host != nil && w.host.store != nil && w.host.store.shared != nil
+}
+
 // newStorageTier sizes the storage pool of a worker whose host pool holds
 // host tokens.
 func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 	s := cfg.HiCache.Storage
-	if s.Pool != nil && s.Pool.tier != nil {
-		return s.Pool.tier, nil
-	}
 	link := s.Link
 	if link.BandwidthBytes <= 0 {
 		l, err := cfg.Profile.StorageLink(s.Backend)
@@ -130,15 +171,26 @@ func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 		}
 		link = l
 	}
-	capacity := int64(DefaultStorageRatio) * host
-	if s.SizeBytes > 0 {
-		capacity = s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+	st := &storageTier{link: link, policy: s.Prefetch, threshold: s.ThresholdTokens, baseS: s.TimeoutBaseS, perKiS: s.TimeoutPerKiS}
+	if s.Pool != nil && s.Pool.shared != nil {
+		st.shared, st.tree, st.capacity = s.Pool.shared, s.Pool.shared.tree, s.Pool.shared.capacity
+	} else {
+		capacity := int64(DefaultStorageRatio) * host
+		if s.SizeBytes > 0 {
+			capacity = s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+		}
+		if capacity <= host {
+			return nil, fmt.Errorf("engine %s: storage KV pool of %d bytes holds %d tokens, expected more than the host pool's %d (raise --hicache-storage-size)", cfg.Name, s.SizeBytes, capacity, host)
+		}
+		st.tree, st.capacity = radix.New(cfg.BlockSize), capacity
+		if s.Pool != nil {
+			if s.Pool.BandwidthBytes < 0 {
+				return nil, fmt.Errorf("engine %s: shared storage pool bandwidth %g bytes/s, expected ≥ 0 (0 = unlimited)", cfg.Name, s.Pool.BandwidthBytes)
+			}
+			st.shared = &storageShared{tree: st.tree, capacity: capacity, aggBW: s.Pool.BandwidthBytes}
+			s.Pool.shared = st.shared
+		}
 	}
-	if capacity <= host {
-		return nil, fmt.Errorf("engine %s: storage KV pool of %d bytes holds %d tokens, expected more than the host pool's %d (raise --hicache-storage-size)", cfg.Name, s.SizeBytes, capacity, host)
-	}
-	st := &storageTier{tree: radix.New(cfg.BlockSize), capacity: capacity, link: link, policy: s.Prefetch,
-		threshold: s.ThresholdTokens, baseS: s.TimeoutBaseS, perKiS: s.TimeoutPerKiS}
 	if st.threshold <= 0 {
 		st.threshold = DefaultPrefetchThreshold
 	}
@@ -147,9 +199,6 @@ func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 	}
 	if st.perKiS <= 0 {
 		st.perKiS = DefaultPrefetchTimeoutPerKi
-	}
-	if s.Pool != nil {
-		s.Pool.tier = st
 	}
 	return st, nil
 }
@@ -210,15 +259,23 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	if beyond < st.threshold {
 		return
 	}
-	if x := r.more(); !x.prefetchBegun {
+	bpt := w.mdl.KVBytesPerToken()
+	x := r.more()
+	if !x.prefetchBegun {
 		x.prefetchBegun, x.prefetchFrom = true, base
+		if st.shared != nil && st.shared.aggBW > 0 {
+			// Booked once, on the pool's aggregate link, at the first attempt.
+			x.prefetchDoneAt = st.reserve(r.SubmittedAt, int64(min(int(sm.Tokens), r.Input-1)-base)*bpt)
+		}
 	}
 	// The prefetch reads storage's match from where it began, pages in
 	// order; an earlier attempt's pages are on host already (base).
-	from := min(r.rare.prefetchFrom, base)
+	from := min(x.prefetchFrom, base)
 	total := min(int(sm.Tokens), r.Input-1) - from
-	bpt := w.mdl.KVBytesPerToken()
 	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)
+	if x.prefetchDoneAt > 0 {
+		doneAt = x.prefetchDoneAt
+	}
 	end := now // best_effort: stop at once
 	switch st.policy {
 	case PrefetchWaitComplete:
@@ -231,6 +288,12 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	if end < doneAt {
 		// Pages arrive in order; only whole ones count.
 		got := int64((end - r.SubmittedAt - st.link.SetupS) * st.link.BandwidthBytes / float64(bpt))
+		if x.prefetchDoneAt > 0 {
+			// Held back by the aggregate link: evenly over its wait.
+			if span := doneAt - r.SubmittedAt - st.link.SetupS; span > 0 {
+				got = int64(float64(total) * (end - r.SubmittedAt - st.link.SetupS) / span)
+			}
+		}
 		nb, lastTok = (from+int(max(got, 0)))/bs, int64(bs)
 		if nb*bs <= base {
 			return // nothing past host has arrived
@@ -252,10 +315,12 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 // storageBeyond is the prompt tokens of a session this worker held (as
 // hostBeyond) that its storage pool holds beyond both HBM's cached ones and
 // the host tier's match, when enough to prefetch (the threshold; 0 else):
-// what stPrefetch would bring storage→host for the turn. The admission
-// reply names them (TierStorage) only when host holds nothing to load.
-func (w *Worker) storageBeyond(s *dSession, q AdmitQuery, cached int) int {
-	if w.host == nil || w.host.store == nil || len(q.Blocks) == 0 || (s == nil && w.cfg.Session.Eviction != EvictBlock) {
+// what stPrefetch would bring storage→host for the turn. With anyone, a
+// shared pool's match counts for a session this worker never held: its
+// blocks are the prompt's own, whichever worker wrote them.
+func (w *Worker) storageBeyond(s *dSession, q AdmitQuery, cached int, anyone bool) int {
+	if w.host == nil || w.host.store == nil || len(q.Blocks) == 0 ||
+		(s == nil && w.cfg.Session.Eviction != EvictBlock && !(anyone && w.sharedPool())) {
 		return 0
 	}
 	st := w.host.store

@@ -307,7 +307,7 @@ func TestStorageSharedPool(t *testing.T) {
 		if r.CachedTokens != want || w2.stats.StoragePrefetchedTokens != int64(want) {
 			t.Fatalf("shared %v: w2 found %d tokens cached (%d prefetched), want %d", shared, r.CachedTokens, w2.stats.StoragePrefetchedTokens, want)
 		}
-		if got := w1.host.store == w2.host.store; got != shared {
+		if got := w1.host.store.tree == w2.host.store.tree; got != shared {
 			t.Fatalf("shared %v: one pool %v", shared, got)
 		}
 	}

@@ -42,7 +42,7 @@ func (x *Dispatcher) CloseSession(session string) {
 // reap drops a closed session's record if nothing but the session reads
 // it any more, and reports whether it did.
 func (x *Dispatcher) reap(id string, s *sessState) bool {
-	if !s.closed || s.pin >= 0 || s.backup >= 0 || s.inflight != 0 || s.onHost {
+	if !s.closed || s.pin >= 0 || s.backup >= 0 || s.inflight != 0 || s.onHost || s.onStore {
 		return false
 	}
 	for _, h := range s.handles {

@@ -81,6 +81,8 @@ type sessState struct {
 	evicted  bool           // last reported evicting it (labels: session-was-evicted)
 	onHost   bool           // pin reported demoting it to its host tier (tiers.go)
 	hostTok  int            // tokens of it believed on that host tier (TierTokens)
+	onStore  bool           // pin's storage pool holds it beyond what HBM and host do (tiers.go)
+	storeTok int            // tokens of it believed only in that storage pool (TierTokens)
 	backup   int            // prefill worker keeping a capacity-backup of it; −1 none
 	handles  []radix.Handle // per decoder: the path the router believes it holds
 	rejects  []int          // per decoder: its refusals of the session (τ_reject), nil while none

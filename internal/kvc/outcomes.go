@@ -68,6 +68,7 @@ func (t *Dispatch) Accepted() {
 		// What d will hold is known once the request ends (router gate:
 		// until then a next turn there is no-direct-info).
 		s.pin, s.last, s.resident, s.pending, s.evicted, s.onHost, s.hostTok = t.chosenD, t.chosenD, 0, t.r.Input+t.r.Output, false, false, 0
+		s.onStore, s.storeTok = false, 0
 		s.inflight++
 		t.holds = true
 		if len(s.handles) < len(x.d.names) {

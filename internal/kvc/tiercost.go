@@ -113,7 +113,7 @@ func (t *Dispatch) v3TierCosts(d, p int, rep AdmitReply) tierChoice {
 	tc, sc := x.cfg.V3.Tiers, x.iso().Cost
 	x.ensureLoad()
 	n := max(t.r.Input-rep.CachedTokens, 1)
-	stall := tc.PrefillWithTiersS(sc, n, rep.CachedTokens, rep.HostTokens, rep.StorageTokens)
+	stall := tc.PrefillWithTiersS(sc, n, rep.CachedTokens, rep.HostTokens, tc.pricedStorage(rep))
 	ch := tierChoice{loadS: sc.PrefillS(x.load.d[d], 0) + stall, fits: true}
 	pu := t.pUncached(p)
 	ch.reseedS = sc.PrefillS(x.load.p[p], 0) + sc.PrefillS(pu, t.r.Input-pu) + tc.TransferS(t.r.Input)
@@ -145,7 +145,7 @@ func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 			x.p.names[p], ch.reseedS, verdict(through, "through P", "load back"))
 	}
 	if !through {
-		t.host, t.prefetch = rep.HostTokens, rep.StorageTokens
+		t.host, t.prefetch = rep.HostTokens, x.cfg.V3.Tiers.pricedStorage(rep)
 		return false
 	}
 	t.decide(ActSeed, p, d, ModeHostReseed)
@@ -161,15 +161,26 @@ func (t *Dispatch) loadStallS(n, p int) float64 {
 
 // lowerTier reports whether a direct answer loads its prefix from a tier
 // below HBM that tier costing prices: host, or storage when the storage
-// link is known.
+// link is known; a storage answer with a host part (a partial host hit
+// the storage pool extends) has that part priced even when it is not.
 func lowerTier(rep AdmitReply, c TierCost) bool {
 	switch rep.Tier {
 	case TierHost:
 		return rep.HostTokens > 0
 	case TierStorage:
-		return rep.StorageTokens > 0 && c.StorageBandwidth > 0
+		return rep.StorageTokens > 0 && c.StorageBandwidth > 0 || rep.HostTokens > 0
 	}
 	return false
+}
+
+// pricedStorage is the storage tokens of an answer tier costing prices as
+// a prefetch: all of them when the storage link is known, none when it is
+// not (they count as cached, as for a gateway that knows no storage).
+func (c TierCost) pricedStorage(rep AdmitReply) int {
+	if c.StorageBandwidth <= 0 {
+		return 0
+	}
+	return rep.StorageTokens
 }
 
 // ModeHostReseed is a session its decoder kept on host reseeded through P
@@ -178,16 +189,19 @@ func lowerTier(rep AdmitReply, c TierCost) bool {
 const ModeHostReseed = "pd-router-host-tier-reseed"
 
 // TierTokens is the router's belief of where a session's prefix is and how
-// many of its tokens each tier holds: hbm, host (0 when the tier is none;
-// the tokens once the request in flight ends are not yet known, 0).
-func (x *Dispatcher) TierTokens(session string) (tier string, hbm, host int) {
+// many of its tokens each tier holds: hbm, host, storage (0 when the tier
+// is none; the tokens once the request in flight ends are not yet known,
+// 0). A storage belief may carry a host part too (a partial host hit).
+func (x *Dispatcher) TierTokens(session string) (tier string, hbm, host, storage int) {
 	s := x.sessions[session]
 	tier = x.Tier(session)
 	switch tier {
 	case TierHBM:
-		return tier, s.resident, 0
+		return tier, s.resident, 0, 0
 	case TierHost:
-		return tier, 0, s.hostTok
+		return tier, 0, s.hostTok, 0
+	case TierStorage:
+		return tier, 0, s.hostTok, s.storeTok
 	}
-	return tier, 0, 0
+	return tier, 0, 0, 0
 }

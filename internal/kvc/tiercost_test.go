@@ -28,7 +28,7 @@ func onHost(t *testing.T, x *Dispatcher, s string) *Dispatch {
 	t.Helper()
 	return secondTurnOnD0(t, x, s, func() {
 		x.SessionDemoted(0, s)
-		if tier, hbm, host := x.TierTokens(s); tier != TierHost || hbm != 0 || host != 100_101 {
+		if tier, hbm, host, _ := x.TierTokens(s); tier != TierHost || hbm != 0 || host != 100_101 {
 			t.Fatalf("after the demotion: tier %q, %d HBM and %d host tokens; want host, 0 and 100,101 (prompt and output)", tier, hbm, host)
 		}
 	}, AdmitReply{CanAdmit: true, Direct: true, Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
@@ -104,7 +104,7 @@ func TestTierCostByHand(t *testing.T) {
 		if drawn, _ := x.V4Stall(); math.Abs(drawn-before-0.2002) > 1e-9 {
 			t.Fatalf("v4 drew %v s for the load-back, want 0.2002", drawn-before)
 		}
-		if tier, hbm, host := x.TierTokens("s"); tier != TierHBM || host != 0 {
+		if tier, hbm, host, _ := x.TierTokens("s"); tier != TierHBM || host != 0 {
 			t.Fatalf("after the load-back: %q %d/%d, want hbm with nothing on host", tier, hbm, host)
 		}
 	})
@@ -190,7 +190,7 @@ func TestSeedAnswerHostTokens(t *testing.T) {
 			}
 			d = x.Begin(100, Request{Session: "s", Turn: 2, Blocks: blocks, Input: 130_000, Output: 101})
 			d.Reply(AdmitReply{CanAdmit: true, Reason: "session-was-evicted", Tier: TierHost, CachedTokens: 100_000, HostTokens: 100_000})
-			if tier, hbm, host := x.TierTokens("s"); tier != TierHost || hbm != 0 || host != 100_000 {
+			if tier, hbm, host, _ := x.TierTokens("s"); tier != TierHost || hbm != 0 || host != 100_000 {
 				t.Fatalf("after the seed answer: %q %d/%d, want host with 100,000 host tokens", tier, hbm, host)
 			}
 			if !c.local {
@@ -207,7 +207,7 @@ func TestSeedAnswerHostTokens(t *testing.T) {
 			if drawn, _ := x.V4Stall(); math.Abs(drawn-before-0.4197184) > 1e-9 {
 				t.Fatalf("v4 drew %v s for the local reseed, want 0.4197184 (compute with the load-back)", drawn-before)
 			}
-			if tier, _, host := x.TierTokens("s"); tier != TierHBM || host != 0 {
+			if tier, _, host, _ := x.TierTokens("s"); tier != TierHBM || host != 0 {
 				t.Fatalf("after the placement: %q with %d host tokens, want hbm", tier, host)
 			}
 		})

@@ -17,9 +17,12 @@ const (
 	TierNone = "none"
 	// TierStorage is the protocol's name for a storage tier below host
 	// (docs/worker-protocol.md, revision 1.1): the engine's decoder names it
-	// when only its storage pool holds the prefix. Tier costing prices such
-	// an answer (tiercost.go); the belief does not keep it (Tier never says
-	// storage: a session the router believes demoted is on host).
+	// when its storage pool holds some of the prefix beyond what HBM and
+	// host hold. Tier costing prices such an answer (tiercost.go), and the
+	// belief keeps it: a decoder that reports storing a session it evicted
+	// (SessionStored), or answers tier storage, stays the session's pin, so
+	// Algorithm 1 sends the next turn where a prefetch, not a reseed,
+	// brings the prefix back.
 	TierStorage = "storage"
 )
 
@@ -36,16 +39,37 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 		x.SessionEvicted(d, session)
 		return
 	}
-	s.onHost, s.hostTok = true, s.resident
+	s.onHost, s.hostTok, s.onStore, s.storeTok = true, s.resident, false, 0
+}
+
+// SessionStored is a decoder's report that it evicted a session from HBM
+// and its host tier could not keep it but its storage pool holds it
+// (engine Event.Stored). As SessionDemoted, one tier lower: the pinned
+// decoder keeps the session, marked as in storage, so its next turn is
+// asked there first (a prefetch from storage, which tier costing weighs
+// against a reseed through P); a decoder the session has left forgets it.
+func (x *Dispatcher) SessionStored(d int, session string) {
+	s := x.sessions[session]
+	if s == nil || x.cfg.Belief != BeliefTrack {
+		return
+	}
+	if s.pin != d {
+		x.SessionEvicted(d, session)
+		return
+	}
+	s.onHost, s.hostTok, s.onStore, s.storeTok = false, 0, true, s.resident
 }
 
 // Tier is where the router believes the session's prefix is: in its
-// decoder's HBM, on that decoder's host tier, or nowhere.
+// decoder's HBM, on that decoder's host tier, in its storage pool (the
+// lowest tier it reads from: some may be on host too), or nowhere.
 func (x *Dispatcher) Tier(session string) string {
 	s := x.sessions[session]
 	switch {
 	case s == nil || s.pin < 0:
 		return TierNone
+	case s.onStore:
+		return TierStorage
 	case s.onHost:
 		return TierHost
 	}
@@ -67,9 +91,10 @@ func fromHost(rep AdmitReply) string {
 // prefix in into the router's belief (TierTokens), when the session is
 // pinned there: "host" with its host tokens (a direct or a seed answer:
 // the prefix was demoted, whether or not the router heard the report),
-// "hbm" as resident in HBM again. A decoder that does not say ("") or
-// holds nothing ("none": the outcome of the placement decides) changes
-// nothing.
+// "storage" with its storage tokens (and the host part, if any: the host
+// pool dropped what the storage pool kept), "hbm" as resident in HBM
+// again. A decoder that does not say ("") or holds nothing ("none": the
+// outcome of the placement decides) changes nothing.
 func (x *Dispatcher) believeTier(d int, session string, rep AdmitReply) {
 	s := x.sessions[session]
 	if s == nil || s.pin != d || x.cfg.Belief != BeliefTrack {
@@ -77,8 +102,10 @@ func (x *Dispatcher) believeTier(d int, session string, rep AdmitReply) {
 	}
 	switch {
 	case rep.Tier == TierHost && rep.HostTokens > 0:
-		s.onHost, s.hostTok = true, rep.HostTokens
+		s.onHost, s.hostTok, s.onStore, s.storeTok = true, rep.HostTokens, false, 0
+	case rep.Tier == TierStorage && rep.StorageTokens > 0:
+		s.onHost, s.hostTok, s.onStore, s.storeTok = rep.HostTokens > 0, rep.HostTokens, true, rep.StorageTokens
 	case rep.Tier == TierHBM:
-		s.onHost, s.hostTok = false, 0
+		s.onHost, s.hostTok, s.onStore, s.storeTok = false, 0, false, 0
 	}
 }

@@ -31,6 +31,10 @@ type HiCache struct {
 	// StorageShared: one storage pool for every worker of the run
 	// (--hicache-storage-shared), as SGLang's L3 is one store.
 	StorageShared bool `json:"storage_shared,omitempty"`
+	// StorageSharedBandwidth is the shared pool's aggregate bandwidth in
+	// bytes/s, which every worker's prefetches share
+	// (--hicache-storage-shared-bandwidth; engine.StoragePool); 0 unlimited.
+	StorageSharedBandwidth float64 `json:"storage_shared_bandwidth,omitempty"`
 }
 
 // engineConfig is the tier as the engine takes it (none for nil).
@@ -51,6 +55,7 @@ func (h *HiCache) engineConfig() (engine.HiCacheConfig, error) {
 		hc.Storage = engine.StorageConfig{Enabled: true, Backend: h.StorageBackend, SizeBytes: h.StorageSizeBytes, Prefetch: pp}
 		if h.StorageShared {
 			hc.Storage.Pool = engine.NewStoragePool() // every worker's config carries this one
+			hc.Storage.Pool.BandwidthBytes = h.StorageSharedBandwidth
 		}
 	}
 	return hc, nil

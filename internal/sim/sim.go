@@ -473,6 +473,8 @@ func (s *Sim) collect(i int) {
 			// (or not, with --residency-belief never-shrink).
 			if ev.Demoted {
 				s.disp.SessionDemoted(i-s.decodes[0], ev.Session) // on its host tier
+			} else if ev.Stored {
+				s.disp.SessionStored(i-s.decodes[0], ev.Session) // in its storage pool
 			} else {
 				s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
 			}
