@@ -35,11 +35,12 @@ type Tree struct {
 	work    uint64 // nodes and blocks lookups visited (Work)
 
 	// Sliding-window state (sliding.go); srun 0: none kept.
-	srun     int64   // untombstoned tokens a match needs before its end
-	sfreeTok int64   // tokens of released nodes
-	sgoneTok int64   // tokens of tombstoned nodes
-	slru     lruHeap // released nodes, by release time
-	pathBuf  []int32
+	srun      int64   // untombstoned tokens a match needs before its end
+	sfreeTok  int64   // tokens of released nodes
+	sgoneTok  int64   // tokens of tombstoned nodes
+	sevictTok int64   // tokens of unreferenced nodes released or tombstoned
+	slru      lruHeap // released nodes, by release time
+	pathBuf   []int32
 }
 
 type node struct {
@@ -195,6 +196,9 @@ func (r *Tree) ref(n int32, now float64) {
 		nd := &r.nodes[n]
 		if nd.ref == 0 {
 			r.evictable -= nd.tokens
+			if nd.sfree || nd.sgone {
+				r.sevictTok -= nd.tokens
+			}
 		}
 		nd.ref++
 		nd.access = now
@@ -212,6 +216,9 @@ func (r *Tree) Unlock(n int32, now float64) {
 		}
 		if nd.ref == 0 {
 			r.evictable += nd.tokens
+			if nd.sfree || nd.sgone {
+				r.sevictTok += nd.tokens
+			}
 			nd.access = now
 			r.pushIfLeaf(n)
 		} else if nd.srel == nd.ref {
@@ -409,7 +416,7 @@ func (r *Tree) PathBlocks(n int32) ([]uint64, int64) {
 // Check recomputes the tree's counters from its nodes and reports any
 // drift; property tests call it after every operation.
 func (r *Tree) Check() error {
-	var tokens, evictable, sfree, sgone int64
+	var tokens, evictable, sfree, sgone, sevict int64
 	for i := 1; i < len(r.nodes); i++ {
 		n := &r.nodes[i]
 		if !n.live {
@@ -427,6 +434,9 @@ func (r *Tree) Check() error {
 		if n.sgone {
 			sgone += n.tokens
 		}
+		if n.ref == 0 && (n.sfree || n.sgone) {
+			sevict += n.tokens
+		}
 		tokens += n.tokens
 		if n.ref == 0 {
 			evictable += n.tokens
@@ -438,8 +448,8 @@ func (r *Tree) Check() error {
 	if tokens != r.tokens || evictable != r.evictable {
 		return fmt.Errorf("radix: counters say %d tokens (%d evictable), nodes hold %d (%d)", r.tokens, r.evictable, tokens, evictable)
 	}
-	if sfree != r.sfreeTok || sgone != r.sgoneTok {
-		return fmt.Errorf("radix: sliding counters say %d released, %d gone; nodes hold %d, %d", r.sfreeTok, r.sgoneTok, sfree, sgone)
+	if sfree != r.sfreeTok || sgone != r.sgoneTok || sevict != r.sevictTok {
+		return fmt.Errorf("radix: sliding counters say %d released, %d gone, %d evictable; nodes hold %d, %d, %d", r.sfreeTok, r.sgoneTok, r.sevictTok, sfree, sgone, sevict)
 	}
 	return nil
 }

@@ -136,6 +136,9 @@ func (r *Tree) unrelease(n int32) {
 	nd.sfree = false
 	nd.sver++
 	r.sfreeTok -= nd.tokens
+	if nd.ref == 0 {
+		r.sevictTok -= nd.tokens
+	}
 }
 
 // revive marks node n's sliding part held again: a request computed it
@@ -148,6 +151,9 @@ func (r *Tree) revive(n int32) {
 	}
 	nd.sgone = false
 	r.sgoneTok -= nd.tokens
+	if nd.ref == 0 {
+		r.sevictTok -= nd.tokens
+	}
 	r.ver++
 	r.touchSubtree(n)
 }
@@ -283,4 +289,44 @@ func (r *Tree) slideGrow(n *node, d int64) {
 	if n.sgone {
 		r.sgoneTok += d
 	}
+	if n.ref == 0 && (n.sfree || n.sgone) {
+		r.sevictTok += d
+	}
+}
+
+// EvictableSlideTokens is the tokens of unreferenced nodes whose sliding
+// part is released or gone: evicting them frees only their full layers'
+// part of what EvictableTokens counts.
+func (r *Tree) EvictableSlideTokens() int64 { return r.sevictTok }
+
+// PassGain is what a holder's first Pass to blocks (after its Lock on
+// lock) would change, without changing anything: the tokens it would
+// release (nodes every other holder has passed, or that none holds) and
+// the released tokens inside its window it would take back as held.
+func (r *Tree) PassGain(lock int32, blocks int) (release, hold int64) {
+	if r.srun == 0 || lock <= root {
+		return 0, 0
+	}
+	end := r.PathDepth(lock)
+	for x := lock; x > root; x = r.nodes[x].parent {
+		nd := &r.nodes[x]
+		start := end - len(nd.key)
+		switch {
+		case start >= blocks:
+			if nd.sfree {
+				hold += nd.tokens
+			}
+		case !nd.sfree && !nd.sgone && nd.ref-1 == nd.srel:
+			if end <= blocks {
+				release += nd.tokens
+			} else {
+				release += int64(blocks-start) * r.blockSize
+			}
+		case nd.sfree && end > blocks:
+			// Split at the boundary, its part inside the window is held.
+			hold += nd.tokens - int64(blocks-start)*r.blockSize
+		}
+		end = start
+	}
+	return release, hold
 }
