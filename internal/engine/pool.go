@@ -15,12 +15,12 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 	if r.hostLocked {
 		w.hiUnlock(now, r)
 	}
+	w.windowRelease(now, r) // its passes go before its lock
 	if r.locked {
 		w.tree.Unlock(r.node, now)
 		r.locked = false
 		w.demote(r)
 	}
-	w.windowRelease(now, r)
 	w.swaRelease(r)
 	if w.own < 0 || w.reserved < 0 {
 		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))

@@ -149,10 +149,9 @@ type Request struct {
 func (r *Request) sessKey() SessionKey { return SessionKey{ID: r.Session, Num: r.SessionNum} }
 
 type requestExtra struct {
-	windowFreed  int64    // pool tokens its sliding layers freed behind the window (windowfree.go)
-	windowBlocks int      // leading prompt blocks it counts as freed (windowshare.go)
-	windowKeys   []uint64 // its prompt blocks' chained keys, taken at admission
-	windowOwn    int64    // freed tokens past its prompt blocks, its alone
+	windowFreed  int64 // pool tokens its sliding layers freed behind the window (windowfree.go)
+	windowPassed int32 // the last prefix-cache node its window has passed (windowshare.go)
+	windowOwn    int64 // freed tokens past its path in the prefix cache, its alone
 	// A storage prefetch (storage.go) this request's first step waits for,
 	// and where in the prompt its prefetch began (at its first admission
 	// attempt; a retried admission finds part of it on host already).
@@ -180,18 +179,11 @@ func (r *Request) windowFreed() int64 {
 	return r.rare.windowFreed
 }
 
-func (r *Request) windowBlocks() int {
+func (r *Request) windowPassed() int32 {
 	if r.rare == nil {
 		return 0
 	}
-	return r.rare.windowBlocks
-}
-
-func (r *Request) windowKeys() []uint64 {
-	if r.rare == nil {
-		return nil
-	}
-	return r.rare.windowKeys
+	return r.rare.windowPassed
 }
 
 func (r *Request) windowOwn() int64 {

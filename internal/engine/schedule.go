@@ -152,7 +152,7 @@ func (w *Worker) Advance(now float64) {
 	}
 	p.chunks = p.chunks[:0]
 	p.decodeK = 0
-	w.windowAdvance()
+	w.windowAdvance(end)
 	w.grantReservations(end)
 	w.planNext(end)
 }
@@ -222,9 +222,6 @@ func (w *Worker) finish(now float64, r *Request) {
 	w.keepOutput(now, r)
 	w.sessionEnd(now, r)
 	w.freeRequest(now, r)
-	if r.rare != nil {
-		r.rare.windowKeys = nil // never run again
-	}
 	w.admitted--
 	r.Stage, r.FinishedAt = StageDone, now
 	w.events = append(w.events, Event{Kind: EvFinished, Req: r, Time: now})
@@ -440,7 +437,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	w.reserved += out
 	r.Stage, r.AdmittedAt = StagePrefill, now
 	if w.windowFrees() {
-		w.windowSet(r)
+		w.windowSet(now, r)
 	}
 	w.swaTake(r)
 	r.loadPending = r.loaded > 0

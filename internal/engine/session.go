@@ -165,7 +165,7 @@ func (w *Worker) evictable() int64 {
 	if w.tree == nil {
 		return 0
 	}
-	return w.tree.EvictableTokens() + w.tailTokens - w.pinnedTail
+	return w.tree.EvictableTokens() - w.windowEvictableLess() + w.tailTokens - w.pinnedTail
 }
 
 // ResidentSessions is the sessions this session-aware decoder holds: those

@@ -95,8 +95,8 @@ func TestVLLMWindowAdmitsTheSlidingLayersWindowOnly(t *testing.T) {
 	if len(done) != 2 || w.Stats().Preemptions != 0 {
 		t.Errorf("finished %v with %d preemptions, want both, none", done, w.Stats().Preemptions)
 	}
-	if w.Used() != 0 || w.windowFreed != 0 || w.Reserved() != 0 {
-		t.Errorf("idle: %d used, %d freed, %d reserved; want 0", w.Used(), w.windowFreed, w.Reserved())
+	if w.Used() != 0 || w.windowFreedNow() != 0 || w.Reserved() != 0 {
+		t.Errorf("idle: %d used, %d freed, %d reserved; want 0", w.Used(), w.windowFreedNow(), w.Reserved())
 	}
 }
 
@@ -140,8 +140,8 @@ func TestVLLMAllSlidingRequestLongerThanThePool(t *testing.T) {
 		if !near(first[1], 0.080) || !near(done[1], 0.134) {
 			t.Errorf("first token %v, done %v; want 0.080, 0.134", first[1], done[1])
 		}
-		if w.Used() != 0 || w.windowFreed != 0 {
-			t.Errorf("idle: %d used, %d freed; want 0, 0", w.Used(), w.windowFreed)
+		if w.Used() != 0 || w.windowFreedNow() != 0 {
+			t.Errorf("idle: %d used, %d freed; want 0, 0", w.Used(), w.windowFreedNow())
 		}
 	}
 }

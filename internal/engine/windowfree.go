@@ -20,17 +20,26 @@ package engine
 // Prefix caching: vLLM keeps a freed block's hash until the block is
 // reused, and a later prompt hits a sliding group's prefix when the last
 // window − 1 tokens of it are still cached (find_longest_cache_hit searches
-// from the right); a request ending near its window keeps those. The radix
-// tree here holds a cached prompt at every layer's charge, so when a
-// request that freed blocks ends, what others took of them is taken back
-// from the cache by evicting least recently used prefixes: the cache holds
-// less than vLLM's, which reuses the sliding blocks first and keeps the
-// full layers' blocks of the same prompt.
+// from the right). The freed prompt blocks are kept on the prefix cache's
+// nodes, released while cached and tombstoned once the pool reuses them
+// (windowshare.go, radix's sliding state).
 
 // windowFrees reports whether this worker frees sliding layers' blocks
 // behind the window: vLLM, with sliding layers in the model.
 func (w *Worker) windowFrees() bool {
 	return w.mdl.SlidingLayers > 0 && w.tm.SlidingWindow > 0 && w.vllm()
+}
+
+// windowInit gives the prefix cache its sliding state on a worker that
+// frees sliding blocks: a match needs the cdiv(window − 1, block) blocks
+// before its end untombstoned (find_longest_cache_hit's
+// sliding_window_contiguous_blocks).
+func (w *Worker) windowInit() {
+	if !w.windowFrees() {
+		return
+	}
+	b := max(w.cfg.BlockSize, 1)
+	w.tree.SetSliding(int64((w.tm.SlidingWindow - 1 + b - 1) / b * b))
 }
 
 // windowSkipped is the tokens of a request with computed tokens whose
@@ -104,7 +113,7 @@ func (w *Worker) windowAdmitCredit(r *Request) int64 {
 	r.Stage = StagePrefill
 	tok := w.windowNewTokens(r, w.windowSkippedNow(r))
 	r.Stage = st
-	return w.windowPool(w.windowTok+tok) - w.windowFreed
+	return w.windowPool(w.windowTok+tok) - w.windowPool(w.windowTok)
 }
 
 // windowPeak bounds the pool tokens a request of input prompt tokens and
@@ -124,35 +133,39 @@ func (w *Worker) windowPeak(input, out int64) int64 {
 	return need - w.windowPool(max(need-w.windowHoldCap()-2*b, 0))
 }
 
-// windowAdvance frees, after a step, the sliding-layer blocks the running
-// requests' windows have left behind (vLLM does it before it allocates the
-// next step's slots).
-func (w *Worker) windowAdvance() {
+// windowAdvance frees, after a step ending at now, the sliding-layer
+// blocks the running requests' windows have left behind (vLLM does it
+// before it allocates the next step's slots).
+func (w *Worker) windowAdvance(now float64) {
 	if !w.windowFrees() {
 		return
 	}
 	for _, r := range w.decoding {
-		w.windowSet(r)
+		w.windowSet(now, r)
 	}
 	if r := w.chunked; r != nil {
-		w.windowSet(r)
+		w.windowSet(now, r)
 	}
+	w.windowSettle()
 }
 
 // windowSet brings r's freed tokens, and the worker's sum, up to date.
-func (w *Worker) windowSet(r *Request) {
+func (w *Worker) windowSet(now float64, r *Request) {
 	if r.Stage != StagePrefill && r.Stage != StageDecoding {
 		return
 	}
-	w.windowCount(r, w.windowSkippedNow(r))
+	w.windowCount(now, r, w.windowSkippedNow(r))
 	r.setWindowFreed(w.windowFreedOf(r))
+	w.windowSettle()
 }
 
-// windowRelease gives back r's freed tokens when it stops running (ends,
-// is preempted or aborted): its blocks are all freed now, and what others
-// took of the sliding ones comes out of the prefix cache.
+// windowRelease takes back r's count when it stops running (ends, is
+// preempted or aborted), before its lock on the prefix cache goes: the
+// nodes it passed stay released (windowshare.go), its own tokens go with
+// the rest of its KV, and what of them its output tail keeps (output.go)
+// is charged again, taken from the cache if the pool is short.
 func (w *Worker) windowRelease(now float64, r *Request) {
-	if r.windowBlocks() == 0 && r.windowOwn() == 0 {
+	if r.windowPassed() == 0 && r.windowOwn() == 0 {
 		return
 	}
 	w.windowUncount(r)

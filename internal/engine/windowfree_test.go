@@ -38,8 +38,8 @@ func TestVLLMWindowFreesBlocksBehindTheWindow(t *testing.T) {
 			t.Errorf("sliding layers %d: %d pool tokens used after the prefill, want %d", c.sliding, got, c.used)
 		}
 		drive(w, t1)
-		if w.Used() != 0 || w.windowFreed != 0 {
-			t.Errorf("sliding layers %d: %d used, %d freed after the request ended, want 0, 0", c.sliding, w.Used(), w.windowFreed)
+		if w.Used() != 0 || w.windowFreedNow() != 0 {
+			t.Errorf("sliding layers %d: %d used, %d freed after the request ended, want 0, 0", c.sliding, w.Used(), w.windowFreedNow())
 		}
 	}
 }
@@ -91,14 +91,18 @@ func TestWindowFreeingIsVLLMs(t *testing.T) {
 	}
 }
 
-// With the prefix cache, a prompt stays cached after its request, and
-// what others took of its freed sliding blocks while it ran comes out of
-// the cache when it ends. 300-token pool: A (200-token prompt, 40 output
-// tokens) holds 201 − 80 = 121 after its prefill (skipped 169 → 160 in
-// blocks, half of them freed); B (150, 10) then fits (152 of 179 free),
-// ends first and leaves its prompt cached. When A ends, the two cached
-// prompts count whole again, 350 tokens in a 300-token pool, unless the
-// cache gives one up, which is what happens.
+// With the prefix cache, a prompt stays cached after its request, and the
+// sliding blocks its window passed stay freed (vLLM freed them while it
+// ran; they are reused only when the pool needs them). 300-token pool: A
+// (200-token prompt, 40 output tokens) holds 201 − 80 = 121 after its
+// prefill (skipped 169 → 160 in blocks, half of them freed); B (150, 10)
+// then fits (152 of 179 free), passes 150 − 31 = 119 → 112 tokens (7
+// blocks), ends first and leaves its prompt cached. A's window had passed
+// 11 blocks (176 tokens) at its last step boundary. Idle, the two cached
+// prompts hold 350 − (176 + 112) / 2 = 206 tokens, and nothing is evicted.
+// Before, the freed tokens were given back to the cached prompts when
+// their requests ended: 350 tokens in the 300-token pool, so the cache
+// gave one up.
 func TestVLLMWindowFreeingWithPrefixCache(t *testing.T) {
 	cfg := windowProfile(1)
 	cfg.PoolTokens = 300
@@ -133,8 +137,8 @@ func TestVLLMWindowFreeingWithPrefixCache(t *testing.T) {
 		w.Advance(now)
 		w.TakeEvents()
 	}
-	if w.windowFreed != 0 || w.Used() != w.CachedTokens() || w.Stats().EvictedTokens == 0 {
-		t.Errorf("idle: %d freed, %d used, %d cached, %d evicted; want 0 freed, only the cache used, a prompt evicted",
-			w.windowFreed, w.Used(), w.CachedTokens(), w.Stats().EvictedTokens)
+	if w.windowFreedNow() != 144 || w.Used() != 206 || w.CachedTokens() != 206 || w.Stats().EvictedTokens != 0 {
+		t.Errorf("idle: %d freed, %d used, %d cached, %d evicted; want 144, 206, 206, 0",
+			w.windowFreedNow(), w.Used(), w.CachedTokens(), w.Stats().EvictedTokens)
 	}
 }

@@ -3,114 +3,118 @@ package engine
 // Running requests that share a cached prefix share its blocks: in vLLM a
 // prefix block is one block of the pool however many requests reference
 // it, and a sliding layer's block behind every referencing request's
-// window goes back to the pool once (its ref_cnt falls to 0). Counting
-// each request's skipped tokens apart counted a shared prefix's sliding
-// part once per request, room the pool does not have: on GPT-OSS-120B's
-// built-in agentic run (docs/fidelity.md) 22.9 % more than the distinct
-// blocks, up to 211,456 sliding tokens at once in a 168,657-token pool.
-// So the freed tokens are kept per prefix block: a block is named by the
-// chain of the request's block ids up to it (taken at its admission: the
-// ids may not be read after its prefill) (ids at equal positions
-// behind equal prefixes name the same KV, docs/traces.md), counted once
-// while any running request has it behind its window; the tokens past a
-// request's prompt blocks (its output, its prompt's partial tail) are its
-// own.
-
-// windowKey chains a block id onto the key of the blocks before it.
-func windowKey(prev, id uint64) uint64 {
-	h := (prev ^ id) * 0x9e3779b97f4a7c15
-	h ^= h >> 31
-	h *= 0xbf58476d1ce4e5b9
-	return h ^ h>>29 ^ prev<<1
-}
-
-// windowKeysOf is r's chained block keys, taken once while it prefills
-// (Request.Blocks may be read only until its prefill is done) and kept for
-// its run and any run after a preemption; nil without a prefix cache,
-// where nothing is shared, and for a request that never prefills here (a
-// DecodeOnly one: its freed tokens all count as its own).
-func (w *Worker) windowKeysOf(r *Request) []uint64 {
-	if r.windowKeys() == nil && r.Stage == StagePrefill && w.tree != nil && len(r.Blocks) > 0 {
-		keys := make([]uint64, len(r.Blocks))
-		h := uint64(0)
-		for i, id := range r.Blocks {
-			h = windowKey(h, id)
-			keys[i] = h
-		}
-		r.more().windowKeys = keys
-	}
-	return r.windowKeys()
-}
+// window goes back to the pool once (its ref_cnt falls to 0). So the
+// freed tokens of a request's prompt are kept on the prefix cache's nodes
+// (radix.Tree.Pass: a node every holder has passed is released), and only
+// the tokens past its path in the tree (its prompt while it is not
+// inserted yet, its output) are its own (windowTok).
+//
+// A released node stays released when its requests end: vLLM freed those
+// blocks while the requests ran, to the tail of its free queue, where they
+// keep their hash until an allocation reuses them. So they are free room
+// here, and the pool takes them back, the longest released first, when
+// what it has handed out passes what is free without them (windowSettle);
+// the node is then a tombstone, and a later match needs the window before
+// its end free of tombstones (radix's match limit: vLLM's
+// SlidingWindowManager.find_longest_cache_hit, the coordinator taking the
+// shortest group's hit). Before, every freed token was given back to the
+// request's prompt when it ended, so a cached prompt counted at every
+// layer's charge, and a match was never cut.
 
 // windowPool is the pool tokens tok sliding-layer tokens are.
 func (w *Worker) windowPool(tok int64) int64 {
 	return tok * int64(w.mdl.SlidingLayers) / int64(w.mdl.Layers)
 }
 
-// windowSplit is how many of r's prompt blocks, and how many tokens past
-// them, skipped tokens cover.
-func (w *Worker) windowSplit(r *Request, skipped int64) (blocks int, own int64) {
-	b := int64(max(w.cfg.BlockSize, 1))
-	n := skipped / b
-	blocks = int(min(n, int64(len(w.windowKeysOf(r)))))
-	return blocks, (n - int64(blocks)) * b
+// windowTreeFreed is the pool tokens the prefix cache's released and
+// tombstoned nodes do not hold.
+func (w *Worker) windowTreeFreed() int64 {
+	if w.tree == nil || !w.tree.Sliding() {
+		return 0
+	}
+	return w.windowPool(w.tree.ReleasedTokens() + w.tree.GoneTokens())
 }
 
-// windowNewTokens is the sliding tokens that counting r as having skipped
-// tokens would add to the worker's count, without counting them.
-func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
-	blocks, own := w.windowSplit(r, skipped)
+// windowFreedNow is the pool tokens sliding layers do not hold: running
+// requests' own tokens behind their windows and the cache's released and
+// tombstoned nodes.
+func (w *Worker) windowFreedNow() int64 { return w.windowFreed + w.windowTreeFreed() }
+
+// windowEvictableLess is what the cache's evictable tokens overstate: an
+// unreferenced node whose sliding part is released or gone frees only
+// its full layers' part when it is evicted.
+func (w *Worker) windowEvictableLess() int64 {
+	if w.tree == nil || !w.tree.Sliding() {
+		return 0
+	}
+	return w.windowPool(w.tree.EvictableSlideTokens())
+}
+
+// windowTreeBlocks is how many of r's skipped tokens' blocks lie on its
+// locked path in the prefix cache.
+func (w *Worker) windowTreeBlocks(r *Request, skipped int64) int {
+	if w.tree == nil || !w.tree.Sliding() || !r.locked {
+		return 0
+	}
 	b := int64(max(w.cfg.BlockSize, 1))
+	return int(min(skipped/b, int64(w.tree.PathDepth(r.node))))
+}
+
+// windowNewTokens is the sliding tokens that counting r, just locked on
+// its cached prefix, as having skipped tokens would free, without
+// counting them: its own tokens past its path, and the path's nodes every
+// other holder has passed, less the released nodes inside its window
+// that it takes back.
+func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
+	blocks := w.windowTreeBlocks(r, skipped)
+	own := skipped - int64(blocks)*int64(max(w.cfg.BlockSize, 1))
 	add := own - r.windowOwn()
-	for _, k := range r.windowKeys()[r.windowBlocks():blocks] {
-		if w.windowRefs[k] == 0 {
-			add += b
-		}
+	if blocks > 0 && r.windowPassed() == 0 {
+		release, hold := w.tree.PassGain(r.node, blocks)
+		add += release - hold
 	}
 	return add
 }
 
-// windowCount counts r as having skipped tokens behind its window. A
-// running request's count only grows (windowSkippedNow never falls); one
-// that would fall is counted again from the start.
-func (w *Worker) windowCount(r *Request, skipped int64) {
-	blocks, own := w.windowSplit(r, skipped)
-	if blocks < r.windowBlocks() {
-		w.windowUncount(r)
+// windowCount counts r as having skipped tokens behind its window: the
+// tree's nodes on its path up to them passed, the rest its own. A running
+// request's count only grows (windowSkippedNow never falls), and so do its
+// passes; its own part may fall, when its prompt enters the tree.
+func (w *Worker) windowCount(now float64, r *Request, skipped int64) {
+	blocks := w.windowTreeBlocks(r, skipped)
+	own := skipped - int64(blocks)*int64(max(w.cfg.BlockSize, 1))
+	if blocks > 0 {
+		r.more().windowPassed = w.tree.Pass(r.node, r.windowPassed(), blocks, now)
 	}
-	if w.windowRefs == nil {
-		w.windowRefs = map[uint64]int32{}
+	if own != r.windowOwn() {
+		w.windowTok += own - r.windowOwn()
+		r.more().windowOwn = own
 	}
-	if blocks == 0 && own == 0 && r.rare == nil {
-		// Nothing behind its window yet: no count to keep.
-		w.windowFreed = w.windowPool(w.windowTok)
-		return
-	}
-	x := r.more()
-	b := int64(max(w.cfg.BlockSize, 1))
-	for ; x.windowBlocks < blocks; x.windowBlocks++ {
-		k := x.windowKeys[x.windowBlocks]
-		if w.windowRefs[k]++; w.windowRefs[k] == 1 {
-			w.windowTok += b
-		}
-	}
-	w.windowTok += own - x.windowOwn
-	x.windowOwn = own
 	w.windowFreed = w.windowPool(w.windowTok)
 }
 
-// windowUncount takes r's count back.
+// windowUncount takes r's count back: its passes (before its lock goes)
+// and its own tokens.
 func (w *Worker) windowUncount(r *Request) {
 	if x := r.rare; x != nil {
-		b := int64(max(w.cfg.BlockSize, 1))
-		for _, k := range x.windowKeys[:x.windowBlocks] {
-			if w.windowRefs[k]--; w.windowRefs[k] <= 0 {
-				delete(w.windowRefs, k)
-				w.windowTok -= b
-			}
+		if x.windowPassed != 0 {
+			w.tree.Unpass(x.windowPassed)
+			x.windowPassed = 0
 		}
 		w.windowTok -= x.windowOwn
-		x.windowBlocks, x.windowOwn = 0, 0
+		x.windowOwn = 0
 	}
 	w.windowFreed = w.windowPool(w.windowTok)
+}
+
+// windowSettle takes back released nodes, the longest released first, while
+// the pool has handed out more than it has free without them: vLLM's
+// allocations reuse free blocks in the order they were freed, and a
+// released block reused loses its hash (the node is then a tombstone).
+func (w *Worker) windowSettle() {
+	if w.tree == nil || !w.tree.Sliding() {
+		return
+	}
+	for w.free() < w.windowPool(w.tree.ReleasedTokens()) && w.tree.DropReleased() > 0 {
+	}
 }

@@ -151,12 +151,11 @@ type Worker struct {
 	own      int64 // tokens held by requests outside the tree
 	reserved int64 // output tokens promised to admitted requests, not yet generated
 	// windowFreed is the pool tokens running requests' sliding layers
-	// have freed behind their windows (vLLM, windowfree.go): windowTok
-	// sliding-layer tokens, each prefix block counted once however many
-	// running requests share it (windowRefs, windowshare.go).
+	// have freed behind their windows past their paths in the prefix
+	// cache (vLLM, windowfree.go): windowTok sliding-layer tokens. The
+	// cache's nodes keep the rest (windowshare.go).
 	windowFreed int64
 	windowTok   int64
-	windowRefs  map[uint64]int32
 	// swaCap and swaUsed are SGLang's sliding-window pool and what
 	// running requests hold of it (swapool.go); 0, 0 without one.
 	swaCap, swaUsed int64
@@ -245,6 +244,7 @@ func New(cfg Config) (*Worker, error) {
 	w.swaCap = swaCapacity(w)
 	if cfg.PrefixCache || cfg.Session.Enabled || cfg.DecodeRadix {
 		w.tree = radix.New(cfg.BlockSize)
+		w.windowInit()
 	}
 	w.initOrder()
 	w.bat.on = w.batchOn()
@@ -276,7 +276,7 @@ func (w *Worker) Capacity() int64 { return w.capacity }
 // prefix cache, less what sliding layers freed behind their windows.
 func (w *Worker) Used() int64 {
 	if w.tree != nil {
-		return w.own + w.tree.Tokens() + w.tailTokens - w.windowFreed
+		return w.own + w.tree.Tokens() + w.tailTokens - w.windowFreedNow()
 	}
 	return w.own - w.windowFreed
 }

@@ -65,6 +65,7 @@ func (r *Tree) NibbleOne(need int64) int64 {
 	r.touch(n.parent, n.key[0])
 	n.key = n.key[:len(n.key)-k]
 	n.tokens -= cut
+	r.slideGrow(n, -cut)
 	n.partial = 0
 	r.tokens -= cut
 	r.ver++
@@ -152,12 +153,13 @@ func (r *Tree) OldestAccess() (t float64, ok bool) {
 func (r *Tree) freeNode(i int32) (int64, int32) {
 	n := &r.nodes[i]
 	tok, parent := n.tokens, n.parent
+	r.slideGrow(n, -tok)
 	r.tokens -= tok
 	r.ver++
 	r.evictable -= tok
 	r.touch(parent, n.key[0])
 	delete(r.nodes[parent].children, n.key[0])
-	*n = node{ver: n.ver + 1, gen: n.gen + 1}
+	*n = node{ver: n.ver + 1, gen: n.gen + 1, sver: n.sver + 1}
 	r.free = append(r.free, i)
 	return tok, parent
 }

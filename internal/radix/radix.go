@@ -33,6 +33,14 @@ type Tree struct {
 	journal bool   // record changed slots (Journal)
 	changes []Slot // slots changed since the last TakeChanges
 	work    uint64 // nodes and blocks lookups visited (Work)
+
+	// Sliding-window state (sliding.go); srun 0: none kept.
+	srun      int64   // untombstoned tokens a match needs before its end
+	sfreeTok  int64   // tokens of released nodes
+	sgoneTok  int64   // tokens of tombstoned nodes
+	sevictTok int64   // tokens of unreferenced nodes released or tombstoned
+	slru      lruHeap // released nodes, by release time
+	pathBuf   []int32
 }
 
 type node struct {
@@ -46,6 +54,12 @@ type node struct {
 	ver      uint32  // bumped whenever the node's LRU standing changes
 	gen      uint32  // bumped whenever the slot is freed, so a Handle can tell
 	live     bool
+
+	srel  int32   // holders that have passed the node (sliding.go)
+	sver  uint32  // bumped whenever its released standing changes
+	sat   float64 // when its sliding part was released
+	sfree bool    // sliding part released, still cached
+	sgone bool    // sliding part gone: a tombstone
 }
 
 const root = 0
@@ -79,6 +93,12 @@ type Match struct {
 	Blocks int   // blocks matched
 	Tokens int64 // tokens matched
 	depth  int   // blocks from the root to Node (Blocks less a partial edge)
+
+	// A match a tombstone cut short (sliding.go) remembers where the
+	// plain match ended: changes there can move it.
+	raw      int32
+	rawDepth int
+	limited  bool
 }
 
 // Match finds the longest cached prefix of blocks. It does not change LRU
@@ -112,7 +132,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 			// must be split before a request can lock them (see Lock).
 			m.Blocks += k
 			m.Tokens += int64(k) * r.blockSize
-			return m
+			break
 		}
 		// Whole edge matched.
 		if n.partial > 0 {
@@ -122,7 +142,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 				// tree holds only partly: stop before that block.
 				m.Blocks += k - 1
 				m.Tokens += n.tokens - n.partial
-				return m
+				break
 			}
 		}
 		m.Blocks += k
@@ -131,6 +151,9 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		cur = child
 		i += k
 		m.depth = i
+	}
+	if r.sgoneTok > 0 {
+		return r.slideLimit(blocks, m)
 	}
 	return m
 }
@@ -173,6 +196,9 @@ func (r *Tree) ref(n int32, now float64) {
 		nd := &r.nodes[n]
 		if nd.ref == 0 {
 			r.evictable -= nd.tokens
+			if nd.sfree || nd.sgone {
+				r.sevictTok -= nd.tokens
+			}
 		}
 		nd.ref++
 		nd.access = now
@@ -190,8 +216,14 @@ func (r *Tree) Unlock(n int32, now float64) {
 		}
 		if nd.ref == 0 {
 			r.evictable += nd.tokens
+			if nd.sfree || nd.sgone {
+				r.sevictTok += nd.tokens
+			}
 			nd.access = now
 			r.pushIfLeaf(n)
+		} else if nd.srel == nd.ref {
+			// The holders left all passed it (sliding.go).
+			r.maybeRelease(n, now)
 		}
 	}
 }
@@ -255,6 +287,11 @@ func (r *Tree) insert(at int32, blocks []uint64, from int, lastTokens int64, now
 			child = r.split(child, k)
 			n = &r.nodes[child]
 		}
+		if n.sgone || n.sfree {
+			// The inserting request computed these blocks again: their
+			// sliding part is held anew.
+			r.revive(child)
+		}
 		adopted += r.growPartial(child, i+k == len(blocks), lastTokens)
 		cur = child
 		i += k
@@ -285,6 +322,7 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 	}
 	nd.tokens += grow
 	r.tokens += grow
+	r.slideGrow(nd, grow)
 	r.ver++
 	r.touch(nd.parent, nd.key[0])
 	if nd.ref == 0 {
@@ -320,6 +358,10 @@ func (r *Tree) split(n int32, k int) int32 {
 	up.tokens = int64(k) * r.blockSize
 	up.ref = old.ref
 	up.access = old.access
+	up.srel, up.sfree, up.sgone, up.sat = old.srel, old.sfree, old.sgone, old.sat
+	if up.sfree {
+		r.slru.push(lruEntry{access: up.sat, seq: r.nextSeq(), node: upper, ver: up.sver})
+	}
 	up.children = map[uint64]int32{old.key[k]: n}
 	// Re-hang n below upper.
 	r.nodes[old.parent].children[old.key[0]] = upper
@@ -335,8 +377,8 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	if len(r.free) > 0 {
 		idx = r.free[len(r.free)-1]
 		r.free = r.free[:len(r.free)-1]
-		ver, gen := r.nodes[idx].ver, r.nodes[idx].gen
-		r.nodes[idx] = node{ver: ver + 1, gen: gen}
+		o := &r.nodes[idx]
+		r.nodes[idx] = node{ver: o.ver + 1, gen: o.gen, sver: o.sver + 1}
 	} else {
 		idx = int32(len(r.nodes))
 		r.nodes = append(r.nodes, node{})
@@ -374,7 +416,7 @@ func (r *Tree) PathBlocks(n int32) ([]uint64, int64) {
 // Check recomputes the tree's counters from its nodes and reports any
 // drift; property tests call it after every operation.
 func (r *Tree) Check() error {
-	var tokens, evictable int64
+	var tokens, evictable, sfree, sgone, sevict int64
 	for i := 1; i < len(r.nodes); i++ {
 		n := &r.nodes[i]
 		if !n.live {
@@ -382,6 +424,18 @@ func (r *Tree) Check() error {
 		}
 		if n.tokens <= 0 || n.ref < 0 {
 			return fmt.Errorf("radix: node %d holds %d tokens with %d references", i, n.tokens, n.ref)
+		}
+		if n.srel < 0 || n.srel > n.ref || (n.sfree && n.sgone) {
+			return fmt.Errorf("radix: node %d passed by %d of %d holders (released %v, gone %v)", i, n.srel, n.ref, n.sfree, n.sgone)
+		}
+		if n.sfree {
+			sfree += n.tokens
+		}
+		if n.sgone {
+			sgone += n.tokens
+		}
+		if n.ref == 0 && (n.sfree || n.sgone) {
+			sevict += n.tokens
 		}
 		tokens += n.tokens
 		if n.ref == 0 {
@@ -393,6 +447,9 @@ func (r *Tree) Check() error {
 	}
 	if tokens != r.tokens || evictable != r.evictable {
 		return fmt.Errorf("radix: counters say %d tokens (%d evictable), nodes hold %d (%d)", r.tokens, r.evictable, tokens, evictable)
+	}
+	if sfree != r.sfreeTok || sgone != r.sgoneTok || sevict != r.sevictTok {
+		return fmt.Errorf("radix: sliding counters say %d released, %d gone, %d evictable; nodes hold %d, %d, %d", r.sfreeTok, r.sgoneTok, r.sevictTok, sfree, sgone, sevict)
 	}
 	return nil
 }

@@ -1,0 +1,102 @@
+package engine
+
+import "testing"
+
+// A cached prompt's released sliding blocks are reused when the pool
+// needs them, oldest released first, and a later match then needs the
+// window before its end intact (vLLM's find_longest_cache_hit). One
+// sliding layer of two, window 32, 16-token blocks: a match needs
+// cdiv(31, 16) = 2 blocks (32 tokens) untombstoned before its end.
+// 400-token pool.
+//
+// A (256 tokens, blocks 1–16, 2 output tokens) prefills: 256 − 31 = 225
+// → 224 skipped, 14 blocks released, and ends: the cache holds 256
+// tokens, 256 − 112 = 144 pool tokens. B (200 tokens of its own, 2
+// output) is admitted for 200 + 1 of the 256 free; its prefill passes
+// 169 → 160 tokens (10 blocks): used 144 + 201 − 80 = 265, free 135,
+// while the released sliding parts are (224 + 160) / 2 = 192 pool tokens:
+// 57 of them are handed out, so the pool reuses the oldest released, A's
+// 14 blocks (one node): a tombstone. B ends: used 256 − 112 + 200 − 80 =
+// 264. D (A's 16 blocks and 4 of its own, 320 tokens) then matches all
+// 16: A's last 2 blocks are intact, a window, so 256 tokens are cached
+// (it needs 64 + 1 of the 136 free). C (A's first 8 blocks and 4 of its
+// own) matches 8 blocks inside the tombstone: no window intact before
+// them, so nothing is cached (before: 128 tokens); it needs 192 + 1 of
+// the 104 free (the cache's 520 tokens less 448 / 2 freed: A's gone 224,
+// B's 160, D's 64 released), so the least recently used prompt, B's 200
+// tokens, is evicted.
+func TestVLLMWindowTombstoneCutsTheMatch(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 400
+	cfg.PrefixCache = true
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 256, Output: 2, Blocks: idRange(1, 16)})
+	now, _ := drive(w, 0)
+	if w.Used() != 144 || w.tree.ReleasedTokens() != 224 {
+		t.Fatalf("after A: %d used, %d released; want 144, 224", w.Used(), w.tree.ReleasedTokens())
+	}
+	b := &Request{ID: 2, Kind: Full, Input: 200, Output: 2, Blocks: idRange(1001, 13)}
+	w.Submit(now, b)
+	w.Advance(now)
+	t1, _ := w.NextTime()
+	w.Advance(t1) // B's prefill
+	if w.Used() != 265 || w.tree.GoneTokens() != 224 || w.tree.ReleasedTokens() != 160 {
+		t.Fatalf("after B's prefill: %d used, %d gone, %d released; want 265, 224 (A's), 160 (B's)",
+			w.Used(), w.tree.GoneTokens(), w.tree.ReleasedTokens())
+	}
+	now, _ = drive(w, t1)
+	if w.Used() != 264 {
+		t.Fatalf("after B: %d used, want 264", w.Used())
+	}
+	d := &Request{ID: 4, Kind: Full, Input: 320, Output: 2, Blocks: seqBlocks(idRange(1, 16), idRange(401, 4))}
+	w.Submit(now, d)
+	now, _ = drive(w, now)
+	c := &Request{ID: 3, Kind: Full, Input: 192, Output: 2, Blocks: seqBlocks(idRange(1, 8), idRange(301, 4))}
+	w.Submit(now, c)
+	drive(w, now)
+	if c.CachedTokens != 0 || d.CachedTokens != 256 || w.Stats().EvictedTokens != 200 {
+		t.Errorf("C cached %d, D cached %d, %d evicted; want 0 (inside the tombstone), 256 (a window intact before its end), 200",
+			c.CachedTokens, d.CachedTokens, w.Stats().EvictedTokens)
+	}
+	if err := w.tree.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// The pool takes released sliding parts back only when it needs them:
+// with room to spare, C (A's first 8 blocks and 4 of its own, as above)
+// hits A's 8 blocks, released but cached, and the 2 of them inside its
+// window (A's 7th and 8th: at admission C has computed its 128 cached
+// tokens, 128 − 31 = 97 → 96 skipped, 6 blocks) are taken back as held,
+// as vLLM takes a hit's cached blocks off its free queue: 32 sliding
+// tokens, 16 pool tokens. 4,000-token pool: after A, 144 used; C's
+// admission 144 + 16 + its own 64 = 224 (208 without the take-back; its
+// first output token is reserved).
+// Its prefill then passes 161 → 160 tokens, 10 blocks: those 2 again and
+// 2 of its own: the cache's 320 tokens less (96 + 32 + 32 + A's other 96)
+// / 2 = 128, plus its first output token: 193.
+func TestVLLMWindowHitHoldsItsWindowAgain(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 4000
+	cfg.PrefixCache = true
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 256, Output: 2, Blocks: idRange(1, 16)})
+	now, _ := drive(w, 0)
+	c := &Request{ID: 3, Kind: Full, Input: 192, Output: 2, Blocks: seqBlocks(idRange(1, 8), idRange(301, 4))}
+	w.Submit(now, c)
+	w.Advance(now)
+	if c.CachedTokens != 128 || w.Used() != 224 {
+		t.Fatalf("C admitted with %d cached, %d used; want 128, 224", c.CachedTokens, w.Used())
+	}
+	t1, _ := w.NextTime()
+	w.Advance(t1) // C's prefill
+	if w.Used() != 193 || w.tree.GoneTokens() != 0 {
+		t.Errorf("after C's prefill: %d used, %d gone; want 193, 0", w.Used(), w.tree.GoneTokens())
+	}
+}

@@ -1,0 +1,332 @@
+package radix
+
+import "slices"
+
+// Sliding-window layers' part of each node. A model with sliding-window
+// layers keeps, for every cached token, the full-attention layers' KV and
+// the sliding layers' KV, and the engines let the two go at different
+// times: a request no longer needs the sliding KV of tokens behind its
+// window, and the engines give those back first.
+//
+//   - A holder (a running request) passes a node when its window has left
+//     the node behind (Pass). A node every holder has passed has its
+//     sliding part released: vLLM frees those blocks to its free queue
+//     while the request runs (SlidingWindowManager.remove_skipped_blocks),
+//     where they keep their hash until the pool reuses them.
+//   - A node whose sliding part the pool took back is a tombstone (gone):
+//     the full layers' KV is still cached, the sliding layers' is not
+//     (vLLM: the block was reused; SGLang: the SWA radix cache evicted the
+//     node's sliding part, swa_radix_cache.py).
+//
+// A match needs the sliding KV of the window before its end, so with
+// tombstones on the path a match ends at the end of the rightmost run of
+// untombstoned nodes holding at least the window's tokens (or of the run
+// from the root, whatever its length): vLLM's
+// SlidingWindowManager.find_longest_cache_hit, searching from the right for
+// cdiv(window − 1, block) cached blocks in a row, and SGLang's
+// _match_prefix_helper, counting the tokens since the last tombstone, are
+// the same rule with their own run length (SetSliding).
+
+// SetSliding turns the per-node sliding state on: a match with a tombstone
+// on its path needs run tokens of untombstoned nodes before its end. A
+// tree without it (the default) keeps no sliding state and matches as
+// before.
+func (r *Tree) SetSliding(run int64) {
+	r.srun = max(run, 1)
+}
+
+// Sliding reports whether the tree keeps sliding state.
+func (r *Tree) Sliding() bool { return r.srun > 0 }
+
+// ReleasedTokens is the tokens of nodes whose sliding part is released
+// (no holder needs it) and still cached.
+func (r *Tree) ReleasedTokens() int64 { return r.sfreeTok }
+
+// GoneTokens is the tokens of tombstoned nodes: their sliding part is not
+// held at all.
+func (r *Tree) GoneTokens() int64 { return r.sgoneTok }
+
+// PathDepth is the blocks from the root to the end of node n.
+func (r *Tree) PathDepth(n int32) int {
+	d := 0
+	for ; n > root; n = r.nodes[n].parent {
+		d += len(r.nodes[n].key)
+	}
+	return d
+}
+
+// Pass records that the holder of a lock on node lock, which had passed
+// the path up to node passed (root at first), has now left the path's
+// first blocks blocks behind its window (clamped to the path). A node
+// every holder has passed is released (ReleasedTokens). The first Pass of
+// a holder after its Lock also takes back, as held, released nodes still
+// inside its window (vLLM touches the cached blocks of a hit it attends
+// to). It splits the node the boundary falls inside, so that the passed
+// path ends on a node, and returns the passed path's last node: the
+// holder's passed for the next Pass and for Unpass.
+func (r *Tree) Pass(lock, passed int32, blocks int, now float64) int32 {
+	if r.srun == 0 || lock <= root {
+		return passed
+	}
+	depth := r.PathDepth(lock)
+	blocks = min(blocks, depth)
+	if blocks <= r.PathDepth(passed) {
+		return passed // a holder's passes only grow
+	}
+	// Find the node the boundary ends in, walking up from lock.
+	x, end := lock, depth
+	for x > root && end-len(r.nodes[x].key) >= blocks {
+		end -= len(r.nodes[x].key)
+		x = r.nodes[x].parent
+	}
+	// x holds blocks in (end − len, end]; the boundary at blocks.
+	if x > root && end > blocks {
+		x = r.split(x, blocks-(end-len(r.nodes[x].key)))
+	}
+	if passed == root {
+		// Nodes inside the window are held by this holder.
+		for y := lock; y > root && y != x; y = r.nodes[y].parent {
+			r.unrelease(y)
+		}
+	}
+	for y := x; y > root && y != passed; y = r.nodes[y].parent {
+		nd := &r.nodes[y]
+		nd.srel++
+		r.maybeRelease(y, now)
+	}
+	return x
+}
+
+// Unpass takes back a holder's passes (before its Unlock).
+func (r *Tree) Unpass(passed int32) {
+	for y := passed; y > root; y = r.nodes[y].parent {
+		nd := &r.nodes[y]
+		nd.srel--
+		if nd.srel < 0 {
+			panic("radix: node unpassed more often than passed")
+		}
+	}
+}
+
+// maybeRelease releases node n's sliding part when every holder of it
+// has passed it.
+func (r *Tree) maybeRelease(n int32, now float64) {
+	nd := &r.nodes[n]
+	if nd.ref == 0 || nd.ref != nd.srel || nd.sfree || nd.sgone {
+		return
+	}
+	nd.sfree = true
+	nd.sat = now
+	nd.sver++
+	r.sfreeTok += nd.tokens
+	r.slru.push(lruEntry{access: now, seq: r.nextSeq(), node: n, ver: nd.sver})
+	if len(r.slru) > 1024 && len(r.slru) > 4*(len(r.nodes)-len(r.free)) {
+		r.compactSlide()
+	}
+}
+
+func (r *Tree) nextSeq() uint64 { r.seq++; return r.seq }
+
+// unrelease takes node n's released sliding part back as held.
+func (r *Tree) unrelease(n int32) {
+	nd := &r.nodes[n]
+	if !nd.sfree {
+		return
+	}
+	nd.sfree = false
+	nd.sver++
+	r.sfreeTok -= nd.tokens
+	if nd.ref == 0 {
+		r.sevictTok -= nd.tokens
+	}
+}
+
+// revive marks node n's sliding part held again: a request computed it
+// anew (Insert over a tombstone, or over a released node).
+func (r *Tree) revive(n int32) {
+	nd := &r.nodes[n]
+	r.unrelease(n)
+	if !nd.sgone {
+		return
+	}
+	nd.sgone = false
+	r.sgoneTok -= nd.tokens
+	if nd.ref == 0 {
+		r.sevictTok -= nd.tokens
+	}
+	r.ver++
+	r.touchSubtree(n)
+}
+
+// OldestReleased is the release time of the released node DropReleased
+// takes first; ok is false when none is released.
+func (r *Tree) OldestReleased() (t float64, ok bool) {
+	for len(r.slru) > 0 {
+		e := r.slru[0]
+		if r.slideLive(e) {
+			return e.access, true
+		}
+		r.slru.pop()
+	}
+	return 0, false
+}
+
+// DropReleased tombstones the node whose sliding part was released
+// longest ago (the pool reused it, oldest freed first, as vLLM's free
+// queue hands out blocks) and returns its tokens; 0 when none is
+// released.
+func (r *Tree) DropReleased() int64 {
+	if _, ok := r.OldestReleased(); !ok {
+		return 0
+	}
+	n := r.slru.pop().node
+	nd := &r.nodes[n]
+	nd.sfree, nd.sgone = false, true
+	nd.sver++
+	r.sfreeTok -= nd.tokens
+	r.sgoneTok += nd.tokens
+	r.ver++
+	r.touchSubtree(n)
+	return nd.tokens
+}
+
+func (r *Tree) slideLive(e lruEntry) bool {
+	n := &r.nodes[e.node]
+	return n.live && n.sver == e.ver && n.sfree
+}
+
+// compactSlide drops stale entries from the released nodes' heap.
+func (r *Tree) compactSlide() {
+	kept := r.slru[:0]
+	for _, e := range r.slru {
+		if r.slideLive(e) {
+			kept = append(kept, e)
+		}
+	}
+	r.slru = kept
+	r.slru.init()
+}
+
+// touchSubtree journals the slots of node n and every node below it: a
+// tombstone there can move any match that runs through n (the window
+// before a match's end must be free of them), and every such match looks
+// from, or hangs from, one of those slots. Children in block-id order, so
+// the journal is the same from run to run.
+func (r *Tree) touchSubtree(n int32) {
+	if !r.journal {
+		return
+	}
+	stack := []int32{n}
+	var keys []uint64
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		nd := &r.nodes[x]
+		r.touch(nd.parent, nd.key[0])
+		keys = keys[:0]
+		for k := range nd.children {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			stack = append(stack, nd.children[k])
+		}
+	}
+}
+
+// slideLimit cuts m, the plain match of blocks, to where the sliding KV
+// of the window before its end is held (see the top of this file).
+func (r *Tree) slideLimit(blocks []uint64, m Match) Match {
+	// The path's nodes, root side first, and the partly matched child.
+	path := r.pathBuf[:0]
+	for x := m.Node; x > root; x = r.nodes[x].parent {
+		path = append(path, x)
+	}
+	slices.Reverse(path)
+	r.pathBuf = path
+	infinite := true // no tombstone yet: the run from the root counts whatever its length
+	var run int64
+	best := Match{Node: root}
+	prev := Match{Node: root}
+	cur := Match{Node: root}
+	step := func(n int32, blocksIn int, tokensIn int64) bool {
+		nd := &r.nodes[n]
+		if nd.sgone {
+			if infinite || run >= r.srun {
+				best = prev
+			}
+			infinite, run = false, 0
+		} else {
+			run += tokensIn
+		}
+		cur.Blocks += blocksIn
+		cur.Tokens += tokensIn
+		return nd.sgone
+	}
+	for _, x := range path {
+		prev = cur
+		step(x, len(r.nodes[x].key), r.nodes[x].tokens)
+		cur.Node, cur.depth = x, cur.Blocks
+	}
+	if m.Blocks > cur.Blocks {
+		// The match runs on partly into a child edge.
+		child := r.nodes[m.Node].children[blocks[m.depth]]
+		prev = cur
+		step(child, m.Blocks-cur.Blocks, m.Tokens-cur.Tokens)
+	}
+	if infinite || run >= r.srun {
+		return m
+	}
+	best.raw, best.rawDepth, best.limited = m.Node, m.depth, true
+	return best
+}
+
+// slideGrow keeps the sliding counters when node n's tokens change by d.
+func (r *Tree) slideGrow(n *node, d int64) {
+	if n.sfree {
+		r.sfreeTok += d
+	}
+	if n.sgone {
+		r.sgoneTok += d
+	}
+	if n.ref == 0 && (n.sfree || n.sgone) {
+		r.sevictTok += d
+	}
+}
+
+// EvictableSlideTokens is the tokens of unreferenced nodes whose sliding
+// part is released or gone: evicting them frees only their full layers'
+// part of what EvictableTokens counts.
+func (r *Tree) EvictableSlideTokens() int64 { return r.sevictTok }
+
+// PassGain is what a holder's first Pass to blocks (after its Lock on
+// lock) would change, without changing anything: the tokens it would
+// release (nodes every other holder has passed, or that none holds) and
+// the released tokens inside its window it would take back as held.
+func (r *Tree) PassGain(lock int32, blocks int) (release, hold int64) {
+	if r.srun == 0 || lock <= root {
+		return 0, 0
+	}
+	end := r.PathDepth(lock)
+	for x := lock; x > root; x = r.nodes[x].parent {
+		nd := &r.nodes[x]
+		start := end - len(nd.key)
+		switch {
+		case start >= blocks:
+			if nd.sfree {
+				hold += nd.tokens
+			}
+		case !nd.sfree && !nd.sgone && nd.ref-1 == nd.srel:
+			if end <= blocks {
+				release += nd.tokens
+			} else {
+				release += int64(blocks-start) * r.blockSize
+			}
+		case nd.sfree && end > blocks:
+			// Split at the boundary, its part inside the window is held.
+			hold += nd.tokens - int64(blocks-start)*r.blockSize
+		}
+		end = start
+	}
+	return release, hold
+}

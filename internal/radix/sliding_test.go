@@ -1,0 +1,273 @@
+package radix
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestPassReleasesWhenEveryHolderPassed: a node's sliding part is released
+// only once every holder's window has left it, counted per node (a prefix
+// two running requests share goes back once), and Unlock releases what the
+// holders left behind had all passed. By hand, 16-token blocks: prompt a
+// is blocks 1–10, prompt b shares a's first 6 and adds 2.
+func TestPassReleasesWhenEveryHolderPassed(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	a := seq(1, 10)
+	b := append(seq(1, 6), 101, 102)
+	ma := r.Lock(a, 16, 0)
+	na, _ := r.Insert(ma.Node, a, ma.Blocks, 16, 0)
+	mb := r.Lock(b, 16, 0) // splits a's edge after 6 blocks
+	nb, _ := r.Insert(mb.Node, b, mb.Blocks, 16, 0)
+	checkRadix(t, r)
+
+	pa := r.Pass(na, root, 4, 1) // a's window left blocks 0–3: b still holds them
+	if got := r.ReleasedTokens(); got != 0 {
+		t.Fatalf("after a passed 4 blocks released %d, want 0 (b holds them)", got)
+	}
+	pb := r.Pass(nb, root, 5, 2) // blocks 0–3 passed by both: 4 × 16 = 64
+	if got := r.ReleasedTokens(); got != 64 {
+		t.Fatalf("after b passed 5 blocks released %d, want 64", got)
+	}
+	pa = r.Pass(na, pa, 7, 3) // block 4 now passed by both (+16), block 6 is a's alone (+16)
+	if got := r.ReleasedTokens(); got != 96 {
+		t.Fatalf("after a passed 7 blocks released %d, want 64 + 16 + 16 = 96", got)
+	}
+	if got := r.Pass(na, pa, 6, 4); got != pa {
+		t.Fatalf("a pass backwards moved its passed node %d → %d", pa, got)
+	}
+	checkRadix(t, r)
+	// b ends: block 5 is now held only by a, which passed it (+16).
+	r.Unpass(pb)
+	r.Unlock(nb, 5)
+	if got := r.ReleasedTokens(); got != 112 {
+		t.Fatalf("after b ended released %d, want 96 + 16 = 112", got)
+	}
+	r.Unpass(pa)
+	r.Unlock(na, 6)
+	checkRadix(t, r)
+	// Released parts stay released when their holders are gone: vLLM freed
+	// those blocks while the requests ran.
+	if got := r.ReleasedTokens(); got != 112 {
+		t.Fatalf("after a ended released %d, want 112", got)
+	}
+}
+
+// TestDropReleasedOldestFirst: the pool takes back released sliding parts
+// in the order they were released, and a tombstone is not taken twice.
+func TestDropReleasedOldestFirst(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	a := seq(1, 4)
+	b := seq(100, 2)
+	ma := r.Lock(a, 16, 0)
+	na, _ := r.Insert(ma.Node, a, 0, 16, 0)
+	mb := r.Lock(b, 16, 0)
+	nb, _ := r.Insert(mb.Node, b, 0, 16, 0)
+	pb := r.Pass(nb, root, 2, 1) // b's 32 tokens released at t = 1
+	pa := r.Pass(na, root, 4, 2) // a's 64 at t = 2
+	if at, ok := r.OldestReleased(); !ok || at != 1 {
+		t.Fatalf("oldest released at %v (%v), want 1", at, ok)
+	}
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("first drop took %d, want b's 32", got)
+	}
+	if got := r.DropReleased(); got != 64 {
+		t.Fatalf("second drop took %d, want a's 64", got)
+	}
+	if got := r.DropReleased(); got != 0 {
+		t.Fatalf("third drop took %d, want 0", got)
+	}
+	if r.GoneTokens() != 96 || r.ReleasedTokens() != 0 {
+		t.Fatalf("gone %d released %d, want 96, 0", r.GoneTokens(), r.ReleasedTokens())
+	}
+	r.Unpass(pa)
+	r.Unlock(na, 3)
+	r.Unpass(pb)
+	r.Unlock(nb, 3)
+	checkRadix(t, r)
+	// Evicting a tombstoned leaf takes its tokens out of the count.
+	r.Evict(1 << 20)
+	if r.GoneTokens() != 0 || r.Tokens() != 0 {
+		t.Fatalf("after evicting all: gone %d tokens %d", r.GoneTokens(), r.Tokens())
+	}
+}
+
+// tombstoneRange makes blocks [from, to) of path p a tombstone: a holder
+// locks p, passes to `to` (splitting there), and the pool drops what that
+// releases; a second holder of [0, from), which passes nothing, keeps
+// those blocks held. Ranges go right to left (a tombstone cuts the
+// second holder's match of a prefix ending just past it).
+func tombstoneRange(t *testing.T, r *Tree, p []uint64, from, to int, now float64) {
+	t.Helper()
+	keep := r.Lock(p[:from], 16, now)
+	m := r.Lock(p, 16, now)
+	passed := r.Pass(m.Node, root, to, now)
+	for r.DropReleased() > 0 {
+	}
+	r.Unpass(passed)
+	r.Unlock(m.Node, now)
+	r.Unlock(keep.Node, now)
+	checkRadix(t, r)
+}
+
+// TestMatchStopsBeforeATombstonedWindow is the match limit by hand: a
+// 10-block path of 16-token blocks, the run the window needs 32 tokens
+// (vLLM: cdiv(window 33 − 1, 16) = 2 blocks). The match ends at the end of
+// the rightmost run of untombstoned nodes of at least 32 tokens, or of the
+// run from the root, whatever its length.
+func TestMatchStopsBeforeATombstonedWindow(t *testing.T) {
+	p := seq(1, 10)
+	for _, c := range []struct {
+		name   string
+		gone   [][2]int // block ranges tombstoned, right to left
+		blocks int      // the match, in blocks
+	}{
+		{"nothing gone", nil, 10},
+		{"gone in the middle, 4 blocks intact after", [][2]int{{4, 6}}, 10},
+		{"gone up to the last block: 1 block after it is short, the root run is 0", [][2]int{{0, 9}}, 0},
+		{"gone at 6–9: 1 block after, the root run 0–5 holds", [][2]int{{6, 9}}, 6},
+		{"two tombstones: the run 3–5 of 48 tokens between them", [][2]int{{6, 9}, {2, 3}}, 6},
+		{"two tombstones: the run 3 of 16 tokens is short, the root run 0–1", [][2]int{{4, 9}, {2, 3}}, 2},
+		{"the first block gone, 2 intact after it", [][2]int{{0, 8}}, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := New(16)
+			r.SetSliding(32)
+			put(r, p, 16, 0)
+			for i, g := range c.gone {
+				tombstoneRange(t, r, p, g[0], g[1], float64(i+1))
+			}
+			var gone int64
+			for _, g := range c.gone {
+				gone += int64(g[1]-g[0]) * 16
+			}
+			if r.GoneTokens() != gone {
+				t.Fatalf("gone %d tokens, want %d", r.GoneTokens(), gone)
+			}
+			m := r.Match(p, 16)
+			if m.Blocks != c.blocks || m.Tokens != int64(c.blocks)*16 {
+				t.Fatalf("match %d blocks / %d tokens, want %d / %d", m.Blocks, m.Tokens, c.blocks, c.blocks*16)
+			}
+			// Locking the cut match locks exactly its path.
+			l := r.LockMatched(p, m, 9)
+			if l.Blocks != c.blocks {
+				t.Fatalf("locked %d blocks, want %d", l.Blocks, c.blocks)
+			}
+			r.Unlock(l.Node, 9)
+			checkRadix(t, r)
+		})
+	}
+}
+
+// TestInsertRevivesATombstone: a request whose match a tombstone cut short
+// computes the rest of its prompt again, so inserting it holds those
+// nodes' sliding part anew and the next match is whole.
+func TestInsertRevivesATombstone(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 10)
+	put(r, p, 16, 0)
+	tombstoneRange(t, r, p, 6, 9, 1)
+	m := r.Lock(p, 16, 2)
+	if m.Blocks != 6 {
+		t.Fatalf("cut match %d blocks, want 6", m.Blocks)
+	}
+	n, adopted := r.Insert(m.Node, p, m.Blocks, 16, 2)
+	if adopted != 0 {
+		t.Fatalf("adopted %d, want 0 (the blocks are cached)", adopted)
+	}
+	if r.GoneTokens() != 0 {
+		t.Fatalf("gone %d after the insert, want 0", r.GoneTokens())
+	}
+	r.Unlock(n, 3)
+	if got := r.Match(p, 16); got.Blocks != 10 {
+		t.Fatalf("match after the insert %d blocks, want 10", got.Blocks)
+	}
+	checkRadix(t, r)
+}
+
+// TestSlidingJournalNamesEveryMovedMatch is the journal's contract with
+// tombstones: a match a tombstone cut short, or could cut, moves only
+// when a slot MatchSlots gave for it is named. Random prompts are locked,
+// inserted, passed, unlocked, evicted and their released parts dropped.
+func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 23))
+		r := New(8)
+		r.SetSliding(int64(8 * (1 + rng.IntN(3))))
+		r.Journal(true)
+		type watched struct {
+			blocks []uint64
+			m      Match
+			slots  []Slot
+		}
+		prompt := func() []uint64 {
+			n := 1 + rng.IntN(9)
+			b := make([]uint64, n)
+			for i := range b {
+				b[i] = uint64(1 + rng.IntN(2) + 10*i*rng.IntN(2))
+			}
+			return b
+		}
+		watch := func(w *watched) {
+			w.m = r.Match(w.blocks, 8)
+			w.slots = w.slots[:0]
+			look, lok, up, uok := r.MatchSlots(w.blocks, w.m)
+			if lok {
+				w.slots = append(w.slots, look)
+			}
+			if uok {
+				w.slots = append(w.slots, up)
+			}
+		}
+		ws := make([]*watched, 12)
+		for i := range ws {
+			ws[i] = &watched{blocks: prompt()}
+			watch(ws[i])
+		}
+		type holder struct{ node, passed int32 }
+		var hs []holder
+		for step := 0; step < 300; step++ {
+			now := float64(step)
+			switch op := rng.IntN(12); {
+			case op < 4:
+				b := prompt()
+				m := r.Lock(b, 8, now)
+				n, _ := r.Insert(m.Node, b, m.Blocks, 8, now)
+				hs = append(hs, holder{node: n})
+			case op < 7 && len(hs) > 0:
+				h := &hs[rng.IntN(len(hs))]
+				h.passed = r.Pass(h.node, h.passed, rng.IntN(10), now)
+			case op < 9 && len(hs) > 0:
+				i := rng.IntN(len(hs))
+				r.Unpass(hs[i].passed)
+				r.Unlock(hs[i].node, now)
+				hs = append(hs[:i], hs[i+1:]...)
+			case op < 10:
+				r.Evict(int64(rng.IntN(30)))
+			default:
+				r.DropReleased()
+			}
+			changed := map[Slot]bool{}
+			for _, s := range r.TakeChanges() {
+				changed[s] = true
+			}
+			for i, w := range ws {
+				moved := false
+				for _, s := range w.slots {
+					moved = moved || changed[s]
+				}
+				if moved {
+					watch(w)
+					continue
+				}
+				if got := r.Match(w.blocks, 8); got.Blocks != w.m.Blocks || got.Tokens != w.m.Tokens {
+					t.Fatalf("seed %d step %d: prompt %d %v now matches %d blocks, was %d, and no change named its slots",
+						seed, step, i, w.blocks, got.Blocks, w.m.Blocks)
+				}
+			}
+			checkRadix(t, r)
+		}
+	}
+}
