@@ -24,9 +24,12 @@ import "github.com/pdhybrid/pdhybrid/internal/radix"
 // waitState is a request's place in its worker's waiting queue and
 // shortest-first order.
 type waitState struct {
-	pos   int    // index in the queue it waits in
+	// Its index in the queue it waits in, and in the shortest-first heap
+	// + 1 (0 = not in it): 32 bits each, so that the Request keeps its
+	// size class with the decode batch's clock mark (batchclock.go).
+	pos   int32
+	hidx  int32
 	seq   uint64 // arrival number on this worker: the order's last key
-	hidx  int    // index in the shortest-first heap + 1; 0 = not in it
 	unc   int    // uncached prompt tokens as of its last match (fresh)
 	fresh bool   // memo and unc hold for the cache as it stands
 	track bool   // its match is watched (waitOrder.watch)
@@ -191,7 +194,7 @@ func (w *Worker) watchMatch(r *Request) {
 	if unc != r.wait.unc {
 		r.wait.unc = unc
 		if r.wait.hidx > 0 {
-			o.fix(r.wait.hidx - 1)
+			o.fix(int(r.wait.hidx) - 1)
 		}
 	}
 }
@@ -301,19 +304,19 @@ func (o *waitOrder) less(i, j int) bool {
 func (o *waitOrder) swap(i, j int) {
 	h := o.heap
 	h[i], h[j] = h[j], h[i]
-	h[i].wait.hidx, h[j].wait.hidx = i+1, j+1
+	h[i].wait.hidx, h[j].wait.hidx = int32(i+1), int32(j+1)
 }
 
 func (o *waitOrder) push(r *Request) {
 	o.work++
 	o.heap = append(o.heap, r)
-	r.wait.hidx = len(o.heap)
+	r.wait.hidx = int32(len(o.heap))
 	o.up(len(o.heap) - 1)
 }
 
 func (o *waitOrder) remove(r *Request) {
 	o.work++
-	i, n := r.wait.hidx-1, len(o.heap)-1
+	i, n := int(r.wait.hidx)-1, len(o.heap)-1
 	if i != n {
 		o.swap(i, n)
 	}
@@ -379,7 +382,7 @@ func (q *queue) push(r *Request) {
 	if holes := len(q.items) - q.head - q.n; q.head > 64 && q.head*2 >= len(q.items) || holes > 64 && holes > q.n {
 		q.squeeze()
 	}
-	r.wait.pos = len(q.items)
+	r.wait.pos = int32(len(q.items))
 	q.items = append(q.items, r)
 	q.n++
 }
@@ -392,7 +395,7 @@ func (q *queue) pop() *Request {
 
 // remove takes r out of the queue; false if it was not in it.
 func (q *queue) remove(r *Request) bool {
-	i := r.wait.pos
+	i := int(r.wait.pos)
 	if i < q.head || i >= len(q.items) || q.items[i] != r {
 		return false
 	}
@@ -409,7 +412,7 @@ func (q *queue) squeeze() {
 	k := 0
 	for _, r := range q.items[q.head:] {
 		if r != nil {
-			r.wait.pos = k
+			r.wait.pos = int32(k)
 			q.items[k] = r
 			k++
 		}

@@ -302,7 +302,7 @@ func mkQueue(head, live, total int) (*queue, []*Request) {
 	var rs []*Request
 	for i := range live {
 		r := &Request{ID: int64(i + 1)}
-		r.wait.pos = head + i
+		r.wait.pos = int32(head + i)
 		q.items[head+i] = r
 		rs = append(rs, r)
 	}

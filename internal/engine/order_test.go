@@ -95,7 +95,7 @@ func checkOrder(t *testing.T, w *Worker, now float64) {
 		t.Fatalf("t=%v: heap holds %d requests, queue %d", now, len(o.heap), w.waiting.len())
 	}
 	for i := 1; i < len(o.heap); i++ {
-		if o.heap[i].wait.hidx != i+1 || o.less(i, (i-1)/2) {
+		if int(o.heap[i].wait.hidx) != i+1 || o.less(i, (i-1)/2) {
 			t.Fatalf("t=%v: heap order broken at %d", now, i)
 		}
 	}

@@ -155,13 +155,13 @@ func (q *queue) pushFront(r *Request) {
 		copy(q.items[1:], q.items)
 		for i := 1; i < len(q.items); i++ {
 			if x := q.items[i]; x != nil {
-				x.wait.pos = i
+				x.wait.pos = int32(i)
 			}
 		}
 		q.head = 1
 	}
 	q.head--
 	q.items[q.head] = r
-	r.wait.pos = q.head
+	r.wait.pos = int32(q.head)
 	q.n++
 }

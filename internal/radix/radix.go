@@ -114,7 +114,20 @@ func (m Match) limited() bool { return m.rawDepth > 0 }
 // (blockSize when it is full): a cached partial block only matches as the
 // prompt's own last block with no more tokens than the prompt has there.
 func (r *Tree) Match(blocks []uint64, lastTokens int64) Match {
-	m := r.match(blocks, lastTokens)
+	return r.MatchSkip(blocks, lastTokens, 0)
+}
+
+// MatchSkip is Match for a caller that knows the tree holds blocks[:skip]
+// along one path from the root: another prompt that shares those blocks
+// matched at least skip blocks against the tree as it stands (its
+// Match.Blocks counts only blocks the tree holds). Those blocks are
+// followed, not compared; everything else is decided as Match decides it,
+// so the result is Match's. Prompts that share a long prefix and wait on
+// one worker (KVC v3's shortest-first decoders on the BLIS spec: a dozen
+// 72K-token prompts re-matched after each change to their group's 40K
+// prefix) then compare only what follows it.
+func (r *Tree) MatchSkip(blocks []uint64, lastTokens int64, skip int) Match {
+	m := r.match(blocks, lastTokens, min(skip, len(blocks)))
 	// A prompt whose last block is partial may end on a block the tree holds
 	// full: the match covers only the tokens the prompt has.
 	if len(blocks) > 0 {
@@ -123,7 +136,7 @@ func (r *Tree) Match(blocks []uint64, lastTokens int64) Match {
 	return m
 }
 
-func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
+func (r *Tree) match(blocks []uint64, lastTokens int64, skip int) Match {
 	m := Match{Node: root}
 	cur := int32(root)
 	i := 0
@@ -133,8 +146,15 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 			break
 		}
 		n := &r.nodes[child]
-		k := CommonPrefix(n.key, blocks[i:])
-		r.work += uint64(k) + 1
+		var k int
+		if known := skip - i; known >= len(n.key) {
+			k = len(n.key) // the caller knows this edge is blocks[i:i+len(key)]
+		} else if known > 0 {
+			k = known + CommonPrefix(n.key[known:], blocks[i+known:])
+		} else {
+			k = CommonPrefix(n.key, blocks[i:])
+		}
+		r.work += uint64(max(k-max(skip-i, 0), 0)) + 1
 		if k < len(n.key) {
 			// Partial edge match: count the full blocks matched; the tree
 			// must be split before a request can lock them (see Lock).
