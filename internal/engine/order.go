@@ -151,7 +151,7 @@ func (w *Worker) uncachedNow(r *Request) int {
 // prompt again (KVC v3's decoders on the BLIS spec: 8,742 of 13,814 tries).
 func (w *Worker) promptMatch(r *Request) radix.Match {
 	mm := &r.memo
-	same := mm.tree == w.tree && mm.blocks == &r.Blocks[0] && mm.n == len(r.Blocks) && mm.input == r.Input
+	same := mm.tree == w.tree && mm.blocks == &r.Blocks[0] && int(mm.n) == len(r.Blocks) && int(mm.input) == r.Input
 	if r.wait.track {
 		w.syncOrder()
 		if same && r.wait.fresh {
@@ -166,7 +166,7 @@ func (w *Worker) promptMatch(r *Request) radix.Match {
 // rematch matches r's prompt against the cache now.
 func (w *Worker) rematch(r *Request) radix.Match {
 	mm := &r.memo
-	mm.tree, mm.ver, mm.blocks, mm.n, mm.input = w.tree, w.tree.Version(), &r.Blocks[0], len(r.Blocks), r.Input
+	mm.tree, mm.ver, mm.blocks, mm.n, mm.input = w.tree, w.tree.Version(), &r.Blocks[0], int32(len(r.Blocks)), int32(r.Input)
 	mm.m = w.tree.Match(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)))
 	if r.wait.track {
 		w.watchMatch(r)

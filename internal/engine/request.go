@@ -8,9 +8,12 @@ type promptMemo struct {
 	tree   *radix.Tree
 	ver    uint64
 	blocks *uint64 // &Blocks[0]: a Request given other blocks matches anew
-	n      int
-	input  int
-	m      radix.Match
+	// The block and token counts it was taken for, in one word: a word
+	// more would move the simulator's record to a larger size class. A
+	// count too large for 32 bits never compares equal, so it matches anew.
+	n     int32
+	input int32
+	m     radix.Match
 }
 
 // Kind says what a worker does with a request.
