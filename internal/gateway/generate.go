@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -37,7 +36,7 @@ type request struct {
 	own     int    // with a key: prompt tokens of prefixes this key sent before (ownprefix.go)
 	// conn is its client's connection when the direct relay may write a
 	// stream to it (relaydirect.go).
-	conn *net.TCPConn
+	conn *clientConn
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved

@@ -58,12 +58,13 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // directConn is r's client connection if the direct relay can write to
-// it: plain HTTP/1.1 over TCP.
-func directConn(r *http.Request) *net.TCPConn {
+// it: plain HTTP/1.1 over TCP, accepted through directListener
+// (clientconn.go).
+func directConn(r *http.Request) *clientConn {
 	if r.TLS != nil || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) {
 		return nil
 	}
-	c, _ := r.Context().Value(connKey{}).(*net.TCPConn)
+	c, _ := r.Context().Value(connKey{}).(*clientConn)
 	return c
 }
 
@@ -80,6 +81,7 @@ type directStream struct {
 	first    time.Time // the first data event went to the client
 	last     []byte    // the last data event relayed
 	closed   bool      // the terminal event is in out: nothing more goes
+	endSent  bool      // the chunked end is in out, after the terminal event (clientconn.go)
 	wEnd     bool      // the worker's answer is over (ended or broke off)
 	wReuse   bool      // ... and its connection may be reused
 	discard  int       // bytes read after the terminal event
@@ -98,40 +100,47 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	body, fb, prefix := unwrapBody(resp.Body)
 	wb, isDirect := body.(*workerBody)
 	fl, canFlush := rec.ResponseWriter.(http.Flusher)
-	if rec.q.conn == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
+	cc := rec.q.conn
+	if cc == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
 		return false, false
-	}
-	cfd, err := dupConn(rec.q.conn)
-	if err != nil {
-		return false, false
-	}
-	wfd, err := dupConn(wb.wc.c)
-	if err != nil {
-		closeFd(cfd)
-		return false, false
-	}
-	directTaken.Add(1)
-	wb.taken = true
-	if wb.stop != nil {
-		wb.stop() // the handler watches the client from here on
 	}
 	// The decoder's state goes along: a refusal check may have read into
-	// the body, to the middle of a chunk.
-	st := &directStream{cfd: cfd, wfd: wfd, dec: wb.dec, firstCh: make(chan struct{}), done: make(chan struct{}), plain: true}
+	// the body, to the middle of a chunk. What came so far is decoded
+	// first (st alone changes): a stream whole in hand needs no loop.
+	st := &directStream{dec: wb.dec, plain: true}
 	if len(prefix) > 0 {
 		st.data(prefix) // what a refusal check read ahead (paths.go peek)
 	}
 	raw, _ := wb.wc.br.Peek(wb.wc.br.Buffered())
 	st.feed(raw)
+	onLoop := !st.closed || !st.wEnd // else all of it goes out below
+	if onLoop {
+		var err error
+		if st.cfd, err = dupConn(cc); err != nil {
+			return false, false
+		}
+		if st.wfd, err = dupConn(wb.wc.c); err != nil {
+			closeFd(st.cfd)
+			return false, false
+		}
+	}
 	wb.wc.br.Discard(len(raw))
+	directTaken.Add(1)
+	wb.taken = true
+	if wb.stop != nil {
+		wb.stop() // the handler watches the client from here on
+	}
 	// The head goes out now, by net/http (chunked: an HTTP/1.1 answer
 	// with no length), with what came of the body so far framed by it
-	// as a chunk: one write. From here on the loop writes the chunks.
+	// as a chunk: one write — and when the answer's terminal event is
+	// among it, the chunked end in that same write (clientconn.go). From
+	// here on the loop writes the chunks.
 	// (A worker sends its head at once and the first token after the
 	// prefill: waiting here for the first event to send it with the head
 	// was measured, alternated with this in one session, and changed
 	// neither CPU per event nor added TTFT beyond the run-to-run spread;
 	// docs/gateway.md.)
+	cc.hold = st.closed
 	if len(st.out) > 0 {
 		if _, err := rec.ResponseWriter.Write(st.out); err != nil {
 			st.left = true
@@ -140,34 +149,22 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	}
 	st.plain = false
 	fl.Flush()
+	switch {
+	case !cc.hold:
+	case st.left:
+		cc.hold, cc.held = false, nil
+	case cc.writeHeld(lastChunk) != nil:
+		st.left = true
+	default:
+		st.endSent = true
+	}
 	if st.sawData && fb != nil {
 		fb.once.Do(fb.f)
 		fb = nil
 	}
-	firstCh := st.firstCh // closed by the loop when the body's first byte comes
-	if st.sawData {
-		firstCh = nil
+	if onLoop {
+		d.await(rec, st, fb)
 	}
-	addStream(st)
-	leave := rec.ctx.Done()
-	for waiting := true; waiting; {
-		select {
-		case <-firstCh:
-			if fb != nil {
-				fb.once.Do(fb.f)
-			}
-			firstCh = nil
-		case <-leave:
-			// net/http saw the client go (or the server is closing its
-			// connections): the loop is told through the socket.
-			shutdownFd(cfd)
-			leave = nil
-		case <-st.done:
-			waiting = false
-		}
-	}
-	closeFd(cfd)
-	closeFd(wfd)
 	if st.sawData && fb != nil {
 		fb.once.Do(fb.f)
 	}
@@ -175,6 +172,9 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		rec.first = st.first
 	}
 	rec.last, rec.parsed = append(rec.last[:0], st.last...), false
+	if st.endSent && len(st.out) == 0 {
+		cc.dropEnd = true // the chunked end went out with the last event
+	}
 	if st.wReuse && !st.left {
 		d.pool.put(wb.wc)
 	} else {
@@ -185,6 +185,34 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		return false, true
 	}
 	return st.eb.done, true
+}
+
+// await hands st to an event loop and waits for its end, telling the
+// first-byte hook fb (if not yet told) when the body's first byte comes.
+func (d *directRelay) await(rec *recorder, st *directStream, fb *firstByte) {
+	st.firstCh, st.done = make(chan struct{}), make(chan struct{})
+	firstCh := st.firstCh // closed by the loop when the body's first byte comes
+	if st.sawData || fb == nil {
+		firstCh = nil
+	}
+	addStream(st)
+	leave := rec.ctx.Done()
+	for waiting := true; waiting; {
+		select {
+		case <-firstCh:
+			fb.once.Do(fb.f)
+			firstCh = nil
+		case <-leave:
+			// net/http saw the client go (or the server is closing its
+			// connections): the loop is told through the socket.
+			shutdownFd(st.cfd)
+			leave = nil
+		case <-st.done:
+			waiting = false
+		}
+	}
+	closeFd(st.cfd)
+	closeFd(st.wfd)
 }
 
 // feed decodes raw bytes of the worker's chunked body and relays the
@@ -232,8 +260,20 @@ func (st *directStream) data(b []byte) {
 	}
 	st.lb = append(st.lb[:0], st.lb[end:]...)
 	if st.eb.ended {
-		st.closed = true
+		st.close()
 		st.lb = st.lb[:0]
+	}
+}
+
+// close: the terminal event is in out, nothing more goes to the client;
+// on the loop the chunked end goes in the same write (net/http's own is
+// then dropped: clientconn.go). In take's first pass (plain) the end is
+// take's to add.
+func (st *directStream) close() {
+	st.closed = true
+	if !st.plain {
+		st.out = append(st.out, lastChunk...)
+		st.endSent = true
 	}
 }
 
@@ -279,7 +319,8 @@ func (st *directStream) endWith(msg string) {
 		st.first = time.Now() // the recorder counts an error frame's write as its first event
 	}
 	st.last = append(st.last[:0], lastDataEvent(e)...)
-	st.eb.ended, st.closed = true, true
+	st.eb.ended = true
+	st.close()
 }
 
 // finished: nothing left to write, and the worker's side settled.

@@ -23,6 +23,7 @@ import (
 func serveGateway(g *Server) *httptest.Server {
 	ts := httptest.NewUnstartedServer(g.Handler())
 	ts.Config.ConnContext = connContext
+	ts.Listener = directListener{ts.Listener}
 	ts.Start()
 	return ts
 }

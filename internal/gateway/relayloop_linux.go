@@ -152,6 +152,7 @@ func (l *relayLoop) pump(st *directStream) {
 	had := st.sawData
 	for !st.left {
 		if len(st.out) > 0 {
+			clientWrites.Add(1)
 			n, err := unix.Write(st.cfd, st.out)
 			if n > 0 {
 				st.out = append(st.out[:0], st.out[n:]...)
