@@ -406,7 +406,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	l.accept() // counted in flight from now (see pd)
 	var resp *http.Response
 	var err error
-	if q.conn != nil && q.stream && q.key == "" {
+	if q.conn != nil && q.stream && q.key == "" && s.direct.serves(base) {
 		// The direct relay's own client: its connection can be taken
 		// over once the stream's head is read (relaydirect.go).
 		resp, err = s.direct.pool.post(ctx, base+"/generate", body)

@@ -32,6 +32,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,10 +44,43 @@ var directTaken atomic.Int64
 
 // directRelay is a gateway's direct relay state.
 type directRelay struct {
-	pool *workerPool
+	pool  *workerPool
+	proxy func(*http.Request) (*url.URL, error) // the ordinary client's (HTTP_PROXY, NO_PROXY)
+	known sync.Map                              // worker base URL → serves' answer
 }
 
-func newDirectRelay(o Ops) *directRelay { return &directRelay{pool: newWorkerPool(o)} }
+func newDirectRelay(o Ops) *directRelay {
+	return &directRelay{pool: newWorkerPool(o), proxy: http.ProxyFromEnvironment}
+}
+
+// serves says whether the direct client may call the worker at base:
+// plain http:// that the ordinary client would not reach through a proxy.
+// Any other worker (https://, proxied) keeps the ordinary client, which
+// speaks TLS and HTTP/2 and honours the proxy settings. Asked once a
+// worker.
+func (d *directRelay) serves(base string) bool {
+	if v, ok := d.known.Load(base); ok {
+		return v.(bool)
+	}
+	ok := plainWorker(base, d.proxy)
+	d.known.Store(base, ok)
+	return ok
+}
+
+// plainWorker: base is an http:// URL that proxy (nil: none) sends
+// straight.
+func plainWorker(base string, proxy func(*http.Request) (*url.URL, error)) bool {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return false
+	}
+	if proxy != nil {
+		if p, err := proxy(&http.Request{Method: http.MethodPost, URL: u, Header: http.Header{}}); err != nil || p != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // connKey is the context key of a request's client connection
 // (HTTPServer's ConnContext).
@@ -71,25 +106,26 @@ func directConn(r *http.Request) *clientConn {
 // directStream is one stream on the event loop. The handler sets it up
 // and reads it after done is closed; the loop alone touches it meanwhile.
 type directStream struct {
-	cfd, wfd int // duplicates of the client's and the worker's sockets
+	cfd      int // a duplicate of the client's socket: net/http may close its own meanwhile
+	wfd      int // the worker's socket itself: its connection is the relay's alone until the stream ends
 	id       int32
 	out      []byte // chunks for the client not yet written
 	lb       []byte // decoded worker data: an unterminated line
 	dec      chunkDecoder
 	eb       eventBatch
-	sawData  bool      // a byte of the worker's body came
-	first    time.Time // the first data event went to the client
-	last     []byte    // the last data event relayed
-	closed   bool      // the terminal event is in out: nothing more goes
-	endSent  bool      // the chunked end is in out, after the terminal event (clientconn.go)
-	wEnd     bool      // the worker's answer is over (ended or broke off)
-	wReuse   bool      // ... and its connection may be reused
-	discard  int       // bytes read after the terminal event
-	left     bool      // the client hung up or its socket failed
-	readable bool      // the worker's socket may have data
-	rdhup    bool      // the worker hung up: read to the end
-	plain    bool      // out is for net/http's writer, which frames it (take)
-	firstCh  chan struct{}
+	sawData  bool       // a byte of the worker's body came
+	first    time.Time  // the first data event went to the client
+	last     []byte     // the last data event relayed
+	closed   bool       // the terminal event is in out: nothing more goes
+	endSent  bool       // the chunked end is in out, after the terminal event (clientconn.go)
+	wEnd     bool       // the worker's answer is over (ended or broke off)
+	wReuse   bool       // ... and its connection may be reused
+	discard  int        // bytes read after the terminal event
+	left     bool       // the client hung up or its socket failed
+	readable bool       // the worker's socket may have data
+	rdhup    bool       // the worker hung up: read to the end
+	plain    bool       // out is for net/http's writer, which frames it (take)
+	onFirst  *firstByte // the first-byte hook, run before the first byte goes to the client
 	done     chan struct{}
 }
 
@@ -107,7 +143,7 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	// The decoder's state goes along: a refusal check may have read into
 	// the body, to the middle of a chunk. What came so far is decoded
 	// first (st alone changes): a stream whole in hand needs no loop.
-	st := &directStream{dec: wb.dec, plain: true}
+	st := &directStream{dec: wb.dec, plain: true, onFirst: fb}
 	if len(prefix) > 0 {
 		st.data(prefix) // what a refusal check read ahead (paths.go peek)
 	}
@@ -119,7 +155,7 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		if st.cfd, err = dupConn(cc); err != nil {
 			return false, false
 		}
-		if st.wfd, err = dupConn(wb.wc.c); err != nil {
+		if st.wfd, err = connFd(wb.wc.c); err != nil {
 			closeFd(st.cfd)
 			return false, false
 		}
@@ -158,15 +194,8 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	default:
 		st.endSent = true
 	}
-	if st.sawData && fb != nil {
-		fb.once.Do(fb.f)
-		fb = nil
-	}
 	if onLoop {
-		d.await(rec, st, fb)
-	}
-	if st.sawData && fb != nil {
-		fb.once.Do(fb.f)
+		d.await(rec, st)
 	}
 	if !st.first.IsZero() && rec.first.IsZero() {
 		rec.first = st.first
@@ -187,32 +216,19 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	return st.eb.done, true
 }
 
-// await hands st to an event loop and waits for its end, telling the
-// first-byte hook fb (if not yet told) when the body's first byte comes.
-func (d *directRelay) await(rec *recorder, st *directStream, fb *firstByte) {
-	st.firstCh, st.done = make(chan struct{}), make(chan struct{})
-	firstCh := st.firstCh // closed by the loop when the body's first byte comes
-	if st.sawData || fb == nil {
-		firstCh = nil
-	}
+// await hands st to an event loop and waits for its end.
+func (d *directRelay) await(rec *recorder, st *directStream) {
+	st.done = make(chan struct{})
 	addStream(st)
-	leave := rec.ctx.Done()
-	for waiting := true; waiting; {
-		select {
-		case <-firstCh:
-			fb.once.Do(fb.f)
-			firstCh = nil
-		case <-leave:
-			// net/http saw the client go (or the server is closing its
-			// connections): the loop is told through the socket.
-			shutdownFd(st.cfd)
-			leave = nil
-		case <-st.done:
-			waiting = false
-		}
+	select {
+	case <-st.done:
+	case <-rec.ctx.Done():
+		// net/http saw the client go (or the server is closing its
+		// connections): the loop is told through the socket.
+		shutdownFd(st.cfd)
+		<-st.done
 	}
 	closeFd(st.cfd)
-	closeFd(st.wfd)
 }
 
 // feed decodes raw bytes of the worker's chunked body and relays the
@@ -239,6 +255,11 @@ func (st *directStream) feed(raw []byte) {
 // far, up to the terminal event; after it, what comes is dropped (at most
 // 1 MiB, as the ordinary relay reads).
 func (st *directStream) data(b []byte) {
+	if !st.sawData && st.onFirst != nil {
+		// As the ordinary relay's first read: the request's prefill is
+		// over before its first token can reach the client.
+		st.onFirst.once.Do(st.onFirst.f)
+	}
 	st.sawData = true
 	if st.eb.ended {
 		st.discard += len(b)
@@ -343,8 +364,21 @@ func unwrapBody(b io.ReadCloser) (inner io.ReadCloser, fb *firstByte, prefix []b
 
 // dupConn is a duplicate of c's socket descriptor, which the caller
 // closes: the connection itself stays as it is, idle while the loop
-// writes or reads through the duplicate.
+// writes or reads through the duplicate. A client's connection is
+// net/http's, which may close it at any time (a server's Close): the
+// duplicate keeps the socket the loop writes to from being reused.
 func dupConn(c net.Conn) (int, error) {
+	fd, err := connFd(c)
+	if err != nil {
+		return -1, err
+	}
+	return dupCloexec(fd)
+}
+
+// connFd is c's socket descriptor itself, valid while c is open: for a
+// worker's connection, which nothing but the stream that holds it closes
+// (two system calls a stream fewer than a duplicate).
+func connFd(c net.Conn) (int, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return -1, errNotDirect
@@ -354,11 +388,10 @@ func dupConn(c net.Conn) (int, error) {
 		return -1, err
 	}
 	fd := -1
-	var derr error
-	if err := rc.Control(func(s uintptr) { fd, derr = dupCloexec(int(s)) }); err != nil {
+	if err := rc.Control(func(s uintptr) { fd = int(s) }); err != nil {
 		return -1, err
 	}
-	return fd, derr
+	return fd, nil
 }
 
 // leave ends the request's context: its client is gone.

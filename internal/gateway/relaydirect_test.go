@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -314,5 +316,43 @@ func TestDirectRelayHeadWithFirstEvents(t *testing.T) {
 	defer mu.Unlock()
 	if n := len(conns); n != 1 {
 		t.Errorf("%d worker connections for 2 requests in turn, want 1 (kept alive)", n)
+	}
+}
+
+// The direct client serves plain http:// workers only, and none the
+// ordinary client would reach through a proxy: an https:// worker, or
+// one HTTP_PROXY covers, keeps net/http's client (before, such a streamed
+// request went to the direct client and failed: "only http:// workers").
+func TestDirectClientOnlyForPlainWorkers(t *testing.T) {
+	proxied := func(r *http.Request) (*url.URL, error) {
+		if r.URL.Hostname() == "10.0.0.9" {
+			return url.Parse("http://proxy:3128")
+		}
+		return nil, nil
+	}
+	broken := func(*http.Request) (*url.URL, error) { return nil, errors.New("bad proxy setting") }
+	for _, tc := range []struct {
+		base  string
+		proxy func(*http.Request) (*url.URL, error)
+		want  bool
+	}{
+		{"http://127.0.0.1:30000", nil, true},
+		{"http://127.0.0.1:30000", proxied, true},
+		{"http://10.0.0.9:30000", proxied, false},
+		{"https://127.0.0.1:30000", nil, false},
+		{"HTTP://127.0.0.1:30000", nil, true}, // url.Parse lower-cases the scheme
+		{"http://", nil, false},
+		{"127.0.0.1:30000", nil, false},
+		{"http://127.0.0.1:30000", broken, false},
+	} {
+		if got := plainWorker(tc.base, tc.proxy); got != tc.want {
+			t.Errorf("plainWorker(%q) = %v, want %v", tc.base, got, tc.want)
+		}
+	}
+	d := &directRelay{proxy: proxied}
+	for range 2 { // the second answer from the cache
+		if d.serves("https://w:1") || d.serves("http://10.0.0.9:1") || !d.serves("http://w:1") {
+			t.Fatal("serves disagrees with plainWorker")
+		}
 	}
 }

@@ -149,7 +149,6 @@ func (l *relayLoop) handle(evs []unix.EpollEvent) {
 
 // pump moves what it can of st (on the loop's goroutine).
 func (l *relayLoop) pump(st *directStream) {
-	had := st.sawData
 	for !st.left {
 		if len(st.out) > 0 {
 			clientWrites.Add(1)
@@ -159,7 +158,6 @@ func (l *relayLoop) pump(st *directStream) {
 			}
 			switch {
 			case err == unix.EAGAIN:
-				l.told(st, had)
 				return // EPOLLOUT comes when it drains
 			case err == unix.EINTR:
 				continue
@@ -175,7 +173,6 @@ func (l *relayLoop) pump(st *directStream) {
 			break
 		}
 		if !st.readable || st.wEnd {
-			l.told(st, had)
 			return
 		}
 		n, err := unix.Read(st.wfd, l.buf)
@@ -194,15 +191,7 @@ func (l *relayLoop) pump(st *directStream) {
 			}
 		}
 	}
-	l.told(st, had)
 	l.finish(st)
-}
-
-// told signals the handler the body's first byte, once.
-func (l *relayLoop) told(st *directStream, had bool) {
-	if !had && st.sawData {
-		close(st.firstCh)
-	}
 }
 
 // finish takes st off the loop and tells its handler.
