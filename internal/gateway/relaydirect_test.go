@@ -356,3 +356,59 @@ func TestDirectClientOnlyForPlainWorkers(t *testing.T) {
 		}
 	}
 }
+
+// A worker whose answer's headers never end is an error after
+// maxWorkerHead bytes, as net/http's Transport makes it (before, the
+// direct client read it all into memory and waited for the head's end):
+// the client gets a 503, and it comes while the worker still sends.
+func TestDirectClientBoundsTheWorkersHead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if req.URL.Path != "/generate" {
+						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+						continue
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n")
+					line := "X-Pad: " + strings.Repeat("a", 64<<10) + "\r\n"
+					for range 4 * maxWorkerHead / len(line) { // four times the cap, then hold on
+						if _, err := io.WriteString(c, line); err != nil {
+							return
+						}
+					}
+					<-stop
+					return
+				}
+			}()
+		}
+	}()
+	gw, _ := directGateway(t, "http://"+ln.Addr().String())
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Post(gw+"/generate", "application/json", strings.NewReader(`{"text": "hi", "stream": true}`))
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "worker-unreachable") {
+		t.Fatalf("%d %s, want 503 worker-unreachable", resp.StatusCode, b)
+	}
+}
