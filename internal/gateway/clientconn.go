@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 )
 
@@ -34,6 +35,47 @@ type clientConn struct {
 	hold    bool   // writes are kept in held, not sent (writeHeld sends them)
 	held    []byte // what net/http wrote while hold
 	dropEnd bool   // the answer's chunked end is sent: drop net/http's
+
+	// The socket's registration with a relay loop (attach): made with the
+	// connection's first stream on a loop, kept for its next ones, let go
+	// when net/http closes the connection — at once, or when the stream
+	// on the loop then ends (detach). mu guards these; Close may come from
+	// another goroutine (a server's Close) while a stream is on the loop.
+	mu     sync.Mutex
+	loop   *relayLoop
+	cfd    int           // the socket's duplicate, registered with loop
+	key    int32         // its registration id there
+	busy   bool          // a stream of it is on the loop
+	closed bool          // net/http closed the connection
+	st     *directStream // the stream on the loop now (loop.mu guards it)
+}
+
+// detach: cc's stream on the loop is over. A connection net/http closed
+// meanwhile lets its registration go now.
+func (c *clientConn) detach() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.busy = false
+	if c.closed {
+		c.release()
+	}
+}
+
+// Close closes the connection. Its registration goes at once, or, while
+// a stream of it is on a loop, the socket is shut down (the loop ends the
+// stream as the client's leaving) and detach lets the registration go.
+func (c *clientConn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if c.busy {
+			shutdownFd(c.cfd)
+		} else {
+			c.release()
+		}
+	}
+	c.mu.Unlock()
+	return c.TCPConn.Close()
 }
 
 // errAfterEnd: net/http wrote something other than its chunked end after

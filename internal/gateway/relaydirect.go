@@ -106,8 +106,9 @@ func directConn(r *http.Request) *clientConn {
 // directStream is one stream on the event loop. The handler sets it up
 // and reads it after done is closed; the loop alone touches it meanwhile.
 type directStream struct {
-	cfd      int // a duplicate of the client's socket: net/http may close its own meanwhile
-	wfd      int // the worker's socket itself: its connection is the relay's alone until the stream ends
+	cfd      int         // a duplicate of the client's socket, registered with the loop (clientConn.attach)
+	wfd      int         // the worker's socket itself: its connection is the relay's alone until the stream ends
+	cc       *clientConn // the client's connection
 	id       int32
 	out      []byte // chunks for the client not yet written
 	lb       []byte // decoded worker data: an unterminated line
@@ -150,13 +151,13 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	raw, _ := wb.wc.br.Peek(wb.wc.br.Buffered())
 	st.feed(raw)
 	onLoop := !st.closed || !st.wEnd // else all of it goes out below
+	var l *relayLoop
 	if onLoop {
 		var err error
-		if st.cfd, err = dupConn(cc); err != nil {
+		if st.wfd, err = connFd(wb.wc.c); err != nil {
 			return false, false
 		}
-		if st.wfd, err = connFd(wb.wc.c); err != nil {
-			closeFd(st.cfd)
+		if l, st.cfd, err = cc.attach(); err != nil {
 			return false, false
 		}
 	}
@@ -195,7 +196,10 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		st.endSent = true
 	}
 	if onLoop {
-		d.await(rec, st)
+		if !st.left {
+			d.await(rec, l, st)
+		}
+		cc.detach()
 	}
 	if !st.first.IsZero() && rec.first.IsZero() {
 		rec.first = st.first
@@ -217,9 +221,9 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 }
 
 // await hands st to an event loop and waits for its end.
-func (d *directRelay) await(rec *recorder, st *directStream) {
+func (d *directRelay) await(rec *recorder, l *relayLoop, st *directStream) {
 	st.done = make(chan struct{})
-	addStream(st)
+	addStream(l, rec.q.conn, st)
 	select {
 	case <-st.done:
 	case <-rec.ctx.Done():
@@ -228,7 +232,6 @@ func (d *directRelay) await(rec *recorder, st *directStream) {
 		shutdownFd(st.cfd)
 		<-st.done
 	}
-	closeFd(st.cfd)
 }
 
 // feed decodes raw bytes of the worker's chunked body and relays the
