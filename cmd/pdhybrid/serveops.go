@@ -53,7 +53,7 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.contextTokens, "context-tokens", 0, "the model's context length in `tokens`: a prompt that with its max tokens does not fit is a 400 before any worker sees it; 0 = left to the workers")
 	fs.StringVar(&o.modelConfig, "model-config", "", "the served model's Hugging Face config.json `file`: its context (max_position_embeddings, stretched by YaRN where the config says so) becomes --context-tokens unless that is given; the gateway makes no step-time or KV estimate of its own, so this is all it takes from a config (the workers take theirs with pdhybrid worker --model-config)")
 	fs.StringVar(&o.model, "model", "", "model `name` GET /v1/models answers (default \"default\")")
-	fs.StringVar(&o.relay, "relay", "ordinary", "how streamed /generate answers are relayed: ordinary (net/http) or direct (hijacked connections on the gateway's own epoll loops, Linux; docs/gateway.md)")
+	fs.StringVar(&o.relay, "relay", "direct", "how streamed /generate answers are relayed: direct (from the worker's socket to the client's on the gateway's own epoll loops; Linux, plain http:// workers, the ordinary relay elsewhere) or ordinary (net/http's client and server throughout); docs/gateway.md")
 	fs.BoolVar(&o.logDebug, "log-debug", false, "also log debug events as JSON lines on stderr: each D→P sync's outcome, stage times and sizes (--d-to-p-sync; no prompt content)")
 }
 

@@ -96,9 +96,17 @@ func (s *scanner) byte(c byte) bool {
 // around them, leaving s at the member's value.
 func (s *scanner) key() (string, bool) {
 	s.ws()
-	k, ok := s.str()
+	start, esc, ok := s.skipStr()
 	if !ok {
 		return "", false
+	}
+	var k string
+	if esc {
+		if json.Unmarshal(s.b[start:s.i], &k) != nil {
+			return "", false
+		}
+	} else {
+		k = knownKey(s.b[start+1 : s.i-1])
 	}
 	s.ws()
 	if !s.byte(':') {
@@ -106,6 +114,57 @@ func (s *scanner) key() (string, bool) {
 	}
 	s.ws()
 	return k, true
+}
+
+// knownKey is b as a string: the names SGLang's /generate and its
+// answers use most are the program's own constants, not a new string per
+// request (the comparison of string(b) with a constant does not copy b).
+func knownKey(b []byte) string {
+	switch string(b) {
+	case "input_ids":
+		return "input_ids"
+	case "text":
+		return "text"
+	case "stream":
+		return "stream"
+	case "sampling_params":
+		return "sampling_params"
+	case "max_new_tokens":
+		return "max_new_tokens"
+	case "ignore_eos":
+		return "ignore_eos"
+	case "temperature":
+		return "temperature"
+	case "top_p":
+		return "top_p"
+	case "top_k":
+		return "top_k"
+	case "stop":
+		return "stop"
+	case "session_id":
+		return "session_id"
+	case "session_params":
+		return "session_params"
+	case "rid":
+		return "rid"
+	case "meta_info":
+		return "meta_info"
+	case "completion_tokens":
+		return "completion_tokens"
+	case "prompt_tokens":
+		return "prompt_tokens"
+	case "cached_tokens":
+		return "cached_tokens"
+	case "finish_reason":
+		return "finish_reason"
+	case "type":
+		return "type"
+	case "id":
+		return "id"
+	case "output_ids":
+		return "output_ids"
+	}
+	return string(b)
 }
 
 // str reads a string; one with escapes is unquoted by encoding/json.

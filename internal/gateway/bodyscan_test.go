@@ -215,3 +215,20 @@ func TestScannersOnMutatedBodies(t *testing.T) {
 		checkCompletion(t, mutate([]byte(completionCases[rng.IntN(len(completionCases))])))
 	}
 }
+
+// knownKey hands back each name it knows as itself, and any other as a
+// copy of its bytes.
+func TestKnownKeyIsTheName(t *testing.T) {
+	for _, k := range []string{"input_ids", "text", "stream", "sampling_params", "max_new_tokens", "ignore_eos", "temperature",
+		"top_p", "top_k", "stop", "session_id", "session_params", "rid", "meta_info", "completion_tokens", "prompt_tokens",
+		"cached_tokens", "finish_reason", "type", "id", "output_ids", "", "unknown", "Stream", "input_ids "} {
+		b := []byte(k)
+		got := knownKey(b)
+		if len(b) > 0 {
+			b[0] = '#' // the result must not share b's bytes
+		}
+		if got != k {
+			t.Errorf("knownKey(%q) = %q", k, got)
+		}
+	}
+}

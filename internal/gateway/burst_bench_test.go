@@ -41,13 +41,29 @@ import (
 func BenchmarkBurst(b *testing.B) {
 	for _, n := range []int{100, 500} {
 		for _, via := range []string{"none", "gateway"} {
-			b.Run(fmt.Sprintf("streams=%d/via=%s", n, via), func(b *testing.B) { burst(b, n, via == "gateway") })
+			b.Run(fmt.Sprintf("streams=%d/via=%s", n, via), func(b *testing.B) { burst(b, n, via == "gateway", 0) })
 		}
 	}
 }
 
-func burst(b *testing.B, n int, viaGateway bool) {
+// BenchmarkBurstStreamed is BenchmarkBurst with the stand-in sending its
+// head at once and its events a millisecond later, as a worker streams
+// (its head before the prefill's first token): the direct relay's
+// streams go on its event loop, where BenchmarkBurst's, whole in hand
+// with their heads, need none.
+//
+//	go test -run X -bench BurstStreamed -benchtime 20x -count 6 ./internal/gateway/
+func BenchmarkBurstStreamed(b *testing.B) {
+	for _, n := range []int{100, 500} {
+		for _, via := range []string{"none", "gateway"} {
+			b.Run(fmt.Sprintf("streams=%d/via=%s", n, via), func(b *testing.B) { burst(b, n, via == "gateway", time.Millisecond) })
+		}
+	}
+}
+
+func burst(b *testing.B, n int, viaGateway bool, pause time.Duration) {
 	w := startBurstWorker(b)
+	w.pause = pause
 	target := w.addr
 	if viaGateway {
 		target = serveColoBench(b, "http://"+w.addr, true)
@@ -234,10 +250,14 @@ func readChunkedAnswer(br *bufio.Reader) (first time.Time, err error) {
 // goroutine a connection, recording when each /generate request's first
 // bytes were read (by the sequence number in its first token).
 type burstWorker struct {
-	addr string
-	mu   sync.Mutex
-	at   map[int]time.Time
+	addr  string
+	mu    sync.Mutex
+	at    map[int]time.Time
+	pause time.Duration // between the answer's head and its events (0: one write)
 }
+
+// burstHead is the length of burstAnswer's head.
+var burstHead = bytes.Index(burstAnswer, []byte("\r\n\r\n")) + 4
 
 var burstAnswer = func() []byte {
 	ev := func(text, fin string) string {
@@ -315,7 +335,15 @@ func (w *burstWorker) serve(c net.Conn) {
 		w.mu.Lock()
 		w.at[seq] = at
 		w.mu.Unlock()
-		if _, err := c.Write(burstAnswer); err != nil {
+		answer := burstAnswer
+		if w.pause > 0 {
+			if _, err := c.Write(answer[:burstHead]); err != nil {
+				return
+			}
+			time.Sleep(w.pause)
+			answer = answer[burstHead:]
+		}
+		if _, err := c.Write(answer); err != nil {
 			return
 		}
 	}

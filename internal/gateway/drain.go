@@ -43,6 +43,9 @@ func (e *DrainCutError) Error() string {
 // client that left.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	srv := s.HTTPServer()
+	if s.direct != nil {
+		ln = directListener{ln} // the direct relay ends a stream's chunked body itself (clientconn.go)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

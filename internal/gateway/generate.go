@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -37,7 +36,7 @@ type request struct {
 	own     int    // with a key: prompt tokens of prefixes this key sent before (ownprefix.go)
 	// conn is its client's connection when the direct relay may write a
 	// stream to it (relaydirect.go).
-	conn *net.TCPConn
+	conn *clientConn
 }
 
 // parseGenerate reads an SGLang /generate body. The session is resolved
@@ -407,7 +406,7 @@ func (s *Server) single(ctx context.Context, w http.ResponseWriter, base string,
 	l.accept() // counted in flight from now (see pd)
 	var resp *http.Response
 	var err error
-	if q.conn != nil && q.stream && q.key == "" {
+	if q.conn != nil && q.stream && q.key == "" && s.direct.serves(base) {
 		// The direct relay's own client: its connection can be taken
 		// over once the stream's head is read (relaydirect.go).
 		resp, err = s.direct.pool.post(ctx, base+"/generate", body)

@@ -180,10 +180,7 @@ func fieldString(body map[string]any, path string) string {
 		var k string
 		k, rest, more = strings.Cut(rest, ".")
 		if raw, ok := cur.(json.RawMessage); ok {
-			cur = nil
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.UseNumber()
-			dec.Decode(&cur)
+			cur = decodeRaw(raw)
 		}
 		m, ok := cur.(map[string]any)
 		if !ok {
@@ -193,6 +190,17 @@ func fieldString(body map[string]any, path string) string {
 	}
 	s, _ := cur.(string)
 	return s
+}
+
+// decodeRaw decodes an object the scanner kept raw (nil if it is not
+// JSON). Apart from fieldString, whose own value then stays off the heap:
+// a lookup of an absent field allocates nothing.
+func decodeRaw(raw json.RawMessage) any {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	dec.Decode(&v)
+	return v
 }
 
 // SessionOrder names the sources a session id is taken from, in the order

@@ -65,6 +65,9 @@ func serve(t *testing.T, cfg Config) (*httptest.Server, *Server) {
 	t.Cleanup(g.Close)
 	ts := httptest.NewUnstartedServer(g.Handler())
 	ts.Config = g.HTTPServer()
+	if g.direct != nil {
+		ts.Listener = directListener{ts.Listener} // as Serve listens
+	}
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts, g

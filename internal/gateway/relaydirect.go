@@ -32,6 +32,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,10 +44,43 @@ var directTaken atomic.Int64
 
 // directRelay is a gateway's direct relay state.
 type directRelay struct {
-	pool *workerPool
+	pool  *workerPool
+	proxy func(*http.Request) (*url.URL, error) // the ordinary client's (HTTP_PROXY, NO_PROXY)
+	known sync.Map                              // worker base URL → serves' answer
 }
 
-func newDirectRelay(o Ops) *directRelay { return &directRelay{pool: newWorkerPool(o)} }
+func newDirectRelay(o Ops) *directRelay {
+	return &directRelay{pool: newWorkerPool(o), proxy: http.ProxyFromEnvironment}
+}
+
+// serves says whether the direct client may call the worker at base:
+// plain http:// that the ordinary client would not reach through a proxy.
+// Any other worker (https://, proxied) keeps the ordinary client, which
+// speaks TLS and HTTP/2 and honours the proxy settings. Asked once a
+// worker.
+func (d *directRelay) serves(base string) bool {
+	if v, ok := d.known.Load(base); ok {
+		return v.(bool)
+	}
+	ok := plainWorker(base, d.proxy)
+	d.known.Store(base, ok)
+	return ok
+}
+
+// plainWorker: base is an http:// URL that proxy (nil: none) sends
+// straight.
+func plainWorker(base string, proxy func(*http.Request) (*url.URL, error)) bool {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return false
+	}
+	if proxy != nil {
+		if p, err := proxy(&http.Request{Method: http.MethodPost, URL: u, Header: http.Header{}}); err != nil || p != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // connKey is the context key of a request's client connection
 // (HTTPServer's ConnContext).
@@ -58,36 +93,40 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // directConn is r's client connection if the direct relay can write to
-// it: plain HTTP/1.1 over TCP.
-func directConn(r *http.Request) *net.TCPConn {
+// it: plain HTTP/1.1 over TCP, accepted through directListener
+// (clientconn.go).
+func directConn(r *http.Request) *clientConn {
 	if r.TLS != nil || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) {
 		return nil
 	}
-	c, _ := r.Context().Value(connKey{}).(*net.TCPConn)
+	c, _ := r.Context().Value(connKey{}).(*clientConn)
 	return c
 }
 
 // directStream is one stream on the event loop. The handler sets it up
 // and reads it after done is closed; the loop alone touches it meanwhile.
 type directStream struct {
-	cfd, wfd int // duplicates of the client's and the worker's sockets
+	cfd      int         // a duplicate of the client's socket, registered with the loop (clientConn.attach)
+	wfd      int         // the worker's socket itself: its connection is the relay's alone until the stream ends
+	cc       *clientConn // the client's connection
 	id       int32
 	out      []byte // chunks for the client not yet written
 	lb       []byte // decoded worker data: an unterminated line
 	dec      chunkDecoder
 	eb       eventBatch
-	sawData  bool      // a byte of the worker's body came
-	first    time.Time // the first data event went to the client
-	last     []byte    // the last data event relayed
-	closed   bool      // the terminal event is in out: nothing more goes
-	wEnd     bool      // the worker's answer is over (ended or broke off)
-	wReuse   bool      // ... and its connection may be reused
-	discard  int       // bytes read after the terminal event
-	left     bool      // the client hung up or its socket failed
-	readable bool      // the worker's socket may have data
-	rdhup    bool      // the worker hung up: read to the end
-	plain    bool      // out is for net/http's writer, which frames it (take)
-	firstCh  chan struct{}
+	sawData  bool       // a byte of the worker's body came
+	first    time.Time  // the first data event went to the client
+	last     []byte     // the last data event relayed
+	closed   bool       // the terminal event is in out: nothing more goes
+	endSent  bool       // the chunked end is in out, after the terminal event (clientconn.go)
+	wEnd     bool       // the worker's answer is over (ended or broke off)
+	wReuse   bool       // ... and its connection may be reused
+	discard  int        // bytes read after the terminal event
+	left     bool       // the client hung up or its socket failed
+	readable bool       // the worker's socket may have data
+	rdhup    bool       // the worker hung up: read to the end
+	plain    bool       // out is for net/http's writer, which frames it (take)
+	onFirst  *firstByte // the first-byte hook, run before the first byte goes to the client
 	done     chan struct{}
 }
 
@@ -98,40 +137,47 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	body, fb, prefix := unwrapBody(resp.Body)
 	wb, isDirect := body.(*workerBody)
 	fl, canFlush := rec.ResponseWriter.(http.Flusher)
-	if rec.q.conn == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
+	cc := rec.q.conn
+	if cc == nil || !isDirect || !wb.chunked || wb.done || wb.err != nil || !canFlush || !loopsAvailable() {
 		return false, false
-	}
-	cfd, err := dupConn(rec.q.conn)
-	if err != nil {
-		return false, false
-	}
-	wfd, err := dupConn(wb.wc.c)
-	if err != nil {
-		closeFd(cfd)
-		return false, false
-	}
-	directTaken.Add(1)
-	wb.taken = true
-	if wb.stop != nil {
-		wb.stop() // the handler watches the client from here on
 	}
 	// The decoder's state goes along: a refusal check may have read into
-	// the body, to the middle of a chunk.
-	st := &directStream{cfd: cfd, wfd: wfd, dec: wb.dec, firstCh: make(chan struct{}), done: make(chan struct{}), plain: true}
+	// the body, to the middle of a chunk. What came so far is decoded
+	// first (st alone changes): a stream whole in hand needs no loop.
+	st := &directStream{dec: wb.dec, plain: true, onFirst: fb}
 	if len(prefix) > 0 {
 		st.data(prefix) // what a refusal check read ahead (paths.go peek)
 	}
 	raw, _ := wb.wc.br.Peek(wb.wc.br.Buffered())
 	st.feed(raw)
+	onLoop := !st.closed || !st.wEnd // else all of it goes out below
+	var l *relayLoop
+	if onLoop {
+		var err error
+		if st.wfd, err = connFd(wb.wc.c); err != nil {
+			return false, false
+		}
+		if l, st.cfd, err = cc.attach(); err != nil {
+			return false, false
+		}
+	}
 	wb.wc.br.Discard(len(raw))
+	directTaken.Add(1)
+	wb.taken = true
+	if wb.stop != nil {
+		wb.stop() // the handler watches the client from here on
+	}
 	// The head goes out now, by net/http (chunked: an HTTP/1.1 answer
 	// with no length), with what came of the body so far framed by it
-	// as a chunk: one write. From here on the loop writes the chunks.
+	// as a chunk: one write — and when the answer's terminal event is
+	// among it, the chunked end in that same write (clientconn.go). From
+	// here on the loop writes the chunks.
 	// (A worker sends its head at once and the first token after the
 	// prefill: waiting here for the first event to send it with the head
 	// was measured, alternated with this in one session, and changed
 	// neither CPU per event nor added TTFT beyond the run-to-run spread;
 	// docs/gateway.md.)
+	cc.hold = st.closed
 	if len(st.out) > 0 {
 		if _, err := rec.ResponseWriter.Write(st.out); err != nil {
 			st.left = true
@@ -140,41 +186,28 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	}
 	st.plain = false
 	fl.Flush()
-	if st.sawData && fb != nil {
-		fb.once.Do(fb.f)
-		fb = nil
+	switch {
+	case !cc.hold:
+	case st.left:
+		cc.hold, cc.held = false, nil
+	case cc.writeHeld(lastChunk) != nil:
+		st.left = true
+	default:
+		st.endSent = true
 	}
-	firstCh := st.firstCh // closed by the loop when the body's first byte comes
-	if st.sawData {
-		firstCh = nil
-	}
-	addStream(st)
-	leave := rec.ctx.Done()
-	for waiting := true; waiting; {
-		select {
-		case <-firstCh:
-			if fb != nil {
-				fb.once.Do(fb.f)
-			}
-			firstCh = nil
-		case <-leave:
-			// net/http saw the client go (or the server is closing its
-			// connections): the loop is told through the socket.
-			shutdownFd(cfd)
-			leave = nil
-		case <-st.done:
-			waiting = false
+	if onLoop {
+		if !st.left {
+			d.await(rec, l, st)
 		}
-	}
-	closeFd(cfd)
-	closeFd(wfd)
-	if st.sawData && fb != nil {
-		fb.once.Do(fb.f)
+		cc.detach()
 	}
 	if !st.first.IsZero() && rec.first.IsZero() {
 		rec.first = st.first
 	}
 	rec.last, rec.parsed = append(rec.last[:0], st.last...), false
+	if st.endSent && len(st.out) == 0 {
+		cc.dropEnd = true // the chunked end went out with the last event
+	}
 	if st.wReuse && !st.left {
 		d.pool.put(wb.wc)
 	} else {
@@ -185,6 +218,20 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 		return false, true
 	}
 	return st.eb.done, true
+}
+
+// await hands st to an event loop and waits for its end.
+func (d *directRelay) await(rec *recorder, l *relayLoop, st *directStream) {
+	st.done = make(chan struct{})
+	addStream(l, rec.q.conn, st)
+	select {
+	case <-st.done:
+	case <-rec.ctx.Done():
+		// net/http saw the client go (or the server is closing its
+		// connections): the loop is told through the socket.
+		shutdownFd(st.cfd)
+		<-st.done
+	}
 }
 
 // feed decodes raw bytes of the worker's chunked body and relays the
@@ -211,6 +258,11 @@ func (st *directStream) feed(raw []byte) {
 // far, up to the terminal event; after it, what comes is dropped (at most
 // 1 MiB, as the ordinary relay reads).
 func (st *directStream) data(b []byte) {
+	if !st.sawData && st.onFirst != nil {
+		// As the ordinary relay's first read: the request's prefill is
+		// over before its first token can reach the client.
+		st.onFirst.once.Do(st.onFirst.f)
+	}
 	st.sawData = true
 	if st.eb.ended {
 		st.discard += len(b)
@@ -232,8 +284,20 @@ func (st *directStream) data(b []byte) {
 	}
 	st.lb = append(st.lb[:0], st.lb[end:]...)
 	if st.eb.ended {
-		st.closed = true
+		st.close()
 		st.lb = st.lb[:0]
+	}
+}
+
+// close: the terminal event is in out, nothing more goes to the client;
+// on the loop the chunked end goes in the same write (net/http's own is
+// then dropped: clientconn.go). In take's first pass (plain) the end is
+// take's to add.
+func (st *directStream) close() {
+	st.closed = true
+	if !st.plain {
+		st.out = append(st.out, lastChunk...)
+		st.endSent = true
 	}
 }
 
@@ -279,7 +343,8 @@ func (st *directStream) endWith(msg string) {
 		st.first = time.Now() // the recorder counts an error frame's write as its first event
 	}
 	st.last = append(st.last[:0], lastDataEvent(e)...)
-	st.eb.ended, st.closed = true, true
+	st.eb.ended = true
+	st.close()
 }
 
 // finished: nothing left to write, and the worker's side settled.
@@ -302,8 +367,21 @@ func unwrapBody(b io.ReadCloser) (inner io.ReadCloser, fb *firstByte, prefix []b
 
 // dupConn is a duplicate of c's socket descriptor, which the caller
 // closes: the connection itself stays as it is, idle while the loop
-// writes or reads through the duplicate.
+// writes or reads through the duplicate. A client's connection is
+// net/http's, which may close it at any time (a server's Close): the
+// duplicate keeps the socket the loop writes to from being reused.
 func dupConn(c net.Conn) (int, error) {
+	fd, err := connFd(c)
+	if err != nil {
+		return -1, err
+	}
+	return dupCloexec(fd)
+}
+
+// connFd is c's socket descriptor itself, valid while c is open: for a
+// worker's connection, which nothing but the stream that holds it closes
+// (two system calls a stream fewer than a duplicate).
+func connFd(c net.Conn) (int, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return -1, errNotDirect
@@ -313,11 +391,10 @@ func dupConn(c net.Conn) (int, error) {
 		return -1, err
 	}
 	fd := -1
-	var derr error
-	if err := rc.Control(func(s uintptr) { fd, derr = dupCloexec(int(s)) }); err != nil {
+	if err := rc.Control(func(s uintptr) { fd = int(s) }); err != nil {
 		return -1, err
 	}
-	return fd, derr
+	return fd, nil
 }
 
 // leave ends the request's context: its client is gone.

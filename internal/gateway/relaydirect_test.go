@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ import (
 func serveGateway(g *Server) *httptest.Server {
 	ts := httptest.NewUnstartedServer(g.Handler())
 	ts.Config.ConnContext = connContext
+	ts.Listener = directListener{ts.Listener}
 	ts.Start()
 	return ts
 }
@@ -191,16 +194,16 @@ func outcomes(t *testing.T, g *Server) map[string]float64 {
 	return out
 }
 
-// The stream tests pass under the direct relay too: one terminal event,
-// nothing after [DONE] or an error frame, an abort never a success, the
-// first token's time observed, clients leaving no worker's fault. (The
-// whole package runs under it with GATEWAY_RELAY=direct.)
-func TestStreamTestsUnderDirectRelay(t *testing.T) {
-	if forceRelayDirect {
-		t.Skip("the whole package runs under the direct relay")
-	}
-	forceRelayDirect = true
-	defer func() { forceRelayDirect = false }()
+// The stream tests pass under both relays: one terminal event, nothing
+// after [DONE] or an error frame, an abort never a success, the first
+// token's time observed, clients leaving no worker's fault. The whole
+// package runs under the direct relay by default and under the ordinary
+// one with GATEWAY_RELAY=ordinary; this runs the stream tests under the
+// other one, so that a plain `go test` covers both.
+func TestStreamTestsUnderTheOtherRelay(t *testing.T) {
+	was := forceRelayDirect
+	forceRelayDirect = !was
+	defer func() { forceRelayDirect = was }()
 	taken := directTaken.Load()
 	for name, f := range map[string]func(*testing.T){
 		"DoneThenCut": TestStreamEndsOnceAfterDoneThenCut, "Abort": TestStreamAbortEndsInOneError,
@@ -210,8 +213,8 @@ func TestStreamTestsUnderDirectRelay(t *testing.T) {
 	} {
 		t.Run(name, f)
 	}
-	if directTaken.Load() == taken {
-		t.Error("no stream went through the direct relay")
+	if n := directTaken.Load() - taken; forceRelayDirect != (n > 0) {
+		t.Errorf("%d streams through the direct relay with it forced %v", n, forceRelayDirect)
 	}
 }
 
@@ -313,5 +316,99 @@ func TestDirectRelayHeadWithFirstEvents(t *testing.T) {
 	defer mu.Unlock()
 	if n := len(conns); n != 1 {
 		t.Errorf("%d worker connections for 2 requests in turn, want 1 (kept alive)", n)
+	}
+}
+
+// The direct client serves plain http:// workers only, and none the
+// ordinary client would reach through a proxy: an https:// worker, or
+// one HTTP_PROXY covers, keeps net/http's client (before, such a streamed
+// request went to the direct client and failed: "only http:// workers").
+func TestDirectClientOnlyForPlainWorkers(t *testing.T) {
+	proxied := func(r *http.Request) (*url.URL, error) {
+		if r.URL.Hostname() == "10.0.0.9" {
+			return url.Parse("http://proxy:3128")
+		}
+		return nil, nil
+	}
+	broken := func(*http.Request) (*url.URL, error) { return nil, errors.New("bad proxy setting") }
+	for _, tc := range []struct {
+		base  string
+		proxy func(*http.Request) (*url.URL, error)
+		want  bool
+	}{
+		{"http://127.0.0.1:30000", nil, true},
+		{"http://127.0.0.1:30000", proxied, true},
+		{"http://10.0.0.9:30000", proxied, false},
+		{"https://127.0.0.1:30000", nil, false},
+		{"HTTP://127.0.0.1:30000", nil, true}, // url.Parse lower-cases the scheme
+		{"http://", nil, false},
+		{"127.0.0.1:30000", nil, false},
+		{"http://127.0.0.1:30000", broken, false},
+	} {
+		if got := plainWorker(tc.base, tc.proxy); got != tc.want {
+			t.Errorf("plainWorker(%q) = %v, want %v", tc.base, got, tc.want)
+		}
+	}
+	d := &directRelay{proxy: proxied}
+	for range 2 { // the second answer from the cache
+		if d.serves("https://w:1") || d.serves("http://10.0.0.9:1") || !d.serves("http://w:1") {
+			t.Fatal("serves disagrees with plainWorker")
+		}
+	}
+}
+
+// A worker whose answer's headers never end is an error after
+// maxWorkerHead bytes, as net/http's Transport makes it (before, the
+// direct client read it all into memory and waited for the head's end):
+// the client gets a 503, and it comes while the worker still sends.
+func TestDirectClientBoundsTheWorkersHead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if req.URL.Path != "/generate" {
+						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+						continue
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n")
+					line := "X-Pad: " + strings.Repeat("a", 64<<10) + "\r\n"
+					for range 4 * maxWorkerHead / len(line) { // four times the cap, then hold on
+						if _, err := io.WriteString(c, line); err != nil {
+							return
+						}
+					}
+					<-stop
+					return
+				}
+			}()
+		}
+	}()
+	gw, _ := directGateway(t, "http://"+ln.Addr().String())
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Post(gw+"/generate", "application/json", strings.NewReader(`{"text": "hi", "stream": true}`))
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "worker-unreachable") {
+		t.Fatalf("%d %s, want 503 worker-unreachable", resp.StatusCode, b)
 	}
 }

@@ -14,6 +14,7 @@ package gateway
 
 import (
 	"errors"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -25,14 +26,15 @@ import (
 
 type relayLoop struct {
 	epfd int
-	// mu guards streams and makes a stream's two registrations one step
-	// for the loop. It is held for a lookup, a registration or an end,
-	// never across a stream's reads and writes: a handler handing its
-	// stream over (addStream) waits for no other stream's I/O. The loop's
-	// goroutine alone touches a stream between its registration and its
-	// end, so pump needs no lock.
+	// mu guards streams, clients and each client's current stream. It is
+	// held for a lookup, a registration or an end, never across a
+	// stream's reads and writes: a handler handing its stream over
+	// (addStream) waits for no other stream's I/O. The loop's goroutine
+	// alone touches a stream between its registration and its end, so
+	// pump needs no lock.
 	mu      sync.Mutex
-	streams map[int32]*directStream // by stream id
+	streams map[int32]*directStream // by stream id: the worker sockets' events
+	clients map[int32]*clientConn   // by registration id: the client sockets' events
 	buf     []byte
 }
 
@@ -73,28 +75,76 @@ func newRelayLoop() (*relayLoop, error) {
 		f.Close()
 		return nil, err
 	}
-	l := &relayLoop{epfd: fd, streams: map[int32]*directStream{}, buf: make([]byte, 64<<10)}
+	l := &relayLoop{epfd: fd, streams: map[int32]*directStream{}, clients: map[int32]*clientConn{}, buf: make([]byte, 64<<10)}
 	go l.run(f, rc)
 	return l, nil
 }
 
-// addStream hands st to a loop. Both sockets are registered edge
-// triggered; a socket already readable or writable reports so at once.
-func addStream(st *directStream) {
-	l := loops[int(nextLoop.Add(1))%len(loops)]
+// attach registers cc's socket with a loop the first time a stream of it
+// goes to one — a duplicate, edge triggered, kept until the connection
+// closes (clientConn.Close), so that a keep-alive connection's later
+// streams cost no system call on the client's side — and marks cc busy
+// until detach. It answers the loop and the duplicate.
+func (cc *clientConn) attach() (*relayLoop, int, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return nil, -1, net.ErrClosed
+	}
+	if cc.loop == nil {
+		fd, err := dupConn(cc.TCPConn)
+		if err != nil {
+			return nil, -1, err
+		}
+		l := loops[int(nextLoop.Add(1))%len(loops)]
+		key := nextID.Add(1)
+		l.mu.Lock()
+		l.clients[key] = cc
+		l.mu.Unlock()
+		ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Pad: key, Fd: 1}
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			l.mu.Lock()
+			delete(l.clients, key)
+			l.mu.Unlock()
+			closeFd(fd)
+			return nil, -1, err
+		}
+		cc.loop, cc.cfd, cc.key = l, fd, key
+	}
+	cc.busy = true
+	return cc.loop, cc.cfd, nil
+}
+
+// release takes cc's socket off its loop and closes the duplicate
+// (cc.mu held; no stream of it on the loop).
+func (cc *clientConn) release() {
+	l := cc.loop
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	delete(l.clients, cc.key)
+	l.mu.Unlock()
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, cc.cfd, nil)
+	closeFd(cc.cfd)
+	cc.loop = nil
+}
+
+// addStream hands st, a stream of cc's, to l, cc's loop (attach). The
+// worker's socket is registered edge triggered, and reports at once if it
+// is already readable or hung up; the client's is registered already (a
+// hang-up or a write failing ends the stream).
+func addStream(l *relayLoop, cc *clientConn, st *directStream) {
 	st.id = nextID.Add(1)
 	st.readable = true // what came before the loop saw the socket
-	// Held while both are registered: the loop must not end the stream
-	// between the two.
+	st.cc = cc
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.streams[st.id] = st
+	cc.st = st
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Pad: st.id}
-	err1 := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, st.wfd, &ev)
-	ev = unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Pad: st.id, Fd: 1}
-	err2 := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, st.cfd, &ev)
-	if err1 != nil || err2 != nil {
-		// No way to watch them: lost, as cut connections.
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, st.wfd, &ev); err != nil {
+		// No way to watch it: lost, as a cut connection.
 		st.left, st.wEnd = true, true
 		l.end(st)
 	}
@@ -128,7 +178,14 @@ func (l *relayLoop) run(f *os.File, rc syscall.RawConn) {
 func (l *relayLoop) handle(evs []unix.EpollEvent) {
 	for _, ev := range evs {
 		l.mu.Lock()
-		st := l.streams[ev.Pad]
+		var st *directStream
+		if ev.Fd == 1 {
+			if cc := l.clients[ev.Pad]; cc != nil {
+				st = cc.st // nil between its streams: nothing to do
+			}
+		} else {
+			st = l.streams[ev.Pad]
+		}
 		l.mu.Unlock()
 		if st == nil {
 			continue // ended earlier in this batch
@@ -149,16 +206,15 @@ func (l *relayLoop) handle(evs []unix.EpollEvent) {
 
 // pump moves what it can of st (on the loop's goroutine).
 func (l *relayLoop) pump(st *directStream) {
-	had := st.sawData
 	for !st.left {
 		if len(st.out) > 0 {
+			clientWrites.Add(1)
 			n, err := unix.Write(st.cfd, st.out)
 			if n > 0 {
 				st.out = append(st.out[:0], st.out[n:]...)
 			}
 			switch {
 			case err == unix.EAGAIN:
-				l.told(st, had)
 				return // EPOLLOUT comes when it drains
 			case err == unix.EINTR:
 				continue
@@ -174,7 +230,6 @@ func (l *relayLoop) pump(st *directStream) {
 			break
 		}
 		if !st.readable || st.wEnd {
-			l.told(st, had)
 			return
 		}
 		n, err := unix.Read(st.wfd, l.buf)
@@ -193,15 +248,7 @@ func (l *relayLoop) pump(st *directStream) {
 			}
 		}
 	}
-	l.told(st, had)
 	l.finish(st)
-}
-
-// told signals the handler the body's first byte, once.
-func (l *relayLoop) told(st *directStream, had bool) {
-	if !had && st.sawData {
-		close(st.firstCh)
-	}
 }
 
 // finish takes st off the loop and tells its handler.
@@ -218,7 +265,9 @@ func (l *relayLoop) end(st *directStream) {
 	}
 	delete(l.streams, st.id)
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, st.wfd, nil)
-	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, st.cfd, nil)
+	if st.cc.st == st {
+		st.cc.st = nil // the client's socket stays registered for its next stream
+	}
 	if st.left {
 		st.wReuse = false // the worker's answer was not read to its end
 	}

@@ -9,7 +9,15 @@ import "errors"
 
 func loopsAvailable() bool { return false }
 
-func addStream(*directStream) { panic("direct relay: no event loop on this platform") }
+type relayLoop struct{}
+
+func (*clientConn) attach() (*relayLoop, int, error) { return nil, -1, errNotDirect }
+
+func (*clientConn) release() {}
+
+func addStream(*relayLoop, *clientConn, *directStream) {
+	panic("direct relay: no event loop on this platform")
+}
 
 func dupCloexec(int) (int, error) { return -1, errors.New("direct relay: linux only") }
 

@@ -26,9 +26,45 @@ import (
 // workerConn is one connection to a worker.
 type workerConn struct {
 	c    net.Conn
-	br   *bufio.Reader
+	br   *bufio.Reader // reads c through head
+	head headCap
 	host string
 	idle time.Time // when it was put back in the pool
+}
+
+// maxWorkerHead bounds an answer's status line and headers, as net/http's
+// Transport bounds them by default (MaxResponseHeaderBytes): a worker
+// sending headers without end is an error, not the gateway's memory.
+const maxWorkerHead = 10 << 20
+
+// errWorkerHead: a worker's answer head passed maxWorkerHead.
+var errWorkerHead = fmt.Errorf("worker's answer headers exceeded %d bytes", maxWorkerHead)
+
+// headCap is a connection's reads, counted against maxWorkerHead while an
+// answer's head is read (left ≥ 0), uncounted after (left < 0).
+type headCap struct {
+	c    net.Conn
+	left int64
+}
+
+func (h *headCap) Read(p []byte) (int, error) {
+	if h.left == 0 {
+		return 0, errWorkerHead
+	}
+	if h.left > 0 && int64(len(p)) > h.left {
+		p = p[:h.left]
+	}
+	n, err := h.c.Read(p)
+	if h.left > 0 {
+		h.left -= int64(n)
+	}
+	return n, err
+}
+
+func newWorkerConn(c net.Conn, host string) *workerConn {
+	wc := &workerConn{c: c, host: host, head: headCap{c: c, left: -1}}
+	wc.br = bufio.NewReaderSize(&wc.head, 16<<10)
+	return wc
 }
 
 // workerPool holds idle keep-alive connections per worker host.
@@ -118,7 +154,7 @@ func (p *workerPool) post(ctx context.Context, u string, body any) (*http.Respon
 			if err != nil {
 				return nil, err
 			}
-			wc = &workerConn{c: c, br: bufio.NewReaderSize(c, 16<<10), host: pu.Host}
+			wc = newWorkerConn(c, pu.Host)
 		}
 		resp, started, err := p.roundTrip(ctx, wc, head, b, n)
 		if err == nil {
@@ -173,6 +209,8 @@ func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string,
 			return nil, false, err
 		}
 	}
+	wc.head.left = maxWorkerHead - int64(wc.br.Buffered())
+	defer func() { wc.head.left = -1 }()
 	tp := textproto.NewReader(wc.br)
 	var line string
 	for {
