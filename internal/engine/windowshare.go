@@ -29,7 +29,7 @@ func (w *Worker) windowPool(tok int64) int64 {
 // windowTreeFreed is the pool tokens the prefix cache's released and
 // tombstoned nodes do not hold.
 func (w *Worker) windowTreeFreed() int64 {
-	if w.tree == nil || !w.tree.Sliding() {
+	if w.tree == nil || !w.windowFrees() {
 		return 0
 	}
 	return w.windowPool(w.tree.ReleasedTokens() + w.tree.GoneTokens())
@@ -44,7 +44,7 @@ func (w *Worker) windowFreedNow() int64 { return w.windowFreed + w.windowTreeFre
 // unreferenced node whose sliding part is released or gone frees only
 // its full layers' part when it is evicted.
 func (w *Worker) windowEvictableLess() int64 {
-	if w.tree == nil || !w.tree.Sliding() {
+	if w.tree == nil || !w.windowFrees() {
 		return 0
 	}
 	return w.windowPool(w.tree.EvictableSlideTokens())
@@ -53,7 +53,7 @@ func (w *Worker) windowEvictableLess() int64 {
 // windowTreeBlocks is how many of r's skipped tokens' blocks lie on its
 // locked path in the prefix cache.
 func (w *Worker) windowTreeBlocks(r *Request, skipped int64) int {
-	if w.tree == nil || !w.tree.Sliding() || !r.locked {
+	if w.tree == nil || !w.windowFrees() || !r.locked {
 		return 0
 	}
 	b := int64(max(w.cfg.BlockSize, 1))
@@ -112,7 +112,7 @@ func (w *Worker) windowUncount(r *Request) {
 // allocations reuse free blocks in the order they were freed, and a
 // released block reused loses its hash (the node is then a tombstone).
 func (w *Worker) windowSettle() {
-	if w.tree == nil || !w.tree.Sliding() {
+	if w.tree == nil || !w.windowFrees() {
 		return
 	}
 	for w.free() < w.windowPool(w.tree.ReleasedTokens()) && w.tree.DropReleased() > 0 {

@@ -39,6 +39,7 @@ type Tree struct {
 	sfreeTok  int64   // tokens of released nodes
 	sgoneTok  int64   // tokens of tombstoned nodes
 	sevictTok int64   // tokens of unreferenced nodes released or tombstoned
+	spool     bool    // the sliding layers have a pool of their own (SetSlidingPool)
 	slru      lruHeap // released nodes, by release time
 	pathBuf   []int32
 }
@@ -203,6 +204,9 @@ func (r *Tree) ref(n int32, now float64) {
 		nd.ref++
 		nd.access = now
 		nd.ver++
+		if r.spool && nd.sfree {
+			r.unrelease(n)
+		}
 	}
 }
 
@@ -221,6 +225,9 @@ func (r *Tree) Unlock(n int32, now float64) {
 			}
 			nd.access = now
 			r.pushIfLeaf(n)
+			if r.spool {
+				r.maybeRelease(n, now)
+			}
 		} else if nd.srel == nd.ref {
 			// The holders left all passed it (sliding.go).
 			r.maybeRelease(n, now)

@@ -190,12 +190,17 @@ func TestInsertRevivesATombstone(t *testing.T) {
 // TestSlidingJournalNamesEveryMovedMatch is the journal's contract with
 // tombstones: a match a tombstone cut short, or could cut, moves only
 // when a slot MatchSlots gave for it is named. Random prompts are locked,
-// inserted, passed, unlocked, evicted and their released parts dropped.
+// inserted, passed, unlocked, evicted and their released parts dropped,
+// under both kinds of sliding state.
 func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 23))
 		r := New(8)
-		r.SetSliding(int64(8 * (1 + rng.IntN(3))))
+		if run := int64(8 * (1 + rng.IntN(3))); seed%2 == 0 {
+			r.SetSlidingPool(run) // SGLang's: unreferenced nodes released too
+		} else {
+			r.SetSliding(run)
+		}
 		r.Journal(true)
 		type watched struct {
 			blocks []uint64
@@ -270,4 +275,45 @@ func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 			checkRadix(t, r)
 		}
 	}
+}
+
+// TestSlidingPoolReleasesWhatNoLockHolds is SGLang's kind of sliding
+// state: a node's sliding part is evictable (released) once no holder
+// needs it, unreferenced nodes included, a lock takes it back, and the
+// pool tombstones the least recently released first. 16-token blocks:
+// a (blocks 1–4) cached at t = 1, b (blocks 11–12) at t = 2; a locked
+// again at t = 3 and passed 2 blocks deep at t = 4.
+func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	a, b := seq(1, 4), seq(11, 2)
+	put(r, a, 16, 1)
+	put(r, b, 16, 2)
+	if got := r.ReleasedTokens(); got != 96 {
+		t.Fatalf("cached, unreferenced: %d released, want 64 + 32 = 96", got)
+	}
+	m := r.Lock(a, 16, 3)
+	if got := r.ReleasedTokens(); got != 32 {
+		t.Fatalf("a locked: %d released, want b's 32", got)
+	}
+	passed := r.Pass(m.Node, root, 2, 4) // a's blocks 1–2 behind the holder's window
+	if got := r.ReleasedTokens(); got != 64 {
+		t.Fatalf("a passed 2 blocks: %d released, want 32 + 32 = 64", got)
+	}
+	checkRadix(t, r)
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("first drop took %d, want b's 32 (released at t = 2)", got)
+	}
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("second drop took %d, want a's first 2 blocks, 32", got)
+	}
+	if got := r.DropReleased(); got != 0 {
+		t.Fatalf("third drop took %d, want 0 (a's last 2 blocks are locked)", got)
+	}
+	r.Unpass(passed)
+	r.Unlock(m.Node, 5)
+	if r.ReleasedTokens() != 32 || r.GoneTokens() != 64 {
+		t.Fatalf("a unlocked: %d released, %d gone; want 32, 64", r.ReleasedTokens(), r.GoneTokens())
+	}
+	checkRadix(t, r)
 }
