@@ -19,8 +19,8 @@ package engine
 // Here a request holds, from its admission to its end, its window —
 // min(prompt + output, window) — plus the prompt chunk it computes next
 // while it prefills (min(what is left, the chunk budget)); it is admitted
-// only when that fits beside what the others hold and what the cache's
-// locked nodes hold. The hold never grows. It is one window more than
+// only when that fits beside what the others hold (swaFits). The hold
+// never grows. It is one window more than
 // SGLang's first-chunk gate for a long prompt (SGLang counts the window of
 // a prompt's earlier chunks as it locks them, and may shrink a continuing
 // chunk where this waits).
@@ -64,18 +64,20 @@ func (w *Worker) swaHoldOf(r *Request) int64 {
 }
 
 // swaFits reports whether r, about to be admitted (its cached prefix
-// locked), fits in the sliding pool beside the running requests and the
-// cache's locked nodes; if it does, it tombstones what the cache must give
-// up for it.
+// locked), fits in the sliding pool beside the running requests' holds;
+// if it does, it tombstones what the cache must give up for it. The
+// cache's nodes that a lock holds are not counted against it: a running
+// request's locked window is in its hold already, and a session's pin
+// (session.go) holds its whole path here where SGLang's lock would hold
+// only its last window, which is all its next turn's match needs; the
+// pool may then be over-committed by pinned tokens, which only makes the
+// tombstones fall on other nodes sooner.
 func (w *Worker) swaFits(r *Request) bool {
 	if !w.swaOn() {
 		return true
 	}
 	hold := w.swaHoldOf(r)
-	if w.swaUsed+hold > w.swaCap || (w.swaUsed > 0 && w.swaUsed+w.swaLocked()+hold > w.swaCap) {
-		// Alone it runs with what there is (the cache's locked nodes are
-		// then its own prefix's window, or sessions' that it cannot wait
-		// for).
+	if w.swaUsed+hold > w.swaCap {
 		return false
 	}
 	w.swaSettle(hold)
@@ -92,15 +94,6 @@ func (w *Worker) swaCached() int64 {
 		return 0
 	}
 	return w.tree.Tokens() - w.tree.GoneTokens()
-}
-
-// swaLocked is the cache's sliding slots no eviction can take: its
-// untombstoned tokens less the evictable (released) ones.
-func (w *Worker) swaLocked() int64 {
-	if !w.swaTree() {
-		return 0
-	}
-	return w.swaCached() - w.tree.ReleasedTokens()
 }
 
 // swaSettle tombstones the cache's least recently used evictable sliding
