@@ -69,7 +69,7 @@ func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
 	blocks := w.windowTreeBlocks(r, skipped)
 	own := skipped - int64(blocks)*int64(max(w.cfg.BlockSize, 1))
 	add := own - r.windowOwn()
-	if blocks > 0 && r.windowPassed() == 0 {
+	if r.locked && w.windowFrees() && r.windowPassed() == 0 {
 		release, hold := w.tree.PassGain(r.node, blocks)
 		add += release - hold
 	}
@@ -85,6 +85,8 @@ func (w *Worker) windowCount(now float64, r *Request, skipped int64) {
 	own := skipped - int64(blocks)*int64(max(w.cfg.BlockSize, 1))
 	if blocks > 0 {
 		r.more().windowPassed = w.tree.Pass(r.node, r.windowPassed(), blocks, now)
+	} else if r.locked && w.tree != nil && r.windowPassed() == 0 {
+		w.tree.Pass(r.node, 0, 0, now) // its window takes back what it hit
 	}
 	if own != r.windowOwn() {
 		w.windowTok += own - r.windowOwn()

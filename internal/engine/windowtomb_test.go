@@ -100,3 +100,30 @@ func TestVLLMWindowHitHoldsItsWindowAgain(t *testing.T) {
 		t.Errorf("after C's prefill: %d used, %d gone; want 193, 0", w.Used(), w.tree.GoneTokens())
 	}
 }
+
+// A hit that has passed nothing yet holds all of it: A (64 tokens, blocks
+// 1–4) leaves its first 2 blocks released (64 − 31 = 33 → 32 skipped);
+// B (A's first 2 blocks and 4 of its own, 96 tokens) hits 32 tokens, has
+// computed 32 (32 − 31 = 1 → 0 skipped), so both hit blocks are inside
+// its window and held again: used 64 − 16 (A's cache) + 16 + B's 64 =
+// 128 at B's admission (112 if they stayed released).
+func TestVLLMWindowHitInsideTheWindowIsHeld(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 4000
+	cfg.PrefixCache = true
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 64, Output: 2, Blocks: idRange(1, 4)})
+	now, _ := drive(w, 0)
+	if w.Used() != 48 {
+		t.Fatalf("after A: %d used, want 48", w.Used())
+	}
+	b := &Request{ID: 2, Kind: Full, Input: 96, Output: 2, Blocks: seqBlocks(idRange(1, 2), idRange(301, 4))}
+	w.Submit(now, b)
+	w.Advance(now)
+	if b.CachedTokens != 32 || w.Used() != 128 {
+		t.Errorf("B admitted with %d cached, %d used; want 32, 128", b.CachedTokens, w.Used())
+	}
+}

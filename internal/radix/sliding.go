@@ -82,6 +82,13 @@ func (r *Tree) Pass(lock, passed int32, blocks int, now float64) int32 {
 	}
 	depth := r.PathDepth(lock)
 	blocks = min(blocks, depth)
+	if passed == root && blocks <= 0 {
+		// Nothing passed yet: its whole path is inside its window.
+		for y := lock; y > root; y = r.nodes[y].parent {
+			r.unrelease(y)
+		}
+		return root
+	}
 	if blocks <= r.PathDepth(passed) {
 		return passed // a holder's passes only grow
 	}

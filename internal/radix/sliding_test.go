@@ -130,6 +130,7 @@ func TestMatchStopsBeforeATombstonedWindow(t *testing.T) {
 		{"two tombstones: the run 3–5 of 48 tokens between them", [][2]int{{6, 9}, {2, 3}}, 6},
 		{"two tombstones: the run 3 of 16 tokens is short, the root run 0–1", [][2]int{{4, 9}, {2, 3}}, 2},
 		{"the first block gone, 2 intact after it", [][2]int{{0, 8}}, 10},
+		{"a run of exactly 32 tokens between two tombstones, 16 after", [][2]int{{3, 9}, {0, 1}}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := New(16)
@@ -158,6 +159,83 @@ func TestMatchStopsBeforeATombstonedWindow(t *testing.T) {
 			checkRadix(t, r)
 		})
 	}
+}
+
+// A match that ends partly inside an edge counts only the blocks it
+// matched there: blocks 0–1 intact, 2–3 a tombstone, 4–9 intact, and a
+// prompt that leaves the path after block 4 has 16 intact tokens after
+// the tombstone, short of 32: it ends at block 2.
+func TestMatchCountsOnlyThePartOfAnEdgeItMatched(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 10)
+	put(r, p, 16, 0)
+	tombstoneRange(t, r, p, 4, 10, 1)
+	r.revive(r.Match(p, 16).Node) // nothing to revive at the root
+	checkRadix(t, r)
+	// Rebuild: intact 0–1, gone 2–3, intact 4–9.
+	r = New(16)
+	r.SetSliding(32)
+	put(r, p, 16, 0)
+	tombstoneRange(t, r, p, 2, 4, 1)
+	q := append(seq(1, 5), 999)
+	if m := r.Match(q, 16); m.Blocks != 2 || m.Tokens != 32 {
+		t.Fatalf("match %d blocks / %d tokens, want 2 / 32", m.Blocks, m.Tokens)
+	}
+	if m := r.Match(append(seq(1, 6), 999), 16); m.Blocks != 6 {
+		t.Fatalf("with 2 blocks after the tombstone: match %d blocks, want 6", m.Blocks)
+	}
+}
+
+// Releases at the same instant go back in the order they were released.
+func TestDropReleasedKeepsTheReleaseOrderAtOneInstant(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	a, b := seq(1, 2), seq(100, 4)
+	ma := r.Lock(a, 16, 0)
+	na, _ := r.Insert(ma.Node, a, 0, 16, 0)
+	mb := r.Lock(b, 16, 0)
+	nb, _ := r.Insert(mb.Node, b, 0, 16, 0)
+	r.Pass(na, root, 2, 1) // a's 32 first
+	r.Pass(nb, root, 4, 1) // then b's 64, at the same time
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("first drop took %d, want a's 32", got)
+	}
+}
+
+// A holder's first Pass takes back the released nodes inside its window,
+// and PassGain says beforehand what any first Pass will change. 16-token
+// blocks: a (blocks 1–4) ran and left all 4 released; h locks a and
+// passes 2: the 2 blocks inside its window are held again (released 64 →
+// 32); PassGain said (0 released, 32 held back). A later Pass releases
+// what it passes and takes nothing back.
+func TestPassTakesBackItsWindow(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	a := seq(1, 4)
+	m := r.Lock(a, 16, 0)
+	n, _ := r.Insert(m.Node, a, 0, 16, 0)
+	p := r.Pass(n, root, 4, 1)
+	r.Unpass(p)
+	r.Unlock(n, 2)
+	if r.ReleasedTokens() != 64 {
+		t.Fatalf("a left %d released, want 64", r.ReleasedTokens())
+	}
+	h := r.Lock(a, 16, 3)
+	if rel, hold := r.PassGain(h.Node, 2); rel != 0 || hold != 32 {
+		t.Fatalf("PassGain = %d, %d; want 0, 32", rel, hold)
+	}
+	hp := r.Pass(h.Node, root, 2, 3)
+	if r.ReleasedTokens() != 32 {
+		t.Fatalf("h passed 2: %d released, want 32", r.ReleasedTokens())
+	}
+	hp = r.Pass(h.Node, hp, 3, 4)
+	if r.ReleasedTokens() != 48 {
+		t.Fatalf("h passed 3: %d released, want 48", r.ReleasedTokens())
+	}
+	r.Unpass(hp)
+	r.Unlock(h.Node, 5)
+	checkRadix(t, r)
 }
 
 // TestInsertRevivesATombstone: a request whose match a tombstone cut short
@@ -240,7 +318,20 @@ func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 				b := prompt()
 				m := r.Lock(b, 8, now)
 				n, _ := r.Insert(m.Node, b, m.Blocks, 8, now)
-				hs = append(hs, holder{node: n})
+				h := holder{node: n}
+				if rng.IntN(2) == 0 {
+					// A first Pass changes the released tokens by what
+					// PassGain says.
+					k := rng.IntN(10)
+					rel, hold := r.PassGain(n, k)
+					before := r.ReleasedTokens()
+					h.passed = r.Pass(n, root, k, now)
+					if r.Sliding() && !r.spool && r.ReleasedTokens()-before != rel-hold {
+						t.Fatalf("seed %d step %d: PassGain said +%d −%d, the Pass moved released %d → %d",
+							seed, step, rel, hold, before, r.ReleasedTokens())
+					}
+				}
+				hs = append(hs, h)
 			case op < 7 && len(hs) > 0:
 				h := &hs[rng.IntN(len(hs))]
 				h.passed = r.Pass(h.node, h.passed, rng.IntN(10), now)
