@@ -54,6 +54,11 @@ func TestVLLMWindowTombstoneCutsTheMatch(t *testing.T) {
 	d := &Request{ID: 4, Kind: Full, Input: 320, Output: 2, Blocks: seqBlocks(idRange(1, 16), idRange(401, 4))}
 	w.Submit(now, d)
 	now, _ = drive(w, now)
+	// A prompt of A's first 15 blocks would have 1 block, 16 tokens,
+	// after the tombstone: short of 2, so it matches nothing.
+	if m := w.tree.Match(seqBlocks(idRange(1, 15), idRange(501, 4)), 16); m.Blocks != 0 {
+		t.Errorf("A's first 15 blocks match %d blocks, want 0", m.Blocks)
+	}
 	c := &Request{ID: 3, Kind: Full, Input: 192, Output: 2, Blocks: seqBlocks(idRange(1, 8), idRange(301, 4))}
 	w.Submit(now, c)
 	drive(w, now)

@@ -69,8 +69,9 @@ func TestDropReleasedOldestFirst(t *testing.T) {
 	if at, ok := r.OldestReleased(); !ok || at != 1 {
 		t.Fatalf("oldest released at %v (%v), want 1", at, ok)
 	}
-	if got := r.DropReleased(); got != 32 {
-		t.Fatalf("first drop took %d, want b's 32", got)
+	v := r.Version()
+	if got := r.DropReleased(); got != 32 || r.Version() <= v {
+		t.Fatalf("first drop took %d (version %d, was %d), want b's 32 and a later version", got, r.Version(), v)
 	}
 	if got := r.DropReleased(); got != 64 {
 		t.Fatalf("second drop took %d, want a's 64", got)
@@ -251,7 +252,11 @@ func TestInsertRevivesATombstone(t *testing.T) {
 	if m.Blocks != 6 {
 		t.Fatalf("cut match %d blocks, want 6", m.Blocks)
 	}
+	v := r.Version()
 	n, adopted := r.Insert(m.Node, p, m.Blocks, 16, 2)
+	if r.Version() <= v {
+		t.Errorf("version %d after the revival, was %d: a match moved", r.Version(), v)
+	}
 	if adopted != 0 {
 		t.Fatalf("adopted %d, want 0 (the blocks are cached)", adopted)
 	}
@@ -406,5 +411,53 @@ func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
 	if r.ReleasedTokens() != 32 || r.GoneTokens() != 64 {
 		t.Fatalf("a unlocked: %d released, %d gone; want 32, 64", r.ReleasedTokens(), r.GoneTokens())
 	}
+	checkRadix(t, r)
+}
+
+// PassGain counts a passed node's tokens as the Pass does, a partial last
+// block included: a 3-block prompt whose last block holds 5 tokens (37
+// tokens) passed whole releases 37; a second holder's PassGain over the
+// released node then changes nothing.
+func TestPassGainCountsAPartialBlock(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 3)
+	m := r.Lock(p, 5, 0)
+	n, _ := r.Insert(m.Node, p, 0, 5, 0)
+	if rel, hold := r.PassGain(n, 3); rel != 37 || hold != 0 {
+		t.Fatalf("PassGain = %d, %d; want 37, 0", rel, hold)
+	}
+	r.Pass(n, root, 3, 1)
+	if r.ReleasedTokens() != 37 {
+		t.Fatalf("released %d, want 37", r.ReleasedTokens())
+	}
+	h := r.Lock(p, 5, 2)
+	if rel, hold := r.PassGain(h.Node, 3); rel != 0 || hold != 0 {
+		t.Fatalf("second holder's PassGain = %d, %d; want 0, 0", rel, hold)
+	}
+}
+
+// A tombstone changes what matches, so Version moves on, never back.
+func TestSlidingChangesMoveTheVersion(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 10)
+	put(r, p, 16, 0)
+	v := r.Version()
+	tombstoneRange(t, r, p, 0, 8, 1)
+	if r.Version() <= v {
+		t.Fatalf("version %d after a tombstone, was %d", r.Version(), v)
+	}
+	v = r.Version()
+	m := r.Lock(p, 16, 2)
+	n, _ := r.Insert(m.Node, p, m.Blocks, 16, 2) // the match is whole: nothing revived
+	r.Unlock(n, 2)
+	q := append(seq(1, 4), 77)
+	mq := r.Lock(q, 16, 3) // inside the tombstone: matches nothing
+	nq, _ := r.Insert(mq.Node, q, mq.Blocks, 16, 3)
+	if r.GoneTokens() != 64 || r.Version() <= v {
+		t.Fatalf("after reviving blocks 0–3: %d gone, version %d (was %d); want 64, higher", r.GoneTokens(), r.Version(), v)
+	}
+	r.Unlock(nq, 4)
 	checkRadix(t, r)
 }
