@@ -70,3 +70,27 @@ func TestMutSWASettleAtTheBoundary(t *testing.T) {
 		}
 	}
 }
+
+// windowSettle takes back as many released nodes as the pool needs in one
+// call. A1 and A2 (128 tokens each, own blocks) ran in a large pool: each
+// left 128 − 31 = 97 → 96 tokens released, 48 pool tokens; the cache
+// holds 256 − 96 = 160. With the pool cut to 200 (40 free, under the
+// released 96): A1's goes (the older), 48 still over 40, A2's goes too.
+func TestMutWindowSettleTakesWhatItNeeds(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 1 << 20
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 128, Output: 2, Blocks: idRange(1, 8)})
+	now, _ := drive(w, 0)
+	w.Submit(now, &Request{ID: 2, Kind: Full, Input: 128, Output: 2, Blocks: idRange(101, 8)})
+	drive(w, now)
+	if w.Used() != 160 || w.tree.ReleasedTokens() != 192 {
+		t.Fatalf("%d used, %d released; want 160, 192", w.Used(), w.tree.ReleasedTokens())
+	}
+	w.capacity = 200
+	w.windowSettle()
+	if w.tree.GoneTokens() != 192 {
+		t.Errorf("%d tombstoned, want both nodes' 192", w.tree.GoneTokens())
+	}
+}

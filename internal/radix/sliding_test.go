@@ -461,3 +461,15 @@ func TestSlidingChangesMoveTheVersion(t *testing.T) {
 	r.Unlock(nq, 4)
 	checkRadix(t, r)
 }
+
+// A tree keeps sliding state only when asked to.
+func TestSlidingIsOptIn(t *testing.T) {
+	r := New(16)
+	if r.Sliding() {
+		t.Error("a new tree keeps sliding state")
+	}
+	r.SetSliding(0) // any run: at least a token
+	if !r.Sliding() {
+		t.Error("SetSliding(0) left the tree without sliding state")
+	}
+}
