@@ -132,3 +132,63 @@ func TestVLLMWindowHitInsideTheWindowIsHeld(t *testing.T) {
 		t.Errorf("B admitted with %d cached, %d used; want 32, 128", b.CachedTokens, w.Used())
 	}
 }
+
+// A finished turn's output keeps its freed sliding part: once the next
+// turn names it in the cache, the blocks the turn's window had left
+// behind are released there. A (session s, 64 tokens, blocks 1–4, 100
+// output tokens) ends: its cache holds 64 tokens, 32 of them released at
+// its prefill (64 − 31 = 33 → 32), and its tail 99 output tokens: used 64
+// − 16 + 99 = 147. B (its next turn, 192 tokens, blocks 1–12) names the
+// output's whole blocks up to (64 + 99) / 16 = 10 blocks; A's window had
+// left 64 + 99 − 31 = 132 → 128 tokens, 8 blocks, behind at its end: 128
+// released, 64 pool tokens: the cache holds 160 − 64 = 96 once the
+// output is named (144 if it kept its sliding part until B's own window
+// passes it). B is then admitted with 160 cached: 96 + its own 32 = 128.
+func TestVLLMWindowNamedOutputReleasesWhatItsWindowPassed(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 1 << 20
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	w.Submit(0, &Request{ID: 1, Session: "s", Kind: Full, Input: 64, Output: 100, Blocks: idRange(1, 4)})
+	now, _ := drive(w, 0)
+	if w.Used() != 147 {
+		t.Fatalf("after A: %d used, want 147", w.Used())
+	}
+	b := &Request{ID: 2, Session: "s", Kind: Full, Input: 192, Output: 2, Blocks: idRange(1, 12)}
+	w.nameOutput(now, b) // as its admission does first
+	if w.Used() != 96 || w.tree.ReleasedTokens() != 128 {
+		t.Fatalf("output named: %d used, %d released; want 96, 128", w.Used(), w.tree.ReleasedTokens())
+	}
+	w.Submit(now, b)
+	w.Advance(now)
+	if b.CachedTokens != 160 || w.tree.ReleasedTokens() != 128 || w.Used() != 128 {
+		t.Errorf("B admitted with %d cached, %d released, %d used; want 160, 128, 128", b.CachedTokens, w.tree.ReleasedTokens(), w.Used())
+	}
+}
+
+// A tail takes over its turn's freed own tokens and gives them back when
+// it goes: 48 sliding tokens counted freed past the turn's path move to
+// its tail (24 pool tokens less evictable), and dropping the tail takes
+// them out of the count.
+func TestMutWindowTailCarriesTheFreedOutput(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 1 << 20
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	r := &Request{ID: 1, Kind: Full, Input: 64, Output: 100, generated: 100, Stage: StageDecoding}
+	r.more().windowOwn = 48
+	w.windowTok, w.windowFreed = 48, 24
+	tail := &outputTail{tokens: 99}
+	w.windowKeepTail(r, tail)
+	if tail.slideOwn != 48 || r.windowOwn() != 0 || w.windowTailTok != 48 || w.windowEvictableLess() != 24 {
+		t.Errorf("kept: tail %d, request %d, tails %d, evictable less %d; want 48, 0, 48, 24",
+			tail.slideOwn, r.windowOwn(), w.windowTailTok, w.windowEvictableLess())
+	}
+	if want := int64(64 + 99 - 31); tail.slideSkip != want/16*16 {
+		t.Errorf("tail skip %d, want %d", tail.slideSkip, want/16*16)
+	}
+	w.windowDropTail(tail)
+	if w.windowTok != 0 || w.windowTailTok != 0 || w.windowFreed != 0 || tail.slideOwn != 0 {
+		t.Errorf("dropped: %d own, %d tails, %d freed, tail %d; want none", w.windowTok, w.windowTailTok, w.windowFreed, tail.slideOwn)
+	}
+}

@@ -40,6 +40,7 @@ type Tree struct {
 	sgoneTok  int64   // tokens of tombstoned nodes
 	sevictTok int64   // tokens of unreferenced nodes released or tombstoned
 	spool     bool    // the sliding layers have a pool of their own (SetSlidingPool)
+	nocut     bool    // LockUncut's match: no tombstone cut
 	slru      lruHeap // released nodes, by release time
 	pathBuf   []int32
 }
@@ -153,7 +154,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		i += k
 		m.depth = i
 	}
-	if r.sgoneTok > 0 {
+	if r.sgoneTok > 0 && !r.nocut {
 		return r.slideLimit(blocks, m)
 	}
 	return m

@@ -352,3 +352,14 @@ func (r *Tree) PassGain(lock int32, blocks int) (release, hold int64) {
 	}
 	return release, hold
 }
+
+// LockUncut is Lock on the plain match, whatever tombstones it crosses:
+// for an owner that files more KV below a path it holds whole (a finished
+// turn's output below its prompt, output.go), not for a request that
+// attends to the path.
+func (r *Tree) LockUncut(blocks []uint64, lastTokens int64, now float64) Match {
+	r.nocut = true
+	m := r.Match(blocks, lastTokens)
+	r.nocut = false
+	return r.LockMatched(blocks, m, now)
+}
