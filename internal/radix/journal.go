@@ -46,11 +46,11 @@ func (r *Tree) touch(parent int32, first uint64) {
 // false when m ends with the prompt there) and the slot that node hangs
 // from (ok false at the root).
 func (r *Tree) MatchSlots(blocks []uint64, m Match) (look Slot, lookOK bool, up Slot, upOK bool) {
-	if m.limited {
+	if m.limited() {
 		// A match a tombstone cut short moves with the plain match.
 		m.Node, m.depth = m.raw, m.rawDepth
 	}
-	if m.depth < len(blocks) {
+	if int(m.depth) < len(blocks) {
 		look, lookOK = Slot{Parent: m.Node, First: blocks[m.depth]}, true
 	}
 	if m.Node != root {

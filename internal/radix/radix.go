@@ -91,17 +91,25 @@ func (r *Tree) EvictableTokens() int64 { return r.evictable }
 
 // Match is the result of a prefix lookup.
 type Match struct {
-	Node   int32 // deepest node fully matched (root when nothing matched)
-	Blocks int   // blocks matched
-	Tokens int64 // tokens matched
-	depth  int   // blocks from the root to Node (Blocks less a partial edge)
-
+	Node int32 // deepest node fully matched (root when nothing matched)
 	// A match a tombstone cut short (sliding.go) remembers where the
-	// plain match ended: changes there can move it.
+	// plain match ended (raw, rawDepth; rawDepth 0 when it was not cut
+	// short): changes there can move it. The two share words with Node
+	// and depth: a Match is kept in every waiting request's memo
+	// (engine.Request), and a word more would move the simulator's
+	// per-request record to a larger size class.
 	raw      int32
-	rawDepth int
-	limited  bool
+	Blocks   int   // blocks matched
+	Tokens   int64 // tokens matched
+	depth    int32 // blocks from the root to Node (Blocks less a partial edge)
+	rawDepth int32
 }
+
+// limited says a tombstone cut the match short. A cut always leaves the
+// plain match deeper than the one returned, so its depth is not 0; a cut
+// of a match that ended at the root's own edge changes nothing that
+// MatchSlots reads.
+func (m Match) limited() bool { return m.rawDepth > 0 }
 
 // Match finds the longest cached prefix of blocks. It does not change LRU
 // order; Lock does. lastTokens is the token count of the prompt's last block
@@ -152,7 +160,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64) Match {
 		m.Node = child
 		cur = child
 		i += k
-		m.depth = i
+		m.depth = int32(i)
 	}
 	if r.sgoneTok > 0 && !r.nocut {
 		return r.slideLimit(blocks, m)

@@ -288,7 +288,7 @@ func (r *Tree) slideLimit(blocks []uint64, m Match) Match {
 	for _, x := range path {
 		prev = cur
 		step(x, len(r.nodes[x].key), r.nodes[x].tokens)
-		cur.Node, cur.depth = x, cur.Blocks
+		cur.Node, cur.depth = x, int32(cur.Blocks)
 	}
 	if m.Blocks > cur.Blocks {
 		// The match runs on partly into a child edge.
@@ -299,7 +299,7 @@ func (r *Tree) slideLimit(blocks []uint64, m Match) Match {
 	if infinite || run >= r.srun {
 		return m
 	}
-	best.raw, best.rawDepth, best.limited = m.Node, m.depth, true
+	best.raw, best.rawDepth = m.Node, m.depth
 	return best
 }
 
