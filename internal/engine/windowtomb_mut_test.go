@@ -94,3 +94,29 @@ func TestMutWindowSettleTakesWhatItNeeds(t *testing.T) {
 		t.Errorf("%d tombstoned, want both nodes' 192", w.tree.GoneTokens())
 	}
 }
+
+// Admission's credit is what a request adds to the freed count, net of
+// what the others have counted already. 450-token pool, 64-token budget
+// (hold cap 112), one sliding layer of two, no prefix cache: A (400
+// tokens) is admitted holding its prompt less (400 − 112 → 288 skipped)
+// / 2 = 144, 256 pool tokens, and one reserved: 193 free. B (300 tokens)
+// would add (300 − 112 → 176) skipped, 464 counted in all: a credit of
+// 232 − 144 = 88, so it needs 301 − 88 = 213 and waits; counting A's 288
+// again (a credit of 376) would let it in at once.
+func TestMutWindowAdmitCreditIsNetOfTheCount(t *testing.T) {
+	w, err := New(windowAdmitProfile(1, 450))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Request{ID: 1, Kind: Full, Input: 400, Output: 10}
+	b := &Request{ID: 2, Kind: Full, Input: 300, Output: 10}
+	w.Submit(0, a)
+	w.Submit(0, b)
+	w.Advance(0)
+	if a.Stage != StagePrefill || b.Stage != StageWaiting {
+		t.Fatalf("stages %d, %d; want A prefilling, B waiting", a.Stage, b.Stage)
+	}
+	if got := w.windowAdmitCredit(b); got != 88 {
+		t.Errorf("B's credit %d, want 88", got)
+	}
+}
