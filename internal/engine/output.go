@@ -26,6 +26,9 @@ type outputTail struct {
 	at        float64 // when the turn finished
 	live      bool
 	pinned    bool // its session is pinned (session.go): not evictable by LRU
+	// vLLM's sliding layers (windowshare.go): the tokens the turn's window
+	// had left behind at its end, and of them those counted freed here.
+	slideSkip, slideOwn int64
 }
 
 // keepOutput moves a finished Full request's output KV into its session's
@@ -47,10 +50,12 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 	t := &outputTail{session: r.sessKey(), lastWhole: r.lastWhole, input: r.Input, tokens: tokens, at: now, live: true}
 	w.tails.Put(t.session, t)
 	w.tailOrder = append(w.tailOrder, t)
+	w.windowKeepTail(r, t)
 }
 
 func (w *Worker) dropTail(t *outputTail) {
 	t.live = false
+	w.windowDropTail(t)
 	if t.pinned {
 		t.pinned = false
 		w.pinnedTail -= t.tokens
@@ -75,7 +80,7 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	if end <= full || full == 0 || r.Blocks[full-1] != t.lastWhole {
 		return // nothing whole to name, or r does not continue that prompt
 	}
-	m := w.tree.Lock(r.Blocks[:end], int64(bs), now)
+	m := w.tree.LockUncut(r.Blocks[:end], int64(bs), now) // the prompt is whole, tombstones or not
 	defer func() { w.tree.Unlock(m.Node, now) }()
 	if m.Blocks < full {
 		// The previous prompt itself was evicted meanwhile: with a host
@@ -90,6 +95,7 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 		return
 	}
 	m.Node, _ = w.insertPrompt(r, m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
+	w.windowNameTail(now, m.Node, t)
 }
 
 // evictOldestTail frees the least recently finished tail and returns its

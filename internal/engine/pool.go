@@ -16,12 +16,12 @@ func (w *Worker) freeRequest(now float64, r *Request) {
 		w.hiUnlock(now, r)
 	}
 	w.windowRelease(now, r) // its passes go before its lock
+	w.swaRelease(r)
 	if r.locked {
 		w.tree.Unlock(r.node, now)
 		r.locked = false
 		w.demote(r)
 	}
-	w.swaRelease(r)
 	if w.own < 0 || w.reserved < 0 {
 		panic(fmt.Sprintf("engine %s: negative KV accounting (own %d, reserved %d)", w.cfg.Name, w.own, w.reserved))
 	}
@@ -102,7 +102,7 @@ func (w *Worker) grantReservations(now float64) {
 		w.reserved += out
 		w.stats.CachedTokens += int64(r.CachedTokens)
 		r.Stage, r.AdmittedAt = StageReserved, now
-		w.swaTake(r)
+		w.swaTake(now, r)
 		w.transferring++
 		w.events = append(w.events, Event{Kind: EvReserved, Req: r, Time: now})
 	}

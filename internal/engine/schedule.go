@@ -146,7 +146,7 @@ func (w *Worker) Advance(now float64) {
 					Tokens: c.req.CachedTokens + c.req.prefilled})
 			}
 			if c.req.swaHold > 0 { // still holding: its next chunk, or its window alone
-				w.swaTake(c.req)
+				w.swaTake(end, c.req)
 			}
 		}
 	}
@@ -439,7 +439,7 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	if w.windowFrees() {
 		w.windowSet(now, r)
 	}
-	w.swaTake(r)
+	w.swaTake(now, r)
 	r.loadPending = r.loaded > 0
 	w.stats.CachedTokens += int64(cached)
 	return true

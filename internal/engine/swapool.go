@@ -19,14 +19,21 @@ package engine
 // Here a request holds, from its admission to its end, its window —
 // min(prompt + output, window) — plus the prompt chunk it computes next
 // while it prefills (min(what is left, the chunk budget)); it is admitted
-// only when that fits beside what the others hold. The hold never grows,
-// so the sliding pool is never over-committed. It is one window more than
+// only when that fits beside what the others hold (swaFits). The hold
+// never grows. It is one window more than
 // SGLang's first-chunk gate for a long prompt (SGLang counts the window of
 // a prompt's earlier chunks as it locks them, and may shrink a continuing
-// chunk where this waits), and a tombstoned prefix is still matched here
-// (SGLang's match ends at the longest node boundary with a window of
-// untombstoned tokens before it; cached prompts hold no sliding slots
-// here, so nothing here is tombstoned: docs/fidelity.md).
+// chunk where this waits).
+//
+// With a prefix cache the cached tokens hold sliding slots too, as in the
+// SWA radix cache: a node's sliding part is evictable unless a lock needs
+// it (a running request locks only the last window of its path: SGLang's
+// inc_lock_ref takes the sliding lock for the bottom sliding_window
+// tokens; here the request passes the rest, radix.Tree.Pass), and when the
+// pool is short the least recently used evictable parts are tombstoned
+// (the SWA LRU's swa-only eviction; the full part stays cached). A match
+// then ends where the window before it is free of tombstones
+// (_match_prefix_helper, radix's match limit with run = the window).
 
 // swaOn reports whether the worker keeps SGLang's sliding pool.
 func (w *Worker) swaOn() bool { return w.swaCap > 0 }
@@ -56,26 +63,75 @@ func (w *Worker) swaHoldOf(r *Request) int64 {
 	return min(hold, w.swaCap)
 }
 
-// swaFits reports whether r, about to be admitted, fits in the sliding
-// pool beside the running requests.
+// swaFits reports whether r, about to be admitted (its cached prefix
+// locked), fits in the sliding pool beside the running requests' holds;
+// if it does, it tombstones what the cache must give up for it. The
+// cache's nodes that a lock holds are not counted against it: a running
+// request's locked window is in its hold already, and a session's pin
+// (session.go) holds its whole path here where SGLang's lock would hold
+// only its last window, which is all its next turn's match needs; the
+// pool may then be over-committed by pinned tokens, which only makes the
+// tombstones fall on other nodes sooner.
 func (w *Worker) swaFits(r *Request) bool {
-	return !w.swaOn() || w.swaUsed+w.swaHoldOf(r) <= w.swaCap
+	if !w.swaOn() {
+		return true
+	}
+	hold := w.swaHoldOf(r)
+	if w.swaUsed+hold > w.swaCap {
+		return false
+	}
+	w.swaSettle(hold)
+	return true
 }
 
-// swaTake records r's hold as it is admitted or as its prefill advances.
-func (w *Worker) swaTake(r *Request) {
+// swaTree reports whether the cache's tokens hold sliding slots.
+func (w *Worker) swaTree() bool { return w.swaOn() && w.tree != nil && w.tree.Sliding() }
+
+// swaCached is the sliding slots the prefix cache holds: its untombstoned
+// tokens.
+func (w *Worker) swaCached() int64 {
+	if !w.swaTree() {
+		return 0
+	}
+	return w.tree.Tokens() - w.tree.GoneTokens()
+}
+
+// swaSettle tombstones the cache's least recently used evictable sliding
+// parts while the holds, the cache and extra more tokens pass the pool.
+func (w *Worker) swaSettle(extra int64) {
+	for w.swaTree() && w.swaUsed+w.swaCached()+extra > w.swaCap && w.tree.DropReleased() > 0 {
+	}
+}
+
+// swaTake records r's hold as it is admitted or as its prefill advances
+// (at now), and passes the nodes of its locked path behind its window's
+// blocks, which it no longer locks in the sliding pool.
+func (w *Worker) swaTake(now float64, r *Request) {
 	if !w.swaOn() {
 		return
 	}
 	h := w.swaHoldOf(r)
 	w.swaUsed += h - r.swaHold
 	r.swaHold = h
+	if w.swaTree() && r.locked {
+		b := max(w.cfg.BlockSize, 1)
+		keep := (w.tm.SlidingWindow + b - 1) / b
+		if blocks := w.tree.PathDepth(r.node) - keep; blocks > 0 {
+			r.more().windowPassed = w.tree.Pass(r.node, r.windowPassed(), blocks, now)
+		}
+	}
+	w.swaSettle(0)
 }
 
-// swaRelease gives r's hold back when it leaves the pool.
+// swaRelease gives r's hold back when it leaves the pool, and its passes
+// (before its lock on the cache goes).
 func (w *Worker) swaRelease(r *Request) {
 	w.swaUsed -= r.swaHold
 	r.swaHold = 0
+	if w.swaTree() && r.windowPassed() != 0 {
+		w.tree.Unpass(r.windowPassed())
+		r.rare.windowPassed = 0
+	}
 }
 
 // SWAUsed and SWACapacity are the sliding pool's held and total tokens

@@ -143,3 +143,57 @@ func TestSWAPoolNeverOvercommits(t *testing.T) {
 		}
 	}
 }
+
+// With a prefix cache the cached tokens hold sliding slots, and when the
+// sliding pool is short the least recently released are tombstoned: a
+// match then ends where a window of untombstoned tokens precedes it
+// (SGLang's _match_prefix_helper). Window 32, 16-token blocks,
+// 1,000-token pool. A (256 tokens, blocks 1–16, 2 output tokens) ends
+// cached; its prefill passed all but its last 2 blocks (its window), so
+// the cache holds nodes [0, 14) (released at its prefill) and [14, 16)
+// (released at its end). B (300 tokens of its own) needs 32 + 300 = 332
+// slots: with a 500-slot pool (ratio 0.5) the cache's 256 leave 244, so
+// the least recently released, A's first 14 blocks (224 tokens), are
+// tombstoned (32 + 332 = 364 ≤ 500). C (A's first 8 blocks and 4 of its
+// own) then matches inside the tombstone: nothing cached (128 at ratio
+// 1, where nothing is tombstoned). C needs 32 + 192 = 224 slots beside
+// the cache's 32 + 300 = 332 untombstoned: A's last 2 blocks (released
+// at A's end) and B's first 17 (released at B's prefill, 272 tokens) go
+// (28 + 224 ≤ 500), and C computes A's first 8 blocks again, which holds
+// them anew. D (A's 16 blocks and 4 of its own) then matches those 8
+// and the tombstones after them: 128 cached, 256 at ratio 1.
+func TestSGLangSWATombstoneCutsTheMatch(t *testing.T) {
+	for _, c := range []struct {
+		ratio            float64
+		gone, hitC, hitD int64
+	}{{0.5, 224, 0, 128}, {1, 0, 128, 256}} {
+		cfg := swaConfig(c.ratio, 1000)
+		cfg.PrefixCache = true
+		w, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Submit(0, &Request{ID: 1, Kind: Full, Input: 256, Output: 2, Blocks: idRange(1, 16)})
+		now, _ := drive(w, 0)
+		w.Submit(now, &Request{ID: 2, Kind: Full, Input: 300, Output: 2, Blocks: idRange(1001, 19)})
+		now, _ = drive(w, now)
+		if got := w.tree.GoneTokens(); got != c.gone {
+			t.Errorf("ratio %v: %d tokens tombstoned, want %d", c.ratio, got, c.gone)
+		}
+		cr := &Request{ID: 3, Kind: Full, Input: 192, Output: 2, Blocks: seqBlocks(idRange(1, 8), idRange(301, 4))}
+		w.Submit(now, cr)
+		now, _ = drive(w, now)
+		d := &Request{ID: 4, Kind: Full, Input: 320, Output: 2, Blocks: seqBlocks(idRange(1, 16), idRange(401, 4))}
+		w.Submit(now, d)
+		drive(w, now)
+		if int64(cr.CachedTokens) != c.hitC || int64(d.CachedTokens) != c.hitD {
+			t.Errorf("ratio %v: C cached %d, D %d; want %d, %d", c.ratio, cr.CachedTokens, d.CachedTokens, c.hitC, c.hitD)
+		}
+		if err := w.tree.Check(); err != nil {
+			t.Error(err)
+		}
+		if w.SWAUsed() != 0 {
+			t.Errorf("ratio %v: %d sliding tokens held when idle", c.ratio, w.SWAUsed())
+		}
+	}
+}

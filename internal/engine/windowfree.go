@@ -35,6 +35,12 @@ func (w *Worker) windowFrees() bool {
 // before its end untombstoned (find_longest_cache_hit's
 // sliding_window_contiguous_blocks).
 func (w *Worker) windowInit() {
+	if w.swaOn() && w.tm.SlidingWindow > 0 {
+		// SGLang's sliding pool: a match needs a window of untombstoned
+		// tokens before its end (swapool.go).
+		w.tree.SetSlidingPool(int64(w.tm.SlidingWindow))
+		return
+	}
 	if !w.windowFrees() {
 		return
 	}

@@ -29,7 +29,7 @@ func (w *Worker) windowPool(tok int64) int64 {
 // windowTreeFreed is the pool tokens the prefix cache's released and
 // tombstoned nodes do not hold.
 func (w *Worker) windowTreeFreed() int64 {
-	if w.tree == nil || !w.tree.Sliding() {
+	if w.tree == nil || !w.windowFrees() {
 		return 0
 	}
 	return w.windowPool(w.tree.ReleasedTokens() + w.tree.GoneTokens())
@@ -42,18 +42,60 @@ func (w *Worker) windowFreedNow() int64 { return w.windowFreed + w.windowTreeFre
 
 // windowEvictableLess is what the cache's evictable tokens overstate: an
 // unreferenced node whose sliding part is released or gone frees only
-// its full layers' part when it is evicted.
+// its full layers' part when it is evicted, and so does an output tail
+// (a pinned tail's share is taken off too: evictable is then a little
+// low, never high).
 func (w *Worker) windowEvictableLess() int64 {
-	if w.tree == nil || !w.tree.Sliding() {
+	if w.tree == nil || !w.windowFrees() {
 		return 0
 	}
-	return w.windowPool(w.tree.EvictableSlideTokens())
+	return w.windowPool(w.tree.EvictableSlideTokens()) + w.windowPool(w.windowTailTok)
+}
+
+// windowKeepTail moves r's freed output tokens to the session's tail t as
+// r ends (output.go): vLLM freed the sliding part of the output its
+// window passed while the turn ran, so the tail does not hold it.
+func (w *Worker) windowKeepTail(r *Request, t *outputTail) {
+	if !w.windowFrees() || r.rare == nil {
+		return
+	}
+	t.slideSkip = w.windowSkippedNow(r)
+	own := min(r.rare.windowOwn, t.tokens)
+	t.slideOwn = own
+	r.rare.windowOwn -= own // its count goes with the tail, not with r
+	w.windowTailTok += own
+}
+
+// windowDropTail takes a tail's freed tokens out of the count when the
+// tail goes (evicted, replaced, or named in the cache).
+func (w *Worker) windowDropTail(t *outputTail) {
+	if t.slideOwn == 0 {
+		return
+	}
+	w.windowTok -= t.slideOwn
+	w.windowTailTok -= t.slideOwn
+	t.slideOwn = 0
+	w.windowFreed = w.windowPool(w.windowTok)
+}
+
+// windowNameTail releases, once a tail is named in the cache below node n
+// (its prompt and output), the blocks the turn's window had left behind:
+// a pass by the naming, which holds them only for the moment.
+func (w *Worker) windowNameTail(now float64, n int32, t *outputTail) {
+	if !w.windowFrees() || t.slideSkip == 0 {
+		return
+	}
+	b := int64(max(w.cfg.BlockSize, 1))
+	if blocks := int(t.slideSkip / b); blocks > 0 {
+		w.tree.Unpass(w.tree.Pass(n, 0, blocks, now))
+	}
+	w.windowSettle()
 }
 
 // windowTreeBlocks is how many of r's skipped tokens' blocks lie on its
 // locked path in the prefix cache.
 func (w *Worker) windowTreeBlocks(r *Request, skipped int64) int {
-	if w.tree == nil || !w.tree.Sliding() || !r.locked {
+	if w.tree == nil || !w.windowFrees() || !r.locked {
 		return 0
 	}
 	b := int64(max(w.cfg.BlockSize, 1))
@@ -69,7 +111,7 @@ func (w *Worker) windowNewTokens(r *Request, skipped int64) int64 {
 	blocks := w.windowTreeBlocks(r, skipped)
 	own := skipped - int64(blocks)*int64(max(w.cfg.BlockSize, 1))
 	add := own - r.windowOwn()
-	if blocks > 0 && r.windowPassed() == 0 {
+	if r.locked && w.windowFrees() && r.windowPassed() == 0 {
 		release, hold := w.tree.PassGain(r.node, blocks)
 		add += release - hold
 	}
@@ -85,6 +127,8 @@ func (w *Worker) windowCount(now float64, r *Request, skipped int64) {
 	own := skipped - int64(blocks)*int64(max(w.cfg.BlockSize, 1))
 	if blocks > 0 {
 		r.more().windowPassed = w.tree.Pass(r.node, r.windowPassed(), blocks, now)
+	} else if r.locked && w.tree != nil && r.windowPassed() == 0 {
+		w.tree.Pass(r.node, 0, 0, now) // its window takes back what it hit
 	}
 	if own != r.windowOwn() {
 		w.windowTok += own - r.windowOwn()
@@ -112,7 +156,7 @@ func (w *Worker) windowUncount(r *Request) {
 // allocations reuse free blocks in the order they were freed, and a
 // released block reused loses its hash (the node is then a tombstone).
 func (w *Worker) windowSettle() {
-	if w.tree == nil || !w.tree.Sliding() {
+	if w.tree == nil || !w.windowFrees() {
 		return
 	}
 	for w.free() < w.windowPool(w.tree.ReleasedTokens()) && w.tree.DropReleased() > 0 {

@@ -54,6 +54,11 @@ func TestVLLMWindowTombstoneCutsTheMatch(t *testing.T) {
 	d := &Request{ID: 4, Kind: Full, Input: 320, Output: 2, Blocks: seqBlocks(idRange(1, 16), idRange(401, 4))}
 	w.Submit(now, d)
 	now, _ = drive(w, now)
+	// A prompt of A's first 15 blocks would have 1 block, 16 tokens,
+	// after the tombstone: short of 2, so it matches nothing.
+	if m := w.tree.Match(seqBlocks(idRange(1, 15), idRange(501, 4)), 16); m.Blocks != 0 {
+		t.Errorf("A's first 15 blocks match %d blocks, want 0", m.Blocks)
+	}
 	c := &Request{ID: 3, Kind: Full, Input: 192, Output: 2, Blocks: seqBlocks(idRange(1, 8), idRange(301, 4))}
 	w.Submit(now, c)
 	drive(w, now)
@@ -98,5 +103,92 @@ func TestVLLMWindowHitHoldsItsWindowAgain(t *testing.T) {
 	w.Advance(t1) // C's prefill
 	if w.Used() != 193 || w.tree.GoneTokens() != 0 {
 		t.Errorf("after C's prefill: %d used, %d gone; want 193, 0", w.Used(), w.tree.GoneTokens())
+	}
+}
+
+// A hit that has passed nothing yet holds all of it: A (64 tokens, blocks
+// 1–4) leaves its first 2 blocks released (64 − 31 = 33 → 32 skipped);
+// B (A's first 2 blocks and 4 of its own, 96 tokens) hits 32 tokens, has
+// computed 32 (32 − 31 = 1 → 0 skipped), so both hit blocks are inside
+// its window and held again: used 64 − 16 (A's cache) + 16 + B's 64 =
+// 128 at B's admission (112 if they stayed released).
+func TestVLLMWindowHitInsideTheWindowIsHeld(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 4000
+	cfg.PrefixCache = true
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Input: 64, Output: 2, Blocks: idRange(1, 4)})
+	now, _ := drive(w, 0)
+	if w.Used() != 48 {
+		t.Fatalf("after A: %d used, want 48", w.Used())
+	}
+	b := &Request{ID: 2, Kind: Full, Input: 96, Output: 2, Blocks: seqBlocks(idRange(1, 2), idRange(301, 4))}
+	w.Submit(now, b)
+	w.Advance(now)
+	if b.CachedTokens != 32 || w.Used() != 128 {
+		t.Errorf("B admitted with %d cached, %d used; want 32, 128", b.CachedTokens, w.Used())
+	}
+}
+
+// A finished turn's output keeps its freed sliding part: once the next
+// turn names it in the cache, the blocks the turn's window had left
+// behind are released there. A (session s, 64 tokens, blocks 1–4, 100
+// output tokens) ends: its cache holds 64 tokens, 32 of them released at
+// its prefill (64 − 31 = 33 → 32), and its tail 99 output tokens: used 64
+// − 16 + 99 = 147. B (its next turn, 192 tokens, blocks 1–12) names the
+// output's whole blocks up to (64 + 99) / 16 = 10 blocks; A's window had
+// left 64 + 99 − 31 = 132 → 128 tokens, 8 blocks, behind at its end: 128
+// released, 64 pool tokens: the cache holds 160 − 64 = 96 once the
+// output is named (144 if it kept its sliding part until B's own window
+// passes it). B is then admitted with 160 cached: 96 + its own 32 = 128.
+func TestVLLMWindowNamedOutputReleasesWhatItsWindowPassed(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 1 << 20
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	w.Submit(0, &Request{ID: 1, Session: "s", Kind: Full, Input: 64, Output: 100, Blocks: idRange(1, 4)})
+	now, _ := drive(w, 0)
+	if w.Used() != 147 {
+		t.Fatalf("after A: %d used, want 147", w.Used())
+	}
+	b := &Request{ID: 2, Session: "s", Kind: Full, Input: 192, Output: 2, Blocks: idRange(1, 12)}
+	w.nameOutput(now, b) // as its admission does first
+	if w.Used() != 96 || w.tree.ReleasedTokens() != 128 {
+		t.Fatalf("output named: %d used, %d released; want 96, 128", w.Used(), w.tree.ReleasedTokens())
+	}
+	w.Submit(now, b)
+	w.Advance(now)
+	if b.CachedTokens != 160 || w.tree.ReleasedTokens() != 128 || w.Used() != 128 {
+		t.Errorf("B admitted with %d cached, %d released, %d used; want 160, 128, 128", b.CachedTokens, w.tree.ReleasedTokens(), w.Used())
+	}
+}
+
+// A tail takes over its turn's freed own tokens and gives them back when
+// it goes: 48 sliding tokens counted freed past the turn's path move to
+// its tail (24 pool tokens less evictable), and dropping the tail takes
+// them out of the count.
+func TestMutWindowTailCarriesTheFreedOutput(t *testing.T) {
+	cfg := windowProfile(1)
+	cfg.PoolTokens = 1 << 20
+	cfg.PrefixCache = true
+	w, _ := New(cfg)
+	r := &Request{ID: 1, Kind: Full, Input: 64, Output: 100, generated: 100, Stage: StageDecoding}
+	r.more().windowOwn = 48
+	w.windowTok, w.windowFreed = 48, 24
+	tail := &outputTail{tokens: 99}
+	w.windowKeepTail(r, tail)
+	if tail.slideOwn != 48 || r.windowOwn() != 0 || w.windowTailTok != 48 || w.windowEvictableLess() != 24 {
+		t.Errorf("kept: tail %d, request %d, tails %d, evictable less %d; want 48, 0, 48, 24",
+			tail.slideOwn, r.windowOwn(), w.windowTailTok, w.windowEvictableLess())
+	}
+	if want := int64(64 + 99 - 31); tail.slideSkip != want/16*16 {
+		t.Errorf("tail skip %d, want %d", tail.slideSkip, want/16*16)
+	}
+	w.windowDropTail(tail)
+	if w.windowTok != 0 || w.windowTailTok != 0 || w.windowFreed != 0 || tail.slideOwn != 0 {
+		t.Errorf("dropped: %d own, %d tails, %d freed, tail %d; want none", w.windowTok, w.windowTailTok, w.windowFreed, tail.slideOwn)
 	}
 }

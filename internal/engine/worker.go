@@ -154,8 +154,9 @@ type Worker struct {
 	// have freed behind their windows past their paths in the prefix
 	// cache (vLLM, windowfree.go): windowTok sliding-layer tokens. The
 	// cache's nodes keep the rest (windowshare.go).
-	windowFreed int64
-	windowTok   int64
+	windowFreed   int64
+	windowTok     int64
+	windowTailTok int64 // of windowTok, the output tails' (output.go)
 	// swaCap and swaUsed are SGLang's sliding-window pool and what
 	// running requests hold of it (swapool.go); 0, 0 without one.
 	swaCap, swaUsed int64

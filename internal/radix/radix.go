@@ -39,6 +39,8 @@ type Tree struct {
 	sfreeTok  int64   // tokens of released nodes
 	sgoneTok  int64   // tokens of tombstoned nodes
 	sevictTok int64   // tokens of unreferenced nodes released or tombstoned
+	spool     bool    // the sliding layers have a pool of their own (SetSlidingPool)
+	nocut     bool    // LockUncut's match: no tombstone cut
 	slru      lruHeap // released nodes, by release time
 	pathBuf   []int32
 }
@@ -180,7 +182,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64, skip int) Match {
 		i += k
 		m.depth = int32(i)
 	}
-	if r.sgoneTok > 0 {
+	if r.sgoneTok > 0 && !r.nocut {
 		return r.slideLimit(blocks, m)
 	}
 	return m
@@ -231,6 +233,9 @@ func (r *Tree) ref(n int32, now float64) {
 		nd.ref++
 		nd.access = now
 		nd.ver++
+		if r.spool && nd.sfree {
+			r.unrelease(n)
+		}
 	}
 }
 
@@ -249,6 +254,9 @@ func (r *Tree) Unlock(n int32, now float64) {
 			}
 			nd.access = now
 			r.pushIfLeaf(n)
+			if r.spool {
+				r.maybeRelease(n, now)
+			}
 		} else if nd.srel == nd.ref {
 			// The holders left all passed it (sliding.go).
 			r.maybeRelease(n, now)

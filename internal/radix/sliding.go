@@ -35,6 +35,18 @@ func (r *Tree) SetSliding(run int64) {
 	r.srun = max(run, 1)
 }
 
+// SetSlidingPool is SetSliding for a cache whose sliding layers have a
+// pool of their own (SGLang's SWA radix cache, swa_radix_cache.py): a
+// released node's sliding part still holds its slots there, evictable
+// (ReleasedTokens counts it), a node no holder references is released
+// too, and a holder's lock takes a released node back as held (SGLang
+// locks a path's sliding part as it locks the path, its LRU standing
+// refreshed) until the holder passes it.
+func (r *Tree) SetSlidingPool(run int64) {
+	r.srun = max(run, 1)
+	r.spool = true
+}
+
 // Sliding reports whether the tree keeps sliding state.
 func (r *Tree) Sliding() bool { return r.srun > 0 }
 
@@ -70,6 +82,13 @@ func (r *Tree) Pass(lock, passed int32, blocks int, now float64) int32 {
 	}
 	depth := r.PathDepth(lock)
 	blocks = min(blocks, depth)
+	if passed == root && blocks <= 0 {
+		// Nothing passed yet: its whole path is inside its window.
+		for y := lock; y > root; y = r.nodes[y].parent {
+			r.unrelease(y)
+		}
+		return root
+	}
 	if blocks <= r.PathDepth(passed) {
 		return passed // a holder's passes only grow
 	}
@@ -112,13 +131,16 @@ func (r *Tree) Unpass(passed int32) {
 // has passed it.
 func (r *Tree) maybeRelease(n int32, now float64) {
 	nd := &r.nodes[n]
-	if nd.ref == 0 || nd.ref != nd.srel || nd.sfree || nd.sgone {
+	if nd.ref != nd.srel || nd.sfree || nd.sgone || (nd.ref == 0 && !r.spool) {
 		return
 	}
 	nd.sfree = true
 	nd.sat = now
 	nd.sver++
 	r.sfreeTok += nd.tokens
+	if nd.ref == 0 {
+		r.sevictTok += nd.tokens
+	}
 	r.slru.push(lruEntry{access: now, seq: r.nextSeq(), node: n, ver: nd.sver})
 	if len(r.slru) > 1024 && len(r.slru) > 4*(len(r.nodes)-len(r.free)) {
 		r.compactSlide()
@@ -329,4 +351,15 @@ func (r *Tree) PassGain(lock int32, blocks int) (release, hold int64) {
 		end = start
 	}
 	return release, hold
+}
+
+// LockUncut is Lock on the plain match, whatever tombstones it crosses:
+// for an owner that files more KV below a path it holds whole (a finished
+// turn's output below its prompt, output.go), not for a request that
+// attends to the path.
+func (r *Tree) LockUncut(blocks []uint64, lastTokens int64, now float64) Match {
+	r.nocut = true
+	m := r.Match(blocks, lastTokens)
+	r.nocut = false
+	return r.LockMatched(blocks, m, now)
 }

@@ -69,8 +69,9 @@ func TestDropReleasedOldestFirst(t *testing.T) {
 	if at, ok := r.OldestReleased(); !ok || at != 1 {
 		t.Fatalf("oldest released at %v (%v), want 1", at, ok)
 	}
-	if got := r.DropReleased(); got != 32 {
-		t.Fatalf("first drop took %d, want b's 32", got)
+	v := r.Version()
+	if got := r.DropReleased(); got != 32 || r.Version() <= v {
+		t.Fatalf("first drop took %d (version %d, was %d), want b's 32 and a later version", got, r.Version(), v)
 	}
 	if got := r.DropReleased(); got != 64 {
 		t.Fatalf("second drop took %d, want a's 64", got)
@@ -130,6 +131,7 @@ func TestMatchStopsBeforeATombstonedWindow(t *testing.T) {
 		{"two tombstones: the run 3–5 of 48 tokens between them", [][2]int{{6, 9}, {2, 3}}, 6},
 		{"two tombstones: the run 3 of 16 tokens is short, the root run 0–1", [][2]int{{4, 9}, {2, 3}}, 2},
 		{"the first block gone, 2 intact after it", [][2]int{{0, 8}}, 10},
+		{"a run of exactly 32 tokens between two tombstones, 16 after", [][2]int{{3, 9}, {0, 1}}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := New(16)
@@ -160,6 +162,83 @@ func TestMatchStopsBeforeATombstonedWindow(t *testing.T) {
 	}
 }
 
+// A match that ends partly inside an edge counts only the blocks it
+// matched there: blocks 0–1 intact, 2–3 a tombstone, 4–9 intact, and a
+// prompt that leaves the path after block 4 has 16 intact tokens after
+// the tombstone, short of 32: it ends at block 2.
+func TestMatchCountsOnlyThePartOfAnEdgeItMatched(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 10)
+	put(r, p, 16, 0)
+	tombstoneRange(t, r, p, 4, 10, 1)
+	r.revive(r.Match(p, 16).Node) // nothing to revive at the root
+	checkRadix(t, r)
+	// Rebuild: intact 0–1, gone 2–3, intact 4–9.
+	r = New(16)
+	r.SetSliding(32)
+	put(r, p, 16, 0)
+	tombstoneRange(t, r, p, 2, 4, 1)
+	q := append(seq(1, 5), 999)
+	if m := r.Match(q, 16); m.Blocks != 2 || m.Tokens != 32 {
+		t.Fatalf("match %d blocks / %d tokens, want 2 / 32", m.Blocks, m.Tokens)
+	}
+	if m := r.Match(append(seq(1, 6), 999), 16); m.Blocks != 6 {
+		t.Fatalf("with 2 blocks after the tombstone: match %d blocks, want 6", m.Blocks)
+	}
+}
+
+// Releases at the same instant go back in the order they were released.
+func TestDropReleasedKeepsTheReleaseOrderAtOneInstant(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	a, b := seq(1, 2), seq(100, 4)
+	ma := r.Lock(a, 16, 0)
+	na, _ := r.Insert(ma.Node, a, 0, 16, 0)
+	mb := r.Lock(b, 16, 0)
+	nb, _ := r.Insert(mb.Node, b, 0, 16, 0)
+	r.Pass(na, root, 2, 1) // a's 32 first
+	r.Pass(nb, root, 4, 1) // then b's 64, at the same time
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("first drop took %d, want a's 32", got)
+	}
+}
+
+// A holder's first Pass takes back the released nodes inside its window,
+// and PassGain says beforehand what any first Pass will change. 16-token
+// blocks: a (blocks 1–4) ran and left all 4 released; h locks a and
+// passes 2: the 2 blocks inside its window are held again (released 64 →
+// 32); PassGain said (0 released, 32 held back). A later Pass releases
+// what it passes and takes nothing back.
+func TestPassTakesBackItsWindow(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	a := seq(1, 4)
+	m := r.Lock(a, 16, 0)
+	n, _ := r.Insert(m.Node, a, 0, 16, 0)
+	p := r.Pass(n, root, 4, 1)
+	r.Unpass(p)
+	r.Unlock(n, 2)
+	if r.ReleasedTokens() != 64 {
+		t.Fatalf("a left %d released, want 64", r.ReleasedTokens())
+	}
+	h := r.Lock(a, 16, 3)
+	if rel, hold := r.PassGain(h.Node, 2); rel != 0 || hold != 32 {
+		t.Fatalf("PassGain = %d, %d; want 0, 32", rel, hold)
+	}
+	hp := r.Pass(h.Node, root, 2, 3)
+	if r.ReleasedTokens() != 32 {
+		t.Fatalf("h passed 2: %d released, want 32", r.ReleasedTokens())
+	}
+	hp = r.Pass(h.Node, hp, 3, 4)
+	if r.ReleasedTokens() != 48 {
+		t.Fatalf("h passed 3: %d released, want 48", r.ReleasedTokens())
+	}
+	r.Unpass(hp)
+	r.Unlock(h.Node, 5)
+	checkRadix(t, r)
+}
+
 // TestInsertRevivesATombstone: a request whose match a tombstone cut short
 // computes the rest of its prompt again, so inserting it holds those
 // nodes' sliding part anew and the next match is whole.
@@ -173,7 +252,11 @@ func TestInsertRevivesATombstone(t *testing.T) {
 	if m.Blocks != 6 {
 		t.Fatalf("cut match %d blocks, want 6", m.Blocks)
 	}
+	v := r.Version()
 	n, adopted := r.Insert(m.Node, p, m.Blocks, 16, 2)
+	if r.Version() <= v {
+		t.Errorf("version %d after the revival, was %d: a match moved", r.Version(), v)
+	}
 	if adopted != 0 {
 		t.Fatalf("adopted %d, want 0 (the blocks are cached)", adopted)
 	}
@@ -190,12 +273,17 @@ func TestInsertRevivesATombstone(t *testing.T) {
 // TestSlidingJournalNamesEveryMovedMatch is the journal's contract with
 // tombstones: a match a tombstone cut short, or could cut, moves only
 // when a slot MatchSlots gave for it is named. Random prompts are locked,
-// inserted, passed, unlocked, evicted and their released parts dropped.
+// inserted, passed, unlocked, evicted and their released parts dropped,
+// under both kinds of sliding state.
 func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 23))
 		r := New(8)
-		r.SetSliding(int64(8 * (1 + rng.IntN(3))))
+		if run := int64(8 * (1 + rng.IntN(3))); seed%2 == 0 {
+			r.SetSlidingPool(run) // SGLang's: unreferenced nodes released too
+		} else {
+			r.SetSliding(run)
+		}
 		r.Journal(true)
 		type watched struct {
 			blocks []uint64
@@ -235,7 +323,20 @@ func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 				b := prompt()
 				m := r.Lock(b, 8, now)
 				n, _ := r.Insert(m.Node, b, m.Blocks, 8, now)
-				hs = append(hs, holder{node: n})
+				h := holder{node: n}
+				if rng.IntN(2) == 0 {
+					// A first Pass changes the released tokens by what
+					// PassGain says.
+					k := rng.IntN(10)
+					rel, hold := r.PassGain(n, k)
+					before := r.ReleasedTokens()
+					h.passed = r.Pass(n, root, k, now)
+					if r.Sliding() && !r.spool && r.ReleasedTokens()-before != rel-hold {
+						t.Fatalf("seed %d step %d: PassGain said +%d −%d, the Pass moved released %d → %d",
+							seed, step, rel, hold, before, r.ReleasedTokens())
+					}
+				}
+				hs = append(hs, h)
 			case op < 7 && len(hs) > 0:
 				h := &hs[rng.IntN(len(hs))]
 				h.passed = r.Pass(h.node, h.passed, rng.IntN(10), now)
@@ -269,5 +370,106 @@ func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 			}
 			checkRadix(t, r)
 		}
+	}
+}
+
+// TestSlidingPoolReleasesWhatNoLockHolds is SGLang's kind of sliding
+// state: a node's sliding part is evictable (released) once no holder
+// needs it, unreferenced nodes included, a lock takes it back, and the
+// pool tombstones the least recently released first. 16-token blocks:
+// a (blocks 1–4) cached at t = 1, b (blocks 11–12) at t = 2; a locked
+// again at t = 3 and passed 2 blocks deep at t = 4.
+func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	a, b := seq(1, 4), seq(11, 2)
+	put(r, a, 16, 1)
+	put(r, b, 16, 2)
+	if got := r.ReleasedTokens(); got != 96 {
+		t.Fatalf("cached, unreferenced: %d released, want 64 + 32 = 96", got)
+	}
+	m := r.Lock(a, 16, 3)
+	if got := r.ReleasedTokens(); got != 32 {
+		t.Fatalf("a locked: %d released, want b's 32", got)
+	}
+	passed := r.Pass(m.Node, root, 2, 4) // a's blocks 1–2 behind the holder's window
+	if got := r.ReleasedTokens(); got != 64 {
+		t.Fatalf("a passed 2 blocks: %d released, want 32 + 32 = 64", got)
+	}
+	checkRadix(t, r)
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("first drop took %d, want b's 32 (released at t = 2)", got)
+	}
+	if got := r.DropReleased(); got != 32 {
+		t.Fatalf("second drop took %d, want a's first 2 blocks, 32", got)
+	}
+	if got := r.DropReleased(); got != 0 {
+		t.Fatalf("third drop took %d, want 0 (a's last 2 blocks are locked)", got)
+	}
+	r.Unpass(passed)
+	r.Unlock(m.Node, 5)
+	if r.ReleasedTokens() != 32 || r.GoneTokens() != 64 {
+		t.Fatalf("a unlocked: %d released, %d gone; want 32, 64", r.ReleasedTokens(), r.GoneTokens())
+	}
+	checkRadix(t, r)
+}
+
+// PassGain counts a passed node's tokens as the Pass does, a partial last
+// block included: a 3-block prompt whose last block holds 5 tokens (37
+// tokens) passed whole releases 37; a second holder's PassGain over the
+// released node then changes nothing.
+func TestPassGainCountsAPartialBlock(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 3)
+	m := r.Lock(p, 5, 0)
+	n, _ := r.Insert(m.Node, p, 0, 5, 0)
+	if rel, hold := r.PassGain(n, 3); rel != 37 || hold != 0 {
+		t.Fatalf("PassGain = %d, %d; want 37, 0", rel, hold)
+	}
+	r.Pass(n, root, 3, 1)
+	if r.ReleasedTokens() != 37 {
+		t.Fatalf("released %d, want 37", r.ReleasedTokens())
+	}
+	h := r.Lock(p, 5, 2)
+	if rel, hold := r.PassGain(h.Node, 3); rel != 0 || hold != 0 {
+		t.Fatalf("second holder's PassGain = %d, %d; want 0, 0", rel, hold)
+	}
+}
+
+// A tombstone changes what matches, so Version moves on, never back.
+func TestSlidingChangesMoveTheVersion(t *testing.T) {
+	r := New(16)
+	r.SetSliding(32)
+	p := seq(1, 10)
+	put(r, p, 16, 0)
+	v := r.Version()
+	tombstoneRange(t, r, p, 0, 8, 1)
+	if r.Version() <= v {
+		t.Fatalf("version %d after a tombstone, was %d", r.Version(), v)
+	}
+	v = r.Version()
+	m := r.Lock(p, 16, 2)
+	n, _ := r.Insert(m.Node, p, m.Blocks, 16, 2) // the match is whole: nothing revived
+	r.Unlock(n, 2)
+	q := append(seq(1, 4), 77)
+	mq := r.Lock(q, 16, 3) // inside the tombstone: matches nothing
+	nq, _ := r.Insert(mq.Node, q, mq.Blocks, 16, 3)
+	if r.GoneTokens() != 64 || r.Version() <= v {
+		t.Fatalf("after reviving blocks 0–3: %d gone, version %d (was %d); want 64, higher", r.GoneTokens(), r.Version(), v)
+	}
+	r.Unlock(nq, 4)
+	checkRadix(t, r)
+}
+
+// A tree keeps sliding state only when asked to.
+func TestSlidingIsOptIn(t *testing.T) {
+	r := New(16)
+	if r.Sliding() {
+		t.Error("a new tree keeps sliding state")
+	}
+	r.SetSliding(0) // any run: at least a token
+	if !r.Sliding() {
+		t.Error("SetSliding(0) left the tree without sliding state")
 	}
 }
