@@ -170,7 +170,7 @@ func TestBadValueClasses(t *testing.T) {
 		{"--hicache-storage-prefetch-policy", []string{"bench", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-prefetch-policy", "eager"}},
 		{"--hicache-storage-size", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-size", "-1"}},
 		{"--hicache-storage-backend", []string{"serve", "--hicache-storage-backend", "nfs"}},
-		{"--hicache-storage-setup-ms", []string{"serve", "--hicache-storage-setup-ms", "1"}}, // without a bandwidth
+		{"--hicache-storage-setup-ms", []string{"serve", "--hicache-storage-setup-ms", "1"}},                           // without a bandwidth
 		{"--hicache-storage-prefetch-policy", []string{"serve", "--hicache-storage-prefetch-policy", "wait_complete"}}, // without a link
 		{"--hicache-storage-bandwidth", []string{"serve", "--mechanism", "pd-disaggregation", "--hicache-storage-bandwidth", "10"}},
 		// flags that do not apply to the mode chosen

@@ -22,7 +22,7 @@ type serveCostFlags struct {
 	chunk                          int
 	// The decoders' storage tier (HiCache L3), which a storage answer's
 	// tier costing prices: a backend preset, or an explicit link.
-	storage, prefetch   string
+	storage, prefetch    string
 	storageGBps, setupMs float64
 }
 
