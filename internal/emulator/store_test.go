@@ -1,0 +1,84 @@
+package emulator
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/pdhybrid/pdhybrid/internal/engine"
+	"github.com/pdhybrid/pdhybrid/internal/model"
+)
+
+// storeDecoder is a session-aware decoder (4,000-token HBM pool, host 3 ×
+// it, Mooncake storage, wait_complete) whose storage pool is the one at
+// the loopback service url.
+func storeDecoder(t *testing.T, name, url string) *engine.Worker {
+	t.Helper()
+	p, err := model.Builtin("qwen3-30b-a3b", "h200-141g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.New(engine.Config{Name: name, Role: engine.RoleDecode, Profile: p, BlockSize: 64, PoolTokens: 4000,
+		Session: engine.SessionConfig{Enabled: true, Eviction: engine.EvictSession},
+		HiCache: engine.HiCacheConfig{Enabled: true, Ratio: 3, WritePolicy: engine.WriteThrough,
+			Storage: engine.StorageConfig{Enabled: true, Backend: "mooncake", Prefetch: engine.PrefetchWaitComplete, Index: NewStoreClient(url)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func blocks(ns uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = ns<<32 | uint64(i+1)
+	}
+	return out
+}
+
+// Two decoders in this process, each reaching the pool only through the
+// loopback service, see one store: d1 seeds session a's 1,280 tokens (20
+// blocks of 64), written through to its host tier and on to the shared
+// pool; d2, which never held a, answers a's 1,344-token turn with a seed
+// naming the 1,280 tokens the pool holds (tier storage), and both read
+// the pool's 1,280 tokens used. The first to open the pool sized it: 4 ×
+// d1's host pool of 12,000 = 48,000 tokens. A worker of another block
+// size is refused, and a service that is gone answers as an empty pool.
+func TestStoreServiceSharedByWorkers(t *testing.T) {
+	srv := httptest.NewServer(NewStoreServer())
+	defer srv.Close()
+	d1, d2 := storeDecoder(t, "d1", srv.URL), storeDecoder(t, "d2", srv.URL)
+	a := blocks(1, 21)
+	r := &engine.Request{ID: 1, Kind: engine.DecodeOnly, Session: "a", KeepSession: true, Blocks: a[:20], Input: 1280, Output: 1}
+	if err := d1.Reserve(0, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := d1.StartDecode(0, r); err != nil {
+		t.Fatal(err)
+	}
+	for now, i := 0.0, 0; r.Stage != engine.StageDone && i < 100; i++ {
+		next, ok := d1.NextTime()
+		if !ok {
+			break
+		}
+		now = max(now, next)
+		d1.Advance(now)
+	}
+	if r.Stage != engine.StageDone {
+		t.Fatalf("d1's seed of a did not finish (stage %d)", r.Stage)
+	}
+	if u1, u2 := d1.StorageUsed(), d2.StorageUsed(); u1 != 1280 || u2 != 1280 || d2.StorageCapacity() != 48000 {
+		t.Fatalf("pool used %d (d1) and %d (d2), capacity %d; want 1280 both, 48,000", u1, u2, d2.StorageCapacity())
+	}
+	rep := d2.AdmitSession(1, engine.AdmitQuery{Session: "a", Blocks: a, Input: 1344, Output: 4})
+	if !rep.CanAdmit || rep.Mode != engine.AdmitSeed || rep.Tier != engine.TierStorage || rep.StorageTokens != 1280 {
+		t.Fatalf("d2 answered %+v; want a seed naming a's 1,280 tokens in the shared pool", rep)
+	}
+	if _, err := NewStoreClient(srv.URL).Open(16, 1000); err == nil {
+		t.Fatal("a worker of 16-token blocks joined a pool of 64-token blocks")
+	}
+	c := NewStoreClient(srv.URL)
+	srv.Close()
+	if n, tok := c.Match(a, 64); n != 0 || tok != 0 || c.Failures() != 1 {
+		t.Fatalf("a gone service matched %d blocks, %d tokens, %d failures; want nothing, 1 failure", n, tok, c.Failures())
+	}
+}
