@@ -299,6 +299,27 @@ func startStore(e *env, f *upFlags) (func(), error) {
 	return func() { srv.Close() }, nil
 }
 
+// storageServeArgs give a KVC gateway the decoders' storage link, so that
+// tier costing prices their storage answers: the backend and prefetch
+// policy the decoders' --worker-arg flags name (the last of each wins, as
+// on a command line); none without a storage tier.
+func (f *upFlags) storageServeArgs() []string {
+	var out []string
+	args := roleArgs(nil, f.workerArgs, "decode")
+	for _, n := range []string{"--hicache-storage-backend", "--hicache-storage-prefetch-policy"} {
+		v := ""
+		for _, a := range args {
+			if x, ok := strings.CutPrefix(a, n+"="); ok {
+				v = x
+			}
+		}
+		if v != "" && hasStorageArg(args) {
+			out = append(out, n, v)
+		}
+	}
+	return out
+}
+
 // hasStorageArg reports whether worker flags give a storage tier.
 func hasStorageArg(args []string) bool {
 	for _, a := range args {
@@ -336,6 +357,7 @@ func (f *upFlags) serveArgs(pool []string) []string {
 		if f.noProbe {
 			gwArgs = append(gwArgs, "--no-residency-probe")
 		}
+		gwArgs = append(gwArgs, f.storageServeArgs()...)
 	}
 	if kvc.Mechanism(f.mech).IsRival() {
 		gwArgs = append(gwArgs, f.rival.serveArgs(f.mech, f.hardware)...)

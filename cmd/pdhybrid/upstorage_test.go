@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,5 +70,23 @@ func TestUpSharedStoragePool(t *testing.T) {
 		if !shared && (used[0]+used[1] != 2048 || used[0] != 0 && used[1] != 0) {
 			t.Fatalf("pools of their own: the workers hold %v tokens, want 2,048 on the one that served the request, 0 on the other", used)
 		}
+	}
+}
+
+// up's KVC gateways get the decoders' storage link (backend and prefetch
+// policy, the last --worker-arg of each), so tier costing prices their
+// storage answers; a decoder without a storage tier gives them none, and a
+// --gateway-arg still comes last.
+func TestUpStorageServeArgs(t *testing.T) {
+	f := upFlags{mech: "kvcache-centric", hardware: "h200-141g", blockSize: 64, kvcPreset: "v4", tauAppend: 8192,
+		workerArgs: []string{"--enable-hierarchical-cache", "decode:--hicache-storage-backend=hf3fs", "--hicache-storage-backend=mooncake",
+			"decode:--hicache-storage-prefetch-policy=wait_complete"}, gatewayArgs: []string{"--hicache-storage-bandwidth=10"}}
+	got := strings.Join(f.serveArgs(nil), " ")
+	if !strings.HasSuffix(got, "--hicache-storage-backend mooncake --hicache-storage-prefetch-policy wait_complete --hicache-storage-bandwidth=10") {
+		t.Errorf("gateway args %q: want the decoders' backend (mooncake, the last given) and policy, then the --gateway-arg", got)
+	}
+	f.workerArgs, f.gatewayArgs = []string{"prefill:--hicache-storage-backend=mooncake"}, nil
+	if got := strings.Join(f.serveArgs(nil), " "); strings.Contains(got, "storage") {
+		t.Errorf("gateway args %q: no decoder has a storage tier, want no storage link", got)
 	}
 }
