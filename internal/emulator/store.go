@@ -92,8 +92,13 @@ func (s *StoreServer) do(path string, q storeReq) (storeRep, int) {
 	if s.idx == nil {
 		return storeRep{Error: "storage pool not opened"}, http.StatusConflict
 	}
-	if len(q.Blocks) == 0 && path != "/storage/tokens" {
-		return storeRep{Error: "no blocks"}, http.StatusBadRequest
+	if path != "/storage/tokens" {
+		if len(q.Blocks) == 0 {
+			return storeRep{Error: "no blocks"}, http.StatusBadRequest
+		}
+		if q.Last < 1 || q.Last > int64(s.bs) {
+			return storeRep{Error: fmt.Sprintf("last %d: the last block's tokens, expected 1 to the block size %d", q.Last, s.bs)}, http.StatusBadRequest
+		}
 	}
 	s.seq++
 	switch path {

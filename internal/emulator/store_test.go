@@ -1,6 +1,8 @@
 package emulator
 
 import (
+	"bytes"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -81,4 +83,35 @@ func TestStoreServiceSharedByWorkers(t *testing.T) {
 	if n, tok := c.Match(a, 64); n != 0 || tok != 0 || c.Failures() != 1 {
 		t.Fatalf("a gone service matched %d blocks, %d tokens, %d failures; want nothing, 1 failure", n, tok, c.Failures())
 	}
+}
+
+// The storage service answers any body on any route without panicking: a
+// clear 4xx for what it cannot take (a bad body, no blocks, a last block
+// outside 1..block size, a pool not opened, an unknown route), 200 else;
+// the pool stays within its capacity.
+func FuzzStoreServer(f *testing.F) {
+	f.Add("/storage/open", []byte(`{"block_size":4,"capacity":40}`))
+	f.Add("/storage/write", []byte(`{"blocks":[1,2,3],"last":4}`))
+	f.Add("/storage/write", []byte(`{"blocks":[1,2,3],"last":9}`))
+	f.Add("/storage/match", []byte(`{"blocks":[1,2],"last":2}`))
+	f.Add("/storage/touch", []byte(`{"blocks":[1],"last":-1}`))
+	f.Add("/storage/tokens", []byte(`{}`))
+	f.Add("/storage/nope", []byte(`[`))
+	f.Fuzz(func(t *testing.T, path string, body []byte) {
+		s := NewStoreServer()
+		open := httptest.NewRequest(http.MethodPost, "/storage/open", bytes.NewReader([]byte(`{"block_size":4,"capacity":40}`)))
+		s.ServeHTTP(httptest.NewRecorder(), open)
+		for range 2 { // twice: a write, then the same path again
+			req := httptest.NewRequest(http.MethodPost, "/storage/write", bytes.NewReader(body))
+			req.URL.Path = path
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK && (rec.Code < 400 || rec.Code > 499) {
+				t.Fatalf("%s %q: HTTP %d", path, body, rec.Code)
+			}
+		}
+		if s.idx != nil && s.idx.Tokens() > 40 {
+			t.Fatalf("pool holds %d tokens, capacity 40", s.idx.Tokens())
+		}
+	})
 }
