@@ -115,3 +115,36 @@ func FuzzStoreServer(f *testing.F) {
 		}
 	})
 }
+
+// The storage service refuses what would corrupt its index, naming the
+// field: a last block of more tokens than a block holds (9 of 4: the path
+// would claim 4 + 4 + 9 = 17 tokens in 3 blocks of 4), or of none, or no
+// blocks; the pool stays empty. A route before open, and a bad open, too.
+func TestStoreServerRefusesBadPaths(t *testing.T) {
+	s := NewStoreServer()
+	post := func(path, body string) (int, string) {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader([]byte(body))))
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := post("/storage/match", `{"blocks":[1],"last":1}`); code != http.StatusConflict {
+		t.Fatalf("a match before open: HTTP %d, want 409", code)
+	}
+	if code, _ := post("/storage/open", `{"block_size":0,"capacity":40}`); code != http.StatusBadRequest {
+		t.Fatalf("an open of 0-token blocks: HTTP %d, want 400", code)
+	}
+	if code, _ := post("/storage/open", `{"block_size":4,"capacity":40}`); code != http.StatusOK {
+		t.Fatalf("open: HTTP %d", code)
+	}
+	for _, body := range []string{`{"blocks":[1,2,3],"last":9}`, `{"blocks":[1,2,3],"last":0}`, `{"blocks":[],"last":4}`, `[`} {
+		if code, msg := post("/storage/write", body); code != http.StatusBadRequest {
+			t.Fatalf("write %s: HTTP %d %s, want 400", body, code, msg)
+		}
+	}
+	if s.idx.Tokens() != 0 {
+		t.Fatalf("the pool took %d tokens of bad writes", s.idx.Tokens())
+	}
+	if code, _ := post("/storage/write", `{"blocks":[1,2,3],"last":4}`); code != http.StatusOK || s.idx.Tokens() != 12 {
+		t.Fatalf("a good write: HTTP %d, pool %d tokens; want 200, 12", code, s.idx.Tokens())
+	}
+}
