@@ -169,6 +169,13 @@ func TestBadValueClasses(t *testing.T) {
 		{"--hicache-storage-backend", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "nfs"}},
 		{"--hicache-storage-prefetch-policy", []string{"bench", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-prefetch-policy", "eager"}},
 		{"--hicache-storage-size", []string{"sim", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-size", "-1"}},
+		{"--hicache-storage-backend", []string{"serve", "--hicache-storage-backend", "nfs"}},
+		{"--hicache-storage-shared-url", []string{"worker", "--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared-url", "localhost:9"}},
+		{"--hicache-storage-shared-url", []string{"worker", "--hicache-storage-shared-url", "http://127.0.0.1:9"}},     // without a storage tier
+		{"--hicache-storage-shared", []string{"up", "--hicache-storage-shared", "--port", "0"}},                        // no worker has a storage tier
+		{"--hicache-storage-setup-ms", []string{"serve", "--hicache-storage-setup-ms", "1"}},                           // without a bandwidth
+		{"--hicache-storage-prefetch-policy", []string{"serve", "--hicache-storage-prefetch-policy", "wait_complete"}}, // without a link
+		{"--hicache-storage-bandwidth", []string{"serve", "--mechanism", "pd-disaggregation", "--hicache-storage-bandwidth", "10"}},
 		// flags that do not apply to the mode chosen
 		{"--hicache-ratio", []string{"sim", "--hicache-ratio", "3"}},
 		{"--hicache-storage-backend", []string{"sim", "--hicache-storage-backend", "mooncake"}},

@@ -5,7 +5,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
+	"github.com/pdhybrid/pdhybrid/internal/model"
 )
 
 // serveCostFlags name the engine profile of the workers a gateway fronts:
@@ -18,9 +20,19 @@ import (
 type serveCostFlags struct {
 	model, hardware, profile, link string
 	chunk                          int
+	// The decoders' storage tier (HiCache L3), which a storage answer's
+	// tier costing prices: a backend preset, or an explicit link.
+	storage, prefetch    string
+	storageGBps, setupMs float64
 }
 
-var serveCostFlagNames = []string{"profile-model", "hardware", "profile", "chunk-tokens", "link"}
+var serveCostFlagNames = []string{"profile-model", "hardware", "profile", "chunk-tokens", "link",
+	"hicache-storage-backend", "hicache-storage-prefetch-policy", "hicache-storage-bandwidth", "hicache-storage-setup-ms"}
+
+var (
+	storageBWRange    = above(0).upTo(1e6).is("a bandwidth in GB/s").orZero("the backend's")
+	storageSetupRange = between(0, 1e4).is("a number of milliseconds")
+)
 
 func (f *serveCostFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.model, "profile-model", "qwen3-30b-a3b", "kvcache-centric, pd-ppd, pd-deflect: the built-in model `name` the workers run, whose engine profile prices KVC v4's stall budget (--tpot-slo-ms), a decoder's host-tier answer (load-back against reseed) and the rivals' TTFT and stall estimates, as in the simulator; pdhybrid worker's --model")
@@ -28,10 +40,22 @@ func (f *serveCostFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.profile, "profile", "", "kvcache-centric, pd-ppd, pd-deflect: the workers' model/hardware profile JSON `file`, replacing --profile-model/--hardware (docs/engine.md)")
 	fs.IntVar(&f.chunk, "chunk-tokens", 0, "kvcache-centric, pd-ppd, pd-deflect: the workers' chunked-prefill budget in `tokens` (SGLang --chunked-prefill-size), which the stall cost counts a step overhead per chunk of; 0 = the profile's (SGLang's 8192 where it names none)")
 	fs.StringVar(&f.link, "link", "rdma-400g", "kvcache-centric: the profile's `link` P→D KV travels over, which tier costing prices a reseed with (rdma-400g, tcp-loopback, nvlink); pdhybrid worker's --link")
+	fs.StringVar(&f.storage, "hicache-storage-backend", "", "kvcache-centric: the decoders' storage KV tier (SGLang HiCache L3; pdhybrid worker's --hicache-storage-backend), whose link tier costing prices a decoder's storage answer with (a prefetch storage→host, then the load-back, against a reseed through P): `mooncake` (37.5 GB/s, 100 µs setup) or hf3fs (6.25 GB/s, 1 ms), the profile's storage link where it names one; unset (and no --hicache-storage-bandwidth): storage answers are not costed, their tokens count as cached")
+	fs.StringVar(&f.prefetch, "hicache-storage-prefetch-policy", "best_effort", "kvcache-centric, with a storage link: the decoders' `policy` (pdhybrid worker's --hicache-storage-prefetch-policy): best_effort (a turn admitted at once has received nothing: its storage tokens are costed as computed), wait_complete or timeout (costed as a whole prefetch)")
+	fs.Float64Var(&f.storageGBps, "hicache-storage-bandwidth", 0, "kvcache-centric: the decoders' storage link bandwidth in `GB/s` (10^9 bytes/s), replacing --hicache-storage-backend's, or naming a storage link without one; 0 = the backend's")
+	fs.Float64Var(&f.setupMs, "hicache-storage-setup-ms", 0, "kvcache-centric, with --hicache-storage-bandwidth: the storage link's setup latency in `milliseconds` ≥ 0 (replacing the backend's); 0 = the backend's, or none without one")
 }
 
 func (f *serveCostFlags) check(ck *checks) {
 	ck.num("chunk-tokens", between(1, 1<<22).is("a number of tokens").orZero("the profile's"))
+	if ck.set("hicache-storage-backend") {
+		ck.oneOf("hicache-storage-backend", model.StorageBackends...)
+	}
+	ck.oneOf("hicache-storage-prefetch-policy", engine.PrefetchPolicies...)
+	ck.num("hicache-storage-bandwidth", storageBWRange)
+	ck.num("hicache-storage-setup-ms", storageSetupRange)
+	ck.only("hicache-storage-setup-ms", f.storageGBps > 0, "with --hicache-storage-bandwidth")
+	ck.only("hicache-storage-prefetch-policy", f.storage != "" || f.storageGBps > 0, "with --hicache-storage-backend or --hicache-storage-bandwidth")
 	if ck.set("profile") {
 		ck.only("profile-model", false, "without --profile (the profile names its model)")
 		ck.only("hardware", false, "without --profile (the profile names its hardware)")
@@ -58,5 +82,35 @@ func (f *serveCostFlags) costs() (kvc.StallCost, kvc.TierCost, error) {
 		}
 	}
 	tiers, _ := kvc.TierCostOf(p, f.link) // no host link: tier costing off
+	if err := f.storageLink(p, &tiers); err != nil {
+		return kvc.StallCost{}, kvc.TierCost{}, err
+	}
 	return kvc.StallCostOf(p, chunk), tiers, nil
+}
+
+// storageLink gives the tier cost the decoders' storage link, as the
+// simulator's run has it (sim.Config.withTiers): the backend's (the
+// profile's storage link or the datasheet preset), with the explicit
+// bandwidth and setup over it. No backend and no bandwidth: none (storage
+// answers not costed).
+func (f *serveCostFlags) storageLink(p *model.Profile, tc *kvc.TierCost) error {
+	var l model.Link
+	if f.storage != "" {
+		var err error
+		if l, err = p.StorageLink(f.storage); err != nil {
+			return usagef("--hicache-storage-backend: %v", err)
+		}
+	}
+	if f.storageGBps > 0 {
+		l.BandwidthBytes = f.storageGBps * 1e9
+		if f.setupMs > 0 || f.storage == "" {
+			l.SetupS = f.setupMs / 1000
+		}
+	}
+	if l.BandwidthBytes <= 0 {
+		return nil
+	}
+	tc.StorageBandwidth, tc.StorageSetupS = l.BandwidthBytes, l.SetupS
+	tc.StorageBestEffort = f.prefetch == "" || f.prefetch == "best_effort"
+	return nil
 }

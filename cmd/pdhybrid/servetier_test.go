@@ -163,3 +163,80 @@ func getBody(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// serve --kvc-preset v4 prices a decoder's storage-tier answer live, with
+// the decoders' storage link given (--hicache-storage-backend mooncake,
+// wait_complete): TestServeKVCv4CostsHostTierAnswer's decoder with a
+// Mooncake storage tier below its host tier (host 80,000 tokens, storage
+// 4 × that). z's 3,000-token first turn is a local seed; a's, b's and c's
+// 30,000-token first turns are seeded through P, each new one trimming the
+// one before from HBM; the host pool, full at c, drops its oldest (z, then
+// a), so only storage holds a. a's 50-token append is a direct append
+// there, tier storage, 29,952 storage tokens. Priced over the Mooncake link
+// (2.94 GB ÷ 37.5 GB/s + 0.1 ms = 78.6 ms of prefetch), then the 53 ms
+// load-back beside the chunk, it would stall the decode batch ~130 ms,
+// over the decoder's ~50 ms budget: the gateway reseeds a through P. With
+// no storage link (the flag left out) the storage tokens count as cached:
+// the same answer is a plain direct append. The verdict rests on modes,
+// the worker that answered and P's request count, not timing.
+func TestServeKVCv4CostsStorageTierAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		wantA2 string
+	}{
+		{"storage link given", []string{"--hicache-storage-backend", "mooncake", "--hicache-storage-prefetch-policy", "wait_complete"}, kvc.ModeHostReseed},
+		{"storage link unknown", nil, "kvcache-direct-to-d-session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := emulatortest.StartWith(t, "127.0.0.1:0", engine.RolePrefill, func(c *emulator.Config) { c.SliceTPOTS = 0.012 })
+			d := emulatortest.StartWith(t, "127.0.0.1:0", engine.RoleDecode, func(c *emulator.Config) {
+				c.Session = engine.SessionConfig{Enabled: true, Eviction: engine.EvictSession}
+				c.PoolTokens = 40000
+				c.HiCache = engine.HiCacheConfig{Enabled: true, Ratio: 2, WritePolicy: engine.WriteThrough,
+					Storage: engine.StorageConfig{Enabled: true, Backend: "mooncake", Prefetch: engine.PrefetchWaitComplete}}
+				c.SliceTPOTS = 0.012
+			})
+			emulatortest.WaitHealthy(t, p.URL(), d.URL())
+			gw := serveOn(t, p, d, append([]string{"--kvc-preset", "v4", "--whole-on-p=false"}, tc.args...)...)
+			if m, _ := post(t, gw, "z", seq(1, 3000)); m != kvc.ModeLocalSeed {
+				t.Fatalf("z turn 1 in mode %q, want %s on the idle decoder", m, kvc.ModeLocalSeed)
+			}
+			a1 := seq(100000, 30000)
+			m, out := post(t, gw, "a", a1)
+			if m != "pd-router-turn1-seed" {
+				t.Fatalf("a turn 1 in mode %q, want pd-router-turn1-seed (over the decoder's stall budget)", m)
+			}
+			for i, s := range []string{"b", "c"} {
+				if m, _ := post(t, gw, s, seq(200000+100000*i, 30000)); m != "pd-router-turn1-seed" {
+					t.Fatalf("%s turn 1 in mode %q, want pd-router-turn1-seed", s, m)
+				}
+			}
+			prompt := append(append(a1, out...), seq(900000, 50)...)
+			body, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
+			resp, err := http.Post(gw+"/generate", "application/json", strings.NewReader(string(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("a turn 2: %d %s", resp.StatusCode, b)
+			}
+			if m := resp.Header.Get("X-PDHybrid-Mode"); m != tc.wantA2 {
+				t.Fatalf("a turn 2 (its prefix in the decoder's storage tier only) in mode %q, want %s", m, tc.wantA2)
+			}
+			if w := resp.Header.Get("X-PDHybrid-Worker"); w != d.URL() {
+				t.Fatalf("a turn 2 answered by %q, want the decoder that holds a, %s", w, d.URL())
+			}
+			want := `pdhybrid_requests_total{mechanism="kvcache-centric",mode="` + tc.wantA2 + `",outcome="ok"} 1`
+			waitMetric(t, gw, want, "pdhybrid_requests_total")
+			// P prefilled a's, b's and c's first turns, and a's second
+			// only when it was reseeded.
+			wantP := map[bool]float64{true: 4, false: 3}[tc.wantA2 == kvc.ModeHostReseed]
+			if n := metricSum(getBody(t, p.URL()+"/metrics"), "sglang:num_requests_total"); n != wantP {
+				t.Fatalf("the prefill worker served %v requests, want %v", n, wantP)
+			}
+		})
+	}
+}

@@ -24,7 +24,8 @@ type upFlags struct {
 	gateways, port, workerBase  int
 	timeScale                   float64
 	tauAppend, blockSize        int
-	noProbe                     bool
+	noProbe, storeShared        bool
+	storeURL                    string // the shared storage pool's service, once started
 	workerArgs, gatewayArgs     []string
 	sessionHeader, sessionField string
 	rival                       rivalFlags
@@ -88,6 +89,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
 	addSessionFlags(fs, &f.sessionHeader, &f.sessionField)
+	fs.BoolVar(&f.storeShared, "hicache-storage-shared", false, "one storage pool for every worker given a storage tier (--worker-arg=--enable-hierarchical-cache --worker-arg=--hicache-storage-backend=mooncake, for every role or ROLE:), as SGLang's L3 is one store for the cluster: up serves the pool's index on loopback and passes its URL to those workers (--hicache-storage-shared-url), each reading it over its own link (docs/engine.md)")
 	fs.BoolVar(&f.noProbe, "no-residency-probe", false, "kvcache-centric: gateways do not ask the decoders where a session they have not routed lives")
 	fs.StringVar(&r.trace, "trace", "", "canonical trace `file` to replay through the stack, then stop (default: serve until interrupted)")
 	fs.StringVar(&r.out, "out", "", "with --trace: run `folder` for metrics.jsonl and summary.json")
@@ -149,6 +151,13 @@ func runUp(ctx context.Context, e *env, f *upFlags, r *replayFlags) error {
 	if err := portsFree(f); err != nil {
 		return err
 	}
+	if f.storeShared {
+		stop, err := startStore(e, f)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	cs := &children{e: e}
 	defer cs.stop(10 * time.Second)
 	entry, stopFront, err := startStack(ctx, e, cs, f)
@@ -182,7 +191,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 	n := 0
 	if f.mech == "pd-colo" {
 		for i := range f.colo {
-			w, err := cs.start(ctx, fmt.Sprintf("colo-%d", i), append([]string{"worker", "--role", "colo", "--port", port(n)}, common...)...)
+			w, err := cs.start(ctx, fmt.Sprintf("colo-%d", i), f.withStore(append([]string{"worker", "--role", "colo", "--port", port(n)}, common...))...)
 			if err != nil {
 				return "", nothing, err
 			}
@@ -204,7 +213,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			if f.mech == "kvcache-centric" && f.v3Workers() {
 				args = append(args, "--serve-whole", "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
 			}
-			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), args...)
+			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), f.withStore(args)...)
 			if err != nil {
 				return "", nothing, err
 			}
@@ -227,7 +236,7 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 					args = append(args, "--prefill-bypass-tokens", strconv.Itoa(v3Bypass), "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
 				}
 			}
-			w, err := cs.start(ctx, fmt.Sprintf("decode-%d", i), args...)
+			w, err := cs.start(ctx, fmt.Sprintf("decode-%d", i), f.withStore(args)...)
 			if err != nil {
 				return "", nothing, err
 			}
@@ -271,6 +280,65 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 	}, nil
 }
 
+// startStore serves the shared storage pool's index (emulator.StoreServer)
+// on a free loopback port for the workers up starts; a worker restarted
+// after a crash finds the pool as it was.
+func startStore(e *env, f *upFlags) (func(), error) {
+	if !hasStorageArg(roleArgs(nil, f.workerArgs, "prefill")) && !hasStorageArg(roleArgs(nil, f.workerArgs, "decode")) &&
+		!hasStorageArg(roleArgs(nil, f.workerArgs, "colo")) {
+		return nil, usagef("--hicache-storage-shared: no worker has a storage tier; give them one with --worker-arg=--enable-hierarchical-cache --worker-arg=--hicache-storage-backend=mooncake")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("--hicache-storage-shared: %w", err)
+	}
+	srv := &http.Server{Handler: emulator.NewStoreServer(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	f.storeURL = "http://" + ln.Addr().String()
+	fmt.Fprintf(e.stdout, "storage url=%s shared by the workers with a storage tier\n", f.storeURL)
+	return func() { srv.Close() }, nil
+}
+
+// storageServeArgs give a KVC gateway the decoders' storage link, so that
+// tier costing prices their storage answers: the backend and prefetch
+// policy the decoders' --worker-arg flags name (the last of each wins, as
+// on a command line); none without a storage tier.
+func (f *upFlags) storageServeArgs() []string {
+	var out []string
+	args := roleArgs(nil, f.workerArgs, "decode")
+	for _, n := range []string{"--hicache-storage-backend", "--hicache-storage-prefetch-policy"} {
+		v := ""
+		for _, a := range args {
+			if x, ok := strings.CutPrefix(a, n+"="); ok {
+				v = x
+			}
+		}
+		if v != "" && hasStorageArg(args) {
+			out = append(out, n, v)
+		}
+	}
+	return out
+}
+
+// hasStorageArg reports whether worker flags give a storage tier.
+func hasStorageArg(args []string) bool {
+	for _, a := range args {
+		if a == "--hicache-storage-backend" || strings.HasPrefix(a, "--hicache-storage-backend=") {
+			return true
+		}
+	}
+	return false
+}
+
+// withStore adds the shared storage pool's URL to a worker's flags when
+// they give it a storage tier.
+func (f *upFlags) withStore(args []string) []string {
+	if f.storeURL != "" && hasStorageArg(args) {
+		return append(args, "--hicache-storage-shared-url", f.storeURL)
+	}
+	return args
+}
+
 // serveArgs are the flags of every gateway ('pdhybrid serve') in front
 // of the workers pool names: the mechanism with what it needs (KVC's
 // preset, the rivals' SLOs; both the workers' --hardware for the cost
@@ -289,6 +357,7 @@ func (f *upFlags) serveArgs(pool []string) []string {
 		if f.noProbe {
 			gwArgs = append(gwArgs, "--no-residency-probe")
 		}
+		gwArgs = append(gwArgs, f.storageServeArgs()...)
 	}
 	if kvc.Mechanism(f.mech).IsRival() {
 		gwArgs = append(gwArgs, f.rival.serveArgs(f.mech, f.hardware)...)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -44,6 +45,7 @@ type workerFlags struct {
 	refuse                              bool
 	faultSeed                           uint64
 	hicache                             hicacheFlags
+	storeURL                            string
 }
 
 func workerCmd(e *env) *cobra.Command {
@@ -95,6 +97,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.Int64Var(&f.maxTotal, "max-total-tokens", 0, "KV pool size in `tokens` (SGLang --max-total-tokens); 0 = from the memory fraction")
 	fs.BoolVar(&f.mixed, "mixed-chunk", false, "run the decode batch inside prefill steps (SGLang --enable-mixed-chunk)")
 	f.hicache.register(fs, "a worker with a prefix cache (colo, prefill, or decode with --session-cache or the decode radix cache)")
+	fs.StringVar(&f.storeURL, "hicache-storage-shared-url", "", "with --hicache-storage-backend: the shared storage pool's loopback service at `URL` (http://127.0.0.1:PORT, which 'pdhybrid up --hicache-storage-shared' starts and passes): every worker given it sees one storage pool, as SGLang's L3 is one store, each reading it over its own link; the first worker to reach it sizes it (--hicache-storage-size); unset: a pool of this worker's own")
 	fs.BoolVar(&f.incremental, "incremental-streaming-output", false, "stream only the new text and ids in each SSE event (SGLang --incremental-streaming-output); by default every event holds all so far")
 	fs.Float64Var(&f.snapshotBufGiB, "snapshot-buf", 8, "prefill: the D→P snapshot buffer /_snapshot/prepare_receive reserves in, in `GiB` (the seed's SGLANG_SNAPSHOT_LINK_BUF_BYTES; sim's --snapshot-buf)")
 	fs.BoolVar(&f.serveWhole, "serve-whole", false, "prefill: also serve a request without a bootstrap room whole (prefill and decode), as a colocated worker would: the extension KVC v3's --whole-on-p and --p-hosts-sessions need on the prefill worker (stock SGLang answers 400)")
@@ -196,7 +199,13 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.only("backpressure-transfer-queue", f.backpressure, "with --backpressure")
 	ck.only("fault-seed", f.errRate > 0, "with --fault-error-rate")
 	f.hicache.check(ck)
-	ck.only("hicache-storage-shared", false, "in sim, bench and sweep (a worker process has one engine; its storage pool is its own)")
+	ck.only("hicache-storage-shared", false, "in sim, bench and sweep (a worker process shares a pool through --hicache-storage-shared-url)")
+	ck.only("hicache-storage-shared-url", f.hicache.enabled && f.hicache.storage != "", "with --hicache-storage-backend")
+	if ck.set("hicache-storage-shared-url") {
+		if u, err := url.Parse(f.storeURL); err != nil || u.Scheme != "http" || u.Host == "" {
+			ck.fail("--hicache-storage-shared-url %q: want http://HOST:PORT", f.storeURL)
+		}
+	}
 	ck.only("enable-hierarchical-cache", !decode || f.sessionCache || f.decodeRadix, "to a worker with a prefix cache: colo, prefill, or decode with --session-cache or --disaggregation-decode-enable-radix-cache (a plain PD decoder keeps no KV between requests)")
 	if ck.set("profile") {
 		ck.only("model", false, "without --profile (the profile names its model)")
@@ -238,6 +247,9 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		DecodeRadix: f.decodeRadix, ConditionalAgg: f.condAgg, SnapshotSync: f.snapshotSync,
 		ShortestFirst: f.order == "shortest", MaxWaitS: f.maxWait, SliceTPOTS: f.tpotSLO / 1000,
 		HiCache: f.hicache.config(),
+	}
+	if f.storeURL != "" {
+		cfg.HiCache.Storage.Index = emulator.NewStoreClient(f.storeURL)
 	}
 	if prefill {
 		cfg.SnapshotBufBytes = int64(f.snapshotBufGiB * (1 << 30))

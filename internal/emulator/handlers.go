@@ -85,6 +85,15 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 	if c.Role == engine.RolePrefill {
 		info["disaggregation_bootstrap_port"] = s.BootstrapPort()
 	}
+	if st := c.HiCache.Storage; st.Enabled {
+		// The storage pool (a shared one is read through its service).
+		var used, pool int64
+		s.d.do(func(float64) { used, pool = s.w.StorageUsed(), s.w.StorageCapacity() })
+		info["hicache_storage_backend"] = st.Backend
+		info["hicache_storage_prefetch_policy"] = st.Prefetch.String()
+		info["pdhybrid_storage"] = map[string]any{"pool_tokens": pool, "used_tokens": used, "shared": st.Index != nil,
+			"prefetched_tokens": l.stats.StoragePrefetchedTokens}
+	}
 	if c.Role == engine.RoleDecode {
 		// SGLang's server args under their own names (server_info dumps
 		// ServerArgs); the second is draft PR #34773's.

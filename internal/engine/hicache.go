@@ -268,7 +268,11 @@ func (w *Worker) hiDemote(now float64, n int32) (host, storage bool) {
 		return true, false
 	}
 	st := w.host.store
-	return false, st != nil && st.tree.Match(blocks, last).Tokens == tokens
+	if st == nil {
+		return false, false
+	}
+	_, held := st.idx.Match(blocks, last)
+	return false, held == tokens
 }
 
 // hiDemoteSession is hiDemote for a session a trim takes from HBM: with

@@ -94,6 +94,10 @@ type StorageConfig struct {
 	// worker built sizes it, each reads it over its own link (its own
 	// Link, backend and prefetch policy). Nil: a pool per worker.
 	Pool *StoragePool
+	// Index, when set, is a pool kept outside this process that several
+	// worker processes share (StorageIndex: the emulator's store service);
+	// it replaces Pool. Its aggregate bandwidth is not modelled.
+	Index StorageIndex
 }
 
 // StoragePool is a storage pool several workers share (StorageConfig.Pool).
@@ -112,9 +116,10 @@ type StoragePool struct {
 // bandwidth; the first worker given it sizes it.
 func NewStoragePool() *StoragePool { return &StoragePool{} }
 
-// storageShared is what the workers of one pool share: its tree, its
-// capacity and its aggregate link's reservations.
+// storageShared is what the workers of one pool share: its index, its
+// tree, its capacity and its aggregate link's reservations.
 type storageShared struct {
+	idx      StorageIndex
 	tree     *radix.Tree
 	capacity int64   // tokens
 	aggBW    float64 // bytes/s; 0 unlimited
@@ -126,8 +131,10 @@ type storageShared struct {
 // storageTier is a worker's view of its storage KV pool (L3): the pool's
 // tree (its own, or a shared one) over the worker's own link.
 type storageTier struct {
-	tree      *radix.Tree
-	capacity  int64 // tokens
+	idx       StorageIndex
+	tree      *radix.Tree // idx's, when it is in this process; else nil
+	capacity  int64       // tokens
+	remote    bool        // idx is a pool kept outside this process (StorageConfig.Index)
 	shared    *storageShared
 	link      model.Link
 	policy    PrefetchPolicy
@@ -156,7 +163,7 @@ func (st *storageTier) reserve(start float64, bytes int64) float64 {
 // sharedPool reports whether the worker's storage pool is one other
 // workers share: what it holds may have been written by any of them.
 func (w *Worker) sharedPool() bool {
-	return w.host != nil && w.host.store != nil && w.host.store.shared != nil
+	return w.host != nil && w.host.store != nil && (w.host.store.shared != nil || w.host.store.remote)
 }
 
 // newStorageTier sizes the storage pool of a worker whose host pool holds
@@ -172,22 +179,30 @@ func newStorageTier(cfg Config, host int64) (*storageTier, error) {
 		link = l
 	}
 	st := &storageTier{link: link, policy: s.Prefetch, threshold: s.ThresholdTokens, baseS: s.TimeoutBaseS, perKiS: s.TimeoutPerKiS}
-	if s.Pool != nil && s.Pool.shared != nil {
-		st.shared, st.tree, st.capacity = s.Pool.shared, s.Pool.shared.tree, s.Pool.shared.capacity
-	} else {
-		capacity := int64(DefaultStorageRatio) * host
-		if s.SizeBytes > 0 {
-			capacity = s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+	capacity := int64(DefaultStorageRatio) * host
+	if s.SizeBytes > 0 {
+		capacity = s.SizeBytes / cfg.Profile.Model.KVBytesPerToken()
+	}
+	switch {
+	case s.Index != nil:
+		c, err := s.Index.Open(cfg.BlockSize, capacity)
+		if err != nil {
+			return nil, fmt.Errorf("engine %s: hicache storage: %w", cfg.Name, err)
 		}
+		st.idx, st.capacity, st.remote = s.Index, c, true
+	case s.Pool != nil && s.Pool.shared != nil:
+		st.shared, st.idx, st.tree, st.capacity = s.Pool.shared, s.Pool.shared.idx, s.Pool.shared.tree, s.Pool.shared.capacity
+	default:
 		if capacity <= host {
 			return nil, fmt.Errorf("engine %s: storage KV pool of %d bytes holds %d tokens, expected more than the host pool's %d (raise --hicache-storage-size)", cfg.Name, s.SizeBytes, capacity, host)
 		}
-		st.tree, st.capacity = radix.New(cfg.BlockSize), capacity
+		li := NewStorageIndex(cfg.BlockSize, capacity).(*localIndex)
+		st.idx, st.tree, st.capacity = li, li.tree, capacity
 		if s.Pool != nil {
 			if s.Pool.BandwidthBytes < 0 {
 				return nil, fmt.Errorf("engine %s: shared storage pool bandwidth %g bytes/s, expected ≥ 0 (0 = unlimited)", cfg.Name, s.Pool.BandwidthBytes)
 			}
-			st.shared = &storageShared{tree: st.tree, capacity: capacity, aggBW: s.Pool.BandwidthBytes}
+			st.shared = &storageShared{idx: st.idx, tree: st.tree, capacity: capacity, aggBW: s.Pool.BandwidthBytes}
 			s.Pool.shared = st.shared
 		}
 	}
@@ -216,7 +231,7 @@ func (w *Worker) StorageUsed() int64 {
 	if w.host == nil || w.host.store == nil {
 		return 0
 	}
-	return w.host.store.tree.Tokens()
+	return w.host.store.idx.Tokens()
 }
 
 // stWrite writes a path the host tier took on to storage, making room by
@@ -226,18 +241,12 @@ func (w *Worker) stWrite(now float64, blocks []uint64, last int64) {
 	if st == nil || len(blocks) == 0 {
 		return
 	}
-	m := st.tree.Lock(blocks, last, now)
-	need := int64(len(blocks)-1)*int64(w.cfg.BlockSize) + last - m.Tokens
-	if free := st.capacity - st.tree.Tokens(); need > free {
-		w.stats.StorageEvictedTokens += st.tree.Evict(need - free)
-		if st.capacity-st.tree.Tokens() < need {
-			st.tree.Unlock(m.Node, now)
-			w.stats.StorageWriteSkips++
-			return
-		}
+	added, evicted, ok := st.idx.Write(now, blocks, last)
+	w.stats.StorageEvictedTokens += evicted
+	if !ok {
+		w.stats.StorageWriteSkips++
+		return
 	}
-	node, added := st.tree.Insert(m.Node, blocks, m.Blocks, last, now)
-	st.tree.Unlock(node, now)
 	w.stats.StorageWrittenTokens += added
 }
 
@@ -254,8 +263,8 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	}
 	last := w.lastBlockTokens(r.Input, len(r.Blocks))
 	base := max(int(w.host.tree.Match(r.Blocks, last).Tokens), cached)
-	sm := st.tree.Match(r.Blocks, last)
-	beyond := min(int(sm.Tokens), r.Input-1) - base
+	smBlocks, smTokens := st.idx.Match(r.Blocks, last)
+	beyond := min(int(smTokens), r.Input-1) - base
 	if beyond < st.threshold {
 		return
 	}
@@ -265,13 +274,13 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 		x.prefetchBegun, x.prefetchFrom = true, base
 		if st.shared != nil && st.shared.aggBW > 0 {
 			// Booked once, on the pool's aggregate link, at the first attempt.
-			x.prefetchDoneAt = st.reserve(r.SubmittedAt, int64(min(int(sm.Tokens), r.Input-1)-base)*bpt)
+			x.prefetchDoneAt = st.reserve(r.SubmittedAt, int64(min(int(smTokens), r.Input-1)-base)*bpt)
 		}
 	}
 	// The prefetch reads storage's match from where it began, pages in
 	// order; an earlier attempt's pages are on host already (base).
 	from := min(x.prefetchFrom, base)
-	total := min(int(sm.Tokens), r.Input-1) - from
+	total := min(int(smTokens), r.Input-1) - from
 	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)
 	if x.prefetchDoneAt > 0 {
 		doneAt = x.prefetchDoneAt
@@ -284,7 +293,7 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 		end = max(now, min(doneAt, r.SubmittedAt+st.baseS+st.perKiS*float64(total)/1024))
 	}
 	bs := w.cfg.BlockSize
-	nb, lastTok := sm.Blocks, sm.Tokens-int64(sm.Blocks-1)*int64(bs)
+	nb, lastTok := smBlocks, smTokens-int64(smBlocks-1)*int64(bs)
 	if end < doneAt {
 		// Pages arrive in order; only whole ones count.
 		got := int64((end - r.SubmittedAt - st.link.SetupS) * st.link.BandwidthBytes / float64(bpt))
@@ -300,7 +309,7 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 		}
 	}
 	// Touch storage's copy (its LRU) and file what arrived in the host tree.
-	st.tree.Unlock(st.tree.Lock(r.Blocks[:nb], lastTok, now).Node, now)
+	st.idx.Touch(now, r.Blocks[:nb], lastTok)
 	before := w.stats.HostWriteSkips
 	w.hiWrite(now, r.Blocks[:nb], lastTok)
 	if w.stats.HostWriteSkips != before {
@@ -326,7 +335,8 @@ func (w *Worker) storageBeyond(s *dSession, q AdmitQuery, cached int, anyone boo
 	st := w.host.store
 	last := w.lastBlockTokens(q.Input, len(q.Blocks))
 	base := max(min(int(w.host.tree.Match(q.Blocks, last).Tokens), q.Input-1), cached)
-	beyond := min(int(st.tree.Match(q.Blocks, last).Tokens), q.Input-1) - base
+	_, held := st.idx.Match(q.Blocks, last)
+	beyond := min(int(held), q.Input-1) - base
 	if beyond < st.threshold {
 		return 0
 	}

@@ -47,6 +47,18 @@ func TestSessionStoredKeepsPin(t *testing.T) {
 	if got := w.x.Tier("s"); got != TierHBM {
 		t.Fatalf("a storage report from another decoder: tier %q, want hbm", got)
 	}
+	// With one pool for every decoder the storage report is an eviction
+	// (any decoder reads the session over its own link), and under
+	// best_effort too (storage tokens are priced as computed).
+	for _, set := range []func(*TierCost){func(c *TierCost) { c.StorageShared = true }, func(c *TierCost) { c.StorageBestEffort = true }} {
+		w2 := newLabelWorld(t, nil, Options{Alpha: 1})
+		set(&w2.x.cfg.V3.Tiers)
+		w2.run("s", 1, seedAll, true)
+		w2.x.SessionStored(0, "s")
+		if got := w2.x.Tier("s"); got != TierNone {
+			t.Fatalf("%+v: after the storage report tier %q, want none (tied to no decoder)", w2.x.cfg.V3.Tiers, got)
+		}
+	}
 	// A storage answer with a host part is believed with both.
 	x := tierWorld(50e9, 0)
 	secondTurnOnD0(t, x, "s", nil, AdmitReply{CanAdmit: true, Direct: true, Tier: TierStorage, CachedTokens: 100_000, HostTokens: 40_000, StorageTokens: 60_000})

@@ -30,6 +30,10 @@ type TierCost struct {
 	// nothing from storage (engine/storage.go): its storage tokens are
 	// costed as computed, not prefetched.
 	StorageBestEffort bool
+	// StorageShared: one storage pool for every decoder (SGLang's L3 as one
+	// store), so a session only storage holds is tied to no decoder
+	// (SessionStored).
+	StorageShared bool
 }
 
 // On reports whether tier costing is configured.

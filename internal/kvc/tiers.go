@@ -48,12 +48,20 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 // decoder keeps the session, marked as in storage, so its next turn is
 // asked there first (a prefetch from storage, which tier costing weighs
 // against a reseed through P); a decoder the session has left forgets it.
+// A pool every decoder shares (TierCost.StorageShared) ties the session to
+// no decoder: each reads it over its own link and names it in its seed
+// answer, so the report is an eviction and the next turn is placed as a
+// session no decoder holds. Under best_effort (TierCost.StorageBestEffort)
+// tier costing prices storage tokens as computed, so the copy is worth
+// nothing to the placement and the report is an eviction too. Both
+// measured better than keeping the pin (docs/kvc-v4.md, "Storage in the
+// control plane").
 func (x *Dispatcher) SessionStored(d int, session string) {
 	s := x.sessions[session]
 	if s == nil || x.cfg.Belief != BeliefTrack {
 		return
 	}
-	if s.pin != d {
+	if tc := x.cfg.V3.Tiers; s.pin != d || tc.StorageShared || tc.StorageBestEffort {
 		x.SessionEvicted(d, session)
 		return
 	}

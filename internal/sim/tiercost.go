@@ -19,6 +19,7 @@ func (c *Config) withTiers(v kvc.V3Config) kvc.V3Config {
 		if l, err := c.Profile.StorageLink(b); err == nil { // validated with the engine's config
 			tc.StorageBandwidth, tc.StorageSetupS = l.BandwidthBytes, l.SetupS
 			tc.StorageBestEffort = c.HiCache.StoragePrefetchPolicy == "" || c.HiCache.StoragePrefetchPolicy == "best_effort"
+			tc.StorageShared = c.HiCache.StorageShared
 		}
 	}
 	v.Tiers = tc
