@@ -270,7 +270,7 @@ func (w *Worker) planNext(now float64) {
 		}
 	}
 
-	if open && w.cfg.Session.Enabled && w.cfg.Session.BypassTokens > 0 {
+	if open && w.bypassRoom() > 0 {
 		w.bypass(now)
 	}
 
@@ -454,7 +454,7 @@ func (w *Worker) bypass(now float64) {
 		w.bypassShortest(now)
 		return
 	}
-	room := w.cfg.Session.BypassTokens
+	room := w.bypassRoom()
 	q := &w.waiting
 	for i := q.head; i < len(q.items) && room > 0; i++ {
 		w.schedWork++
@@ -476,7 +476,7 @@ func (w *Worker) bypass(now float64) {
 // bypassShortest is bypass in shortest-first order: the heap's requests
 // while they fit, those that cannot be admitted set aside and put back.
 func (w *Worker) bypassShortest(now float64) {
-	room := w.cfg.Session.BypassTokens
+	room := w.bypassRoom()
 	o := &w.order
 	aside := w.aside[:0]
 	for room > 0 && w.admitted < w.cfg.MaxRunning {

@@ -84,6 +84,11 @@ type Config struct {
 	// KVC v3's workers (order.go).
 	ShortestFirst bool
 	MaxWaitS      float64
+	// PrefillBypassTokens: on a prefill worker, a step that continues a
+	// long chunked prefill also takes waiting requests whose uncached
+	// prompt fits in this many tokens, as a session-aware decoder's
+	// SessionConfig.BypassTokens does (pbypass.go; 0 = none).
+	PrefillBypassTokens int
 	// HiCache gives the worker a host-memory KV tier below its prefix
 	// cache (SGLang --enable-hierarchical-cache; hicache.go).
 	HiCache HiCacheConfig
