@@ -99,6 +99,7 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"reject-window":                    append(kvcFlags, "--reject-window", "77"),
 		"prefill-bypass-tokens":            append(kvcFlags, "--kvc-preset", "v3", "--prefill-bypass-tokens", "77"),
 		"p-prefill-bypass-tokens":          append(kvcFlags, "--kvc-preset", "v4", "--p-prefill-bypass-tokens", "777"),
+		"p-prefill-bypass-ahead":           append(kvcFlags, "--kvc-preset", "v4", "--p-prefill-bypass-tokens", "777", "--p-prefill-bypass-ahead"),
 		"prefill-order":                    append(kvcFlags, "--kvc-preset", "v3", "--prefill-order", "fcfs"),
 		"prefill-max-wait":                 append(kvcFlags, "--kvc-preset", "v3", "--prefill-max-wait", "77"),
 		"low-watermark":                    append(kvcFlags, "--low-watermark", "0.1"),

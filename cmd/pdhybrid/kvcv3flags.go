@@ -24,7 +24,8 @@ type kvcV3Flags struct {
 	pHostQueue        int
 	balanceHalfLife   float64
 	bypass            int
-	pBypass           int // the prefill workers' bypass (engine.Config.PrefillBypassTokens)
+	pBypass           int  // the prefill workers' bypass (engine.Config.PrefillBypassTokens)
+	pBypassAhead      bool // in a step of its own, before the long prompt's next chunk
 	order             string
 	maxWait           float64
 	coldInflight      int
@@ -90,7 +91,7 @@ const (
 	v4SoonerRatio = 2
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "p-prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill", "isolation-stay-class-tokens"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "p-prefill-bypass-tokens", "p-prefill-bypass-ahead", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill", "isolation-stay-class-tokens"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
@@ -98,6 +99,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&v.countTransfer, "count-transfer", false, "kvcache-centric (v3), with --d-prefill-budget: the placement of a session's first turn counts, beside the prefill worker's queue, the P→D transfer of the whole prompt a prefill through P costs, in prefill tokens from the profile's link and timing (off by default)")
 	fs.IntVar(&v.bypass, "prefill-bypass-tokens", 0, "kvcache-centric (v3): a decoder's step that continues a long chunked prefill (a local seed, a large append) also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order, so a direct append of a few hundred tokens does not wait seconds behind it; the step computes at most the chunk budget plus this (default 0: SGLang's order; the v3 preset: 512; live: the decode workers' --prefill-bypass-tokens)")
 	fs.IntVar(&v.pBypass, "p-prefill-bypass-tokens", 0, "kvcache-centric (v3/v4): a prefill worker's step that continues a long chunked prefill (a prompt it prefills for a decoder) also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order, so a turn of a session it serves whole does not wait out the long prompt's remaining chunks (default 0: SGLang's order, also in the presets; docs/kvc-v4.md)")
+	fs.BoolVar(&v.pBypassAhead, "p-prefill-bypass-ahead", false, "kvcache-centric (v3/v4), with --p-prefill-bypass-tokens: those requests run in a prefill step of their own before the long prompt's next chunk instead of in it, never two such steps in a row (off by default and in the presets; docs/kvc-v4.md)")
 	fs.StringVar(&v.order, "prefill-order", "fcfs", "kvcache-centric (v3): how the prefill workers and decoders admit their waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first, so a short prompt does not wait behind every larger one; see --prefill-max-wait) (the v3 preset: shortest; live: the workers' --prefill-order)")
 	fs.Float64Var(&v.maxWait, "prefill-max-wait", 0, "kvcache-centric (v3), with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order, which bounds what shortest-first costs the largest prompts; 0 = no bound (default 0; the v3 preset: 30)")
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
@@ -226,6 +228,7 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 func (v *kvcV3Flags) checkSim(ck *checks) {
 	ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
 	ck.num("p-prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.only("p-prefill-bypass-ahead", v.pBypass > 0, "with --p-prefill-bypass-tokens above 0")
 	ck.oneOf("prefill-order", "fcfs", "shortest")
 	ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
 	ck.only("prefill-max-wait", v.order == "shortest", "with --prefill-order shortest")
@@ -243,7 +246,7 @@ func (v *kvcV3Flags) live(cost kvc.StallCost, tiers kvc.TierCost) kvc.V3Config {
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
-	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass, PPrefillBypassTokens: v.pBypass,
+	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass, PPrefillBypassTokens: v.pBypass, PPrefillBypassAhead: v.pBypassAhead,
 		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
 		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio, IsolationLongPrefillS: v.longPrefill, IsolationStayClassTokens: v.stayClass}

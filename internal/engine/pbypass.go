@@ -27,3 +27,48 @@ func (w *Worker) bypassRoom() int {
 	}
 	return 0
 }
+
+// bypassAhead plans, on a prefill worker with PrefillBypassAhead, a step of
+// the waiting turns of the sessions it serves whole (Full requests) that fit
+// the bypass room, alone, before the long prompt's next chunk: such a turn's
+// first token then comes after the step in progress and its own short step,
+// not after a whole chunk step of the long prompt at its context (a second
+// at 100K tokens). The prompts the worker prefills for decoders
+// (PrefillOnly) are not taken ahead: they ride in the chunk steps (bypass),
+// as on a decoder. It reports whether it planned such a step, and never
+// plans two in a row, so the long prompt gets at least every other step
+// however many turns arrive. Shortest-first workers only (the v3/v4
+// presets): in arrival order there is no short class to take.
+func (w *Worker) bypassAhead(now float64) bool {
+	ran := w.aheadRan
+	w.aheadRan = false
+	if !w.cfg.PrefillBypassAhead || !w.cfg.ShortestFirst || w.chunked == nil || ran || w.bypassRoom() <= 0 {
+		return false
+	}
+	room := w.bypassRoom()
+	o := &w.order
+	aside := w.aside[:0]
+	for room > 0 && w.admitted < w.cfg.MaxRunning {
+		w.syncOrder()
+		if len(o.heap) == 0 || o.heap[0].wait.unc > room {
+			break
+		}
+		r := o.heap[0]
+		o.remove(r)
+		w.schedWork++
+		if r.Kind != Full || len(r.Blocks) == 0 || r.wait.unc > room || !w.admit(now, r) {
+			aside = append(aside, r)
+			continue
+		}
+		w.take(r)
+		room -= r.Uncached()
+	}
+	w.syncOrder()
+	for _, r := range aside {
+		o.push(r)
+	}
+	clear(aside)
+	w.aside = aside[:0]
+	w.aheadRan = len(w.plan.chunks) > 0
+	return w.aheadRan
+}

@@ -240,16 +240,17 @@ func (w *Worker) planNext(now float64) {
 		w.planDecodeRun(now, k, hold)
 		return
 	}
-	budget := w.stepBudget() // vllm.go
-	open := false            // a request's prefill continues past this step
-	if r := w.chunked; r != nil {
+	budget := w.stepBudget()    // vllm.go
+	open := false               // a request's prefill continues past this step
+	ahead := w.bypassAhead(now) // pbypass.go: the short class's step before the next chunk
+	if r := w.chunked; r != nil && !ahead {
 		n := w.sliceChunk(min(r.Uncached()-r.prefilled, budget), r.CachedTokens+r.prefilled)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
 		budget -= n
 		open = r.prefilled+n < r.Uncached()
 	}
 	w.blocked = false
-	for budget > 0 && !open && !hold && w.waiting.len() > 0 {
+	for budget > 0 && !open && !ahead && !hold && w.waiting.len() > 0 {
 		if w.admitted >= w.cfg.MaxRunning {
 			w.blocked = true
 			break

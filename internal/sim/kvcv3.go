@@ -59,6 +59,9 @@ type KVCv3 struct {
 	// hosted session's short turn rides past a long prompt P prefills for
 	// a decoder (engine.Config.PrefillBypassTokens; 0 = none).
 	PPrefillBypassTokens int `json:"p_prefill_bypass_tokens,omitempty"`
+	// PPrefillBypassAhead: those requests run in a step of their own
+	// before the long prompt's next chunk (engine.Config.PrefillBypassAhead).
+	PPrefillBypassAhead bool `json:"p_prefill_bypass_ahead,omitempty"`
 	// PrefillOrder: how KVC's workers (prefill and decode) admit their
 	// waiting requests: "fcfs" (arrival order, SGLang's; "" too) or
 	// "shortest" (fewest uncached tokens first; engine.Config.ShortestFirst),
@@ -164,4 +167,9 @@ func (c *Config) pPrefillBypass(role engine.Role) int {
 		return 0
 	}
 	return c.KVC.V3.PPrefillBypassTokens
+}
+
+// pPrefillBypassAhead: --p-prefill-bypass-ahead, for KVC's prefill workers.
+func (c *Config) pPrefillBypassAhead(role engine.Role) bool {
+	return c.pPrefillBypass(role) > 0 && c.KVC.V3.PPrefillBypassAhead
 }

@@ -264,6 +264,7 @@ func (s *Sim) build() error {
 			SliceTPOTS:    c.workerSliceTPOTS(),
 
 			PrefillBypassTokens: c.pPrefillBypass(role),
+			PrefillBypassAhead:  c.pPrefillBypassAhead(role),
 		})
 		if err != nil {
 			return 0, err
