@@ -24,6 +24,8 @@ type kvcV3Flags struct {
 	pHostQueue        int
 	balanceHalfLife   float64
 	bypass            int
+	pBypass           int  // the prefill workers' bypass (engine.Config.PrefillBypassTokens)
+	pBypassAhead      bool // in a step of its own, before the long prompt's next chunk
 	order             string
 	maxWait           float64
 	coldInflight      int
@@ -33,6 +35,7 @@ type kvcV3Flags struct {
 	ttftSLO           float64 // with tpotSLO: the TTFT through P past which the budget yields (ms)
 	soonerRatio       float64 // with ttftSLO: how much sooner D must be for the budget to yield when both miss
 	longPrefill       float64 // with ttftSLO: P's own prefill in seconds past which the budget yields when both miss
+	stayClass         int     // with tpotSLO: the size class of P's queue a hosted turn's stay reads
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -86,15 +89,27 @@ const (
 	// PD's from 14 to 15; 1.25 and 1.5 raised TPOT p99 on 5 and 3 groups,
 	// 4 moved less (docs/kvc-v4.md, "The TTFT tail on WEKA and Mooncake").
 	v4SoonerRatio = 2
+	// v4PBypass: the v4 preset's prefill workers let a prompt of at most
+	// this many uncached tokens ride past a long chunked one, and run the
+	// hosted sessions' turns among them in a step of their own before its
+	// next chunk (--p-prefill-bypass-ahead). Over the 24 groups of
+	// docs/kvc-v4.md 2,048 raised the groups where v4 has the highest
+	// goodput from 9 to 10 and lowered TTFT p99 on 5, worse on none; 1,024
+	// and 3,072 moved less or mixed, 4,096 and 8,192 tipped the overloaded
+	// groups workload at 8 GPUs into local fallbacks (docs/kvc-v4.md,
+	// "Tried: P's held prompts apart from its hosted sessions' turns").
+	v4PBypass = 2048
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "p-prefill-bypass-tokens", "p-prefill-bypass-ahead", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill", "isolation-stay-class-tokens"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	v.registerLive(fs)
 	fs.BoolVar(&v.countTransfer, "count-transfer", false, "kvcache-centric (v3), with --d-prefill-budget: the placement of a session's first turn counts, beside the prefill worker's queue, the P→D transfer of the whole prompt a prefill through P costs, in prefill tokens from the profile's link and timing (off by default)")
 	fs.IntVar(&v.bypass, "prefill-bypass-tokens", 0, "kvcache-centric (v3): a decoder's step that continues a long chunked prefill (a local seed, a large append) also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order, so a direct append of a few hundred tokens does not wait seconds behind it; the step computes at most the chunk budget plus this (default 0: SGLang's order; the v3 preset: 512; live: the decode workers' --prefill-bypass-tokens)")
+	fs.IntVar(&v.pBypass, "p-prefill-bypass-tokens", 0, "kvcache-centric (v3/v4): a prefill worker's step that continues a long chunked prefill (a prompt it prefills for a decoder) also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order, so a turn of a session it serves whole does not wait out the long prompt's remaining chunks (default 0: SGLang's order, also in the v3 preset; the v4 preset: 2048; docs/kvc-v4.md)")
+	fs.BoolVar(&v.pBypassAhead, "p-prefill-bypass-ahead", false, "kvcache-centric (v3/v4), with --p-prefill-bypass-tokens: those requests run in a prefill step of their own before the long prompt's next chunk instead of in it, never two such steps in a row; only the turns of sessions it serves whole, the prompts it prefills for decoders ride in the chunk (off by default and in the v3 preset, on in the v4 preset; docs/kvc-v4.md)")
 	fs.StringVar(&v.order, "prefill-order", "fcfs", "kvcache-centric (v3): how the prefill workers and decoders admit their waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first, so a short prompt does not wait behind every larger one; see --prefill-max-wait) (the v3 preset: shortest; live: the workers' --prefill-order)")
 	fs.Float64Var(&v.maxWait, "prefill-max-wait", 0, "kvcache-centric (v3), with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order, which bounds what shortest-first costs the largest prompts; 0 = no bound (default 0; the v3 preset: 30)")
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
@@ -104,7 +119,7 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 // --count-transfer (the gateway knows no link or timing) and
 // --inline-admission (its admission RPC is the real round trip).
 func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
-	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000 --isolation-sooner-ratio 2: decode isolation, docs/kvc-v4.md; the gateway prices it with the workers' profile, --hardware and --profile-model or --profile) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
+	fs.StringVar(&v.preset, "kvc-preset", "v3", "kvcache-centric: `preset` of the v3 options below: v2 (all off: the seed's KVC v2), v4 (v3 with --tpot-slo-ms 12 --isolation-max-p-wait 20 --isolation-ttft-slo-ms 2000 --isolation-sooner-ratio 2, and in the simulator --p-prefill-bypass-tokens 2048 --p-prefill-bypass-ahead: decode isolation, docs/kvc-v4.md; the gateway prices it with the workers' profile, --hardware and --profile-model or --profile) or v3 (the default: the values docs/kvc-v3.md chose from its sweep: --d-prefill-budget 262144 --cold-route --inline-admission --local-fallback --typed-rejects --whole-on-p --p-hosts-sessions --balance-starts --balance-half-life 30 --p-host-queue-tokens 16384 --cold-route-inflight-tokens 6144, and in the simulator --inline-admission --prefill-bypass-tokens 512 --prefill-order shortest --prefill-max-wait 30); a flag given overrides its preset value")
 	fs.IntVar(&v.budget, "d-prefill-budget", 0, "kvcache-centric (v3): the stall budget, in `tokens` in [0, 16777216]: a decoder prefills a seed, reseed or an append over --direct-max-uncached-tokens itself, keeping the session, when the prefill tokens queued on it with this request stay within this and below the prefill worker's queue (see --local-prefill-margin); 0 = never (v2; the v3 preset: 262144)")
 	fs.IntVar(&v.margin, "local-prefill-margin", 0, "kvcache-centric (v3), with --d-prefill-budget: the decoder's queue with the request plus this many `tokens`, in [-16777216, 16777216], must not exceed the prefill worker's queue with it; negative favours the decoder (default 0, as in the v3 preset)")
 	fs.BoolVar(&v.coldRoute, "cold-route", false, "kvcache-centric (v3): a session no decoder holds goes to the decoder with the least queued prefill tokens less its believed overlap with the prompt, instead of Algorithm 1's score (P7; off in v2, on in the v3 preset)")
@@ -115,6 +130,7 @@ func (v *kvcV3Flags) registerLive(fs *pflag.FlagSet) {
 func (v *kvcV3Flags) registerMore(fs *pflag.FlagSet) {
 	fs.Float64Var(&v.soonerRatio, "isolation-sooner-ratio", 0, "kvcache-centric, with --isolation-ttft-slo-ms: a prefill over its decoder's stall budget also runs there when through the prefill worker it would miss the TTFT SLO and on the decoder it would take at most 1/this of P's time, though it misses the SLO there too, a `factor` in [0, 1000]; 0 = never (default 0; the v4 preset: 2)")
 	fs.Float64Var(&v.longPrefill, "isolation-long-prefill", 0, "kvcache-centric, with --isolation-ttft-slo-ms: a prefill over its decoder's stall budget also runs there when through the prefill worker it would miss the TTFT SLO, on the decoder it would be no later, and its own prefill would hold P longer than this many `seconds`, in [0, 86400], delaying every request queued behind it there; 0 = never (default 0, also in the v4 preset: measured in docs/kvc-v4.md and not kept)")
+	fs.IntVar(&v.stayClass, "isolation-stay-class-tokens", 0, "kvcache-centric, with --tpot-slo-ms: a turn of a session served whole on a prefill worker that needs at most this many `tokens` there, in [0, 16777216], stays there while the prefill queued there by requests needing at most as many (the queue a shortest-first P with --p-prefill-bypass-tokens makes it wait in) is no longer than the least-loaded decoder's with the whole prompt, instead of P's whole queue; 0 = P's whole queue (default 0, also in the v4 preset; docs/kvc-v4.md)")
 	fs.Float64Var(&v.tpotSLO, "tpot-slo-ms", 0, "kvcache-centric (v3/v4): decode isolation: every GPU that decodes (decoders, prefill workers serving sessions whole) is held to this TPOT in `milliseconds`, in [0, 1000000]: it keeps a stall budget of (SLO − a decode step) × (the mean output − 1) seconds, refilled at (SLO − step)/SLO seconds a second, and a local seed, reseed, large append or a session P would host goes there only while the prefill's time from the profile's cost model fits it (else through P); direct appends and P's prefills draw from it too; and KVC's workers size each prefill chunk to the smallest stall budget of the requests decoding there, decoding instead when none fits, so a long prefill on a GPU no longer stalls its batch past the SLO (docs/kvc-v4.md); 0 = off (default 0; the v4 preset: 12)")
 	fs.Float64Var(&v.ttftSLO, "isolation-ttft-slo-ms", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when through the prefill worker (its queue and the prefill, from the profile's cost model) it would miss this TTFT in `milliseconds`, in [0, 1000000], and on the decoder (its queue and the prefill) it would meet it: isolation would cost the request its TTFT SLO for a stall the workers' slicing still bounds (prefill deflection's trigger, arXiv 2607.02043); 0 = never (default 0; the v4 preset: 2000)")
 	fs.Float64Var(&v.maxPWait, "isolation-max-p-wait", 0, "kvcache-centric, with --tpot-slo-ms: a prefill over its decoder's stall budget still runs there when the prefill worker has more than this many `seconds` of prefill queued (from the profile's cost model), in [0, 86400]: the queue would cost the request more TTFT than the stall costs the decode batch; 0 = never (default 0; the v4 preset: 20)")
@@ -141,6 +157,12 @@ func (v *kvcV3Flags) check(ck *checks) {
 	}
 	if v.preset == "v4" && !ck.set("isolation-sooner-ratio") && v.ttftSLO > 0 {
 		v.soonerRatio = v4SoonerRatio
+	}
+	if v.preset == "v4" && !ck.set("p-prefill-bypass-tokens") {
+		v.pBypass = v4PBypass
+	}
+	if v.preset == "v4" && !ck.set("p-prefill-bypass-ahead") && v.pBypass > 0 {
+		v.pBypassAhead = true
 	}
 	if v.preset == "v3" || v.preset == "v4" {
 		// In this order: an option whose base flag is off stays off.
@@ -212,6 +234,8 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 	ck.only("isolation-sooner-ratio", v.ttftSLO > 0, "with --isolation-ttft-slo-ms above 0")
 	ck.num("isolation-long-prefill", between(0, 86400).is("seconds").orZero("never"))
 	ck.only("isolation-long-prefill", v.ttftSLO > 0, "with --isolation-ttft-slo-ms above 0")
+	ck.num("isolation-stay-class-tokens", between(0, 1<<24).is("a number of tokens").orZero("one queue"))
+	ck.only("isolation-stay-class-tokens", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
 }
 
 // checkSim checks the flags only register adds: the workers' scheduler
@@ -219,6 +243,8 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 // their own).
 func (v *kvcV3Flags) checkSim(ck *checks) {
 	ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.num("p-prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.only("p-prefill-bypass-ahead", v.pBypass > 0, "with --p-prefill-bypass-tokens above 0")
 	ck.oneOf("prefill-order", "fcfs", "shortest")
 	ck.num("prefill-max-wait", between(0, 86400).is("seconds"))
 	ck.only("prefill-max-wait", v.order == "shortest", "with --prefill-order shortest")
@@ -229,15 +255,15 @@ func (v *kvcV3Flags) checkSim(ck *checks) {
 // isolation and tier costing priced by the workers' cost model, as the
 // simulator's config prices them (sim.KVCv3.config, sim.Config.withTiers).
 func (v *kvcV3Flags) live(cost kvc.StallCost, tiers kvc.TierCost) kvc.V3Config {
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000, SoonerRatio: v.soonerRatio, LongPrefillS: v.longPrefill}, Tiers: tiers,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.tpotSLO / 1000, Cost: cost, MaxPWaitS: v.maxPWait, TTFTSLOS: v.ttftSLO / 1000, SoonerRatio: v.soonerRatio, LongPrefillS: v.longPrefill, StayClassTokens: v.stayClass}, Tiers: tiers,
 		DBudgetTokens: v.budget, Margin: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
 		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife}
 }
 
 func (v *kvcV3Flags) config() sim.KVCv3 {
-	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass,
+	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass, PPrefillBypassTokens: v.pBypass, PPrefillBypassAhead: v.pBypassAhead,
 		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
-		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio, IsolationLongPrefillS: v.longPrefill}
+		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio, IsolationLongPrefillS: v.longPrefill, IsolationStayClassTokens: v.stayClass}
 }

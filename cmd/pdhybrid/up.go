@@ -83,7 +83,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringVar(&f.hardware, "hardware", "h200-141g", "built-in hardware `name` of every worker (h100-80g, h200-141g)")
 	fs.Float64Var(&f.timeScale, "time-scale", 1, "model seconds per wall second, a `factor` in [0.001, 1000]; the replay runs its trace as fast")
 	fs.IntVar(&f.tauAppend, "direct-max-uncached-tokens", 8192, "kvcache-centric: τ_append in `tokens`")
-	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default), v4 or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512; v4 is v3 with both kinds of worker started with --tpot-slo-ms 12, KVC v4's decode slicing, and the gateways run v4's stall budget priced by the workers' profile, docs/kvc-v4.md)")
+	fs.StringVar(&f.kvcPreset, "kvc-preset", "v3", "kvcache-centric: `preset` of the gateways' KVC options: v3 (the default), v4 or v2 (the seed's, all v3 options off) (docs/kvc-v3.md; v3 also starts the prefill workers with --serve-whole, which its P hosting needs, and both with --prefill-order shortest --prefill-max-wait 30, the decode workers also with --prefill-bypass-tokens 512; v4 is v3 with both kinds of worker started with --tpot-slo-ms 12, KVC v4's decode slicing, the prefill workers also with --prefill-bypass-tokens 2048 --prefill-bypass-ahead, and the gateways run v4's stall budget priced by the workers' profile, docs/kvc-v4.md)")
 	f.rival.register(fs)
 	fs.IntVar(&f.blockSize, "block-size", emulator.DefaultBlockSize, "prefix-block size in `tokens` for workers and gateways")
 	fs.StringArrayVar(&f.workerArgs, "worker-arg", nil, "a `flag` passed to every 'pdhybrid worker' (repeat); ROLE:FLAG (prefill, decode, colo) passes it to that role only, e.g. --worker-arg=decode:--eviction=block --worker-arg=--max-running=64")
@@ -212,6 +212,9 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			}
 			if f.mech == "kvcache-centric" && f.v3Workers() {
 				args = append(args, "--serve-whole", "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
+			}
+			if f.mech == "kvcache-centric" && f.kvcPreset == "v4" {
+				args = append(args, "--prefill-bypass-tokens", strconv.Itoa(v4PBypass), "--prefill-bypass-ahead")
 			}
 			w, err := cs.start(ctx, fmt.Sprintf("prefill-%d", i), f.withStore(args)...)
 			if err != nil {

@@ -353,8 +353,10 @@ func TestUpKVCv3(t *testing.T) {
 // KVC v4 on the live stack: `up --kvc-preset v4` starts a gateway that
 // takes the preset (as v3: it has no cost model) and workers with KVC v4's
 // decode slicing at the preset's 12 ms (worker --tpot-slo-ms, as the
-// simulator sets it on every KVC worker), which /server_info reports; a
-// --worker-arg given for one role wins over the preset's value.
+// simulator sets it on every KVC worker), the prefill worker also with
+// its bypass (--prefill-bypass-tokens 2048 --prefill-bypass-ahead), which
+// /server_info reports; a --worker-arg given for one role wins over the
+// preset's value.
 func TestUpKVCv4(t *testing.T) {
 	_, children, _, _, stderr := startUp(t, "--decode", "1", "--port", "0", "--time-scale", "20", "--kvc-preset", "v4",
 		"--worker-arg=prefill:--tpot-slo-ms=30")
@@ -369,8 +371,10 @@ func TestUpKVCv4(t *testing.T) {
 		}
 		var info struct {
 			Ext struct {
-				Role string  `json:"role"`
-				TPOT float64 `json:"tpot_slo_ms"`
+				Role   string  `json:"role"`
+				TPOT   float64 `json:"tpot_slo_ms"`
+				Bypass int     `json:"prefill_bypass_tokens"`
+				Ahead  bool    `json:"prefill_bypass_ahead"`
 			} `json:"pdhybrid"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&info)
@@ -380,6 +384,9 @@ func TestUpKVCv4(t *testing.T) {
 		}
 		if w, ok := want[info.Ext.Role]; !ok || info.Ext.TPOT != w {
 			t.Errorf("%s (%s): tpot_slo_ms %v, want %v", u, info.Ext.Role, info.Ext.TPOT, w)
+		}
+		if p := info.Ext.Role == "prefill"; p && (info.Ext.Bypass != v4PBypass || !info.Ext.Ahead) || !p && (info.Ext.Bypass != 0 || info.Ext.Ahead) {
+			t.Errorf("%s (%s): prefill bypass %d, ahead %v; want %d and true on the prefill worker only", u, info.Ext.Role, info.Ext.Bypass, info.Ext.Ahead, v4PBypass)
 		}
 		delete(want, info.Ext.Role)
 	}

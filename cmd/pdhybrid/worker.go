@@ -31,6 +31,7 @@ type workerFlags struct {
 	sessionCache, serveWhole, priority  bool
 	decodeRadix, condAgg, snapshotSync  bool
 	sessionCap, tailMaxWaiting, bypass  int
+	bypassAhead                         bool
 	trim, eviction, order               string
 	lowWatermark, trimStall, trimTok    float64
 	maxWait, tpotSLO                    float64
@@ -112,7 +113,8 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.StringVar(&f.order, "prefill-order", "fcfs", "how the worker admits its waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first: KVC v3's scheduler extension; see --prefill-max-wait)")
 	fs.Float64Var(&f.maxWait, "prefill-max-wait", 0, "with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order; 0 = no bound (default 0)")
 	fs.Float64Var(&f.tpotSLO, "tpot-slo-ms", 0, "KVC v4's decode slicing (an extension; SGLang has no such option): hold every request decoding here to this TPOT in `milliseconds`, in [0, 1000000], by sizing each prefill chunk to the smallest stall budget of the decode batch and decoding instead when none fits, as the simulator's workers do with --tpot-slo-ms (engine/slice.go, docs/kvc-v4.md); 0 = off: SGLang's prefill-first order (default 0; up --kvc-preset v4: 12)")
-	fs.IntVar(&f.bypass, "prefill-bypass-tokens", 0, "with --session-cache: a step that continues a long chunked prefill also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order (KVC v3's scheduler extension: a direct append does not wait behind a local seed; default 0: SGLang's order)")
+	fs.IntVar(&f.bypass, "prefill-bypass-tokens", 0, "with --session-cache or --role prefill: a step that continues a long chunked prefill also takes the waiting requests whose uncached prompt fits in this many `tokens`, in [0, 16777216], in their queue order (KVC v3's scheduler extension: a direct append does not wait behind a local seed, nor on P a hosted session's turn behind a long prompt; default 0: SGLang's order; up --kvc-preset v4 starts the prefill workers with 2048)")
+	fs.BoolVar(&f.bypassAhead, "prefill-bypass-ahead", false, "prefill, with --prefill-bypass-tokens and --prefill-order shortest: the waiting turns served whole (no bootstrap room) that fit the bypass run in a step of their own before the long prompt's next chunk, never two such steps in a row (KVC v4's extension; off by default; up --kvc-preset v4: on)")
 	fs.IntVar(&f.tailMaxWaiting, "tail-trim-max-waiting", 8, "with --eviction tail: a trim cuts a session's tail only while at most this many `requests` wait in the queue, in [0, 1048576] (default 8)")
 	fs.Float64Var(&f.lowWatermark, "low-watermark", 0, "with --session-cache: `share` of the pool a trim frees beyond the need, in [0, 1)")
 	fs.Float64Var(&f.trimStall, "trim-stall", 0, "with --session-cache: scheduler stall per trimmed session in `seconds`")
@@ -190,7 +192,9 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		"disaggregation-decode-enable-radix-cache", "disaggregation-decode-enable-conditional-agg"} {
 		ck.only(n, decode, "with --role decode")
 	}
-	for _, n := range []string{"session-cap", "trim", "eviction", "tail-trim-max-waiting", "prefill-bypass-tokens", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
+	ck.only("prefill-bypass-tokens", f.sessionCache || prefill, "with --session-cache or --role prefill")
+	ck.only("prefill-bypass-ahead", prefill && f.bypass > 0 && f.order == "shortest", "with --role prefill, --prefill-bypass-tokens above 0 and --prefill-order shortest")
+	for _, n := range []string{"session-cap", "trim", "eviction", "tail-trim-max-waiting", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
 		"backpressure", "backpressure-high-water", "backpressure-transfer-queue"} {
 		ck.only(n, f.sessionCache, "with --session-cache")
 	}
@@ -253,6 +257,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	}
 	if prefill {
 		cfg.SnapshotBufBytes = int64(f.snapshotBufGiB * (1 << 30))
+		cfg.PrefillBypassTokens, cfg.PrefillBypassAhead = f.bypass, f.bypassAhead
 	}
 	if f.sessionCache {
 		cfg.Session = engine.SessionConfig{Enabled: true, Cap: f.sessionCap, LowWatermark: f.lowWatermark, BypassTokens: f.bypass,

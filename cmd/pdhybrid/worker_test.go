@@ -273,3 +273,40 @@ func TestWorkerDecodeRadixHiCache(t *testing.T) {
 		t.Fatalf("/server_info: enable_hierarchical_cache %v, disaggregation_decode_enable_radix_cache %v (%v), want both true", info.HiCache, info.Radix, err)
 	}
 }
+
+// TestWorkerPrefillBypassFlags: a prefill worker takes --prefill-bypass-tokens
+// (KVC v4's prefill bypass) as a session-aware decoder does; a plain
+// decoder does not, and --prefill-bypass-ahead wants a prefill worker with
+// a bypass and shortest-first admission, each refusal naming the flag.
+func TestWorkerPrefillBypassFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--role", "decode", "--prefill-bypass-tokens", "512"}, "--prefill-bypass-tokens"},
+		{[]string{"--role", "prefill", "--prefill-bypass-ahead", "--prefill-order", "shortest"}, "--prefill-bypass-ahead"},
+		{[]string{"--role", "prefill", "--prefill-bypass-tokens", "2048", "--prefill-bypass-ahead"}, "--prefill-bypass-ahead"},
+		{[]string{"--role", "decode", "--session-cache", "--prefill-bypass-tokens", "512", "--prefill-bypass-ahead", "--prefill-order", "shortest"}, "--prefill-bypass-ahead"},
+	} {
+		_, stderr, err := runCLI(append([]string{"worker"}, c.args...)...)
+		if err == nil || !strings.Contains(stderr, c.flag) {
+			t.Errorf("%v: %v, want a usage error naming %s\n%s", c.args, err, c.flag, stderr)
+		}
+	}
+	w := startWorker(t, "--role", "prefill", "--time-scale", "20", "--prefill-bypass-tokens", "2048", "--prefill-bypass-ahead", "--prefill-order", "shortest")
+	resp, err := http.Get(w.url + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Ext struct {
+			Bypass int  `json:"prefill_bypass_tokens"`
+			Ahead  bool `json:"prefill_bypass_ahead"`
+		} `json:"pdhybrid"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil || info.Ext.Bypass != 2048 || !info.Ext.Ahead {
+		t.Errorf("/server_info: prefill bypass %d, ahead %v (%v); want 2048 and true", info.Ext.Bypass, info.Ext.Ahead, err)
+	}
+}

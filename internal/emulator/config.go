@@ -61,6 +61,10 @@ type Config struct {
 	// uncached tokens first, bounded by MaxWaitS (engine.Config; KVC v3).
 	ShortestFirst bool
 	MaxWaitS      float64
+	// PrefillBypassTokens and PrefillBypassAhead: a prefill worker's bypass
+	// of a long chunked prompt (engine.Config, engine/pbypass.go; KVC v4).
+	PrefillBypassTokens int
+	PrefillBypassAhead  bool
 	// SliceTPOTS is KVC v4's decode slicing (engine.Config.SliceTPOTS,
 	// engine/slice.go): the worker sizes each prefill chunk to the stall
 	// budget of the requests decoding there, so none of them passes this

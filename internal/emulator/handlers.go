@@ -112,6 +112,8 @@ func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Role == engine.RolePrefill {
 		ext["link"] = c.Link
+		// KVC v4's prefill bypass (engine/pbypass.go); 0 and false = off.
+		ext["prefill_bypass_tokens"], ext["prefill_bypass_ahead"] = c.PrefillBypassTokens, c.PrefillBypassAhead
 	}
 	info["pdhybrid"] = ext
 	writeJSON(w, http.StatusOK, info)

@@ -119,6 +119,7 @@ func (s *Server) newWorker() (*engine.Worker, error) {
 		PriorityEviction: c.PriorityEviction && c.Role == engine.RolePrefill,
 		DecodeRadix:      c.DecodeRadix, LocalPrefill: c.ConditionalAgg,
 		ShortestFirst: c.ShortestFirst, MaxWaitS: c.MaxWaitS,
+		PrefillBypassTokens: c.PrefillBypassTokens, PrefillBypassAhead: c.PrefillBypassAhead,
 		SliceTPOTS: c.SliceTPOTS,
 		HiCache:    c.HiCache,
 	})

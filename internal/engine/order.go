@@ -66,7 +66,7 @@ type watchRef struct {
 }
 
 func (w *Worker) initOrder() {
-	w.order.on = w.cfg.ShortestFirst || (w.cfg.Session.Enabled && w.cfg.Session.BypassTokens > 0)
+	w.order.on = w.cfg.ShortestFirst || w.bypassRoom() > 0
 	if w.order.on && w.tree != nil {
 		w.tree.Journal(true)
 		w.order.watch = map[uint64][]watchRef{}

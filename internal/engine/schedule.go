@@ -240,16 +240,17 @@ func (w *Worker) planNext(now float64) {
 		w.planDecodeRun(now, k, hold)
 		return
 	}
-	budget := w.stepBudget() // vllm.go
-	open := false            // a request's prefill continues past this step
-	if r := w.chunked; r != nil {
+	budget := w.stepBudget()    // vllm.go
+	open := false               // a request's prefill continues past this step
+	ahead := w.bypassAhead(now) // pbypass.go: the short class's step before the next chunk
+	if r := w.chunked; r != nil && !ahead {
 		n := w.sliceChunk(min(r.Uncached()-r.prefilled, budget), r.CachedTokens+r.prefilled)
 		p.chunks = append(p.chunks, chunk{req: r, n: n, p: r.CachedTokens + r.prefilled})
 		budget -= n
 		open = r.prefilled+n < r.Uncached()
 	}
 	w.blocked = false
-	for budget > 0 && !open && !hold && w.waiting.len() > 0 {
+	for budget > 0 && !open && !ahead && !hold && w.waiting.len() > 0 {
 		if w.admitted >= w.cfg.MaxRunning {
 			w.blocked = true
 			break
@@ -270,7 +271,7 @@ func (w *Worker) planNext(now float64) {
 		}
 	}
 
-	if open && w.cfg.Session.Enabled && w.cfg.Session.BypassTokens > 0 {
+	if open && w.bypassRoom() > 0 {
 		w.bypass(now)
 	}
 
@@ -461,7 +462,7 @@ func (w *Worker) bypass(now float64) {
 		w.bypassShortest(now)
 		return
 	}
-	room := w.cfg.Session.BypassTokens
+	room := w.bypassRoom()
 	q := &w.waiting
 	for i := q.head; i < len(q.items) && room > 0; i++ {
 		w.schedWork++
@@ -483,7 +484,7 @@ func (w *Worker) bypass(now float64) {
 // bypassShortest is bypass in shortest-first order: the heap's requests
 // while they fit, those that cannot be admitted set aside and put back.
 func (w *Worker) bypassShortest(now float64) {
-	room := w.cfg.Session.BypassTokens
+	room := w.bypassRoom()
 	o := &w.order
 	aside := w.aside[:0]
 	for room > 0 && w.admitted < w.cfg.MaxRunning {

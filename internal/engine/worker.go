@@ -85,6 +85,15 @@ type Config struct {
 	// KVC v3's workers (order.go).
 	ShortestFirst bool
 	MaxWaitS      float64
+	// PrefillBypassTokens: on a prefill worker, a step that continues a
+	// long chunked prefill also takes waiting requests whose uncached
+	// prompt fits in this many tokens, as a session-aware decoder's
+	// SessionConfig.BypassTokens does (pbypass.go; 0 = none).
+	PrefillBypassTokens int
+	// PrefillBypassAhead: with PrefillBypassTokens, those requests run in
+	// a step of their own before the long prompt's next chunk, not in it
+	// (pbypass.go).
+	PrefillBypassAhead bool
 	// HiCache gives the worker a host-memory KV tier below its prefix
 	// cache (SGLang --enable-hierarchical-cache; hicache.go).
 	HiCache HiCacheConfig
@@ -164,6 +173,7 @@ type Worker struct {
 	waiting  queue // prefill admission queue (Full, PrefillOnly)
 	prealloc queue // decode reservation queue (DecodeOnly)
 	chunked  *Request
+	aheadRan bool // the last step was the short class's, ahead of chunked (pbypass.go)
 	decoding []*Request
 	joining  []*Request
 	admitted int // requests counted against MaxRunning

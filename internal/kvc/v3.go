@@ -128,7 +128,9 @@ type v3Load struct {
 	// whole is the requests each prefill worker serves whole, in flight;
 	// hosted the sessions whose last turn it served whole.
 	whole, hosted []int
-	started       v3Starts // BalanceStarts (v3starts.go)
+	// short is p's part in the stay's short size class (v4stay.go).
+	short   []int
+	started v3Starts // BalanceStarts (v3starts.go)
 }
 
 func (x *Dispatcher) v3() *V3Config { return &x.cfg.V3 }
@@ -141,6 +143,7 @@ func (x *Dispatcher) ensureLoad() {
 		x.load.p = append(x.load.p, make([]int, len(x.p.names)-len(x.load.p))...)
 		x.load.whole = append(x.load.whole, make([]int, len(x.p.names)-len(x.load.whole))...)
 		x.load.hosted = append(x.load.hosted, make([]int, len(x.p.names)-len(x.load.hosted))...)
+		x.load.short = append(x.load.short, make([]int, len(x.p.names)-len(x.load.short))...)
 	}
 	if len(x.load.d) < len(x.d.names) {
 		x.load.d = append(x.load.d, make([]int, len(x.d.names)-len(x.load.d))...)
@@ -270,6 +273,7 @@ func (t *Dispatch) v3Accepted() {
 			t.pQ = t.pUncached(t.chosenP)
 			x.load.p[t.chosenP] += t.pQ
 			t.pQAt = t.chosenP
+			t.v4QueueShort(+1)
 		}
 	case ActDirect:
 		if t.dTok == 0 {
@@ -286,6 +290,7 @@ func (t *Dispatch) v3PrefillDone() {
 	x := t.x
 	if t.pQ > 0 {
 		x.load.p[t.pQAt] -= t.pQ
+		t.v4QueueShort(-1)
 		t.pQ = 0
 	}
 	if t.dQ > 0 {

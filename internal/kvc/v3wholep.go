@@ -133,7 +133,7 @@ func (t *Dispatch) v3StayOnP() bool {
 	if p < 0 || x.p.Out(p) || !x.wholeOnP(p) {
 		return false
 	}
-	pq := x.load.p[p] + t.pUncached(p)
+	pq := t.v3StayQueue(p)
 	dq := -1
 	for d := range x.d.names {
 		if q := x.load.d[d] + x.load.pend[d] + t.r.Input; !x.d.Out(d) && (dq < 0 || q < dq) {

@@ -87,6 +87,11 @@ type DecodeIsolation struct {
 	// (0 = never). Measured and not kept in the v4 preset
 	// (docs/kvc-v4.md, "Tried: long prefills on the decoder").
 	LongPrefillS float64
+	// StayClassTokens: a hosted session's turn that needs at most this
+	// many tokens on its prefill worker stays there (v3StayOnP) by the
+	// queue of the requests there that needed at most as many, not P's
+	// whole queue (0 = the whole queue: v3's rule; v4stay.go).
+	StayClassTokens int
 }
 
 // On reports whether decode isolation is configured.

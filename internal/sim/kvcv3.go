@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
@@ -54,6 +55,13 @@ type KVCv3 struct {
 	// chunked prefill also takes waiting requests whose uncached prompt
 	// fits in this many tokens (engine.SessionConfig.BypassTokens).
 	PrefillBypassTokens int `json:"prefill_bypass_tokens"`
+	// PPrefillBypassTokens: the same on KVC's prefill workers, so that a
+	// hosted session's short turn rides past a long prompt P prefills for
+	// a decoder (engine.Config.PrefillBypassTokens; 0 = none).
+	PPrefillBypassTokens int `json:"p_prefill_bypass_tokens,omitempty"`
+	// PPrefillBypassAhead: those requests run in a step of their own
+	// before the long prompt's next chunk (engine.Config.PrefillBypassAhead).
+	PPrefillBypassAhead bool `json:"p_prefill_bypass_ahead,omitempty"`
 	// PrefillOrder: how KVC's workers (prefill and decode) admit their
 	// waiting requests: "fcfs" (arrival order, SGLang's; "" too) or
 	// "shortest" (fewest uncached tokens first; engine.Config.ShortestFirst),
@@ -76,6 +84,8 @@ type KVCv3 struct {
 	IsolationSoonerRatio float64 `json:"isolation_sooner_ratio,omitempty"`
 	// IsolationLongPrefillS: with IsolationTTFTSLOMs, kvc.DecodeIsolation.LongPrefillS.
 	IsolationLongPrefillS float64 `json:"isolation_long_prefill_s,omitempty"`
+	// IsolationStayClassTokens: with TPOTSLOMs, kvc.DecodeIsolation.StayClassTokens.
+	IsolationStayClassTokens int `json:"isolation_stay_class_tokens,omitempty"`
 }
 
 func (v *KVCv3) validate() error {
@@ -112,6 +122,12 @@ func (v *KVCv3) validate() error {
 	if v.PrefillBypassTokens < 0 || v.PrefillBypassTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC prefill_bypass_tokens %d, expected tokens in [0, 16777216]", v.PrefillBypassTokens)
 	}
+	if v.IsolationStayClassTokens < 0 || v.IsolationStayClassTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC isolation_stay_class_tokens %d, expected tokens in [0, 16777216] (0 = one queue)", v.IsolationStayClassTokens)
+	}
+	if v.PPrefillBypassTokens < 0 || v.PPrefillBypassTokens > 1<<24 {
+		return fmt.Errorf("sim: KVC p_prefill_bypass_tokens %d, expected tokens in [0, 16777216]", v.PPrefillBypassTokens)
+	}
 	if v.PHostQueueTokens < 0 || v.PHostQueueTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC p_host_queue_tokens %d, expected tokens in [0, 16777216]", v.PHostQueueTokens)
 	}
@@ -128,7 +144,7 @@ func (v *KVCv3) config(rtt, xfer float64, cost kvc.StallCost) kvc.V3Config {
 	if !v.CountTransfer {
 		xfer = 0
 	}
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS, StayClassTokens: v.IsolationStayClassTokens}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
 		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
 }
@@ -141,4 +157,19 @@ func (c *Config) sliceTPOTS() float64 {
 		return 0
 	}
 	return c.KVC.V3.TPOTSLOMs / 1000
+}
+
+// pPrefillBypass is the bypass room of a KVC prefill worker
+// (engine.Config.PrefillBypassTokens): --p-prefill-bypass-tokens, for
+// KVC's prefill workers only.
+func (c *Config) pPrefillBypass(role engine.Role) int {
+	if c.Mechanism != KVCacheCentric || role != engine.RolePrefill {
+		return 0
+	}
+	return c.KVC.V3.PPrefillBypassTokens
+}
+
+// pPrefillBypassAhead: --p-prefill-bypass-ahead, for KVC's prefill workers.
+func (c *Config) pPrefillBypassAhead(role engine.Role) bool {
+	return c.pPrefillBypass(role) > 0 && c.KVC.V3.PPrefillBypassAhead
 }

@@ -262,6 +262,9 @@ func (s *Sim) build() error {
 			ShortestFirst: c.Mechanism == KVCacheCentric && c.KVC.V3.PrefillOrder == "shortest",
 			MaxWaitS:      c.KVC.V3.PrefillMaxWaitS,
 			SliceTPOTS:    c.workerSliceTPOTS(),
+
+			PrefillBypassTokens: c.pPrefillBypass(role),
+			PrefillBypassAhead:  c.pPrefillBypassAhead(role),
 		})
 		if err != nil {
 			return 0, err
