@@ -83,14 +83,14 @@ func TestPrefillBackupsReplaced(t *testing.T) {
 		reports func(x *Dispatcher)
 		want    string
 	}{
-		{"backed", func(x *Dispatcher) { x.PrefillBackups(0, []string{"s"}) }, "pd-router-d-session-reseed-after-prefill-backed-eviction"},
+		{"backed", func(x *Dispatcher) { x.PrefillBackups(0, keysOf("s")) }, "pd-router-d-session-reseed-after-prefill-backed-eviction"},
 		{"backed, then dropped", func(x *Dispatcher) {
-			x.PrefillBackups(0, []string{"s"})
-			x.PrefillBackups(0, []string{"u"})
+			x.PrefillBackups(0, keysOf("s"))
+			x.PrefillBackups(0, keysOf("u"))
 		}, "pd-router-d-session-reseed-after-eviction"},
 		{"backed, then dropped by another worker's report", func(x *Dispatcher) {
-			x.PrefillBackups(0, []string{"s"})
-			x.PrefillBackups(1, []string{"s"})
+			x.PrefillBackups(0, keysOf("s"))
+			x.PrefillBackups(1, keysOf("s"))
 			x.PrefillBackups(0, nil)
 		}, "pd-router-d-session-reseed-after-prefill-backed-eviction"},
 	} {

@@ -78,7 +78,7 @@ func TestRejectBounds(t *testing.T) {
 func TestResidentBounds(t *testing.T) {
 	x := v3Dispatcher(V3Config{})
 	x.Resident("s", 0, []uint64{1, 2}, 2000)
-	if !x.Pinned("s") || x.sessions["s"].pin != 0 {
+	if !x.Pinned("s") || x.sess(SessionKey{ID: "s"}).pin != 0 {
 		t.Fatalf("resident on d0: pinned %t, want true on d0", x.Pinned("s"))
 	}
 	x.Resident("u", 2, []uint64{1}, 1000) // two decoders: index 2 is none

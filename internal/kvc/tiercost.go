@@ -181,7 +181,7 @@ const ModeHostReseed = "pd-router-host-tier-reseed"
 // many of its tokens each tier holds: hbm, host (0 when the tier is none;
 // the tokens once the request in flight ends are not yet known, 0).
 func (x *Dispatcher) TierTokens(session string) (tier string, hbm, host int) {
-	s := x.sessions[session]
+	s := x.sess(SessionKey{ID: session})
 	tier = x.Tier(session)
 	switch tier {
 	case TierHBM:

@@ -28,12 +28,17 @@ const (
 // belief, marked as on host; a decoder the session has left is forgotten as
 // for SessionEvicted (the router sends the session to its pin, not there).
 func (x *Dispatcher) SessionDemoted(d int, session string) {
-	s := x.sessions[session]
+	x.SessionDemotedKey(d, SessionKey{ID: session})
+}
+
+// SessionDemotedKey is SessionDemoted of a session the caller numbers.
+func (x *Dispatcher) SessionDemotedKey(d int, session SessionKey) {
+	s := x.sess(session)
 	if s == nil || x.cfg.Belief != BeliefTrack {
 		return
 	}
 	if s.pin != d {
-		x.SessionEvicted(d, session)
+		x.SessionEvictedKey(d, session)
 		return
 	}
 	s.onHost, s.hostTok = true, s.resident
@@ -42,7 +47,7 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 // Tier is where the router believes the session's prefix is: in its
 // decoder's HBM, on that decoder's host tier, or nowhere.
 func (x *Dispatcher) Tier(session string) string {
-	s := x.sessions[session]
+	s := x.sess(SessionKey{ID: session})
 	switch {
 	case s == nil || s.pin < 0:
 		return TierNone
@@ -70,8 +75,8 @@ func fromHost(rep AdmitReply) string {
 // "hbm" as resident in HBM again. A decoder that does not say ("") or
 // holds nothing ("none": the outcome of the placement decides) changes
 // nothing.
-func (x *Dispatcher) believeTier(d int, session string, rep AdmitReply) {
-	s := x.sessions[session]
+func (x *Dispatcher) believeTier(d int, session SessionKey, rep AdmitReply) {
+	s := x.sess(session)
 	if s == nil || s.pin != d || x.cfg.Belief != BeliefTrack {
 		return
 	}

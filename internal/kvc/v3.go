@@ -190,7 +190,7 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	x.ensureLoad()
 	dq := x.load.d[d] + uncached
 	pq := x.load.p[p] + t.pUncached(p)
-	if !x.session(t.r.Session).seen {
+	if !x.session(t.r.key()).seen {
 		pq += int(c.TransferTokens * float64(t.r.Input))
 	}
 	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq && t.v4Allows(false, d, uncached, t.r.Input-uncached)
@@ -262,7 +262,7 @@ func (t *Dispatch) v3Accepted() {
 	x.ensureLoad()
 	t.v3Started()
 	if t.kind != ActWholeP {
-		x.setOnP(x.session(t.r.Session), 0)
+		x.setOnP(x.session(t.r.key()), 0)
 	}
 	switch t.kind {
 	case ActSeed, ActPD, ActWholeP:
@@ -311,7 +311,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 		return false
 	}
 	mode := ModeLocalReseed
-	if !x.session(t.r.Session).seen {
+	if !x.session(t.r.key()).seen {
 		mode = ModeLocalSeed
 	}
 	t.decide(ActDirect, -1, d, mode)
@@ -362,11 +362,11 @@ func (t *Dispatch) v3Fallback() bool {
 		return t.v3WarmOnP()
 	}
 	d := -1
-	if s := x.session(t.r.Session); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
+	if s := x.session(t.r.key()); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
 		d = s.pin // the session's home: only the append is new there
 	}
 	for i := range x.d.names {
-		if d >= 0 && d == x.session(t.r.Session).pin {
+		if d >= 0 && d == x.session(t.r.key()).pin {
 			break
 		}
 		if !x.d.Out(i) && !t.r.avoids(i) && (d < 0 || x.load.d[i] < x.load.d[d]) {

@@ -10,10 +10,10 @@ package kvc
 func (t *Dispatch) v3AcceptedWholeP() {
 	x := t.x
 	t.sendTo(x.p, t.chosenP)
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	if s.pin >= 0 {
 		x.d.Unpin(t.r.Session, s.pin)
-		x.unpin(t.r.Session)
+		x.unpin(t.r.key())
 	}
 	x.setOnP(s, 1+t.chosenP)
 	x.load.whole[t.chosenP]++
@@ -106,7 +106,7 @@ func (x *Dispatcher) v3HostPick(r Request) int {
 // session then, as a colocated worker's would.
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil || x.v3NoP() {
 		return false
 	}

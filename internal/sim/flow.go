@@ -335,7 +335,7 @@ func (s *Sim) transferDone(r *req) {
 	}
 	if r.pe.KeepSession && s.cfg.KVC.PrefillBackup == "capacity-backup" {
 		// What P keeps now, for the reseed labels (-after-prefill-backed-eviction).
-		s.disp.PrefillBackups(r.p-s.prefills[0], s.workers[r.p].Backups())
+		s.disp.PrefillBackups(r.p-s.prefills[0], s.workers[r.p].BackupKeys())
 	}
 	s.collect(r.p)
 	if err := s.workers[r.d].StartDecode(s.now, &r.de); err != nil {

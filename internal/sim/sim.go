@@ -472,9 +472,9 @@ func (s *Sim) collect(i int) {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
 			if ev.Demoted {
-				s.disp.SessionDemoted(i-s.decodes[0], ev.Session) // on its host tier
+				s.disp.SessionDemotedKey(i-s.decodes[0], engine.SessionKey{ID: ev.Session, Num: ev.SessionNum}) // on its host tier
 			} else {
-				s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+				s.disp.SessionEvictedKey(i-s.decodes[0], engine.SessionKey{ID: ev.Session, Num: ev.SessionNum})
 			}
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
 				// The dump carries the session's whole path, shared prefix included.
