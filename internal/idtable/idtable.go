@@ -12,6 +12,13 @@ package idtable
 
 // Table is the map; the zero value is empty and ready.
 type Table[V any] struct {
+	// Spread is how sparse the ids in use may be and still sit in the
+	// slice: the window reaches Spread times the entries it holds past its
+	// oldest (0 or less: 2). A worker's sessions are every k-th number of
+	// a pool of k workers, so its tables spread further than a trace's
+	// chat ids.
+	Spread int
+
 	dense []slot[V] // dense[id-base].held: id is held
 	base  int64     // the id dense[0] stands for
 	lo    int       // dense[:lo] holds nothing
@@ -87,31 +94,32 @@ func (t *Table[V]) Put(id int64, v V) {
 }
 
 // reaches reports whether the window may grow to id, past its end: id is
-// within twice the entries held plus 1024 of its oldest live slot. Past
+// within Spread (at least 2) times the entries held plus 1024 of its
+// oldest live slot. Past
 // that the id goes to the map, unless shedding the few old entries that
 // hold the window back (shed) brings it within reach.
 func (t *Table[V]) reaches(id int64) bool {
-	return id >= t.base && uint64(id-t.base)-uint64(t.lo) < uint64(2*t.held+1024)
+	return id >= t.base && uint64(id-t.base)-uint64(t.lo) < uint64(max(t.Spread, 2)*t.held+1024)
 }
 
 // shed, when an id is past the window's reach, moves to the map the few
 // entries that hold the window's start back — old ids still held while the
 // ids after them were deleted in order, as sessions end — and slides the
 // window past them, so that it reaches the ids in use again. What it sheds
-// lies more than the entries held plus 1024 below the newest id put in
-// order (top, from 0; an id more than 64 past it does not move it), where the
-// ids in use are not, and only when that is at least a quarter of the
-// window and holds at most one entry in 16 slots. A shed passes each slot
-// once (the window's start only moves up), and a look that sheds nothing
-// is paid for by an eighth as many puts before the next: amortised O(1) a
-// put. It reports whether it shed.
+// lies more than Spread/2 times the entries held plus 1024 below the
+// newest id put in order (top, from 0; an id more than 64 past it does not
+// move it), where the ids in use are not, and only when that is at least a
+// quarter of the window and holds at most one entry in 16 slots. A shed
+// passes each slot once (the window's start only moves up), and a look
+// that sheds nothing is paid for by an eighth as many puts before the
+// next: amortised O(1) a put. It reports whether it shed.
 func (t *Table[V]) shed() bool {
 	if t.wait > 0 {
 		t.wait--
 		return false
 	}
 	n := len(t.dense)
-	c := int(min(max(t.top-t.base-int64(t.held)-1024, 0), int64(n)))
+	c := int(min(max(t.top-t.base-int64(max(t.Spread, 2)/2*t.held)-1024, 0), int64(n)))
 	if n < 2048 || c-t.lo < n/4 {
 		return false
 	}
