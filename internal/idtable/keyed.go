@@ -60,6 +60,30 @@ func (m *Keyed[V]) Delete(k Key) {
 	delete(m.byID, k.ID)
 }
 
+// DeleteIf drops every record drop reports true for.
+func (m *Keyed[V]) DeleteIf(drop func(V) bool) {
+	t := &m.byNum
+	var ids []int64 // deleted after the walk: a delete may slide the window
+	for i := t.lo; i < len(t.dense); i++ {
+		if t.dense[i].held && drop(t.dense[i].v) {
+			ids = append(ids, t.base+int64(i))
+		}
+	}
+	for k, v := range t.other {
+		if drop(v) {
+			ids = append(ids, k)
+		}
+	}
+	for _, id := range ids {
+		t.Delete(id)
+	}
+	for k, v := range m.byID {
+		if drop(v) {
+			delete(m.byID, k)
+		}
+	}
+}
+
 // Len is the number of records held.
 func (m *Keyed[V]) Len() int { return m.byNum.Len() + len(m.byID) }
 

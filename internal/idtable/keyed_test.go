@@ -38,6 +38,18 @@ func TestKeyedMatchesMap(t *testing.T) {
 	if n != len(want) {
 		t.Fatalf("Each saw %d records, want %d", n, len(want))
 	}
+	m.DeleteIf(func(v int) bool { return v%3 == 0 })
+	for k, v := range want {
+		if v%3 == 0 {
+			delete(want, k)
+		}
+		if got, ok := m.Get(k); ok != (v%3 != 0) || ok && got != v {
+			t.Fatalf("after DeleteIf: key %v got %d %v", k, got, ok)
+		}
+	}
+	if m.Len() != len(want) {
+		t.Fatalf("after DeleteIf: len %d, want %d", m.Len(), len(want))
+	}
 }
 
 func hasKey(m map[Key]int, k Key) bool {

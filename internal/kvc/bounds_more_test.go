@@ -152,7 +152,7 @@ func TestRoundRobinAmongAllowed(t *testing.T) {
 	for _, policy := range []Policy{PolicyDefault, PolicySticky} {
 		r := NewRouter([]string{"w0", "w1", "w2"}, policy, Options{})
 		r.Dispatched(0, "", nil)
-		r.pins["s"] = 1
+		r.pins.Put(SessionKey{ID: "s"}, 1)
 		for _, c := range []struct {
 			allowed func(int) bool
 			want    int

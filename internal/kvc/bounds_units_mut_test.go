@@ -87,7 +87,7 @@ func TestResidentBounds(t *testing.T) {
 	}
 	x.p.PinTo(0, "s", []uint64{1})
 	x.ForgetSession("s")
-	if _, ok := x.p.pins["s"]; ok || x.Pinned("s") {
+	if _, ok := x.p.pins.Get(SessionKey{ID: "s"}); ok || x.Pinned("s") {
 		t.Fatalf("after ForgetSession: P still pins s (%t) or D (%t)", ok, x.Pinned("s"))
 	}
 }

@@ -31,7 +31,7 @@ func (x *Dispatcher) CloseSessionKey(session SessionKey) {
 	}
 	s.closed = true
 	if x.p != nil {
-		x.p.Forget(session.ID)
+		x.p.ForgetKey(session)
 	}
 	if x.reap(s) {
 		return
@@ -53,7 +53,7 @@ func (x *Dispatcher) reap(s *sessState) bool {
 			return false
 		}
 	}
-	x.d.Forget(s.key.ID)
+	x.d.ForgetKey(s.key)
 	x.sessions.Delete(s.key)
 	return true
 }

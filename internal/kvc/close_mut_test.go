@@ -33,7 +33,7 @@ func TestCloseSessionKeepsWhatCounts(t *testing.T) {
 			x.p.PinTo(0, "s", []uint64{1})
 			c.set(x, x.session(SessionKey{ID: "s"}))
 			x.CloseSession("s")
-			if _, ok := x.p.pins["s"]; ok {
+			if _, ok := x.p.pins.Get(SessionKey{ID: "s"}); ok {
 				t.Error("P still pins the closed session")
 			}
 			if got := x.Sessions() == 1; got != c.kept {

@@ -208,7 +208,7 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	case MechColo:
 		w := t.pickD(t.routeKey(), func(i int) bool { return !r.avoids(i) }).Worker
 		if w < 0 {
-			w = x.d.pick(&t.dOv, r.Session, r.Blocks).Worker
+			w = x.d.pick(&t.dOv, r.key(), r.Blocks).Worker
 		}
 		if w < 0 {
 			t.noWorker("colocated")

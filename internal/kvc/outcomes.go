@@ -40,9 +40,9 @@ func (t *Dispatch) Accepted() {
 	case ActPD:
 		t.sendTo(x.p, t.chosenP)
 		if x.cfg.Mechanism == MechKVC {
-			x.d.Dispatched(t.chosenD, t.r.Session, nil) // D keeps nothing of it
-			if !t.homeHeld {                            // HomeHolds: the home keeps the session's earlier turns
-				x.d.Unpin(t.r.Session, t.chosenD)
+			x.d.dispatched(t.chosenD, t.r.key(), nil, false) // D keeps nothing of it
+			if !t.homeHeld {                                 // HomeHolds: the home keeps the session's earlier turns
+				x.d.UnpinKey(t.r.key(), t.chosenD)
 				x.unpin(t.r.key())
 			}
 		} else {
@@ -58,7 +58,7 @@ func (t *Dispatch) Accepted() {
 		if x.keepsOnD(t.chosenD) {
 			h = t.sendTo(x.d, t.chosenD)
 		} else {
-			x.d.Dispatched(t.chosenD, t.r.Session, nil) // pinned, but the decoder keeps nothing of it
+			x.d.dispatched(t.chosenD, t.r.key(), nil, false) // pinned, but the decoder keeps nothing of it
 		}
 		s := x.session(t.r.key())
 		if s.pin != t.chosenD {
@@ -202,7 +202,7 @@ func (t *Dispatch) freeProbe() {
 // sendTo records the request as dispatched to worker w of router r, its
 // blocks shared with the router's belief when the request allows it.
 func (t *Dispatch) sendTo(r *Router, w int) radix.Handle {
-	return r.dispatched(w, t.r.Session, t.r.Blocks, t.r.SharedBlocks)
+	return r.dispatched(w, t.r.key(), t.r.Blocks, t.r.SharedBlocks)
 }
 
 // LastDecoder is the decoder that held the request's session before this
@@ -239,7 +239,7 @@ func (x *Dispatcher) SessionEvictedKey(d int, session SessionKey) {
 		s.handles[d] = radix.Handle{}
 	}
 	if s.pin == d {
-		x.d.Unpin(session.ID, d)
+		x.d.UnpinKey(session, d)
 		x.unpin(session)
 	}
 	if s.last == d {

@@ -117,9 +117,9 @@ func (t *Dispatch) beginPeer() {
 	if x.cfg.Mechanism == MechConditional {
 		dd = t.pickDynamo()
 	} else {
-		dd = t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
+		dd = t.pickD(r.key(), func(d int) bool { return !r.avoids(d) })
 		if dd.Worker < 0 {
-			dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
+			dd = x.d.pick(&t.dOv, r.key(), r.Blocks)
 		}
 	}
 	d := dd.Worker

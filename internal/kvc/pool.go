@@ -48,11 +48,7 @@ func (r *Router) Reset(w int) {
 	if r.index != nil {
 		r.index[w] = newBlockIndex(r.opts.IndexBlocks, &r.indexVers)
 	}
-	for s, p := range r.pins {
-		if p == w {
-			delete(r.pins, s)
-		}
-	}
+	r.pins.DeleteIf(func(p int) bool { return p == w })
 }
 
 // AddPrefill and AddDecoder grow the pools by one worker and return its

@@ -54,9 +54,9 @@ func (x *Dispatcher) ForgetSessionKey(session SessionKey) {
 	x.unpin(session)
 	x.setOnP(s, 0) // no longer hosted whole on a prefill worker (v3)
 	x.sessions.Delete(session)
-	x.d.Forget(session.ID)
+	x.d.ForgetKey(session)
 	if x.p != nil {
-		x.p.Forget(session.ID)
+		x.p.ForgetKey(session)
 	}
 }
 

@@ -213,7 +213,7 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	x.ensureLoad()
 	t.v3Answered() // a refusal the router made itself (its session cap) asked no decoder
 	bs := max(x.cfg.BlockSize, 1)
-	first := t.pickD(t.r.Session, allowed).Worker
+	first := t.pickD(t.r.key(), allowed).Worker
 	best, bestCost := first, 0
 	cost := func(d int) int {
 		return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) + x.cfg.V3.ColdInflightTokens*x.d.Inflight(d)

@@ -12,7 +12,7 @@ func (t *Dispatch) v3AcceptedWholeP() {
 	t.sendTo(x.p, t.chosenP)
 	s := x.session(t.r.key())
 	if s.pin >= 0 {
-		x.d.Unpin(t.r.Session, s.pin)
+		x.d.UnpinKey(t.r.key(), s.pin)
 		x.unpin(t.r.key())
 	}
 	x.setOnP(s, 1+t.chosenP)
@@ -81,7 +81,7 @@ func (t *Dispatch) v3HostOnP(p int) bool {
 // A lone prefill worker in service is the pick with no walk of its index
 // (pickWorker), a walk per new session whose overlap nobody read.
 func (x *Dispatcher) v3HostPick(r Request) int {
-	p := x.p.pickWorker(nil, r.Session, r.Blocks)
+	p := x.p.pickWorker(nil, r.key(), r.Blocks)
 	for i := range x.p.names {
 		if x.p.Out(i) {
 			continue

@@ -235,7 +235,7 @@ func (s *Sim) noteBinding(r *req, w int) {
 		return // no sink: no "move from" string built a request
 	}
 	d := s.disp.DRouter()
-	prev, ok := d.Pin(r.t.SessionID)
+	prev, ok := d.PinKey(r.sessKey())
 	detail := "bind"
 	switch {
 	case ok && prev == w:

@@ -479,7 +479,7 @@ func (s *Sim) collect(i int) {
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
 				// The dump carries the session's whole path, shared prefix included.
 				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
-				s.startSync(&syncOp{session: ev.Session, p: s.syncPrefill(ev.Session), d: i - s.decodes[0], blocks: ev.Blocks, tokens: tokens, held: true})
+				s.startSync(&syncOp{session: ev.Session, p: s.syncPrefill(engine.SessionKey{ID: ev.Session, Num: ev.SessionNum}), d: i - s.decodes[0], blocks: ev.Blocks, tokens: tokens, held: true})
 			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
 				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens), State: evictedState(ev.Hot)}
