@@ -10,7 +10,7 @@ package engine
 // dropped first (the seed's replay.py cap).
 
 type backup struct {
-	session string
+	session SessionKey
 	node    int32
 }
 
@@ -22,7 +22,7 @@ func (w *Worker) keepBackup(now float64, r *Request) {
 	limit := min(4, max(1, int(w.capacity/max(1, 2*int64(r.Input)))))
 	kept := w.backups[:0]
 	for _, b := range w.backups {
-		if b.session == r.Session {
+		if b.session == r.sessKey() {
 			w.tree.Unlock(b.node, now) // the newer seed replaces it
 			continue
 		}
@@ -33,13 +33,22 @@ func (w *Worker) keepBackup(now float64, r *Request) {
 		w.tree.Unlock(w.backups[0].node, now)
 		w.backups = append(w.backups[:0], w.backups[1:]...)
 	}
-	w.backups = append(w.backups, backup{session: r.Session, node: r.node})
+	w.backups = append(w.backups, backup{session: r.sessKey(), node: r.node})
 	r.locked = false // the backup holds the lock now
 }
 
 // Backups lists the sessions whose seed-time KV this prefill worker keeps.
 func (w *Worker) Backups() []string {
 	var out []string
+	for _, b := range w.backups {
+		out = append(out, b.session.ID)
+	}
+	return out
+}
+
+// BackupKeys is Backups naming each session by its key (SessionKey).
+func (w *Worker) BackupKeys() []SessionKey {
+	var out []SessionKey
 	for _, b := range w.backups {
 		out = append(out, b.session)
 	}

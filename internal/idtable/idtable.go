@@ -12,10 +12,19 @@ package idtable
 
 // Table is the map; the zero value is empty and ready.
 type Table[V any] struct {
+	// Spread is how sparse the ids in use may be and still sit in the
+	// slice: the window reaches Spread times the entries it holds past its
+	// oldest (0 or less: 2). A worker's sessions are every k-th number of
+	// a pool of k workers, so its tables spread further than a trace's
+	// chat ids.
+	Spread int
+
 	dense []slot[V] // dense[id-base].held: id is held
 	base  int64     // the id dense[0] stands for
 	lo    int       // dense[:lo] holds nothing
 	held  int       // entries in dense
+	top   int64     // the newest id put in order (shed)
+	wait  int       // puts shed lets pass before it looks again
 	other map[int64]V
 }
 
@@ -31,10 +40,16 @@ func (t *Table[V]) at(id int64) (int, bool) {
 	return int(u), id >= t.base && u < uint64(len(t.dense))
 }
 
+// The map holds only ids outside the window's live part, below base+lo
+// or at base+len(dense) and beyond (an id put below lo goes to the map, lo
+// and base+lo only grow, and grow and slide adopt the map's ids the window
+// comes to cover), so an id in dense[lo:] that dense does not hold is not
+// held at all: a miss there costs no map probe.
+
 // Get returns id's value and whether id is held.
 func (t *Table[V]) Get(id int64) (V, bool) {
-	if i, ok := t.at(id); ok && t.dense[i].held {
-		return t.dense[i].v, true
+	if i, ok := t.at(id); ok && (t.dense[i].held || i >= t.lo) {
+		return t.dense[i].v, t.dense[i].held
 	}
 	if len(t.other) == 0 {
 		var zero V
@@ -46,23 +61,27 @@ func (t *Table[V]) Get(id int64) (V, bool) {
 
 // Put sets id's value.
 func (t *Table[V]) Put(id int64, v V) {
+	if id > t.top && id-t.top <= 64 {
+		t.top = id
+	}
 	i, in := t.at(id)
+	if !in && id >= t.base && !t.reaches(id) && t.shed() {
+		i, in = t.at(id) // the window moved (and may have taken id in from the map)
+	}
 	switch {
 	case in && t.dense[i].held:
 		t.dense[i].v = v
 		return
-	case in && i >= t.lo:
-		if _, ok := t.other[id]; ok { // held in the map since before the window reached it
-			t.other[id] = v
-			return
-		}
-	case !in && id >= t.base && uint64(id-t.base)-uint64(t.lo) < uint64(2*t.held+1024):
+	case in && i >= t.lo: // not in the map either (see Get)
+	case !in && t.reaches(id):
 		if _, ok := t.other[id]; ok {
 			t.other[id] = v
 			return
 		}
-		i = int(id - t.base)
-		t.grow(i)
+		if i, in = t.at(id); !in {
+			i = int(id - t.base)
+			t.grow(i)
+		}
 	default: // below the oldest entry or far past the window
 		if t.other == nil {
 			t.other = map[int64]V{}
@@ -72,6 +91,60 @@ func (t *Table[V]) Put(id int64, v V) {
 	}
 	t.dense[i] = slot[V]{v: v, held: true}
 	t.held++
+}
+
+// reaches reports whether the window may grow to id, past its end: id is
+// within Spread (at least 2) times the entries held plus 1024 of its
+// oldest live slot. Past
+// that the id goes to the map, unless shedding the few old entries that
+// hold the window back (shed) brings it within reach.
+func (t *Table[V]) reaches(id int64) bool {
+	return id >= t.base && uint64(id-t.base)-uint64(t.lo) < uint64(max(t.Spread, 2)*t.held+1024)
+}
+
+// shed, when an id is past the window's reach, moves to the map the few
+// entries that hold the window's start back — old ids still held while the
+// ids after them were deleted in order, as sessions end — and slides the
+// window past them, so that it reaches the ids in use again. What it sheds
+// lies more than Spread/2 times the entries held plus 1024 below the
+// newest id put in order (top, from 0; an id more than 64 past it does not
+// move it), where the ids in use are not, and only when that is at least a
+// quarter of the window and holds at most one entry in 16 slots. A shed
+// passes each slot once (the window's start only moves up), and a look
+// that sheds nothing is paid for by an eighth as many puts before the
+// next: amortised O(1) a put. It reports whether it shed.
+func (t *Table[V]) shed() bool {
+	if t.wait > 0 {
+		t.wait--
+		return false
+	}
+	n := len(t.dense)
+	c := int(min(max(t.top-t.base-int64(max(t.Spread, 2)/2*t.held)-1024, 0), int64(n)))
+	if n < 2048 || c-t.lo < n/4 {
+		return false
+	}
+	few := 0
+	for i := t.lo; i < c; i++ {
+		if t.dense[i].held {
+			if few++; few > (c-t.lo)/16 {
+				t.wait = (i - t.lo) / 8
+				return false
+			}
+		}
+	}
+	for i := t.lo; i < c; i++ {
+		if t.dense[i].held {
+			if t.other == nil {
+				t.other = map[int64]V{}
+			}
+			t.other[t.base+int64(i)] = t.dense[i].v
+			t.dense[i] = slot[V]{}
+			t.held--
+		}
+	}
+	t.lo = c
+	t.slide()
+	return true
 }
 
 // grow extends dense past index i, moving in the map's entries it now covers.
@@ -97,7 +170,11 @@ func (t *Table[V]) adopt(from int) {
 
 // Delete drops id.
 func (t *Table[V]) Delete(id int64) {
-	if i, ok := t.at(id); ok && t.dense[i].held {
+	i, ok := t.at(id)
+	if ok && !t.dense[i].held && i >= t.lo {
+		return // not held (see Get)
+	}
+	if ok && t.dense[i].held {
 		t.dense[i] = slot[V]{}
 		t.held--
 		if t.lo < len(t.dense) && !t.dense[t.lo].held { // i was lo, or lo was never filled

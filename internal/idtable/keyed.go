@@ -23,6 +23,12 @@ type Keyed[V any] struct {
 	byID  map[string]V
 }
 
+// keyedSpread is Keyed's Table.Spread: each of a pool's workers holds
+// about one session number in the pool's size, and the shed keeps what
+// holds one slot in 16 (Table.shed), so a pool of up to 16 keeps its
+// workers' sessions in the slice.
+const keyedSpread = 16
+
 // Get returns k's record and whether there is one.
 func (m *Keyed[V]) Get(k Key) (V, bool) {
 	if k.Num != 0 {
@@ -35,6 +41,7 @@ func (m *Keyed[V]) Get(k Key) (V, bool) {
 // Put sets k's record.
 func (m *Keyed[V]) Put(k Key, v V) {
 	if k.Num != 0 {
+		m.byNum.Spread = keyedSpread
 		m.byNum.Put(k.Num, v)
 		return
 	}
@@ -51,6 +58,30 @@ func (m *Keyed[V]) Delete(k Key) {
 		return
 	}
 	delete(m.byID, k.ID)
+}
+
+// DeleteIf drops every record drop reports true for.
+func (m *Keyed[V]) DeleteIf(drop func(V) bool) {
+	t := &m.byNum
+	var ids []int64 // deleted after the walk: a delete may slide the window
+	for i := t.lo; i < len(t.dense); i++ {
+		if t.dense[i].held && drop(t.dense[i].v) {
+			ids = append(ids, t.base+int64(i))
+		}
+	}
+	for k, v := range t.other {
+		if drop(v) {
+			ids = append(ids, k)
+		}
+	}
+	for _, id := range ids {
+		t.Delete(id)
+	}
+	for k, v := range m.byID {
+		if drop(v) {
+			delete(m.byID, k)
+		}
+	}
 }
 
 // Len is the number of records held.

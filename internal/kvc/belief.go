@@ -2,7 +2,6 @@ package kvc
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -106,17 +105,12 @@ func (x *Dispatcher) Snapshot() Snapshot {
 		b.PInflight = clone(x.p.inflight)
 	}
 	b.DInflight = clone(x.d.inflight)
-	ids := make([]string, 0, len(x.sessions))
-	for id := range x.sessions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if s := x.sessions[id]; s.pin >= 0 {
-			b.Pins[id] = s.pin
-			b.Resident[id] = s.resident
+	x.sessions.Each(func(s *sessState) {
+		if s.pin >= 0 {
+			b.Pins[s.key.ID] = s.pin
+			b.Resident[s.key.ID] = s.resident
 		}
-	}
+	})
 	for _, br := range x.breakers {
 		switch {
 		case !br.open:

@@ -45,16 +45,16 @@ func TestRouterGateResidentWaitsForLastInflight(t *testing.T) {
 		return d
 	}
 	turn(1, 1000).Finished(true)
-	if r := x.session("s").resident; r != 1005 {
+	if r := x.session(SessionKey{ID: "s"}).resident; r != 1005 {
 		t.Fatalf("after turn 1: resident %d, want 1005 (prompt and output)", r)
 	}
 	a, b := turn(2, 2000), turn(3, 3000)
 	a.Finished(true)
-	if r := x.session("s").resident; r != 0 {
+	if r := x.session(SessionKey{ID: "s"}).resident; r != 0 {
 		t.Fatalf("turn 2 ended with turn 3 in flight: resident %d, want 0, unknown (turn 3's prompt is not held yet)", r)
 	}
 	b.Finished(true)
-	if r := x.session("s").resident; r != 3005 {
+	if r := x.session(SessionKey{ID: "s"}).resident; r != 3005 {
 		t.Fatalf("after turn 3: resident %d, want 3005", r)
 	}
 }
@@ -121,9 +121,9 @@ func TestRouterGateBounds(t *testing.T) {
 	}
 	w := world(0)
 	w.run("s", 1, seedAll, true)
-	held := w.x.sessions["s"].resident
-	if w.x.sessions["s"].pin != 0 || held <= 0 {
-		t.Fatalf("after turn 1: pin %d, %d tokens believed resident; want d0 and some", w.x.sessions["s"].pin, held)
+	held := w.x.sess(SessionKey{ID: "s"}).resident
+	if w.x.sess(SessionKey{ID: "s"}).pin != 0 || held <= 0 {
+		t.Fatalf("after turn 1: pin %d, %d tokens believed resident; want d0 and some", w.x.sess(SessionKey{ID: "s"}).pin, held)
 	}
 	for _, c := range []struct {
 		append      int

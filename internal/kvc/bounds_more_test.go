@@ -83,14 +83,14 @@ func TestPrefillBackupsReplaced(t *testing.T) {
 		reports func(x *Dispatcher)
 		want    string
 	}{
-		{"backed", func(x *Dispatcher) { x.PrefillBackups(0, []string{"s"}) }, "pd-router-d-session-reseed-after-prefill-backed-eviction"},
+		{"backed", func(x *Dispatcher) { x.PrefillBackups(0, keysOf("s")) }, "pd-router-d-session-reseed-after-prefill-backed-eviction"},
 		{"backed, then dropped", func(x *Dispatcher) {
-			x.PrefillBackups(0, []string{"s"})
-			x.PrefillBackups(0, []string{"u"})
+			x.PrefillBackups(0, keysOf("s"))
+			x.PrefillBackups(0, keysOf("u"))
 		}, "pd-router-d-session-reseed-after-eviction"},
 		{"backed, then dropped by another worker's report", func(x *Dispatcher) {
-			x.PrefillBackups(0, []string{"s"})
-			x.PrefillBackups(1, []string{"s"})
+			x.PrefillBackups(0, keysOf("s"))
+			x.PrefillBackups(1, keysOf("s"))
 			x.PrefillBackups(0, nil)
 		}, "pd-router-d-session-reseed-after-prefill-backed-eviction"},
 	} {
@@ -152,7 +152,7 @@ func TestRoundRobinAmongAllowed(t *testing.T) {
 	for _, policy := range []Policy{PolicyDefault, PolicySticky} {
 		r := NewRouter([]string{"w0", "w1", "w2"}, policy, Options{})
 		r.Dispatched(0, "", nil)
-		r.pins["s"] = 1
+		r.pins.Put(SessionKey{ID: "s"}, 1)
 		for _, c := range []struct {
 			allowed func(int) bool
 			want    int

@@ -78,7 +78,7 @@ func TestRejectBounds(t *testing.T) {
 func TestResidentBounds(t *testing.T) {
 	x := v3Dispatcher(V3Config{})
 	x.Resident("s", 0, []uint64{1, 2}, 2000)
-	if !x.Pinned("s") || x.sessions["s"].pin != 0 {
+	if !x.Pinned("s") || x.sess(SessionKey{ID: "s"}).pin != 0 {
 		t.Fatalf("resident on d0: pinned %t, want true on d0", x.Pinned("s"))
 	}
 	x.Resident("u", 2, []uint64{1}, 1000) // two decoders: index 2 is none
@@ -87,7 +87,7 @@ func TestResidentBounds(t *testing.T) {
 	}
 	x.p.PinTo(0, "s", []uint64{1})
 	x.ForgetSession("s")
-	if _, ok := x.p.pins["s"]; ok || x.Pinned("s") {
+	if _, ok := x.p.pins.Get(SessionKey{ID: "s"}); ok || x.Pinned("s") {
 		t.Fatalf("after ForgetSession: P still pins s (%t) or D (%t)", ok, x.Pinned("s"))
 	}
 }

@@ -21,16 +21,19 @@ import "github.com/pdhybrid/pdhybrid/internal/radix"
 // CloseSession records that the session sends nothing more. Its P-router
 // pin goes at once (only its own turns read it); the rest goes when it no
 // longer counts anywhere.
-func (x *Dispatcher) CloseSession(session string) {
-	s := x.sessions[session]
+func (x *Dispatcher) CloseSession(session string) { x.CloseSessionKey(SessionKey{ID: session}) }
+
+// CloseSessionKey is CloseSession of a session the caller numbers.
+func (x *Dispatcher) CloseSessionKey(session SessionKey) {
+	s := x.sess(session)
 	if s == nil || s.closed {
 		return
 	}
 	s.closed = true
 	if x.p != nil {
-		x.p.Forget(session)
+		x.p.ForgetKey(session)
 	}
-	if x.reap(session, s) {
+	if x.reap(s) {
 		return
 	}
 	x.closing = append(x.closing, session)
@@ -41,7 +44,7 @@ func (x *Dispatcher) CloseSession(session string) {
 
 // reap drops a closed session's record if nothing but the session reads
 // it any more, and reports whether it did.
-func (x *Dispatcher) reap(id string, s *sessState) bool {
+func (x *Dispatcher) reap(s *sessState) bool {
 	if !s.closed || s.pin >= 0 || s.backup >= 0 || s.inflight != 0 || s.onHost || s.onStore {
 		return false
 	}
@@ -50,8 +53,8 @@ func (x *Dispatcher) reap(id string, s *sessState) bool {
 			return false
 		}
 	}
-	x.d.Forget(id)
-	delete(x.sessions, id)
+	x.d.ForgetKey(s.key)
+	x.sessions.Delete(s.key)
 	return true
 }
 
@@ -62,7 +65,7 @@ func (x *Dispatcher) reap(id string, s *sessState) bool {
 func (x *Dispatcher) sweepClosed() {
 	kept := x.closing[:0]
 	for _, id := range x.closing {
-		if s := x.sessions[id]; s != nil && s.closed && !x.reap(id, s) {
+		if s := x.sess(id); s != nil && s.closed && !x.reap(s) {
 			kept = append(kept, id)
 		}
 	}

@@ -31,9 +31,9 @@ func TestCloseSessionKeepsWhatCounts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			x := v3Dispatcher(V3Config{})
 			x.p.PinTo(0, "s", []uint64{1})
-			c.set(x, x.session("s"))
+			c.set(x, x.session(SessionKey{ID: "s"}))
 			x.CloseSession("s")
-			if _, ok := x.p.pins["s"]; ok {
+			if _, ok := x.p.pins.Get(SessionKey{ID: "s"}); ok {
 				t.Error("P still pins the closed session")
 			}
 			if got := x.Sessions() == 1; got != c.kept {
@@ -60,7 +60,7 @@ func TestCloseSessionSweepBounds(t *testing.T) {
 	closeN := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			id := fmt.Sprint("s", i)
-			x.session(id).pin = 0
+			x.session(SessionKey{ID: id}).pin = 0
 			x.CloseSession(id)
 		}
 	}
@@ -73,7 +73,7 @@ func TestCloseSessionSweepBounds(t *testing.T) {
 		t.Fatalf("after 256: %d listed, %d kept; want 256, 256", len(x.closing), x.closingKept)
 	}
 	for i := range 256 {
-		x.sessions[fmt.Sprint("s", i)].pin = -1
+		x.sess(SessionKey{ID: fmt.Sprint("s", i)}).pin = -1
 	}
 	closeN(256, 511)
 	if len(x.closing) != 767 || x.Sessions() != 767 {

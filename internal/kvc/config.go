@@ -1,6 +1,10 @@
 package kvc
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
+)
 
 // The control plane's configuration: the mechanisms, the seed's code
 // differences as explicit options (seed-inventory §5 Δ2–Δ5), and what the
@@ -147,6 +151,15 @@ type Request struct {
 	// (parent.go): its decoder is preferred while Session has none.
 	Parent string
 }
+
+// SessionKey names a session to the dispatcher: its id and the caller's
+// number for it, 0 for none (Request.SessionNum; engine.SessionKey). The
+// dispatcher files its session records under it: by number, in a slice,
+// when there is one. A caller that numbers a session names it by key in
+// every call (the ...Key methods); the gateway numbers none.
+type SessionKey = idtable.Key
+
+func (r *Request) key() SessionKey { return SessionKey{ID: r.Session, Num: r.SessionNum} }
 
 func (r *Request) avoids(w int) bool {
 	for _, a := range r.Avoid {

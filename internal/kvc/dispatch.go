@@ -1,6 +1,9 @@
 package kvc
 
-import "github.com/pdhybrid/pdhybrid/internal/radix"
+import (
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
+	"github.com/pdhybrid/pdhybrid/internal/radix"
+)
 
 // The dispatcher decides, for one request, what the serving system does:
 // it yields actions (an admission RPC to a decoder, a direct append on D, a
@@ -97,28 +100,29 @@ type sessState struct {
 	onP int
 	// closed: the session sends nothing more (CloseSession, close.go).
 	closed bool
+	key    SessionKey // how it is filed in Dispatcher.sessions
 }
 
 // Dispatcher holds the control plane's state for one deployment.
 type Dispatcher struct {
 	cfg      DispatchConfig
 	p, d     *Router // P and D routers (d is the colocated pool for MechColo)
-	sessions map[string]*sessState
+	sessions idtable.Keyed[*sessState]
 	onD      []int // sessions believed pinned per decoder (router gate cap)
 	breakers []breaker
-	seeding  []int            // seeds in flight per decoder (SeedMaxInflight)
-	autoEps  bool             // MaxRetries follows |D|−1 as decoders are added
-	pActive  []int            // the peers: prefill tokens in flight per prefill worker
-	dActive  []int            // the peers: blocks of requests in flight per decoder
-	dPrefill []int            // pd-conditional: blocks of local prefills in flight per decoder
-	backups  map[int][]string // per prefill worker: the sessions it keeps a backup of
+	seeding  []int                // seeds in flight per decoder (SeedMaxInflight)
+	autoEps  bool                 // MaxRetries follows |D|−1 as decoders are added
+	pActive  []int                // the peers: prefill tokens in flight per prefill worker
+	dActive  []int                // the peers: blocks of requests in flight per decoder
+	dPrefill []int                // pd-conditional: blocks of local prefills in flight per decoder
+	backups  map[int][]SessionKey // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
 	v4       v4State // decode isolation (v4.go)
 	noPaths  bool    // SetQuiet: nobody reads a request's path, so none is written
 	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
 	// and the violations seen.
 	open         int
-	closing      []string     // closed sessions still counted somewhere (close.go)
+	closing      []SessionKey // closed sessions still counted somewhere (close.go)
 	closingKept  int          // len(closing) after the last sweep
 	trace        func(string) // SetTrace (belief.go)
 	lcErr        error
@@ -132,7 +136,7 @@ func NewDispatcher(cfg DispatchConfig, prefill, decode []string, pOpts, dOpts Op
 	if auto {
 		cfg.MaxRetries = len(decode) - 1
 	}
-	x := &Dispatcher{cfg: cfg, sessions: map[string]*sessState{}, onD: make([]int, len(decode)),
+	x := &Dispatcher{cfg: cfg, onD: make([]int, len(decode)),
 		breakers: make([]breaker, len(decode)), seeding: make([]int, len(decode)), autoEps: auto}
 	for i := range x.breakers {
 		x.breakers[i].cfg = cfg.Breaker
@@ -199,14 +203,14 @@ func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
 	if x.trace != nil {
 		x.traced("Begin %s/%d in=%d out=%d", r.Session, r.Turn, r.Input, r.Output)
 	}
-	if s := x.sessions[r.Session]; s != nil {
+	if s := x.sess(r.key()); s != nil {
 		t.lastD = s.last
 	}
 	switch x.cfg.Mechanism {
 	case MechColo:
 		w := t.pickD(t.routeKey(), func(i int) bool { return !r.avoids(i) }).Worker
 		if w < 0 {
-			w = x.d.pick(&t.dOv, r.Session, r.Blocks).Worker
+			w = x.d.pick(&t.dOv, r.key(), r.Blocks).Worker
 		}
 		if w < 0 {
 			t.noWorker("colocated")
@@ -236,7 +240,7 @@ func (t *Dispatch) beginKVC() {
 		t.plainPD("pd-router-no-session")
 		return
 	}
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	t.v4Seen()
 	if t.r.Turn < x.cfg.SeedMinTurn {
 		if t.paths() {
@@ -264,7 +268,7 @@ func (t *Dispatch) route() {
 	}
 	// Breakers do not keep a decoder from direct appends, which move no KV
 	// over the failing transport; they hold back seeds and plain PD.
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	allowed := func(d int) bool {
 		return d < len(t.tried) && !t.tried[d] && !t.r.avoids(d) && !x.blacklisted(s, d, t.now)
 	}
@@ -343,7 +347,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 	d := t.act.D
 	x := t.x
 	t.cached = rep.CachedTokens
-	x.believeTier(d, t.r.Session, rep)
+	x.believeTier(d, t.r.key(), rep)
 	t.v3Answered()
 	if t.inline {
 		// The inline check came back without starting the request on d:
@@ -391,7 +395,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 		t.route()
 		return
 	}
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	p := t.prefillWorker()
 	if p < 0 {
 		t.noWorker("prefill")
@@ -428,7 +432,7 @@ func (t *Dispatch) Reply(rep AdmitReply) {
 // has no more specific one: the session was not there, or (the seed's
 // session-was-evicted) its last decoder reported evicting it.
 func (t *Dispatch) notResident() {
-	if s := t.x.session(t.r.Session); s.evicted && s.last >= 0 {
+	if s := t.x.session(t.r.key()); s.evicted && s.last >= 0 {
 		t.setWhy("session-was-evicted")
 		return
 	}
@@ -439,7 +443,7 @@ func (t *Dispatch) notResident() {
 // label) and moves on to the next decoder.
 func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	x := t.x
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	if !rep.Unreachable && !(x.cfg.Mechanism == MechKVC && x.cfg.V3.TypedRejects && rep.Reason == "no-space") {
 		s.reject(d, t.now, x.cfg.RejectWindowS > 0)
 	}
@@ -514,7 +518,7 @@ func (t *Dispatch) fallback() {
 	if t.v3Fallback() {
 		return
 	}
-	if !t.x.session(t.r.Session).seen && t.suffix == "-d-backpressure" {
+	if !t.x.session(t.r.key()).seen && t.suffix == "-d-backpressure" {
 		t.plainPD("pd-router-turn1-d-backpressure")
 		return
 	}

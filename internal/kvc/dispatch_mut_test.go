@@ -62,7 +62,7 @@ func TestLeastRejectedWhenAllBlacklisted(t *testing.T) {
 		want    int
 	}{{[3]int{1, 2, 2}, 0}, {[3]int{2, 2, 1}, 2}, {[3]int{1, 1, 2}, 0}} {
 		x := kvcDispatcher(ResetOff, 1)
-		s := x.session("s")
+		s := x.session(SessionKey{ID: "s"})
 		for d, n := range c.rejects {
 			for range n {
 				s.reject(d, 0, false)
@@ -80,7 +80,7 @@ func TestLeastRejectedWhenAllBlacklisted(t *testing.T) {
 func TestAdmissionCarriesResidentOnlyToThePin(t *testing.T) {
 	x := kvcDispatcher(ResetDirect, 3)
 	serve(t, x, 1, nil) // seeds on d0
-	s := x.session("s")
+	s := x.session(SessionKey{ID: "s"})
 	if s.pin != 0 || s.resident <= 0 {
 		t.Fatalf("after turn 1: pin d%d resident %d, want d0 and tokens", s.pin, s.resident)
 	}
@@ -199,7 +199,7 @@ func TestColdRouteOnlyUnpinned(t *testing.T) {
 
 	x = v3Dispatcher(V3Config{DBudgetTokens: 10000, ColdRoute: true})
 	coldTurn(t, x, "s", 200, 2000).Finished(true)
-	if s := x.session("s"); s.pin != 0 {
+	if s := x.session(SessionKey{ID: "s"}); s.pin != 0 {
 		t.Fatalf("turn 1 pinned on d%d, want d0", s.pin)
 	}
 	x.ensureLoad()

@@ -22,7 +22,7 @@ func serve(t *testing.T, x *Dispatcher, turn int, refuse map[int]bool) *Dispatch
 		case refuse[a.D]:
 			d.Reply(AdmitReply{Reason: "no-space"})
 		default:
-			d.Reply(AdmitReply{CanAdmit: true, Direct: x.session("s").pin == a.D, Reason: "session-not-resident"})
+			d.Reply(AdmitReply{CanAdmit: true, Direct: x.session(SessionKey{ID: "s"}).pin == a.D, Reason: "session-not-resident"})
 		}
 	}
 	d.Accepted()
@@ -40,7 +40,7 @@ func TestRejectBlacklistAndReset(t *testing.T) {
 	}{{ResetDirect, 0}, {ResetAny, 0}, {ResetOff, 2}} {
 		x := kvcDispatcher(tc.reset, 3)
 		serve(t, x, 1, nil) // seeds on d0
-		if p := x.session("s").pin; p != 0 {
+		if p := x.session(SessionKey{ID: "s"}).pin; p != 0 {
 			t.Fatalf("seeded on d%d", p)
 		}
 		serve(t, x, 2, map[int]bool{0: true}) // d0 refuses: reseed elsewhere
@@ -49,7 +49,7 @@ func TestRejectBlacklistAndReset(t *testing.T) {
 			t.Fatalf("%s: %d rejects on d0, want 2", tc.reset, got)
 		}
 		// Back on d0 (it admits again): the seed case, then a direct one.
-		x.session("s").pin = 0
+		x.session(SessionKey{ID: "s"}).pin = 0
 		d := serve(t, x, 4, nil)
 		if d.Mode() != "kvcache-direct-to-d-session" {
 			t.Fatalf("turn 4 went %s (%v)", d.Mode(), d.Path())

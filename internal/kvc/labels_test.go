@@ -121,7 +121,7 @@ func TestEveryLabelReachable(t *testing.T) {
 		}},
 		{"pd-router-d-session-reseed-after-prefill-backed-eviction", func(t *testing.T) *Dispatch {
 			w := seeded(t, nil, Options{Alpha: 1})
-			w.x.PrefillBackups(0, []string{"s"})
+			w.x.PrefillBackups(0, keysOf("s"))
 			return w.run("s", 2, refuseAllBut(0, AdmitReply{CanAdmit: true, Reason: "session-was-evicted"}), true)
 		}},
 		{"pd-router-session-not-resident-reseed", func(t *testing.T) *Dispatch {

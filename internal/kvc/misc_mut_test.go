@@ -34,13 +34,13 @@ func TestBreakerCooldownAndOffByHand(t *testing.T) {
 func TestForgetDecoderByHand(t *testing.T) {
 	x := v3Dispatcher(V3Config{})
 	x.Resident("a", 0, []uint64{1}, 1000)
-	a := x.sessions["a"]
+	a := x.sess(SessionKey{ID: "a"})
 	a.handles[1] = x.d.PinTo(1, "a", []uint64{1})
 	x.Resident("b", 1, []uint64{2}, 1000)
-	c := x.session("c")
+	c := x.session(SessionKey{ID: "c"})
 	c.handles = make([]radix.Handle, 1)
 	x.ForgetDecoder(1)
-	b := x.sessions["b"]
+	b := x.sess(SessionKey{ID: "b"})
 	if a.pin != 0 || a.last != 0 || b.pin != -1 || b.last != -1 {
 		t.Errorf("a pin %d last %d, b pin %d last %d; want 0 0 −1 −1", a.pin, a.last, b.pin, b.last)
 	}
@@ -66,9 +66,9 @@ func TestBelieveTierNeedsHostTokens(t *testing.T) {
 	for _, rep := range []AdmitReply{{Tier: TierHost, HostTokens: 0}, {Tier: "disk", HostTokens: 300}} {
 		x := v3Dispatcher(V3Config{})
 		x.Resident("s", 0, []uint64{1}, 1000)
-		s := x.sessions["s"]
+		s := x.sess(SessionKey{ID: "s"})
 		s.onHost, s.hostTok = true, 500
-		x.believeTier(0, "s", rep)
+		x.believeTier(0, SessionKey{ID: "s"}, rep)
 		if !s.onHost || s.hostTok != 500 {
 			t.Errorf("%+v: onHost %t, %d host tokens; want true, 500", rep, s.onHost, s.hostTok)
 		}

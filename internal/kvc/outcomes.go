@@ -40,10 +40,10 @@ func (t *Dispatch) Accepted() {
 	case ActPD:
 		t.sendTo(x.p, t.chosenP)
 		if x.cfg.Mechanism == MechKVC {
-			x.d.Dispatched(t.chosenD, t.r.Session, nil) // D keeps nothing of it
-			if !t.homeHeld {                            // HomeHolds: the home keeps the session's earlier turns
-				x.d.Unpin(t.r.Session, t.chosenD)
-				x.unpin(t.r.Session)
+			x.d.dispatched(t.chosenD, t.r.key(), nil, false) // D keeps nothing of it
+			if !t.homeHeld {                                 // HomeHolds: the home keeps the session's earlier turns
+				x.d.UnpinKey(t.r.key(), t.chosenD)
+				x.unpin(t.r.key())
 			}
 		} else {
 			t.sendTo(x.d, t.chosenD)
@@ -58,11 +58,11 @@ func (t *Dispatch) Accepted() {
 		if x.keepsOnD(t.chosenD) {
 			h = t.sendTo(x.d, t.chosenD)
 		} else {
-			x.d.Dispatched(t.chosenD, t.r.Session, nil) // pinned, but the decoder keeps nothing of it
+			x.d.dispatched(t.chosenD, t.r.key(), nil, false) // pinned, but the decoder keeps nothing of it
 		}
-		s := x.session(t.r.Session)
+		s := x.session(t.r.key())
 		if s.pin != t.chosenD {
-			x.unpin(t.r.Session)
+			x.unpin(t.r.key())
 			x.onD[t.chosenD]++
 		}
 		// What d will hold is known once the request ends (router gate:
@@ -76,7 +76,7 @@ func (t *Dispatch) Accepted() {
 		}
 		s.handles[t.chosenD] = h
 	}
-	if s := x.session(t.r.Session); !s.seen {
+	if s := x.session(t.r.key()); !s.seen {
 		s.seen, t.firstSeen = true, true
 	}
 	t.act = Action{Kind: ActDone, P: -1, D: -1}
@@ -148,7 +148,7 @@ func (t *Dispatch) Finished(ok bool) {
 		// The session's first accepted request failed: nothing of it was
 		// kept anywhere, so a retry (the gateway's) is its first turn
 		// again, labelled and placed as one.
-		if s := x.sessions[t.r.Session]; s != nil {
+		if s := x.sess(t.r.key()); s != nil {
 			others := s.inflight
 			if t.holds {
 				others-- // this one, still counted
@@ -163,7 +163,7 @@ func (t *Dispatch) Finished(ok bool) {
 	}
 	if t.holds {
 		t.holds = false
-		if s := x.sessions[t.r.Session]; s != nil {
+		if s := x.sess(t.r.key()); s != nil {
 			s.inflight--
 			if ok && s.inflight == 0 && s.pin == t.chosenD {
 				s.resident = s.pending
@@ -174,7 +174,7 @@ func (t *Dispatch) Finished(ok bool) {
 	if x.cfg.Mechanism.IsPeer() {
 		x.dActive[t.chosenD] -= t.dBlk
 		t.dBlk = 0
-		if s := x.sessions[t.r.Session]; !ok && s != nil && s.bound && s.boundD == t.chosenD {
+		if s := x.sess(t.r.key()); !ok && s != nil && s.bound && s.boundD == t.chosenD {
 			s.bound = false // Dynamo: a failure invalidates the binding
 		}
 	}
@@ -184,7 +184,7 @@ func (t *Dispatch) Finished(ok bool) {
 	switch {
 	case x.cfg.Reset == ResetDirect && t.kind == ActDirect,
 		x.cfg.Reset == ResetAny && (t.kind == ActDirect || t.kind == ActSeed):
-		if s := x.sessions[t.r.Session]; s != nil {
+		if s := x.sess(t.r.key()); s != nil {
 			s.forgive(t.chosenD)
 		}
 	}
@@ -203,7 +203,7 @@ func (t *Dispatch) freeProbe() {
 // sendTo records the request as dispatched to worker w of router r, its
 // blocks shared with the router's belief when the request allows it.
 func (t *Dispatch) sendTo(r *Router, w int) radix.Handle {
-	return r.dispatched(w, t.r.Session, t.r.Blocks, t.r.SharedBlocks)
+	return r.dispatched(w, t.r.key(), t.r.Blocks, t.r.SharedBlocks)
 }
 
 // LastDecoder is the decoder that held the request's session before this
@@ -218,13 +218,18 @@ func (t *Dispatch) Prefill() int { return t.chosenP }
 // tracking belief the router forgets it was there; never-shrink keeps
 // believing (the seed, F9).
 func (x *Dispatcher) SessionEvicted(d int, session string) {
+	x.SessionEvictedKey(d, SessionKey{ID: session})
+}
+
+// SessionEvictedKey is SessionEvicted of a session the caller numbers.
+func (x *Dispatcher) SessionEvictedKey(d int, session SessionKey) {
 	if x.trace != nil { // the arguments are boxed before traced looks
-		x.traced("SessionEvicted d%d %s", d, session)
+		x.traced("SessionEvicted d%d %s", d, session.ID)
 	}
 	if x.cfg.Belief != BeliefTrack {
 		return
 	}
-	s := x.sessions[session]
+	s := x.sess(session)
 	if s == nil {
 		return
 	}
@@ -235,24 +240,24 @@ func (x *Dispatcher) SessionEvicted(d int, session string) {
 		s.handles[d] = radix.Handle{}
 	}
 	if s.pin == d {
-		x.d.Unpin(session, d)
+		x.d.UnpinKey(session, d)
 		x.unpin(session)
 	}
 	if s.last == d {
 		s.evicted = true
 	}
-	x.reap(session, s) // a closed session the eviction left uncounted (close.go)
+	x.reap(s) // a closed session the eviction left uncounted (close.go)
 }
 
 // PrefillBackups is a prefill worker's report of the sessions whose
 // capacity-backup it keeps now (engine/backup.go): labels of reseeds after
 // an eviction say whether P held the session (-after-prefill-backed-eviction).
-func (x *Dispatcher) PrefillBackups(p int, sessions []string) {
+func (x *Dispatcher) PrefillBackups(p int, sessions []SessionKey) {
 	if x.backups == nil {
-		x.backups = map[int][]string{}
+		x.backups = map[int][]SessionKey{}
 	}
 	for _, id := range x.backups[p] {
-		if s := x.sessions[id]; s != nil && s.backup == p {
+		if s := x.sess(id); s != nil && s.backup == p {
 			s.backup = -1
 		}
 	}
@@ -262,7 +267,7 @@ func (x *Dispatcher) PrefillBackups(p int, sessions []string) {
 	}
 }
 
-func (x *Dispatcher) unpin(session string) {
+func (x *Dispatcher) unpin(session SessionKey) {
 	s := x.session(session)
 	if s.pin >= 0 {
 		x.onD[s.pin]--
@@ -270,18 +275,24 @@ func (x *Dispatcher) unpin(session string) {
 	}
 }
 
-func (x *Dispatcher) session(id string) *sessState {
-	s := x.sessions[id]
+func (x *Dispatcher) session(id SessionKey) *sessState {
+	s := x.sess(id)
 	if s == nil {
-		s = &sessState{pin: -1, last: -1, backup: -1}
-		x.sessions[id] = s
+		s = &sessState{pin: -1, last: -1, backup: -1, key: id}
+		x.sessions.Put(id, s)
 	}
+	return s
+}
+
+// sess is the session's record, nil for none.
+func (x *Dispatcher) sess(id SessionKey) *sessState {
+	s, _ := x.sessions.Get(id)
 	return s
 }
 
 // Rejects is the (session, decoder) reject count (tests, logs).
 func (x *Dispatcher) Rejects(session string, d int) int {
-	if s := x.sessions[session]; s != nil {
+	if s := x.sess(SessionKey{ID: session}); s != nil {
 		return s.rejected(d)
 	}
 	return 0

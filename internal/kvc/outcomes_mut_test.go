@@ -69,13 +69,13 @@ func TestFirstFailureForgetsSeenUnlessAnotherInFlight(t *testing.T) {
 	}
 	d := begin(1)
 	d.Finished(false)
-	if x.sessions["s"].seen {
+	if x.sess(SessionKey{ID: "s"}).seen {
 		t.Fatal("the first request failed alone: seen, want unseen")
 	}
 	a := begin(1)
 	b := begin(2)
 	a.Finished(false)
-	if !x.sessions["s"].seen {
+	if !x.sess(SessionKey{ID: "s"}).seen {
 		t.Error("the first request failed with another in flight: unseen, want seen")
 	}
 	b.Finished(true)

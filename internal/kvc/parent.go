@@ -13,15 +13,17 @@ package kvc
 
 // routeKey is the session whose pin decoder choice honours: the request's
 // own, or its parent's while the request's session is pinned nowhere.
-func (t *Dispatch) routeKey() string {
-	s, p := t.r.Session, t.r.Parent
-	if p == "" || p == s || s == "" {
+// The parent is named by id alone: only the gateway, which numbers no
+// session, sets it.
+func (t *Dispatch) routeKey() SessionKey {
+	s, p := t.r.key(), SessionKey{ID: t.r.Parent}
+	if p.ID == "" || p.ID == s.ID || s.ID == "" {
 		return s
 	}
-	if _, ok := t.x.d.Pin(s); ok {
+	if _, ok := t.x.d.PinKey(s); ok {
 		return s
 	}
-	if _, ok := t.x.d.Pin(p); ok {
+	if _, ok := t.x.d.PinKey(p); ok {
 		return p
 	}
 	return s

@@ -117,9 +117,9 @@ func (t *Dispatch) beginPeer() {
 	if x.cfg.Mechanism == MechConditional {
 		dd = t.pickDynamo()
 	} else {
-		dd = t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
+		dd = t.pickD(r.key(), func(d int) bool { return !r.avoids(d) })
 		if dd.Worker < 0 {
-			dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
+			dd = x.d.pick(&t.dOv, r.key(), r.Blocks)
 		}
 	}
 	d := dd.Worker
@@ -258,7 +258,7 @@ func (t *Dispatch) pickDynamo() Decision {
 		}
 		return 0
 	}
-	if s := x.sessions[r.Session]; x.cfg.Peer.AffinityTTLS > 0 && s != nil && s.bound && !r.avoids(s.boundD) {
+	if s := x.sess(r.key()); x.cfg.Peer.AffinityTTLS > 0 && s != nil && s.bound && !r.avoids(s.boundD) {
 		if age := t.now - s.boundAt; age <= x.cfg.Peer.AffinityTTLS {
 			if t.paths() {
 				t.note("session affinity: bound to %s %.1f s ago", x.d.names[s.boundD], age)
@@ -290,6 +290,6 @@ func (x *Dispatcher) bindSession(t *Dispatch) {
 	if x.cfg.Mechanism != MechConditional || x.cfg.Peer.AffinityTTLS <= 0 {
 		return
 	}
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	s.bound, s.boundD, s.boundAt = true, t.chosenD, t.now
 }

@@ -149,7 +149,7 @@ func TestConditionalAffinityBounds(t *testing.T) {
 		t.Errorf("TTL 0: d%d, want d0 by cost; path %v", d.Action().D, d.Path())
 	}
 	x = bound(0)
-	if s := x.sessions["s"]; s != nil && s.bound {
+	if s := x.sess(SessionKey{ID: "s"}); s != nil && s.bound {
 		t.Errorf("TTL 0: the session was bound to d%d", s.boundD)
 	}
 }

@@ -53,16 +53,16 @@ func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
 
 // pickD and pickPAmong are the routers' picks for this request's prompt,
 // remembering its overlaps for the next pick (overlaps).
-func (t *Dispatch) pickD(key string, allowed func(int) bool) Decision {
+func (t *Dispatch) pickD(key SessionKey, allowed func(int) bool) Decision {
 	return t.x.d.pickAmong(&t.dOv, key, t.r.Blocks, allowed)
 }
 
 // prefillWorker is P's router's pick for the prompt, −1 when none.
-func (t *Dispatch) prefillWorker() int { return t.x.p.pickWorker(&t.pOv, t.r.Session, t.r.Blocks) }
+func (t *Dispatch) prefillWorker() int { return t.x.p.pickWorker(&t.pOv, t.r.key(), t.r.Blocks) }
 
 // pickWorker is pick's worker alone. With a single worker in service there
 // is nothing to score, so no index is walked for an overlap nobody reads.
-func (r *Router) pickWorker(m *overlaps, session string, blocks []uint64) int {
+func (r *Router) pickWorker(m *overlaps, session SessionKey, blocks []uint64) int {
 	if len(r.names) == 1 && r.nOut == 0 {
 		return 0
 	}
@@ -70,5 +70,5 @@ func (r *Router) pickWorker(m *overlaps, session string, blocks []uint64) int {
 }
 
 func (t *Dispatch) pickPAmong(allowed func(int) bool) Decision {
-	return t.x.p.pickAmong(&t.pOv, t.r.Session, t.r.Blocks, allowed)
+	return t.x.p.pickAmong(&t.pOv, t.r.key(), t.r.Blocks, allowed)
 }

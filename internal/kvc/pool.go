@@ -48,11 +48,7 @@ func (r *Router) Reset(w int) {
 	if r.index != nil {
 		r.index[w] = newBlockIndex(r.opts.IndexBlocks, &r.indexVers)
 	}
-	for s, p := range r.pins {
-		if p == w {
-			delete(r.pins, s)
-		}
-	}
+	r.pins.DeleteIf(func(p int) bool { return p == w })
 }
 
 // AddPrefill and AddDecoder grow the pools by one worker and return its
@@ -80,9 +76,9 @@ func (x *Dispatcher) AddDecoder(name string) int {
 // removed): no session is believed pinned or resident there any more, so a
 // session's next turn is admitted elsewhere and seeded there.
 func (x *Dispatcher) ForgetDecoder(d int) {
-	for id, s := range x.sessions {
+	x.sessions.Each(func(s *sessState) {
 		if s.pin == d {
-			x.unpin(id)
+			x.unpin(s.key)
 		}
 		if s.last == d {
 			s.last = -1
@@ -90,7 +86,7 @@ func (x *Dispatcher) ForgetDecoder(d int) {
 		if d < len(s.handles) {
 			s.handles[d] = radix.Handle{}
 		}
-	}
+	})
 	x.d.Reset(d)
 }
 

@@ -11,7 +11,7 @@ import (
 func TestPoolExcludeAndAdd(t *testing.T) {
 	x := kvcDispatcher(ResetDirect, 3)
 	serve(t, x, 1, nil) // seeds on d0
-	if p := x.session("s").pin; p != 0 {
+	if p := x.session(SessionKey{ID: "s"}).pin; p != 0 {
 		t.Fatalf("seeded on d%d", p)
 	}
 	x.DRouter().SetExcluded(0, true)
@@ -50,8 +50,8 @@ func TestPoolForgetDecoder(t *testing.T) {
 	serve(t, x, 1, nil)
 	x.DRouter().SetExcluded(0, true)
 	x.ForgetDecoder(0)
-	if _, ok := x.DRouter().Pin("s"); ok || x.session("s").pin != -1 || x.onD[0] != 0 {
-		t.Fatalf("after ForgetDecoder(0) the session is still pinned (pin %d, onD %v)", x.session("s").pin, x.onD)
+	if _, ok := x.DRouter().Pin("s"); ok || x.session(SessionKey{ID: "s"}).pin != -1 || x.onD[0] != 0 {
+		t.Fatalf("after ForgetDecoder(0) the session is still pinned (pin %d, onD %v)", x.session(SessionKey{ID: "s"}).pin, x.onD)
 	}
 	d := serve(t, x, 2, nil)
 	if d.Decoder() == 0 || !strings.Contains(d.Mode(), "seed") {

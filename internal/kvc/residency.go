@@ -14,7 +14,7 @@ import "github.com/pdhybrid/pdhybrid/internal/radix"
 // Pinned says whether this dispatcher believes some decoder holds the
 // session (the question a replica asks before it probes).
 func (x *Dispatcher) Pinned(session string) bool {
-	s := x.sessions[session]
+	s := x.sess(SessionKey{ID: session})
 	return s != nil && s.pin >= 0
 }
 
@@ -25,9 +25,9 @@ func (x *Dispatcher) Resident(session string, d int, blocks []uint64, tokens int
 	if session == "" || d < 0 || d >= len(x.d.names) {
 		return
 	}
-	s := x.session(session)
+	s := x.session(SessionKey{ID: session})
 	if s.pin != d {
-		x.unpin(session)
+		x.unpin(s.key)
 		x.onD[d]++
 	}
 	s.pin, s.last, s.resident, s.seen = d, d, tokens, true
@@ -43,19 +43,22 @@ func (x *Dispatcher) Resident(session string, d int, blocks []uint64, tokens int
 // live sessions. If the session comes back, it is routed as one this
 // dispatcher never saw: the residency probe and the decoders' admission
 // answers find it again.
-func (x *Dispatcher) ForgetSession(session string) {
-	s := x.sessions[session]
+func (x *Dispatcher) ForgetSession(session string) { x.ForgetSessionKey(SessionKey{ID: session}) }
+
+// ForgetSessionKey is ForgetSession of a session the caller numbers.
+func (x *Dispatcher) ForgetSessionKey(session SessionKey) {
+	s := x.sess(session)
 	if s == nil {
 		return
 	}
 	x.unpin(session)
 	x.setOnP(s, 0) // no longer hosted whole on a prefill worker (v3)
-	delete(x.sessions, session)
-	x.d.Forget(session)
+	x.sessions.Delete(session)
+	x.d.ForgetKey(session)
 	if x.p != nil {
-		x.p.Forget(session)
+		x.p.ForgetKey(session)
 	}
 }
 
 // Sessions is the number of sessions the dispatcher holds state for.
-func (x *Dispatcher) Sessions() int { return len(x.sessions) }
+func (x *Dispatcher) Sessions() int { return x.sessions.Len() }

@@ -36,7 +36,7 @@ func TestResidentPointsAFreshReplicaAtTheHolder(t *testing.T) {
 	// report out of range is ignored.
 	x.Resident("t", 1, blocks, 192)
 	x.Resident("s", 7, blocks, 192)
-	if p := x.session("s").pin; p != 2 {
+	if p := x.session(SessionKey{ID: "s"}).pin; p != 2 {
 		t.Fatalf("session pinned on d%d after unrelated reports, want d2", p)
 	}
 	if x.onD[1] != 1 || x.onD[2] != 1 {

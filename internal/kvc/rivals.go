@@ -103,9 +103,9 @@ func (t *Dispatch) rivalStart() (bs int, rc RivalConfig, dd Decision) {
 	x, r := t.x, &t.r
 	bs = max(x.cfg.BlockSize, 1)
 	rc = x.cfg.Peer.Rival.Defaults()
-	dd = t.pickD(r.Session, func(d int) bool { return !r.avoids(d) })
+	dd = t.pickD(r.key(), func(d int) bool { return !r.avoids(d) })
 	if dd.Worker < 0 {
-		dd = x.d.pick(&t.dOv, r.Session, r.Blocks)
+		dd = x.d.pick(&t.dOv, r.key(), r.Blocks)
 	}
 	t.dBlk = (r.Input + max(r.Output, 1) + bs - 1) / bs
 	return bs, rc, dd

@@ -8,6 +8,7 @@ package kvc
 import (
 	"fmt"
 
+	"github.com/pdhybrid/pdhybrid/internal/idtable"
 	"github.com/pdhybrid/pdhybrid/internal/radix"
 )
 
@@ -65,11 +66,11 @@ type Router struct {
 	inflight []int
 	assigned []int
 	index    []*blockIndex
-	pins     map[string]int // session → worker of its last turn
-	excluded []bool         // drained or removed: no pick may choose them (pool.go)
-	down     []bool         // failed health checks: no pick chooses them either
-	nOut     int            // workers excluded or down
-	allDown  bool           // every worker not excluded is down: down is ignored
+	pins     idtable.Keyed[int] // session → worker of its last turn
+	excluded []bool             // drained or removed: no pick may choose them (pool.go)
+	down     []bool             // failed health checks: no pick chooses them either
+	nOut     int                // workers excluded or down
+	allDown  bool               // every worker not excluded is down: down is ignored
 	// indexVers counts the versions of the indexes (blockIndex.ver).
 	indexVers uint64
 }
@@ -83,7 +84,6 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 		names: names, policy: policy, opts: opts,
 		inflight: make([]int, len(names)),
 		assigned: make([]int, len(names)),
-		pins:     map[string]int{},
 	}
 	if (policy == PolicyKVAware || policy == PolicyCacheAware) && !opts.NoCache {
 		r.index = make([]*blockIndex, len(names))
@@ -98,10 +98,10 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 func (r *Router) Names() []string { return r.names }
 
 // Pin is the worker the session's last turn used, if any.
-func (r *Router) Pin(session string) (int, bool) {
-	w, ok := r.pins[session]
-	return w, ok
-}
+func (r *Router) Pin(session string) (int, bool) { return r.PinKey(SessionKey{ID: session}) }
+
+// PinKey is Pin of a session the caller numbers (SessionKey).
+func (r *Router) PinKey(session SessionKey) (int, bool) { return r.pins.Get(session) }
 
 // Decision is a routing choice and why.
 type Decision struct {
@@ -113,11 +113,11 @@ type Decision struct {
 // Pick chooses a worker for a request of session with the given prompt
 // blocks. It does not change state; Dispatched does.
 func (r *Router) Pick(session string, blocks []uint64) Decision {
-	return r.pick(nil, session, blocks)
+	return r.pick(nil, SessionKey{ID: session}, blocks)
 }
 
 // pick is Pick with a memo of the prompt's overlaps (nil: none).
-func (r *Router) pick(m *overlaps, session string, blocks []uint64) Decision {
+func (r *Router) pick(m *overlaps, session SessionKey, blocks []uint64) Decision {
 	if r.nOut > 0 {
 		return r.pickAmong(m, session, blocks, func(int) bool { return true })
 	}
@@ -127,13 +127,13 @@ func (r *Router) pick(m *overlaps, session string, blocks []uint64) Decision {
 		if r.index != nil {
 			d.Overlap = r.overlap(m, 0, blocks)
 		}
-		pin, ok := r.pins[session]
+		pin, ok := r.pins.Get(session)
 		d.Sticky = ok && pin == 0
 		return d
 	}
 	switch r.policy {
 	case PolicySticky:
-		if w, ok := r.pins[session]; ok {
+		if w, ok := r.pins.Get(session); ok {
 			return Decision{Worker: w, Sticky: true}
 		}
 		return Decision{Worker: r.next % n}
@@ -150,11 +150,11 @@ func (r *Router) pick(m *overlaps, session string, blocks []uint64) Decision {
 // (nil allows all); it returns Worker −1 when none is allowed. Algorithm 1
 // uses it to skip decoders blacklisted for the session.
 func (r *Router) PickAmong(session string, blocks []uint64, allowed func(int) bool) Decision {
-	return r.pickAmong(nil, session, blocks, allowed)
+	return r.pickAmong(nil, SessionKey{ID: session}, blocks, allowed)
 }
 
 // pickAmong is PickAmong with a memo of the prompt's overlaps (nil: none).
-func (r *Router) pickAmong(m *overlaps, session string, blocks []uint64, allowed func(int) bool) Decision {
+func (r *Router) pickAmong(m *overlaps, session SessionKey, blocks []uint64, allowed func(int) bool) Decision {
 	if r.nOut > 0 {
 		inner := allowed
 		allowed = func(i int) bool { return !r.Out(i) && (inner == nil || inner(i)) }
@@ -168,7 +168,7 @@ func (r *Router) pickAmong(m *overlaps, session string, blocks []uint64, allowed
 	case PolicyCacheAware:
 		return r.pickCacheAware(m, blocks, allowed)
 	case PolicySticky:
-		if w, ok := r.pins[session]; ok && allowed(w) {
+		if w, ok := r.pins.Get(session); ok && allowed(w) {
 			return Decision{Worker: w, Sticky: true}
 		}
 	}
@@ -183,8 +183,8 @@ func (r *Router) pickAmong(m *overlaps, session string, blocks []uint64, allowed
 // pickKVAwareAmong scores every allowed worker with Algorithm 1's
 // lexicographic tuple. Ties fall to the lowest index so runs are
 // deterministic.
-func (r *Router) pickKVAwareAmong(m *overlaps, session string, blocks []uint64, allowed func(int) bool) Decision {
-	pin, hasPin := r.pins[session]
+func (r *Router) pickKVAwareAmong(m *overlaps, session SessionKey, blocks []uint64, allowed func(int) bool) Decision {
+	pin, hasPin := r.pins.Get(session)
 	mean := 0.0
 	for _, a := range r.assigned {
 		mean += float64(a)
@@ -233,18 +233,18 @@ func (r *Router) better(score float64, sticky bool, i int, bestScore float64, be
 // worker is believed to hold the prompt's blocks. The handle names that
 // belief, for Forget.
 func (r *Router) Dispatched(w int, session string, blocks []uint64) radix.Handle {
-	return r.dispatched(w, session, blocks, false)
+	return r.dispatched(w, SessionKey{ID: session}, blocks, false)
 }
 
 // dispatched is Dispatched, keeping blocks without a copy when shared.
-func (r *Router) dispatched(w int, session string, blocks []uint64, shared bool) radix.Handle {
-	if _, pinned := r.pins[session]; !pinned || r.policy != PolicySticky {
+func (r *Router) dispatched(w int, session SessionKey, blocks []uint64, shared bool) radix.Handle {
+	if _, pinned := r.pins.Get(session); !pinned || r.policy != PolicySticky {
 		r.next = (r.next + 1) % len(r.names)
 	}
 	r.inflight[w]++
 	r.assigned[w]++
-	if session != "" {
-		r.pins[session] = w // a request without a session sticks to nothing
+	if session.ID != "" {
+		r.pins.Put(session, w) // a request without a session sticks to nothing
 	}
 	if r.index != nil {
 		return r.index[w].add(blocks, shared)
@@ -256,7 +256,7 @@ func (r *Router) dispatched(w int, session string, blocks []uint64, shared bool)
 // own report says (a residency probe), without counting a dispatch: no
 // request went there on this router's account.
 func (r *Router) PinTo(w int, session string, blocks []uint64) radix.Handle {
-	r.pins[session] = w
+	r.pins.Put(SessionKey{ID: session}, w)
 	if r.index != nil {
 		return r.index[w].add(blocks, false)
 	}
@@ -272,9 +272,12 @@ func (r *Router) ForgetBlocks(w int, h radix.Handle) {
 }
 
 // Unpin drops a session's pin if it is w.
-func (r *Router) Unpin(session string, w int) {
-	if p, ok := r.pins[session]; ok && p == w {
-		delete(r.pins, session)
+func (r *Router) Unpin(session string, w int) { r.UnpinKey(SessionKey{ID: session}, w) }
+
+// UnpinKey is Unpin of a session the caller numbers.
+func (r *Router) UnpinKey(session SessionKey, w int) {
+	if p, ok := r.pins.Get(session); ok && p == w {
+		r.pins.Delete(session)
 	}
 }
 
@@ -286,7 +289,10 @@ func (r *Router) Done(w int) {
 }
 
 // Forget drops a session's pin (the session ended).
-func (r *Router) Forget(session string) { delete(r.pins, session) }
+func (r *Router) Forget(session string) { r.ForgetKey(SessionKey{ID: session}) }
+
+// ForgetKey is Forget of a session the caller numbers.
+func (r *Router) ForgetKey(session SessionKey) { r.pins.Delete(session) }
 
 // Inflight and Assigned expose the counters for tests and logs.
 func (r *Router) Inflight(w int) int { return r.inflight[w] }

@@ -146,7 +146,7 @@ func TestOverlapMemoFollowsTheIndex(t *testing.T) {
 	if got := r.overlap(m, 0, blocks); got != 0 {
 		t.Fatalf("after a reset the memo says %d, want 0", got)
 	}
-	if d := r.pickAmong(m, "t", blocks, nil); d.Overlap != 0 {
+	if d := r.pickAmong(m, SessionKey{ID: "t"}, blocks, nil); d.Overlap != 0 {
 		t.Fatalf("a pick after the reset believes %d blocks", d.Overlap)
 	}
 }

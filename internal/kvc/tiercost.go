@@ -197,7 +197,7 @@ const ModeHostReseed = "pd-router-host-tier-reseed"
 // is none; the tokens once the request in flight ends are not yet known,
 // 0). A storage belief may carry a host part too (a partial host hit).
 func (x *Dispatcher) TierTokens(session string) (tier string, hbm, host, storage int) {
-	s := x.sessions[session]
+	s := x.sess(SessionKey{ID: session})
 	tier = x.Tier(session)
 	switch tier {
 	case TierHBM:

@@ -31,12 +31,17 @@ const (
 // belief, marked as on host; a decoder the session has left is forgotten as
 // for SessionEvicted (the router sends the session to its pin, not there).
 func (x *Dispatcher) SessionDemoted(d int, session string) {
-	s := x.sessions[session]
+	x.SessionDemotedKey(d, SessionKey{ID: session})
+}
+
+// SessionDemotedKey is SessionDemoted of a session the caller numbers.
+func (x *Dispatcher) SessionDemotedKey(d int, session SessionKey) {
+	s := x.sess(session)
 	if s == nil || x.cfg.Belief != BeliefTrack {
 		return
 	}
 	if s.pin != d {
-		x.SessionEvicted(d, session)
+		x.SessionEvictedKey(d, session)
 		return
 	}
 	s.onHost, s.hostTok, s.onStore, s.storeTok = true, s.resident, false, 0
@@ -57,12 +62,17 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 // measured better than keeping the pin (docs/kvc-v4.md, "Storage in the
 // control plane").
 func (x *Dispatcher) SessionStored(d int, session string) {
-	s := x.sessions[session]
+	x.SessionStoredKey(d, SessionKey{ID: session})
+}
+
+// SessionStoredKey is SessionStored of a session the caller numbers.
+func (x *Dispatcher) SessionStoredKey(d int, session SessionKey) {
+	s := x.sess(session)
 	if s == nil || x.cfg.Belief != BeliefTrack {
 		return
 	}
 	if tc := x.cfg.V3.Tiers; s.pin != d || tc.StorageShared || tc.StorageBestEffort {
-		x.SessionEvicted(d, session)
+		x.SessionEvictedKey(d, session)
 		return
 	}
 	s.onHost, s.hostTok, s.onStore, s.storeTok = false, 0, true, s.resident
@@ -72,7 +82,7 @@ func (x *Dispatcher) SessionStored(d int, session string) {
 // decoder's HBM, on that decoder's host tier, in its storage pool (the
 // lowest tier it reads from: some may be on host too), or nowhere.
 func (x *Dispatcher) Tier(session string) string {
-	s := x.sessions[session]
+	s := x.sess(SessionKey{ID: session})
 	switch {
 	case s == nil || s.pin < 0:
 		return TierNone
@@ -103,8 +113,8 @@ func fromHost(rep AdmitReply) string {
 // pool dropped what the storage pool kept), "hbm" as resident in HBM
 // again. A decoder that does not say ("") or holds nothing ("none": the
 // outcome of the placement decides) changes nothing.
-func (x *Dispatcher) believeTier(d int, session string, rep AdmitReply) {
-	s := x.sessions[session]
+func (x *Dispatcher) believeTier(d int, session SessionKey, rep AdmitReply) {
+	s := x.sess(session)
 	if s == nil || s.pin != d || x.cfg.Belief != BeliefTrack {
 		return
 	}

@@ -193,7 +193,7 @@ func (t *Dispatch) v3Local(d, p, uncached int) bool {
 	x.ensureLoad()
 	dq := x.load.d[d] + uncached
 	pq := x.load.p[p] + t.pUncached(p)
-	if !x.session(t.r.Session).seen {
+	if !x.session(t.r.key()).seen {
 		pq += int(c.TransferTokens * float64(t.r.Input))
 	}
 	ok := dq <= c.DBudgetTokens && dq+c.Margin <= pq && t.v4Allows(false, d, uncached, t.r.Input-uncached)
@@ -216,7 +216,7 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	x.ensureLoad()
 	t.v3Answered() // a refusal the router made itself (its session cap) asked no decoder
 	bs := max(x.cfg.BlockSize, 1)
-	first := t.pickD(t.r.Session, allowed).Worker
+	first := t.pickD(t.r.key(), allowed).Worker
 	best, bestCost := first, 0
 	cost := func(d int) int {
 		return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) + x.cfg.V3.ColdInflightTokens*x.d.Inflight(d)
@@ -265,7 +265,7 @@ func (t *Dispatch) v3Accepted() {
 	x.ensureLoad()
 	t.v3Started()
 	if t.kind != ActWholeP {
-		x.setOnP(x.session(t.r.Session), 0)
+		x.setOnP(x.session(t.r.key()), 0)
 	}
 	switch t.kind {
 	case ActSeed, ActPD, ActWholeP:
@@ -316,7 +316,7 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 		return false
 	}
 	mode := ModeLocalReseed
-	if !x.session(t.r.Session).seen {
+	if !x.session(t.r.key()).seen {
 		mode = ModeLocalSeed
 	}
 	t.decide(ActDirect, -1, d, mode)
@@ -367,11 +367,11 @@ func (t *Dispatch) v3Fallback() bool {
 		return t.v3WarmOnP()
 	}
 	d := -1
-	if s := x.session(t.r.Session); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
+	if s := x.session(t.r.key()); s.pin >= 0 && !x.d.Out(s.pin) && !t.r.avoids(s.pin) {
 		d = s.pin // the session's home: only the append is new there
 	}
 	for i := range x.d.names {
-		if d >= 0 && d == x.session(t.r.Session).pin {
+		if d >= 0 && d == x.session(t.r.key()).pin {
 			break
 		}
 		if !x.d.Out(i) && !t.r.avoids(i) && (d < 0 || x.load.d[i] < x.load.d[d]) {

@@ -76,7 +76,7 @@ func TestV3ColdPickCountsOverlap(t *testing.T) {
 func TestV3LeavingPUnhosts(t *testing.T) {
 	x := v3Dispatcher(V3Config{LocalFallback: true, WholeOnP: true})
 	x.ensureLoad()
-	s := x.session("s")
+	s := x.session(SessionKey{ID: "s"})
 	s.seen = true
 	x.setOnP(s, 1)
 	x.load.p[0] = 9000 // P's queue is the longer: a decoder

@@ -49,7 +49,7 @@ func (t *Dispatch) v3Started() {
 	if half := x.cfg.V3.BalanceHalfLifeS; half > 0 && t.kind != ActWholeP && t.chosenD >= 0 {
 		x.load.started.took(t.chosenD, t.now, half)
 	}
-	if x.session(t.r.Session).seen {
+	if x.session(t.r.key()).seen {
 		return
 	}
 	st := &x.load.started

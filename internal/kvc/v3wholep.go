@@ -10,10 +10,10 @@ package kvc
 func (t *Dispatch) v3AcceptedWholeP() {
 	x := t.x
 	t.sendTo(x.p, t.chosenP)
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	if s.pin >= 0 {
-		x.d.Unpin(t.r.Session, s.pin)
-		x.unpin(t.r.Session)
+		x.d.UnpinKey(t.r.key(), s.pin)
+		x.unpin(t.r.key())
 	}
 	x.setOnP(s, 1+t.chosenP)
 	x.load.whole[t.chosenP]++
@@ -81,7 +81,7 @@ func (t *Dispatch) v3HostOnP(p int) bool {
 // A lone prefill worker in service is the pick with no walk of its index
 // (pickWorker), a walk per new session whose overlap nobody read.
 func (x *Dispatcher) v3HostPick(r Request) int {
-	p := x.p.pickWorker(nil, r.Session, r.Blocks)
+	p := x.p.pickWorker(nil, r.key(), r.Blocks)
 	for i := range x.p.names {
 		if x.p.Out(i) {
 			continue
@@ -106,7 +106,7 @@ func (x *Dispatcher) v3HostPick(r Request) int {
 // session then, as a colocated worker's would.
 func (t *Dispatch) v3StayOnP() bool {
 	x := t.x
-	s := x.session(t.r.Session)
+	s := x.session(t.r.key())
 	if x.cfg.Mechanism != MechKVC || !x.cfg.V3.WholeOnP || x.p == nil || x.v3NoP() {
 		return false
 	}

@@ -30,7 +30,7 @@ func TestV3WholeOnPMovesTheSession(t *testing.T) {
 	a.PrefillDone()
 	a.Finished(true)
 	x.p.SetExcluded(0, false)
-	if s := x.sessions["s"]; s.pin < 0 {
+	if s := x.sess(SessionKey{ID: "s"}); s.pin < 0 {
 		t.Fatalf("after turn 1 the session is pinned nowhere")
 	}
 	b := x.Begin(1, Request{Session: "s", Turn: 2, Blocks: []uint64{1, 2, 3}, Input: 3000, Output: 10})
@@ -44,7 +44,7 @@ func TestV3WholeOnPMovesTheSession(t *testing.T) {
 		t.Fatalf("turn 2: %+v (%s), want whole on p1; path %v", act, b.Mode(), b.Path())
 	}
 	b.Accepted()
-	if s := x.sessions["s"]; s.pin != -1 || x.Pinned("s") || s.onP != 2 {
+	if s := x.sess(SessionKey{ID: "s"}); s.pin != -1 || x.Pinned("s") || s.onP != 2 {
 		t.Fatalf("turn 2 accepted: pin %d, onP %d; want no pin and p1 (onP 2)", s.pin, s.onP)
 	}
 	if !slices.Equal(x.load.hosted, []int{0, 1}) || !slices.Equal(x.load.whole, []int{0, 1}) {
@@ -148,7 +148,7 @@ func TestV3StayOnPByHand(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			x := v3Dispatcher(V3Config{LocalFallback: true, WholeOnP: true})
 			x.ensureLoad()
-			s := x.session("s")
+			s := x.session(SessionKey{ID: "s"})
 			s.seen = true
 			x.setOnP(s, 1)
 			x.load.p[0] = c.pQ

@@ -53,7 +53,7 @@ func TestV4StayClassByHand(t *testing.T) {
 			if x.load.p[0] != 104096 || x.load.short[0] != c.short {
 				t.Fatalf("p0 queues %d, its short class %d; want 104096 and %d", x.load.p[0], x.load.short[0], c.short)
 			}
-			s := x.session("h")
+			s := x.session(SessionKey{ID: "h"})
 			s.seen = true
 			x.setOnP(s, 1)
 			copy(x.load.d, []int{3500, 6000})

@@ -118,7 +118,7 @@ func (s *Sim) routerAdmits(r *req, a kvc.Action) bool {
 	if p == "" || p == kvc.PathExtension {
 		return false
 	}
-	pin, ok := s.disp.DRouter().Pin(r.t.SessionID)
+	pin, ok := s.disp.DRouter().PinKey(r.sessKey())
 	r.x.Reply(kvc.RouterAdmit(p, ok && pin == a.D && r.t.SessionID != "", r.t.InputLength, a))
 	return true
 }

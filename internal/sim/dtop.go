@@ -205,8 +205,8 @@ func (s *Sim) endSync(op *syncOp, outcome, stage, reason string, bytes int64) {
 
 // syncPrefill is the prefill worker a session's snapshot goes to: the one
 // the router pinned it to, else the first.
-func (s *Sim) syncPrefill(session string) int {
-	if p, ok := s.disp.PRouter().Pin(session); ok {
+func (s *Sim) syncPrefill(session engine.SessionKey) int {
+	if p, ok := s.disp.PRouter().PinKey(session); ok {
 		return p
 	}
 	return 0
@@ -228,7 +228,7 @@ func (s *Sim) syncAfterAppend(r *req) {
 		return
 	}
 	s.lastSync[r.t.SessionID] = int64(r.t.InputLength + r.t.OutputLength)
-	s.startSync(&syncOp{session: r.t.SessionID, p: s.syncPrefill(r.t.SessionID), d: d, blocks: blocks, tokens: tokens})
+	s.startSync(&syncOp{session: r.t.SessionID, p: s.syncPrefill(r.sessKey()), d: d, blocks: blocks, tokens: tokens})
 }
 
 // syncBeforeReseed is the passive mode: a reseed first asks the decoder

@@ -235,7 +235,7 @@ func (s *Sim) noteBinding(r *req, w int) {
 		return // no sink: no "move from" string built a request
 	}
 	d := s.disp.DRouter()
-	prev, ok := d.Pin(r.t.SessionID)
+	prev, ok := d.PinKey(r.sessKey())
 	detail := "bind"
 	switch {
 	case ok && prev == w:
@@ -335,7 +335,7 @@ func (s *Sim) transferDone(r *req) {
 	}
 	if r.pe.KeepSession && s.cfg.KVC.PrefillBackup == "capacity-backup" {
 		// What P keeps now, for the reseed labels (-after-prefill-backed-eviction).
-		s.disp.PrefillBackups(r.p-s.prefills[0], s.workers[r.p].Backups())
+		s.disp.PrefillBackups(r.p-s.prefills[0], s.workers[r.p].BackupKeys())
 	}
 	s.collect(r.p)
 	if err := s.workers[r.d].StartDecode(s.now, &r.de); err != nil {

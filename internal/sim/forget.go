@@ -59,7 +59,7 @@ func (s *Sim) forgetSession(sess *session) {
 	sess.chain = nil
 	s.dropSession(sess)
 	delete(s.lastSync, id)
-	s.disp.ForgetSession(id)
+	s.disp.ForgetSessionKey(sess.key())
 	for _, w := range s.workers {
 		w.ForgetSessionKey(sess.key())
 	}

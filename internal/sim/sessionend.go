@@ -42,7 +42,7 @@ func (s *Sim) closeSession(sess *session) {
 	sess.chain, sess.gone = nil, true
 	s.dropSession(sess)
 	delete(s.lastSync, id)
-	s.disp.CloseSession(id)
+	s.disp.CloseSessionKey(sess.key())
 	if closeAsksEveryWorker || len(s.workers) > 64 {
 		for _, w := range s.workers {
 			w.ForgetSessionKey(sess.key())

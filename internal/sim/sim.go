@@ -475,16 +475,16 @@ func (s *Sim) collect(i int) {
 			// A decoder's eviction report: the router's belief follows it
 			// (or not, with --residency-belief never-shrink).
 			if ev.Demoted {
-				s.disp.SessionDemoted(i-s.decodes[0], ev.Session) // on its host tier
+				s.disp.SessionDemotedKey(i-s.decodes[0], engine.SessionKey{ID: ev.Session, Num: ev.SessionNum}) // on its host tier
 			} else if ev.Stored {
-				s.disp.SessionStored(i-s.decodes[0], ev.Session) // in its storage pool
+				s.disp.SessionStoredKey(i-s.decodes[0], engine.SessionKey{ID: ev.Session, Num: ev.SessionNum}) // in its storage pool
 			} else {
-				s.disp.SessionEvicted(i-s.decodes[0], ev.Session)
+				s.disp.SessionEvictedKey(i-s.decodes[0], engine.SessionKey{ID: ev.Session, Num: ev.SessionNum})
 			}
 			if s.cfg.KVC.DToP == DToPOnEvict && len(ev.Blocks) > 0 {
 				// The dump carries the session's whole path, shared prefix included.
 				tokens := int64(len(ev.Blocks)) * int64(s.src.Header().BlockSize)
-				s.startSync(&syncOp{session: ev.Session, p: s.syncPrefill(ev.Session), d: i - s.decodes[0], blocks: ev.Blocks, tokens: tokens, held: true})
+				s.startSync(&syncOp{session: ev.Session, p: s.syncPrefill(engine.SessionKey{ID: ev.Session, Num: ev.SessionNum}), d: i - s.decodes[0], blocks: ev.Blocks, tokens: tokens, held: true})
 			}
 			s.ev = metrics.Event{TimeS: s.now, Kind: "eviction", Worker: s.workers[i].Name(), SessionID: ev.Session,
 				Detail: s.cfg.KVC.Eviction, Tokens: int64(ev.Tokens), State: evictedState(ev.Hot)}
