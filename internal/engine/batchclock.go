@@ -1,5 +1,7 @@
 package engine
 
+import "fmt"
+
 // The decode batch credited by a clock instead of a walk. A decode run of
 // k steps gives every sequence in the batch k tokens (a run is planned to
 // end at the batch's next finish, so none is owed fewer), and walking the
@@ -171,17 +173,32 @@ func (w *Worker) advanceClock(end float64, k int) {
 	}
 	if len(ends) > 0 {
 		// The batch is in join order, and so are the finishers: one pass
-		// over the pointers takes them out without reading a sequence.
-		kept, j := w.decoding[:0], 0
-		for _, r := range w.decoding {
+		// over the pointers finds them without reading a sequence, and the
+		// stretches between them move down by copy (the stretch before the
+		// first stays where it is).
+		d := w.decoding
+		out, from, j := 0, 0, 0
+		for i, r := range d {
 			if j < len(ends) && r == ends[j] {
-				j++
-				continue
+				if out != from {
+					copy(d[out:], d[from:i])
+				}
+				out += i - from
+				from, j = i+1, j+1
+				if j == len(ends) {
+					break
+				}
 			}
-			kept = append(kept, r)
 		}
-		clear(w.decoding[len(kept):])
-		w.decoding = kept
+		if j != len(ends) {
+			panic(fmt.Sprintf("engine %s: a finishing sequence is not in the decode batch", w.cfg.Name))
+		}
+		if out != from {
+			copy(d[out:], d[from:])
+		}
+		out += len(d) - from
+		clear(d[out:])
+		w.decoding = d[:out]
 		for _, r := range ends {
 			w.unclock(r)
 			w.finish(end, r)

@@ -40,15 +40,18 @@ type waitState struct {
 // shortest-first order. It is on only where a decision reads those counts:
 // shortest-first admission, or the prefill bypass.
 type waitOrder struct {
-	on    bool       // counts are kept (ShortestFirst or a bypass)
-	heap  []*Request // ShortestFirst: by (unc, seq)
-	seq   uint64
-	watch map[uint64][]watchRef // matches a change at the slot may move, by slotKey
-	refs  int                   // entries in watch, stale ones included
-	live  int                   // watched requests
-	dirty []*Request            // matches to take again
-	work  uint64                // requests and entries looked at (Worker.Work)
-	spare [][]watchRef          // emptied watch lists, for reuse (fileWatch)
+	on      bool       // counts are kept (ShortestFirst or a bypass)
+	heap    []*Request // ShortestFirst: by (unc, seq)
+	seq     uint64
+	watch   map[uint64][]watchRef  // matches a change at the slot may move, by slotKey
+	refs    int                    // entries in watch, stale ones included
+	live    int                    // watched requests
+	dirty   []*Request             // matches to take again
+	work    uint64                 // requests and entries looked at (Worker.Work)
+	spare   [][]watchRef           // emptied watch lists, for reuse (fileWatch)
+	fams    map[uint64]*waitFamily // prompt families by first block (orderfamily.go)
+	famOf   map[*Request]famRef    // tracked waiting requests' families
+	skipped uint64                 // blocks matched without compares (orderfamily.go)
 }
 
 // maxSpareWatch bounds the emptied watch lists kept for reuse, and
@@ -99,6 +102,7 @@ func (w *Worker) enqueue(r *Request) {
 	if w.tree != nil && len(r.Blocks) > 0 {
 		r.wait.track = true
 		o.live++
+		o.joinFamily(r)
 	}
 	r.wait.unc = w.uncachedNow(r)
 	if w.cfg.ShortestFirst {
@@ -119,6 +123,7 @@ func (w *Worker) dequeue(r *Request) {
 		r.wait.track, r.wait.fresh = false, false
 		r.wait.gen++ // its watch entries go stale
 		o.live--
+		o.leaveFamily(r)
 	}
 }
 
@@ -167,7 +172,11 @@ func (w *Worker) promptMatch(r *Request) radix.Match {
 func (w *Worker) rematch(r *Request) radix.Match {
 	mm := &r.memo
 	mm.tree, mm.ver, mm.blocks, mm.n, mm.input = w.tree, w.tree.Version(), &r.Blocks[0], int32(len(r.Blocks)), int32(r.Input)
-	mm.m = w.tree.Match(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)))
+	if last := w.lastBlockTokens(r.Input, len(r.Blocks)); r.wait.track {
+		mm.m = w.matchInFamily(r, last) // orderfamily.go
+	} else {
+		mm.m = w.tree.Match(r.Blocks, last)
+	}
 	if r.wait.track {
 		w.watchMatch(r)
 	}
