@@ -24,12 +24,14 @@ const heapHeadroom = 64 << 20
 var headroomOnce sync.Once
 
 // keepHeapHeadroom sets the collector to leave at least heapHeadroom bytes
-// above the live heap from now on, re-tuned after every collection.
+// above the live heap from now on, re-tuned after every collection, and
+// first asks for huge pages for that much heap (hugeheap.go).
 func keepHeapHeadroom() {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
 	headroomOnce.Do(func() {
+		hugeHeap(heapHeadroom)
 		h := newHeadroom(heapHeadroom)
 		debug.SetGCPercent(headroomPercent(0, h.floor))
 		h.arm()

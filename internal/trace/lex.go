@@ -270,9 +270,23 @@ func (d *decoder) hashes(dst []uint64) ([]uint64, error) {
 		i := d.i
 		var v uint64
 		if i+8 <= len(d.b) {
+			// The usual element: under eight digits, no leading zero, then
+			// the comma or the bracket, all in the eight bytes at hand.
+			x := binary.LittleEndian.Uint64(d.b[i:])
 			var n int
-			v, n = leadingDigits(binary.LittleEndian.Uint64(d.b[i:]))
-			i += n
+			v, n = leadingDigits(x)
+			if n > 0 && n < 8 && (n == 1 || byte(x) != '0') {
+				switch byte(x >> (8 * n)) {
+				case ',':
+					d.i = i + n + 1
+					dst = append(dst, v)
+					continue
+				case ']':
+					d.i = i + n + 1
+					return append(dst, v), nil
+				}
+			}
+			i += n // anything else: on as for any element
 		}
 		// 19 digits cannot overflow a uint64: those need no check.
 		for end := min(len(d.b), d.i+19); i < end; i++ {

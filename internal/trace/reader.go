@@ -48,11 +48,18 @@ type Reader struct {
 	buf       []byte
 }
 
+// readBufferSize is the reader's buffer: a line that fits is read in place,
+// a longer one is put together in Reader.buf (readLine), so this bounds no
+// line. 64 KiB holds a few hundred Mooncake lines or a few WEKA ones (~10
+// KB); at 1 MiB, a simulation's two reads of a trace (the session-end scan,
+// the run) each touched 256 fresh pages of buffer, ~500 page faults a run.
+const readBufferSize = 64 << 10
+
 // NewReader reads the optional header line at once. If the file has no
 // header, defaultBlockSize is used as its block size (0 means "unknown"; the
 // caller should then refuse to interpret hash ids).
 func NewReader(r io.Reader, file string, defaultBlockSize int) (*Reader, error) {
-	rd := &Reader{br: bufio.NewReaderSize(r, 1<<20), file: file}
+	rd := &Reader{br: bufio.NewReaderSize(r, readBufferSize), file: file}
 	rd.header = Header{Version: FormatVersion, BlockSize: defaultBlockSize}
 	for {
 		line, err := rd.readLine()

@@ -64,6 +64,22 @@ func TestScanIDsMatchesDecode(t *testing.T) {
 		{line: `{"chat_id":8,"hash_ids":[[1],2],"session_id":"d"}`, session: "d", chat: 8},
 		{line: `{"chat_id":9,"extra":{"a":[1,{"b":"]"}]},"session_id":"e"}`, session: "e", chat: 9},
 		{line: ` { "chat_id" : 10 , "session_id" : "f" } `, session: "f", chat: 10},
+		// the writer's form, read up to the chat id only when nothing later can be either key
+		{line: `{"session_id":"w","chat_id":11,"parent_chat_id":-1,"hash_ids":[1,2]}`, session: "w", chat: 11},
+		{line: `{"session_id":"w","chat_id":-12}`, session: "w", chat: -12},
+		{line: `{"session_id":"w","chat_id":12,"x":1,"session_id":"v"}`, session: "v", chat: 12},
+		{line: `{"session_id":"w","chat_id":12,"chat_id":13}`, session: "w", chat: 13},
+		{line: `{"session_id":"w","chat_id":12,"session_\u0069d":"u"}`, session: "u", chat: 12},
+		{line: `{"session_id":"w","chat_id":12,"chat\u005fid":14}`, session: "w", chat: 14},
+		{line: `{"session_id":"w","chat_id":12,"type":"\"session_id"}`, session: "w", chat: 12},
+		{line: `{"session_id":"w","chat_id":12,"extra":{"chat_id":15}}`, session: "w", chat: 12},
+		{line: `{"session_id":"w","chat_id":12,"session_id":null}`, session: "w", chat: 12},
+		{line: `{"session_id":"w\u0041","chat_id":16}`, session: "wA", chat: 16},
+		{line: `{"session_id":"w","chat_id":123456789012345678901}`, bad: true},
+		{line: `{"session_id":"w","chat_id":1234567890123456789}`, session: "w", chat: 1234567890123456789},
+		{line: `{"session_id":"w","chat_id":007}`, bad: true},
+		{line: `{"session_id":"w","chat_id":7.5,"x":1}`, bad: true},
+		{line: `{"session_id":"w","chat_id":7e2}`, bad: true},
 		{line: `{"session_id":"a"}`, bad: true},
 		{line: `{}`, bad: true},
 		{line: `{"chat_id":1.5}`, bad: true},
@@ -139,7 +155,9 @@ func FuzzScanIDsMatchesDecode(f *testing.F) {
 		f.Add(b)
 	}
 	for _, s := range []string{`{}`, `{"chat_id":`, `{"hash_ids":[1,2,`, `{"x":[[[[{}]]]]}`, `{"session_id":"\ud83d\ude00","chat_id":1}`,
-		`{"chat_id":1,"hash_ids":["]"]}`, `{"chat_id":1,"hash_ids":[1,]}`} {
+		`{"chat_id":1,"hash_ids":["]"]}`, `{"chat_id":1,"hash_ids":[1,]}`,
+		`{"session_id":"a","chat_id":1,"x":2,"session_id":"b"}`, `{"session_id":"a","chat_id":-0,"chat\u005fid":3}`,
+		`{"session_id":"a","chat_id":12345678901234567,"hash_ids":[1]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
