@@ -130,6 +130,9 @@ func TestSWAPoolNeverOvercommits(t *testing.T) {
 				if w.SWAUsed() > w.SWACapacity() || w.SWAUsed() < 0 {
 					t.Fatalf("ratio %v at %v: %d sliding tokens held of %d", ratio, now, w.SWAUsed(), w.SWACapacity())
 				}
+				if err := w.tree.Check(); err != nil {
+					t.Fatalf("ratio %v at %v: %v", ratio, now, err)
+				}
 			}
 		}
 		_, evs := drive(w, now)
