@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"math"
 	"testing"
 )
@@ -22,6 +23,9 @@ import (
 //   - Ahead, but the short prompt one P prefills for a decoder
 //     (PrefillOnly): not taken ahead, it rides in the second step as with
 //     the bypass alone (0.8592 s, the long prompt 1.2788 s).
+//   - A room of exactly the turn's 200 tokens takes it ahead too; with no
+//     running slot left (MaxRunning 1, the long prompt's) it waits as with
+//     none.
 //   - A bypass smaller than the turn (128), or the field on a worker that
 //     is not a prefill worker: as with none.
 func TestPrefillWorkerBypassByHand(t *testing.T) {
@@ -32,18 +36,21 @@ func TestPrefillWorkerBypassByHand(t *testing.T) {
 		ahead       bool
 		long, short float64
 		forD        bool // the short prompt is PrefillOnly
+		maxRunning  int  // 0: 64
 	}{
-		{"none", RolePrefill, 0, false, 1.2588, 1.2888, false},
-		{"512 on P", RolePrefill, 512, false, 1.2788, 0.8592, false},
-		{"512 on P, ahead", RolePrefill, 512, true, 1.2888, 0.4496, false},
-		{"512 on P, ahead, a prompt for a decoder", RolePrefill, 512, true, 1.2788, 0.8592, true},
-		{"128 on P, under the turn", RolePrefill, 128, false, 1.2588, 1.2888, false},
-		{"128 on P, ahead, under the turn", RolePrefill, 128, true, 1.2588, 1.2888, false},
-		{"512 on a colocated worker", RoleColocated, 512, true, 1.2588, 1.2888, false},
+		{"none", RolePrefill, 0, false, 1.2588, 1.2888, false, 0},
+		{"512 on P", RolePrefill, 512, false, 1.2788, 0.8592, false, 0},
+		{"512 on P, ahead", RolePrefill, 512, true, 1.2888, 0.4496, false, 0},
+		{"512 on P, ahead, a prompt for a decoder", RolePrefill, 512, true, 1.2788, 0.8592, true, 0},
+		{"200 on P, ahead, the turn at the room", RolePrefill, 200, true, 1.2888, 0.4496, false, 0},
+		{"512 on P, ahead, no running slot", RolePrefill, 512, true, 1.2588, 1.2888, false, 1},
+		{"128 on P, under the turn", RolePrefill, 128, false, 1.2588, 1.2888, false, 0},
+		{"128 on P, ahead, under the turn", RolePrefill, 128, true, 1.2588, 1.2888, false, 0},
+		{"512 on a colocated worker", RoleColocated, 512, true, 1.2588, 1.2888, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := New(Config{Name: "p", Role: tc.role, Profile: roundProfile("sglang"), BlockSize: 64, PoolTokens: 100000,
-				ChunkTokens: 4096, MaxRunning: 64, PrefixCache: true, ShortestFirst: true, MaxWaitS: 30, PrefillBypassTokens: tc.bypass, PrefillBypassAhead: tc.ahead})
+				ChunkTokens: 4096, MaxRunning: cmp.Or(tc.maxRunning, 64), PrefixCache: true, ShortestFirst: true, MaxWaitS: 30, PrefillBypassTokens: tc.bypass, PrefillBypassAhead: tc.ahead})
 			if err != nil {
 				t.Fatal(err)
 			}

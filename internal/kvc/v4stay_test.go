@@ -17,8 +17,9 @@ import (
 //     ≤ 4,096) and reads 4,096 + 2,000 = 6,096 > 5,500: it leaves too.
 //   - Class 4,095: S is out of it; the turn reads 0 + 2,000 ≤ 5,500: it
 //     stays whole on p0.
-//   - Class 1,999: the turn itself is over the class and reads the whole
-//     queue: it leaves.
+//   - Class 2,000: the turn is at the class's bound, in it (S is not):
+//     it stays. Class 1,999: the turn itself is over the class and reads
+//     the whole queue: it leaves.
 //   - Class 4,095, v4 off (no TPOT SLO): v3's rule, it leaves.
 //
 // When L's and S's prefills are done the class's count is back at 0.
@@ -33,6 +34,7 @@ func TestV4StayClassByHand(t *testing.T) {
 		{"one queue", 0, 0.012, ActAdmit, 0},
 		{"class 4096, S in it", 4096, 0.012, ActAdmit, 4096},
 		{"class 4095, S out of it", 4095, 0.012, ActWholeP, 0},
+		{"class 2000, the turn at it", 2000, 0.012, ActWholeP, 0},
 		{"class 1999, the turn over it", 1999, 0.012, ActAdmit, 0},
 		{"v4 off", 4095, 0, ActAdmit, 0},
 	} {
