@@ -221,3 +221,35 @@ func reqID(r *Request) int64 {
 	}
 	return r.ID
 }
+
+// A sequence whose promised tokens would run out before it ends (none does
+// today) turns the clock off for its worker, with the batch settled first:
+// the walk credits it from then on.
+func TestBatchClockOffForShortPromise(t *testing.T) {
+	w, err := New(Config{Name: "c", Role: RoleColocated, Profile: testProfile(t), BlockSize: 16, PoolTokens: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.bat.on {
+		t.Fatal("the clock is off for a colocated SGLang worker")
+	}
+	a := &Request{ID: 1, Kind: Full, Input: 32, Output: 10, generated: 1, reservedOut: 9, Stage: StageDecoding}
+	w.reserved = 9
+	w.joinBatch(a)
+	w.bat.clk += 3 // three steps credited by the clock
+	w.bat.end = 1.5
+	w.own += 3
+	w.reserved -= 3
+	b := &Request{ID: 2, Kind: Full, Input: 32, Output: 10, generated: 1, reservedOut: 3, Stage: StageDecoding}
+	w.joinBatch(b)
+	if w.bat.on {
+		t.Fatal("a promise shorter than the tokens left kept the clock on")
+	}
+	if a.generated != 4 || a.own != 3 || a.reservedOut != 6 || a.lastTokenAt != 1.5 {
+		t.Fatalf("the batch was not settled: generated %d, own %d, promised %d, last token at %v; want 4, 3, 6, 1.5",
+			a.generated, a.own, a.reservedOut, a.lastTokenAt)
+	}
+	if len(w.decoding) != 2 || b.bmark != 0 {
+		t.Fatalf("batch %d, the late joiner's mark %d: want 2 in the batch, no mark", len(w.decoding), b.bmark)
+	}
+}

@@ -222,7 +222,10 @@ func (r *Request) setPrefetchWait(v float64) {
 // again with them.
 func (r *Request) Uncached() int { return r.Input + r.recompute - r.CachedTokens }
 
-// Generated is the number of tokens produced so far.
+// Generated is the number of tokens the request produced, final once it
+// finished or was aborted. While it is in a decode batch the batch's clock
+// credits its tokens (batchclock.go) and this may lag: read a running
+// request's count with Worker.GeneratedBy.
 func (r *Request) Generated() int { return r.generated }
 
 // EventKind names what happened to a request.
