@@ -16,9 +16,12 @@ package engine
 //     seconds have passed since the prefetch began, then as best_effort.
 // Prefetches under prefetch_threshold tokens (256) are not started.
 //
-// Minimal first: one storage pool per worker, with its own capacity, LRU
-// and link (the storage link, model.Profile.StorageLink: bandwidth and setup). Writes to it
-// are asynchronous and cost no scheduler time. The wait is charged to the
+// A storage pool per worker, with its own capacity and LRU, or one shared
+// by a run's workers (StoragePool, with an optional aggregate bandwidth
+// their prefetches share), or one kept outside the process for several
+// worker processes (StorageIndex); each worker reads over its own link
+// (the storage link, model.Profile.StorageLink: bandwidth and setup).
+// Writes are asynchronous and cost no scheduler time. The wait is charged to the
 // prefill step that admits the request (SGLang instead leaves the request
 // in the queue and schedules others meanwhile; the model's step waits, as
 // a host load's step does, which is pessimistic for the batch beside it).
