@@ -148,3 +148,38 @@ func TestStoreServerRefusesBadPaths(t *testing.T) {
 		t.Fatalf("a good write: HTTP %d, pool %d tokens; want 200, 12", code, s.idx.Tokens())
 	}
 }
+
+// The service's LRU follows the order calls reach it, and its edges: a
+// pool of 16 tokens (4-token blocks) takes a's and b's 8 each; a is
+// touched, so c's write evicts b, the least recently used, not a. A last
+// block of 1 token is a path; a pool of 0 tokens is refused.
+func TestStoreServerLRUAndEdges(t *testing.T) {
+	s := NewStoreServer()
+	post := func(path, body string) int {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader([]byte(body))))
+		return rec.Code
+	}
+	if code := post("/storage/open", `{"block_size":4,"capacity":0}`); code != http.StatusBadRequest {
+		t.Fatalf("an open of a 0-token pool: HTTP %d, want 400", code)
+	}
+	if code := post("/storage/open", `{"block_size":4,"capacity":16}`); code != http.StatusOK {
+		t.Fatalf("open: HTTP %d", code)
+	}
+	for _, body := range []string{`{"blocks":[1,2],"last":4}`, `{"blocks":[3,4],"last":4}`} {
+		if code := post("/storage/write", body); code != http.StatusOK {
+			t.Fatalf("write %s: HTTP %d", body, code)
+		}
+	}
+	post("/storage/touch", `{"blocks":[1,2],"last":4}`)
+	post("/storage/write", `{"blocks":[5,6],"last":4}`)
+	if _, a := s.idx.Match([]uint64{1, 2}, 4); a != 8 {
+		t.Fatalf("a, touched last, holds %d tokens after c's write, want 8", a)
+	}
+	if _, b := s.idx.Match([]uint64{3, 4}, 4); b != 0 {
+		t.Fatalf("b, least recently used, holds %d tokens, want 0 (evicted)", b)
+	}
+	if code := post("/storage/write", `{"blocks":[7],"last":1}`); code != http.StatusOK {
+		t.Fatalf("a 1-token path: HTTP %d, want 200", code)
+	}
+}

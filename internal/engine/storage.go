@@ -16,9 +16,12 @@ package engine
 //     seconds have passed since the prefetch began, then as best_effort.
 // Prefetches under prefetch_threshold tokens (256) are not started.
 //
-// Minimal first: one storage pool per worker, with its own capacity, LRU
-// and link (the storage link, model.Profile.StorageLink: bandwidth and setup). Writes to it
-// are asynchronous and cost no scheduler time. The wait is charged to the
+// A storage pool per worker, with its own capacity and LRU, or one shared
+// by a run's workers (StoragePool, with an optional aggregate bandwidth
+// their prefetches share), or one kept outside the process for several
+// worker processes (StorageIndex); each worker reads over its own link
+// (the storage link, model.Profile.StorageLink: bandwidth and setup).
+// Writes are asynchronous and cost no scheduler time. The wait is charged to the
 // prefill step that admits the request (SGLang instead leaves the request
 // in the queue and schedules others meanwhile; the model's step waits, as
 // a host load's step does, which is pessimistic for the batch beside it).
@@ -147,17 +150,25 @@ type storageTier struct {
 // aggregate link and returns when both links have carried it: the
 // worker's own (setup + bytes ÷ its bandwidth) and the aggregate one,
 // which serves reservations first come first served at its bandwidth
-// (a prefetch waits for those booked before it). Without an aggregate
-// bandwidth it is the worker's link alone.
+// (a prefetch waits for those booked before it). Only a shared pool with
+// an aggregate bandwidth books (stPrefetch).
 func (st *storageTier) reserve(start float64, bytes int64) float64 {
 	own := start + st.link.TransferS(bytes)
 	sh := st.shared
-	if sh == nil || sh.aggBW <= 0 || bytes <= 0 {
-		return own
-	}
-	begin := max(start, sh.freeAt)
-	sh.freeAt = begin + float64(bytes)/sh.aggBW
+	sh.freeAt = max(start, sh.freeAt) + float64(bytes)/sh.aggBW
 	return max(own, sh.freeAt+st.link.SetupS)
+}
+
+// arrivedTokens is how many of a prefetch's total tokens have arrived by
+// end, pages in order from start + the link's setup: at the worker's link
+// rate, or, booked on a shared pool's aggregate link (booked), evenly
+// until doneAt, when the last arrives.
+func (st *storageTier) arrivedTokens(total int, start, end, doneAt float64, booked bool, bpt int64) int64 {
+	since := end - start - st.link.SetupS
+	if booked {
+		return int64(float64(total) * since / (doneAt - start - st.link.SetupS))
+	}
+	return int64(since * st.link.BandwidthBytes / float64(bpt))
 }
 
 // sharedPool reports whether the worker's storage pool is one other
@@ -270,19 +281,21 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	}
 	bpt := w.mdl.KVBytesPerToken()
 	x := r.more()
-	if !x.prefetchBegun {
+	first := !x.prefetchBegun
+	if first {
 		x.prefetchBegun, x.prefetchFrom = true, base
-		if st.shared != nil && st.shared.aggBW > 0 {
-			// Booked once, on the pool's aggregate link, at the first attempt.
-			x.prefetchDoneAt = st.reserve(r.SubmittedAt, int64(min(int(smTokens), r.Input-1)-base)*bpt)
-		}
 	}
 	// The prefetch reads storage's match from where it began, pages in
 	// order; an earlier attempt's pages are on host already (base).
 	from := min(x.prefetchFrom, base)
 	total := min(int(smTokens), r.Input-1) - from
+	if first && st.shared != nil && st.shared.aggBW > 0 {
+		// Booked once, on the pool's aggregate link, at the first attempt.
+		x.prefetchDoneAt = st.reserve(r.SubmittedAt, int64(total)*bpt)
+	}
+	booked := x.prefetchDoneAt > 0
 	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)
-	if x.prefetchDoneAt > 0 {
+	if booked {
 		doneAt = x.prefetchDoneAt
 	}
 	end := now // best_effort: stop at once
@@ -296,13 +309,7 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	nb, lastTok := smBlocks, smTokens-int64(smBlocks-1)*int64(bs)
 	if end < doneAt {
 		// Pages arrive in order; only whole ones count.
-		got := int64((end - r.SubmittedAt - st.link.SetupS) * st.link.BandwidthBytes / float64(bpt))
-		if x.prefetchDoneAt > 0 {
-			// Held back by the aggregate link: evenly over its wait.
-			if span := doneAt - r.SubmittedAt - st.link.SetupS; span > 0 {
-				got = int64(float64(total) * (end - r.SubmittedAt - st.link.SetupS) / span)
-			}
-		}
+		got := st.arrivedTokens(total, r.SubmittedAt, end, doneAt, booked, bpt)
 		nb, lastTok = (from+int(max(got, 0)))/bs, int64(bs)
 		if nb*bs <= base {
 			return // nothing past host has arrived

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/model"
@@ -114,7 +115,8 @@ func TestSharedStorageNeverHeldPriced(t *testing.T) {
 // At an aggregate 12.5 GB/s the pool carries w1's in 16.106 ms, which
 // arrives at 16.106 + 0.1 = 16.206 ms, and w2's after it, at
 // (201.3 + 202.8) MB ÷ 12.5 GB/s + 0.1 ms = 32.430 ms. Unlimited (0, the
-// default): each its own link's time, as before.
+// default): each its own link's time, as before; at 100 GB/s, above one
+// worker's link, the same.
 func TestSharedStorageAggregateBandwidth(t *testing.T) {
 	p := testProfile(t)
 	mk := func(name string, pool *StoragePool) *Worker {
@@ -134,6 +136,9 @@ func TestSharedStorageAggregateBandwidth(t *testing.T) {
 	}{
 		{"unlimited", 0, 1e-4 + x1/37.5e9, 1e-4 + x2/37.5e9},
 		{"12.5 GB/s", 12.5e9, x1/12.5e9 + 1e-4, (x1+x2)/12.5e9 + 1e-4},
+		// Above one worker's link: its own binds ((201.3 + 202.8) MB ÷
+		// 100 GB/s + 0.1 ms = 4.141 ms < 5.508 ms).
+		{"100 GB/s", 100e9, 1e-4 + x1/37.5e9, 1e-4 + x2/37.5e9},
 	} {
 		pool := NewStoragePool()
 		pool.BandwidthBytes = c.bw
@@ -192,5 +197,48 @@ func TestEvictionReportsStored(t *testing.T) {
 		if len(got) != 1 || got[0].Session != "a" || got[0].Demoted || got[0].Stored != keep {
 			t.Fatalf("storage keeps a: %v; eviction events %+v, want one for a, Stored %v, not Demoted", keep, got, keep)
 		}
+	}
+}
+
+// What of a prefetch has arrived by a given time, by hand (the Mooncake
+// link: 37.5 GB/s after 0.1 ms of setup, 98,304 B a token): 1 ms after the
+// setup 37.5 MB, 381.47 tokens, 381 whole; 0.05 ms before the setup ends
+// −19.07, −19 (the caller reads a negative count as no page). Booked on an
+// aggregate link that delivers the last of 2,048 tokens at 16.206 ms, the
+// pages arrive evenly after the setup: at 8.154 ms, 8.054 / 16.106 of
+// them, 1,024.13: 1,024.
+func TestStorageArrivedTokens(t *testing.T) {
+	st := &storageTier{link: model.Link{BandwidthBytes: 37.5e9, SetupS: 1e-4}}
+	for _, c := range []struct {
+		name        string
+		end, doneAt float64
+		booked      bool
+		want        int64
+	}{
+		{"own link, 1 ms after setup", 10 + 1.1e-3, 0, false, 381},
+		{"own link, before setup", 10 + 0.5e-4, 0, false, -19},
+		{"booked, halfway", 10 + 8.154e-3, 10 + 16.206e-3, true, 1024},
+		{"booked, at its end", 10 + 16.206e-3, 10 + 16.206e-3, true, 2048},
+	} {
+		if got := st.arrivedTokens(2048, 10, c.end, c.doneAt, c.booked, 98304); got != c.want {
+			t.Errorf("%s: %d tokens arrived, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// A pool's index refuses a worker of another block size, and so does
+// the engine that would join it.
+func TestStorageIndexBlockSize(t *testing.T) {
+	idx := NewStorageIndex(64, 10000)
+	if c, err := idx.Open(64, 5); err != nil || c != 10000 {
+		t.Fatalf("open of 64-token blocks: %d, %v; want the pool's 10,000", c, err)
+	}
+	if _, err := idx.Open(16, 5); err == nil {
+		t.Fatal("a worker of 16-token blocks joined a pool of 64")
+	}
+	_, err := New(Config{Name: "w", Profile: testProfile(t), BlockSize: 16, PoolTokens: 4096, PrefixCache: true,
+		HiCache: HiCacheConfig{Enabled: true, Ratio: 1.5, Storage: StorageConfig{Enabled: true, Backend: "mooncake", Index: idx}}})
+	if err == nil || !strings.Contains(err.Error(), "16") {
+		t.Fatalf("engine over a pool of another block size: %v, want an error naming it", err)
 	}
 }

@@ -113,3 +113,41 @@ func TestStorageAnswerWithHostPart(t *testing.T) {
 		})
 	}
 }
+
+// Answers tier costing and the belief leave alone, and best_effort's
+// context: a storage answer that names no storage tokens (tier storage,
+// 0 storage, 0 host: nothing below HBM to load) is neither costed (no
+// "tier costing" in the path) nor believed (the session stays hbm), nor is
+// one with storage tokens but no storage link and no host part. Under
+// best_effort the storage tokens are computed after the HBM-cached
+// prefix only: 1,000 appended after 100,000 cached of which 100,000 in
+// storage is PrefillS(101,000, 0) = 1.01 s of tokens + 1e-12 × 101,000 ×
+// 50,500 = 0.0051005 s of attention (13 chunks, no overhead): 1.0151005 s,
+// not the 1.0353005 s of counting them as context.
+func TestStorageAnswersLeftAlone(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bw   float64
+		rep  AdmitReply
+	}{
+		{"no storage tokens", 50e9, AdmitReply{CanAdmit: true, Direct: true, Tier: TierStorage, CachedTokens: 100_000}},
+		{"no storage link, no host part", 0, AdmitReply{CanAdmit: true, Direct: true, Tier: TierStorage, CachedTokens: 100_000, StorageTokens: 100_000}},
+	} {
+		x := tierWorld(50e9, 0)
+		x.cfg.V3.Tiers.StorageBandwidth = c.bw
+		d := secondTurnOnD0(t, x, "s", nil, c.rep)
+		if d.Action().Kind != ActDirect || strings.Contains(strings.Join(d.Path(), "; "), "tier costing") {
+			t.Fatalf("%s: %v %q, path %v; want a direct append, not costed", c.name, d.Action().Kind, d.Mode(), d.Path())
+		}
+		if c.rep.StorageTokens == 0 {
+			if tier, _, _, _ := x.TierTokens("s"); tier != TierHBM {
+				t.Fatalf("%s: believed %q, want hbm", c.name, tier)
+			}
+		}
+	}
+	best := TierCost{KVBytesPerToken: 100_000, Layers: 50, HostBandwidth: 50e9, StorageBandwidth: 50e9, StorageBestEffort: true}
+	sc := StallCost{PerTokenS: 1e-5, AttnS: 1e-12, ChunkTokens: 8192}
+	if got := best.PrefillWithTiersS(sc, 1000, 100_000, 0, 100_000); math.Abs(got-1.0151005) > 1e-9 {
+		t.Fatalf("best_effort with attention: %v s, want 1.0151005", got)
+	}
+}

@@ -122,7 +122,7 @@ func (x *Dispatcher) believeTier(d int, session SessionKey, rep AdmitReply) {
 	case rep.Tier == TierHost && rep.HostTokens > 0:
 		s.onHost, s.hostTok, s.onStore, s.storeTok = true, rep.HostTokens, false, 0
 	case rep.Tier == TierStorage && rep.StorageTokens > 0:
-		s.onHost, s.hostTok, s.onStore, s.storeTok = rep.HostTokens > 0, rep.HostTokens, true, rep.StorageTokens
+		s.onHost, s.hostTok, s.onStore, s.storeTok = false, rep.HostTokens, true, rep.StorageTokens // tier storage, its host part kept
 	case rep.Tier == TierHBM:
 		s.onHost, s.hostTok, s.onStore, s.storeTok = false, 0, false, 0
 	}
