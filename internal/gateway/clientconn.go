@@ -24,9 +24,9 @@ import (
 	"sync/atomic"
 )
 
-// clientWrites counts the writes to direct-relay client sockets: net/http's
-// through clientConn and the loop's (tests: a stream's count of system
-// calls).
+// clientWrites counts net/http's writes to direct-relay client sockets,
+// through clientConn (tests: with relayWrites, the loops', a stream's
+// count of system calls).
 var clientWrites atomic.Int64
 
 // clientConn is one accepted client connection.
