@@ -47,7 +47,7 @@ func BenchmarkBurst(b *testing.B) {
 }
 
 // BenchmarkBurstStreamed is BenchmarkBurst with the stand-in sending its
-// head at once and its events a millisecond later, as a worker streams
+// head at once and its events 5 ms later, as a worker streams
 // (its head before the prefill's first token): the direct relay's
 // streams go on its event loop, where BenchmarkBurst's, whole in hand
 // with their heads, need none.
@@ -56,7 +56,7 @@ func BenchmarkBurst(b *testing.B) {
 func BenchmarkBurstStreamed(b *testing.B) {
 	for _, n := range []int{100, 500} {
 		for _, via := range []string{"none", "gateway"} {
-			b.Run(fmt.Sprintf("streams=%d/via=%s", n, via), func(b *testing.B) { burst(b, n, via == "gateway", time.Millisecond) })
+			b.Run(fmt.Sprintf("streams=%d/via=%s", n, via), func(b *testing.B) { burst(b, n, via == "gateway", 5*time.Millisecond) })
 		}
 	}
 }

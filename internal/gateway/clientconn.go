@@ -24,17 +24,18 @@ import (
 	"sync/atomic"
 )
 
-// clientWrites counts the writes to direct-relay client sockets: net/http's
-// through clientConn and the loop's (tests: a stream's count of system
-// calls).
+// clientWrites counts net/http's writes to direct-relay client sockets,
+// through clientConn (tests: with relayWrites, the loops', a stream's
+// count of system calls).
 var clientWrites atomic.Int64
 
 // clientConn is one accepted client connection.
 type clientConn struct {
 	*net.TCPConn
-	hold    bool   // writes are kept in held, not sent (writeHeld sends them)
-	held    []byte // what net/http wrote while hold
-	dropEnd bool   // the answer's chunked end is sent: drop net/http's
+	hold    bool    // writes are kept in held, not sent (writeHeld sends them)
+	held    []byte  // what net/http wrote while hold
+	heldp   *[]byte // held's buffer, from relayBufs
+	dropEnd bool    // the answer's chunked end is sent: drop net/http's
 
 	// The socket's registration with a relay loop (attach): made with the
 	// connection's first stream on a loop, kept for its next ones, let go
@@ -85,6 +86,10 @@ var errAfterEnd = errors.New("direct relay: bytes after an ended answer")
 
 func (c *clientConn) Write(p []byte) (int, error) {
 	if c.hold {
+		if c.heldp == nil {
+			c.heldp = relayBufs.Get().(*[]byte)
+			c.held = (*c.heldp)[:0]
+		}
 		c.held = append(c.held, p...)
 		return len(p), nil
 	}
@@ -113,6 +118,11 @@ func (c *clientConn) writeHeld(end []byte) error {
 	c.held = nil // not kept: an idle connection holds no buffer
 	clientWrites.Add(1)
 	_, err := c.TCPConn.Write(b)
+	if c.heldp != nil && cap(b) <= 64<<10 { // a long answer's buffer is not kept
+		*c.heldp = b[:0]
+		relayBufs.Put(c.heldp)
+	}
+	c.heldp = nil
 	return err
 }
 

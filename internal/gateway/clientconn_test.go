@@ -130,18 +130,19 @@ func TestDirectRelayEndsWithTheLastEvent(t *testing.T) {
 			}
 			defer c.Close()
 			br := bufio.NewReader(c)
+			loopsAvailable() // started before relayWrites reads them
 			taken := directTaken.Load()
 			const n = 3
 			var writes int64
 			for i := range n {
 				body := `{"text": "hi", "stream": true}`
-				before := clientWrites.Load()
+				before := clientWrites.Load() + relayWrites()
 				fmt.Fprintf(c, "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 				status, got, err := readRawChunked(br)
 				if err != nil {
 					t.Fatalf("request %d: %v (status %q, body %q)", i, err, status, got)
 				}
-				writes += clientWrites.Load() - before
+				writes += clientWrites.Load() + relayWrites() - before
 				if !strings.HasPrefix(status, "HTTP/1.1 200") {
 					t.Fatalf("request %d: %q", i, status)
 				}

@@ -189,7 +189,7 @@ func (d *directRelay) take(rec *recorder, resp *http.Response) (ok, handled bool
 	switch {
 	case !cc.hold:
 	case st.left:
-		cc.hold, cc.held = false, nil
+		cc.hold, cc.held, cc.heldp = false, nil, nil
 	case cc.writeHeld(lastChunk) != nil:
 		st.left = true
 	default:
