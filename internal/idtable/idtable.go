@@ -17,6 +17,16 @@ type Table[V any] struct {
 	lo    int       // dense[:lo] holds nothing
 	held  int       // entries in dense
 	other map[int64]V
+	// otherLo and otherHi bound the ids other holds (set by the put that
+	// makes it non-empty, widened by later ones, never narrowed): an id
+	// outside them is not in it, so a miss for the newest id, the usual
+	// one, costs no hashing. Meaningful only while other is non-empty.
+	otherLo, otherHi int64
+}
+
+// mayHold reports whether other may hold id (false: it certainly does not).
+func (t *Table[V]) mayHold(id int64) bool {
+	return len(t.other) > 0 && id >= t.otherLo && id <= t.otherHi
 }
 
 type slot[V any] struct {
@@ -36,7 +46,7 @@ func (t *Table[V]) Get(id int64) (V, bool) {
 	if i, ok := t.at(id); ok && t.dense[i].held {
 		return t.dense[i].v, true
 	}
-	if len(t.other) == 0 {
+	if !t.mayHold(id) {
 		var zero V
 		return zero, false
 	}
@@ -52,20 +62,29 @@ func (t *Table[V]) Put(id int64, v V) {
 		t.dense[i].v = v
 		return
 	case in && i >= t.lo:
-		if _, ok := t.other[id]; ok { // held in the map since before the window reached it
-			t.other[id] = v
-			return
+		if t.mayHold(id) { // held in the map since before the window reached it?
+			if _, ok := t.other[id]; ok {
+				t.other[id] = v
+				return
+			}
 		}
 	case !in && id >= t.base && uint64(id-t.base)-uint64(t.lo) < uint64(2*t.held+1024):
-		if _, ok := t.other[id]; ok {
-			t.other[id] = v
-			return
+		if t.mayHold(id) {
+			if _, ok := t.other[id]; ok {
+				t.other[id] = v
+				return
+			}
 		}
 		i = int(id - t.base)
 		t.grow(i)
 	default: // below the oldest entry or far past the window
 		if t.other == nil {
 			t.other = map[int64]V{}
+		}
+		if len(t.other) == 0 {
+			t.otherLo, t.otherHi = id, id
+		} else {
+			t.otherLo, t.otherHi = min(t.otherLo, id), max(t.otherHi, id)
 		}
 		t.other[id] = v
 		return
@@ -105,7 +124,9 @@ func (t *Table[V]) Delete(id int64) {
 		}
 		return
 	}
-	delete(t.other, id)
+	if t.mayHold(id) {
+		delete(t.other, id)
+	}
 }
 
 // slide moves lo past the empty slots at the window's start, and the window
