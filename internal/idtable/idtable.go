@@ -26,6 +26,29 @@ type Table[V any] struct {
 	top   int64     // the newest id put in order (shed)
 	wait  int       // puts shed lets pass before it looks again
 	other map[int64]V
+	// otherLo and otherHi bound the ids other holds (set by the put that
+	// makes it non-empty, widened by later ones, never narrowed): an id
+	// outside them is not in it, so a miss for the newest id, the usual
+	// one, costs no hashing. Meaningful only while other is non-empty.
+	otherLo, otherHi int64
+}
+
+// mayHold reports whether other may hold id (false: it certainly does not).
+func (t *Table[V]) mayHold(id int64) bool {
+	return len(t.other) > 0 && id >= t.otherLo && id <= t.otherHi
+}
+
+// putOther files id in the map and widens the map's bounds to it.
+func (t *Table[V]) putOther(id int64, v V) {
+	if len(t.other) == 0 {
+		if t.other == nil {
+			t.other = map[int64]V{}
+		}
+		t.otherLo, t.otherHi = id, id
+	} else {
+		t.otherLo, t.otherHi = min(t.otherLo, id), max(t.otherHi, id)
+	}
+	t.other[id] = v
 }
 
 type slot[V any] struct {
@@ -51,7 +74,7 @@ func (t *Table[V]) Get(id int64) (V, bool) {
 	if i, ok := t.at(id); ok && (t.dense[i].held || i >= t.lo) {
 		return t.dense[i].v, t.dense[i].held
 	}
-	if len(t.other) == 0 {
+	if !t.mayHold(id) {
 		var zero V
 		return zero, false
 	}
@@ -74,19 +97,18 @@ func (t *Table[V]) Put(id int64, v V) {
 		return
 	case in && i >= t.lo: // not in the map either (see Get)
 	case !in && t.reaches(id):
-		if _, ok := t.other[id]; ok {
-			t.other[id] = v
-			return
+		if t.mayHold(id) {
+			if _, ok := t.other[id]; ok {
+				t.other[id] = v
+				return
+			}
 		}
 		if i, in = t.at(id); !in {
 			i = int(id - t.base)
 			t.grow(i)
 		}
 	default: // below the oldest entry or far past the window
-		if t.other == nil {
-			t.other = map[int64]V{}
-		}
-		t.other[id] = v
+		t.putOther(id, v)
 		return
 	}
 	t.dense[i] = slot[V]{v: v, held: true}
@@ -134,10 +156,7 @@ func (t *Table[V]) shed() bool {
 	}
 	for i := t.lo; i < c; i++ {
 		if t.dense[i].held {
-			if t.other == nil {
-				t.other = map[int64]V{}
-			}
-			t.other[t.base+int64(i)] = t.dense[i].v
+			t.putOther(t.base+int64(i), t.dense[i].v)
 			t.dense[i] = slot[V]{}
 			t.held--
 		}

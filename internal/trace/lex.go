@@ -198,7 +198,42 @@ func (d *decoder) number() (lit []byte, integer bool, ok bool) {
 	return d.b[start:i], integer, true
 }
 
+// plainInt reads, at the read position, the usual number of a line: an
+// optional minus, then up to maxDigits digits with no leading zero, and
+// after them neither a digit, a fraction nor an exponent. It returns the
+// value's magnitude and the position after it; ok false, moving nothing,
+// for anything else, which the general path (number) then reads.
+func (d *decoder) plainInt(maxDigits int) (v int64, neg bool, end int, ok bool) {
+	i := d.i
+	if i < len(d.b) && d.b[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for i < len(d.b) && i-start < maxDigits && d.b[i]-'0' <= 9 {
+		v = v*10 + int64(d.b[i]-'0')
+		i++
+	}
+	n := i - start
+	if n == 0 || (n > 1 && d.b[start] == '0') {
+		return 0, false, 0, false
+	}
+	if i < len(d.b) {
+		if c := d.b[i]; c-'0' <= 9 || c == '.' || c == 'e' || c == 'E' {
+			return 0, false, 0, false
+		}
+	}
+	return v, neg, i, true
+}
+
 func (d *decoder) intField(field string) (int64, error) {
+	if v, neg, end, ok := d.plainInt(10); ok && v <= math.MaxInt32 {
+		d.i = end // what the general path reads, with no range to check
+		if neg {
+			v = -v
+		}
+		return v, nil
+	}
 	at := d.i
 	lit, integer, ok := d.number()
 	if !ok || !integer {
@@ -228,6 +263,13 @@ func (d *decoder) intField(field string) (int64, error) {
 func (d *decoder) floatField(field string) (v float64, null bool, err error) {
 	if d.null() {
 		return 0, true, nil
+	}
+	if v, neg, end, ok := d.plainInt(15); ok && end-d.i < 16 {
+		d.i = end // an integer of under 16 characters, as below
+		if neg {
+			v = -v
+		}
+		return float64(v), false, nil
 	}
 	at := d.i
 	lit, integer, ok := d.number()
