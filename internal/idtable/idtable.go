@@ -203,6 +203,30 @@ func (t *Table[V]) slide() {
 	if len(t.other) > 0 {
 		t.adopt(k)
 	}
+	t.shrink()
+}
+
+// shrink halves the slice, after a slide, when its entries sit in its
+// first quarter: a window keeps the length the most ids it once spanned
+// needed (a burst, or old ids shed since), and a worker's tables spread
+// over many slots an entry (Spread). Growth doubles again past half, so a
+// shrink comes at most once in a quarter of the length of ids passed, and
+// its scan and copy cost amortised O(1) an id.
+func (t *Table[V]) shrink() {
+	n := len(t.dense)
+	if n < 8192 {
+		return
+	}
+	hi := n
+	for hi > n/4 && !t.dense[hi-1].held {
+		hi--
+	}
+	if hi > n/4 {
+		return
+	}
+	d := make([]slot[V], n/2)
+	copy(d, t.dense[:hi])
+	t.dense = d
 }
 
 // Each calls f on every value held, in no set order.
