@@ -19,18 +19,29 @@ type Table[V any] struct {
 	// chat ids.
 	Spread int
 
-	dense []slot[V] // dense[id-base].held: id is held
-	base  int64     // the id dense[0] stands for
-	lo    int       // dense[:lo] holds nothing
-	held  int       // entries in dense
-	top   int64     // the newest id put in order (shed)
-	wait  int       // puts shed lets pass before it looks again
+	dense []V      // dense[id-base]: id's value, when its bit in held is set
+	bits  []uint64 // bit i: dense[i] is held (a bit beside the value, not a bool in a padded slot)
+	base  int64    // the id dense[0] stands for
+	lo    int      // dense[:lo] holds nothing
+	held  int      // entries in dense
+	top   int64    // the newest id put in order (shed)
+	wait  int      // puts shed lets pass before it looks again
 	other map[int64]V
 }
 
-type slot[V any] struct {
-	v    V
-	held bool
+func (t *Table[V]) has(i int) bool { return t.bits[i>>6]&(1<<(i&63)) != 0 }
+
+// set files v at index i, held.
+func (t *Table[V]) set(i int, v V) {
+	t.dense[i] = v
+	t.bits[i>>6] |= 1 << (i & 63)
+}
+
+// unset empties index i.
+func (t *Table[V]) unset(i int) {
+	var zero V
+	t.dense[i] = zero
+	t.bits[i>>6] &^= 1 << (i & 63)
 }
 
 // at is id's index in dense, ok when the window covers it (id - base wraps
@@ -48,8 +59,8 @@ func (t *Table[V]) at(id int64) (int, bool) {
 
 // Get returns id's value and whether id is held.
 func (t *Table[V]) Get(id int64) (V, bool) {
-	if i, ok := t.at(id); ok && (t.dense[i].held || i >= t.lo) {
-		return t.dense[i].v, t.dense[i].held
+	if i, ok := t.at(id); ok && (t.has(i) || i >= t.lo) {
+		return t.dense[i], t.has(i)
 	}
 	if len(t.other) == 0 {
 		var zero V
@@ -69,8 +80,8 @@ func (t *Table[V]) Put(id int64, v V) {
 		i, in = t.at(id) // the window moved (and may have taken id in from the map)
 	}
 	switch {
-	case in && t.dense[i].held:
-		t.dense[i].v = v
+	case in && t.has(i):
+		t.dense[i] = v
 		return
 	case in && i >= t.lo: // not in the map either (see Get)
 	case !in && t.reaches(id):
@@ -89,7 +100,7 @@ func (t *Table[V]) Put(id int64, v V) {
 		t.other[id] = v
 		return
 	}
-	t.dense[i] = slot[V]{v: v, held: true}
+	t.set(i, v)
 	t.held++
 }
 
@@ -125,7 +136,7 @@ func (t *Table[V]) shed() bool {
 	}
 	few := 0
 	for i := t.lo; i < c; i++ {
-		if t.dense[i].held {
+		if t.has(i) {
 			if few++; few > (c-t.lo)/16 {
 				t.wait = (i - t.lo) / 8
 				return false
@@ -133,12 +144,12 @@ func (t *Table[V]) shed() bool {
 		}
 	}
 	for i := t.lo; i < c; i++ {
-		if t.dense[i].held {
+		if t.has(i) {
 			if t.other == nil {
 				t.other = map[int64]V{}
 			}
-			t.other[t.base+int64(i)] = t.dense[i].v
-			t.dense[i] = slot[V]{}
+			t.other[t.base+int64(i)] = t.dense[i]
+			t.unset(i)
 			t.held--
 		}
 	}
@@ -150,9 +161,7 @@ func (t *Table[V]) shed() bool {
 // grow extends dense past index i, moving in the map's entries it now covers.
 func (t *Table[V]) grow(i int) {
 	n := len(t.dense)
-	d := make([]slot[V], max(i+1, 2*n, 1024))
-	copy(d, t.dense)
-	t.dense = d
+	t.resize(max(i+1, 2*n, 1024), n)
 	t.adopt(n)
 }
 
@@ -161,7 +170,7 @@ func (t *Table[V]) grow(i int) {
 func (t *Table[V]) adopt(from int) {
 	for k, v := range t.other {
 		if i, ok := t.at(k); ok && i >= from {
-			t.dense[i] = slot[V]{v: v, held: true}
+			t.set(i, v)
 			t.held++
 			delete(t.other, k)
 		}
@@ -171,13 +180,13 @@ func (t *Table[V]) adopt(from int) {
 // Delete drops id.
 func (t *Table[V]) Delete(id int64) {
 	i, ok := t.at(id)
-	if ok && !t.dense[i].held && i >= t.lo {
+	if ok && !t.has(i) && i >= t.lo {
 		return // not held (see Get)
 	}
-	if ok && t.dense[i].held {
-		t.dense[i] = slot[V]{}
+	if ok && t.has(i) {
+		t.unset(i)
 		t.held--
-		if t.lo < len(t.dense) && !t.dense[t.lo].held { // i was lo, or lo was never filled
+		if t.lo < len(t.dense) && !t.has(t.lo) { // i was lo, or lo was never filled
 			t.slide()
 		}
 		return
@@ -189,7 +198,7 @@ func (t *Table[V]) Delete(id int64) {
 // itself up once its first half is empty: each slot is passed once between
 // two moves, and a move copies at most the half still in use.
 func (t *Table[V]) slide() {
-	for t.lo < len(t.dense) && !t.dense[t.lo].held {
+	for t.lo < len(t.dense) && !t.has(t.lo) {
 		t.lo++
 	}
 	n := len(t.dense)
@@ -198,6 +207,17 @@ func (t *Table[V]) slide() {
 	}
 	k := copy(t.dense, t.dense[t.lo:])
 	clear(t.dense[k:])
+	for j := range k { // the held bits move down with the values
+		if t.has(t.lo + j) {
+			t.bits[j>>6] |= 1 << (j & 63)
+		} else {
+			t.bits[j>>6] &^= 1 << (j & 63)
+		}
+	}
+	for j := k; j < len(t.dense) && j&63 != 0; j++ {
+		t.bits[j>>6] &^= 1 << (j & 63)
+	}
+	clear(t.bits[(k+63)>>6:])
 	t.base += int64(t.lo)
 	t.lo = 0
 	if len(t.other) > 0 {
@@ -218,22 +238,32 @@ func (t *Table[V]) shrink() {
 		return
 	}
 	hi := n
-	for hi > n/4 && !t.dense[hi-1].held {
+	for hi > n/4 && !t.has(hi-1) {
 		hi--
 	}
 	if hi > n/4 {
 		return
 	}
-	d := make([]slot[V], n/2)
-	copy(d, t.dense[:hi])
-	t.dense = d
+	t.resize(n/2, hi)
+}
+
+// resize makes dense n slots long, keeping its first keep (and their bits).
+func (t *Table[V]) resize(n, keep int) {
+	d := make([]V, n)
+	copy(d, t.dense[:keep])
+	b := make([]uint64, (n+63)>>6)
+	copy(b, t.bits[:(keep+63)>>6])
+	if r := keep & 63; r != 0 { // bits past keep in its last word are not kept
+		b[keep>>6] &= 1<<r - 1
+	}
+	t.dense, t.bits = d, b
 }
 
 // Each calls f on every value held, in no set order.
 func (t *Table[V]) Each(f func(V)) {
 	for i := t.lo; i < len(t.dense); i++ {
-		if t.dense[i].held {
-			f(t.dense[i].v)
+		if t.has(i) {
+			f(t.dense[i])
 		}
 	}
 	for _, v := range t.other {
