@@ -207,23 +207,32 @@ func (t *Table[V]) slide() {
 	}
 	k := copy(t.dense, t.dense[t.lo:])
 	clear(t.dense[k:])
-	for j := range k { // the held bits move down with the values
-		if t.has(t.lo + j) {
-			t.bits[j>>6] |= 1 << (j & 63)
-		} else {
-			t.bits[j>>6] &^= 1 << (j & 63)
-		}
-	}
-	for j := k; j < len(t.dense) && j&63 != 0; j++ {
-		t.bits[j>>6] &^= 1 << (j & 63)
-	}
-	clear(t.bits[(k+63)>>6:])
+	t.moveBits(t.lo, k)
 	t.base += int64(t.lo)
 	t.lo = 0
 	if len(t.other) > 0 {
 		t.adopt(k)
 	}
 	t.shrink()
+}
+
+// moveBits moves the held bits of [lo, lo+k) down to [0, k), a word at a
+// time, and clears the rest. Reads run ahead of writes (lo ≥ 1024), so
+// the move is in place.
+func (t *Table[V]) moveBits(lo, k int) {
+	w, sh := lo>>6, uint(lo&63)
+	nw := (k + 63) >> 6
+	for j := range nw {
+		x := t.bits[w+j] >> sh
+		if sh != 0 && w+j+1 < len(t.bits) {
+			x |= t.bits[w+j+1] << (64 - sh)
+		}
+		t.bits[j] = x
+	}
+	if r := k & 63; r != 0 {
+		t.bits[k>>6] &= 1<<r - 1
+	}
+	clear(t.bits[nw:])
 }
 
 // shrink halves the slice, after a slide, when its entries sit in its
