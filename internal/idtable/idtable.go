@@ -6,8 +6,13 @@
 // (the requests in flight of a replay) the window slides: once its first
 // half holds nothing, the rest moves down and the base up, so its memory
 // follows the ids between the oldest entry held and the newest, and a get,
-// put or delete is a slice access, not a map's hashing. It is the trace
-// checker's chat table (trace/check.go) and the replay's requests in flight.
+// put or delete is a slice access, not a map's hashing. A few old ids that
+// stay held while the rest go in order are shed to the map so that the
+// window can move on (shed), and a window that once grew for a burst gives
+// its slice back (shrink). It is the trace checker's chat table
+// (trace/check.go), the replay's requests in flight, and, through Keyed
+// (keyed.go), the session records the workers and the control plane keep
+// by the simulator's session numbers.
 package idtable
 
 // Table is the map; the zero value is empty and ready.
@@ -19,8 +24,8 @@ type Table[V any] struct {
 	// chat ids.
 	Spread int
 
-	dense []V      // dense[id-base]: id's value, when its bit in held is set
-	bits  []uint64 // bit i: dense[i] is held (a bit beside the value, not a bool in a padded slot)
+	dense []V      // dense[id-base]: id's value, when its bit in bits is set
+	bits  []uint64 // bit i: dense[i] is held (a bit beside the value, not a bool padding a slot)
 	base  int64    // the id dense[0] stands for
 	lo    int      // dense[:lo] holds nothing
 	held  int      // entries in dense
@@ -29,6 +34,7 @@ type Table[V any] struct {
 	other map[int64]V
 }
 
+// has reports whether index i of dense is held.
 func (t *Table[V]) has(i int) bool { return t.bits[i>>6]&(1<<(i&63)) != 0 }
 
 // set files v at index i, held.
