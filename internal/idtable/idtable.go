@@ -6,8 +6,13 @@
 // (the requests in flight of a replay) the window slides: once its first
 // half holds nothing, the rest moves down and the base up, so its memory
 // follows the ids between the oldest entry held and the newest, and a get,
-// put or delete is a slice access, not a map's hashing. It is the trace
-// checker's chat table (trace/check.go) and the replay's requests in flight.
+// put or delete is a slice access, not a map's hashing. A few old ids that
+// stay held while the rest go in order are shed to the map so that the
+// window can move on (shed), and a window that once grew for a burst gives
+// its slice back (shrink). It is the trace checker's chat table
+// (trace/check.go), the replay's requests in flight, and, through Keyed
+// (keyed.go), the session records the workers and the control plane keep
+// by the simulator's session numbers.
 package idtable
 
 // Table is the map; the zero value is empty and ready.
@@ -19,12 +24,13 @@ type Table[V any] struct {
 	// chat ids.
 	Spread int
 
-	dense []slot[V] // dense[id-base].held: id is held
-	base  int64     // the id dense[0] stands for
-	lo    int       // dense[:lo] holds nothing
-	held  int       // entries in dense
-	top   int64     // the newest id put in order (shed)
-	wait  int       // puts shed lets pass before it looks again
+	dense []V      // dense[id-base]: id's value, when its bit in bits is set
+	bits  []uint64 // bit i: dense[i] is held (a bit beside the value, not a bool padding a slot)
+	base  int64    // the id dense[0] stands for
+	lo    int      // dense[:lo] holds nothing
+	held  int      // entries in dense
+	top   int64    // the newest id put in order (shed)
+	wait  int      // puts shed lets pass before it looks again
 	other map[int64]V
 	// otherLo and otherHi bound the ids other holds (set by the put that
 	// makes it non-empty, widened by later ones, never narrowed): an id
@@ -51,9 +57,20 @@ func (t *Table[V]) putOther(id int64, v V) {
 	t.other[id] = v
 }
 
-type slot[V any] struct {
-	v    V
-	held bool
+// has reports whether index i of dense is held.
+func (t *Table[V]) has(i int) bool { return t.bits[i>>6]&(1<<(i&63)) != 0 }
+
+// set files v at index i, held.
+func (t *Table[V]) set(i int, v V) {
+	t.dense[i] = v
+	t.bits[i>>6] |= 1 << (i & 63)
+}
+
+// unset empties index i.
+func (t *Table[V]) unset(i int) {
+	var zero V
+	t.dense[i] = zero
+	t.bits[i>>6] &^= 1 << (i & 63)
 }
 
 // at is id's index in dense, ok when the window covers it (id - base wraps
@@ -71,8 +88,8 @@ func (t *Table[V]) at(id int64) (int, bool) {
 
 // Get returns id's value and whether id is held.
 func (t *Table[V]) Get(id int64) (V, bool) {
-	if i, ok := t.at(id); ok && (t.dense[i].held || i >= t.lo) {
-		return t.dense[i].v, t.dense[i].held
+	if i, ok := t.at(id); ok && (t.has(i) || i >= t.lo) {
+		return t.dense[i], t.has(i)
 	}
 	if !t.mayHold(id) {
 		var zero V
@@ -92,8 +109,8 @@ func (t *Table[V]) Put(id int64, v V) {
 		i, in = t.at(id) // the window moved (and may have taken id in from the map)
 	}
 	switch {
-	case in && t.dense[i].held:
-		t.dense[i].v = v
+	case in && t.has(i):
+		t.dense[i] = v
 		return
 	case in && i >= t.lo: // not in the map either (see Get)
 	case !in && t.reaches(id):
@@ -111,7 +128,7 @@ func (t *Table[V]) Put(id int64, v V) {
 		t.putOther(id, v)
 		return
 	}
-	t.dense[i] = slot[V]{v: v, held: true}
+	t.set(i, v)
 	t.held++
 }
 
@@ -147,7 +164,7 @@ func (t *Table[V]) shed() bool {
 	}
 	few := 0
 	for i := t.lo; i < c; i++ {
-		if t.dense[i].held {
+		if t.has(i) {
 			if few++; few > (c-t.lo)/16 {
 				t.wait = (i - t.lo) / 8
 				return false
@@ -155,9 +172,9 @@ func (t *Table[V]) shed() bool {
 		}
 	}
 	for i := t.lo; i < c; i++ {
-		if t.dense[i].held {
-			t.putOther(t.base+int64(i), t.dense[i].v)
-			t.dense[i] = slot[V]{}
+		if t.has(i) {
+			t.putOther(t.base+int64(i), t.dense[i])
+			t.unset(i)
 			t.held--
 		}
 	}
@@ -169,9 +186,7 @@ func (t *Table[V]) shed() bool {
 // grow extends dense past index i, moving in the map's entries it now covers.
 func (t *Table[V]) grow(i int) {
 	n := len(t.dense)
-	d := make([]slot[V], max(i+1, 2*n, 1024))
-	copy(d, t.dense)
-	t.dense = d
+	t.resize(max(i+1, 2*n, 1024), n)
 	t.adopt(n)
 }
 
@@ -180,7 +195,7 @@ func (t *Table[V]) grow(i int) {
 func (t *Table[V]) adopt(from int) {
 	for k, v := range t.other {
 		if i, ok := t.at(k); ok && i >= from {
-			t.dense[i] = slot[V]{v: v, held: true}
+			t.set(i, v)
 			t.held++
 			delete(t.other, k)
 		}
@@ -190,13 +205,13 @@ func (t *Table[V]) adopt(from int) {
 // Delete drops id.
 func (t *Table[V]) Delete(id int64) {
 	i, ok := t.at(id)
-	if ok && !t.dense[i].held && i >= t.lo {
+	if ok && !t.has(i) && i >= t.lo {
 		return // not held (see Get)
 	}
-	if ok && t.dense[i].held {
-		t.dense[i] = slot[V]{}
+	if ok && t.has(i) {
+		t.unset(i)
 		t.held--
-		if t.lo < len(t.dense) && !t.dense[t.lo].held { // i was lo, or lo was never filled
+		if t.lo < len(t.dense) && !t.has(t.lo) { // i was lo, or lo was never filled
 			t.slide()
 		}
 		return
@@ -208,7 +223,7 @@ func (t *Table[V]) Delete(id int64) {
 // itself up once its first half is empty: each slot is passed once between
 // two moves, and a move copies at most the half still in use.
 func (t *Table[V]) slide() {
-	for t.lo < len(t.dense) && !t.dense[t.lo].held {
+	for t.lo < len(t.dense) && !t.has(t.lo) {
 		t.lo++
 	}
 	n := len(t.dense)
@@ -217,18 +232,72 @@ func (t *Table[V]) slide() {
 	}
 	k := copy(t.dense, t.dense[t.lo:])
 	clear(t.dense[k:])
+	t.moveBits(t.lo, k)
 	t.base += int64(t.lo)
 	t.lo = 0
 	if len(t.other) > 0 {
 		t.adopt(k)
 	}
+	t.shrink()
+}
+
+// moveBits moves the held bits of [lo, lo+k) down to [0, k), a word at a
+// time, and clears the rest. Reads run ahead of writes (lo ≥ 1024), so
+// the move is in place.
+func (t *Table[V]) moveBits(lo, k int) {
+	w, sh := lo>>6, uint(lo&63)
+	nw := (k + 63) >> 6
+	for j := range nw {
+		x := t.bits[w+j] >> sh
+		if sh != 0 && w+j+1 < len(t.bits) {
+			x |= t.bits[w+j+1] << (64 - sh)
+		}
+		t.bits[j] = x
+	}
+	if r := k & 63; r != 0 {
+		t.bits[k>>6] &= 1<<r - 1
+	}
+	clear(t.bits[nw:])
+}
+
+// shrink halves the slice, after a slide, when its entries sit in its
+// first quarter: a window keeps the length the most ids it once spanned
+// needed (a burst, or old ids shed since), and a worker's tables spread
+// over many slots an entry (Spread). Growth doubles again past half, so a
+// shrink comes at most once in a quarter of the length of ids passed, and
+// its scan and copy cost amortised O(1) an id.
+func (t *Table[V]) shrink() {
+	n := len(t.dense)
+	if n < 8192 {
+		return
+	}
+	hi := n
+	for hi > n/4 && !t.has(hi-1) {
+		hi--
+	}
+	if hi > n/4 {
+		return
+	}
+	t.resize(n/2, hi)
+}
+
+// resize makes dense n slots long, keeping its first keep (and their bits).
+func (t *Table[V]) resize(n, keep int) {
+	d := make([]V, n)
+	copy(d, t.dense[:keep])
+	b := make([]uint64, (n+63)>>6)
+	copy(b, t.bits[:(keep+63)>>6])
+	if r := keep & 63; r != 0 { // bits past keep in its last word are not kept
+		b[keep>>6] &= 1<<r - 1
+	}
+	t.dense, t.bits = d, b
 }
 
 // Each calls f on every value held, in no set order.
 func (t *Table[V]) Each(f func(V)) {
 	for i := t.lo; i < len(t.dense); i++ {
-		if t.dense[i].held {
-			f(t.dense[i].v)
+		if t.has(i) {
+			f(t.dense[i])
 		}
 	}
 	for _, v := range t.other {

@@ -65,7 +65,7 @@ func (m *Keyed[V]) DeleteIf(drop func(V) bool) {
 	t := &m.byNum
 	var ids []int64 // deleted after the walk: a delete may slide the window
 	for i := t.lo; i < len(t.dense); i++ {
-		if t.dense[i].held && drop(t.dense[i].v) {
+		if t.has(i) && drop(t.dense[i]) {
 			ids = append(ids, t.base+int64(i))
 		}
 	}

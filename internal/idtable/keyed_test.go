@@ -79,3 +79,42 @@ func TestKeyedWorkerSessions(t *testing.T) {
 		t.Fatalf("slice of %d for %d sessions", len(m.byNum.dense), held)
 	}
 }
+
+// TestTableShrinksAfterABurst: a window that grew for a burst of ids held
+// at once gives the slice back once they are gone and the ids in use fit
+// in a quarter of it; every answer is a map's.
+func TestTableShrinksAfterABurst(t *testing.T) {
+	var tab Table[int]
+	want := map[int64]int{}
+	id := int64(0)
+	put := func(n, live int) {
+		for range n {
+			tab.Put(id, int(id))
+			want[id] = int(id)
+			if old := id - int64(live); old >= 0 {
+				tab.Delete(old)
+				delete(want, old)
+			}
+			id++
+		}
+	}
+	put(100000, 20000) // 20,000 at once: the slice grows past 32,768
+	peak := len(tab.dense)
+	for old := id - 20000; old < id-200; old++ { // the burst ends
+		tab.Delete(old)
+		delete(want, old)
+	}
+	put(200000, 200) // then 200 at once
+	if len(tab.dense) > peak/4 || len(tab.dense) > 8*(200+1024) {
+		t.Fatalf("slice of %d after the burst (peak %d) for 200 held", len(tab.dense), peak)
+	}
+	for k := id - 400; k < id+10; k++ {
+		v, ok := tab.Get(k)
+		if w, in := want[k]; ok != in || v != w {
+			t.Fatalf("id %d: got %d %v, want %d %v", k, v, ok, w, in)
+		}
+	}
+	if tab.Len() != len(want) {
+		t.Fatalf("len %d, want %d", tab.Len(), len(want))
+	}
+}
