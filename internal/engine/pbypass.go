@@ -63,12 +63,7 @@ func (w *Worker) bypassAhead(now float64) bool {
 		w.take(r)
 		room -= r.Uncached()
 	}
-	w.syncOrder()
-	for _, r := range aside {
-		o.push(r)
-	}
-	clear(aside)
-	w.aside = aside[:0]
+	w.restoreAside(aside)
 	w.aheadRan = len(w.plan.chunks) > 0
 	return w.aheadRan
 }

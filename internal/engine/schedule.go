@@ -502,9 +502,16 @@ func (w *Worker) bypassShortest(now float64) {
 		w.take(r)
 		room -= r.Uncached()
 	}
+	w.restoreAside(aside)
+}
+
+// restoreAside puts the requests a bypass passed over back in the
+// shortest-first order, once the order has caught up with the cache, and
+// keeps the emptied slice for the next bypass.
+func (w *Worker) restoreAside(aside []*Request) {
 	w.syncOrder()
 	for _, r := range aside {
-		o.push(r)
+		w.order.push(r)
 	}
 	clear(aside)
 	w.aside = aside[:0]
