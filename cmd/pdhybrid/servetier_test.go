@@ -67,30 +67,9 @@ func TestServeKVCv4CostsHostTierAnswer(t *testing.T) {
 				t.Fatalf("b turn 1 in mode %q, want pd-router-turn1-seed", m)
 			}
 			prompt := append(append(a1, out...), seq(400000, 50)...)
-			body, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
-			resp, err := http.Post(gw+"/generate", "application/json", strings.NewReader(string(body)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("a turn 2: %d %s", resp.StatusCode, b)
-			}
-			if m := resp.Header.Get("X-PDHybrid-Mode"); m != tc.wantA2 {
-				t.Fatalf("a turn 2 (its prefix on the decoder's host tier) in mode %q, want %s", m, tc.wantA2)
-			}
-			if w := resp.Header.Get("X-PDHybrid-Worker"); w != d.URL() {
-				t.Fatalf("a turn 2 answered by %q, want the decoder that holds a, %s", w, d.URL())
-			}
-			want := `pdhybrid_requests_total{mechanism="kvcache-centric",mode="` + tc.wantA2 + `",outcome="ok"} 1`
-			waitMetric(t, gw, want, "pdhybrid_requests_total")
 			// P prefilled a's and b's first turns, and a's second only
 			// when it was reseeded.
-			wantP := map[bool]float64{true: 3, false: 2}[tc.wantA2 == kvc.ModeHostReseed]
-			if n := metricSum(getBody(t, p.URL()+"/metrics"), "sglang:num_requests_total"); n != wantP {
-				t.Fatalf("the prefill worker served %v requests, want %v", n, wantP)
-			}
+			checkTierTurn(t, gw, p.URL(), d.URL(), prompt, tc.wantA2, "on the decoder's host tier", 2)
 		})
 	}
 }
@@ -213,30 +192,42 @@ func TestServeKVCv4CostsStorageTierAnswer(t *testing.T) {
 				}
 			}
 			prompt := append(append(a1, out...), seq(900000, 50)...)
-			body, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
-			resp, err := http.Post(gw+"/generate", "application/json", strings.NewReader(string(body)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("a turn 2: %d %s", resp.StatusCode, b)
-			}
-			if m := resp.Header.Get("X-PDHybrid-Mode"); m != tc.wantA2 {
-				t.Fatalf("a turn 2 (its prefix in the decoder's storage tier only) in mode %q, want %s", m, tc.wantA2)
-			}
-			if w := resp.Header.Get("X-PDHybrid-Worker"); w != d.URL() {
-				t.Fatalf("a turn 2 answered by %q, want the decoder that holds a, %s", w, d.URL())
-			}
-			want := `pdhybrid_requests_total{mechanism="kvcache-centric",mode="` + tc.wantA2 + `",outcome="ok"} 1`
-			waitMetric(t, gw, want, "pdhybrid_requests_total")
 			// P prefilled a's, b's and c's first turns, and a's second
 			// only when it was reseeded.
-			wantP := map[bool]float64{true: 4, false: 3}[tc.wantA2 == kvc.ModeHostReseed]
-			if n := metricSum(getBody(t, p.URL()+"/metrics"), "sglang:num_requests_total"); n != wantP {
-				t.Fatalf("the prefill worker served %v requests, want %v", n, wantP)
-			}
+			checkTierTurn(t, gw, p.URL(), d.URL(), prompt, tc.wantA2, "in the decoder's storage tier only", 3)
 		})
+	}
+}
+
+// checkTierTurn sends session a's second turn, whose prefix sits where
+// where says, and checks it ran in mode wantMode on decoder dURL and that
+// the prefill worker pURL served firstTurns requests, one more when the
+// turn was reseeded through it.
+func checkTierTurn(t *testing.T, gw, pURL, dURL string, prompt []int, wantMode, where string, firstTurns float64) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"input_ids": prompt, "session_id": "a", "sampling_params": map[string]any{"max_new_tokens": 8}})
+	resp, err := http.Post(gw+"/generate", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a turn 2: %d %s", resp.StatusCode, b)
+	}
+	if m := resp.Header.Get("X-PDHybrid-Mode"); m != wantMode {
+		t.Fatalf("a turn 2 (its prefix %s) in mode %q, want %s", where, m, wantMode)
+	}
+	if w := resp.Header.Get("X-PDHybrid-Worker"); w != dURL {
+		t.Fatalf("a turn 2 answered by %q, want the decoder that holds a, %s", w, dURL)
+	}
+	want := `pdhybrid_requests_total{mechanism="kvcache-centric",mode="` + wantMode + `",outcome="ok"} 1`
+	waitMetric(t, gw, want, "pdhybrid_requests_total")
+	wantP := firstTurns
+	if wantMode == kvc.ModeHostReseed {
+		wantP++
+	}
+	if n := metricSum(getBody(t, pURL+"/metrics"), "sglang:num_requests_total"); n != wantP {
+		t.Fatalf("the prefill worker served %v requests, want %v", n, wantP)
 	}
 }
