@@ -45,25 +45,7 @@ func (w *Worker) bypassAhead(now float64) bool {
 	if !w.cfg.PrefillBypassAhead || !w.cfg.ShortestFirst || w.chunked == nil || ran || w.bypassRoom() <= 0 {
 		return false
 	}
-	room := w.bypassRoom()
-	o := &w.order
-	aside := w.aside[:0]
-	for room > 0 && w.admitted < w.cfg.MaxRunning {
-		w.syncOrder()
-		if len(o.heap) == 0 || o.heap[0].wait.unc > room {
-			break
-		}
-		r := o.heap[0]
-		o.remove(r)
-		w.schedWork++
-		if r.Kind != Full || len(r.Blocks) == 0 || r.wait.unc > room || !w.admit(now, r) {
-			aside = append(aside, r)
-			continue
-		}
-		w.take(r)
-		room -= r.Uncached()
-	}
-	w.restoreAside(aside)
+	w.bypassHeap(now, true)
 	w.aheadRan = len(w.plan.chunks) > 0
 	return w.aheadRan
 }

@@ -483,7 +483,13 @@ func (w *Worker) bypass(now float64) {
 
 // bypassShortest is bypass in shortest-first order: the heap's requests
 // while they fit, those that cannot be admitted set aside and put back.
-func (w *Worker) bypassShortest(now float64) {
+func (w *Worker) bypassShortest(now float64) { w.bypassHeap(now, false) }
+
+// bypassHeap takes the shortest-first heap's requests into the step while
+// they fit the bypass's room, setting aside (and putting back) those that
+// cannot be admitted, and with fullOnly those that are not Full (a prefill
+// worker's hosted turns, pbypass.go).
+func (w *Worker) bypassHeap(now float64, fullOnly bool) {
 	room := w.bypassRoom()
 	o := &w.order
 	aside := w.aside[:0]
@@ -495,7 +501,7 @@ func (w *Worker) bypassShortest(now float64) {
 		r := o.heap[0]
 		o.remove(r)
 		w.schedWork++
-		if len(r.Blocks) == 0 || !w.admit(now, r) {
+		if (fullOnly && r.Kind != Full) || len(r.Blocks) == 0 || !w.admit(now, r) {
 			aside = append(aside, r)
 			continue
 		}
