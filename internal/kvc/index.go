@@ -44,6 +44,7 @@ func (r *Router) watchRoots(i int) {
 		if r.roots == nil {
 			return
 		}
+		r.maskOK = false
 		if present {
 			r.roots[first] |= bit
 		} else if m := r.roots[first] &^ bit; m != 0 {
@@ -56,6 +57,7 @@ func (r *Router) watchRoots(i int) {
 
 // unwatchRoots clears index i's bit from r.roots (its index is replaced).
 func (r *Router) unwatchRoots(i int) {
+	r.maskOK = false
 	bit := uint64(1) << uint(i)
 	for first, m := range r.roots {
 		if m&bit != 0 {
@@ -66,6 +68,14 @@ func (r *Router) unwatchRoots(i int) {
 			}
 		}
 	}
+}
+
+// rootMask is roots[first], probed once for a run of asks about one prompt.
+func (r *Router) rootMask(first uint64) uint64 {
+	if !r.maskOK || r.maskFirst != first {
+		r.maskFirst, r.mask, r.maskOK = first, r.roots[first], true
+	}
+	return r.mask
 }
 
 // prefix is the number of leading blocks believed present.

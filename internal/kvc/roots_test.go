@@ -14,7 +14,8 @@ import (
 // The table also holds no first block an index has no edge for (a stale bit
 // costs only a lookup, but the table would grow with every prompt ever
 // sent). It fails without the tree's call on a new root edge or on a freed
-// one, or when a reset index keeps its old bits.
+// one, when a reset index keeps its old bits, or when the one-probe mask
+// outlives a change of the table.
 func TestRootTableMatchesIndexes(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))

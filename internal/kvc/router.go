@@ -80,6 +80,11 @@ type Router struct {
 	// nearly every overlap is such a miss, one cold map probe an index a
 	// pick). nil past 64 workers: every overlap walks its tree.
 	roots map[uint64]uint64
+	// The last first block looked up in roots and its bits (a pick asks
+	// for every worker's overlap with one prompt: one probe, not one a
+	// worker); maskOK false once roots changed.
+	maskFirst, mask uint64
+	maskOK          bool
 }
 
 // NewRouter makes a router over the named workers.
