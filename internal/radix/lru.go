@@ -41,15 +41,7 @@ type lruEntry struct {
 // that a push or pop does not box its entry (container/heap allocated on
 // every one: a seventh of a KVC simulation's allocations). Entries go stale
 // when their node changes (ver); the readers skip them.
-//
-// It is 4-ary: a pop walks half the levels of a binary heap, and a node's
-// four children sit in 96 contiguous bytes (one or two cache lines where a
-// binary heap's next level is another miss). (access, seq) is a total order
-// (seq is never reused), so the entries come out in the same order for any
-// heap shape.
 type lruHeap []lruEntry
-
-const lruArity = 4
 
 func (e *lruEntry) before(o *lruEntry) bool {
 	if e.access != o.access {
@@ -60,28 +52,19 @@ func (e *lruEntry) before(o *lruEntry) bool {
 
 func (h *lruHeap) push(e lruEntry) {
 	*h = append(*h, e)
-	h.up(len(*h)-1, e)
-}
-
-// up places e at hole i, moving larger parents down.
-func (h lruHeap) up(i int, e lruEntry) {
+	q := *h
+	i := len(q) - 1
 	for i > 0 {
-		p := (i - 1) / lruArity
-		if !e.before(&h[p]) {
+		p := (i - 1) / 2
+		if !e.before(&q[p]) {
 			break
 		}
-		h[i] = h[p]
+		q[i] = q[p]
 		i = p
 	}
-	h[i] = e
+	q[i] = e
 }
 
-// pop takes the least entry out. The last entry, which refills the hole, is
-// as a rule among the newest (leaves are pushed as they are released, in
-// time order), so the hole is first carried down to a leaf along the least
-// children without comparing it, and the last entry then climbs back up the
-// few levels it must (Floyd's bottom-up deletion: a third fewer compares,
-// and the same place down would have put it in).
 func (h *lruHeap) pop() lruEntry {
 	q := *h
 	top := q[0]
@@ -89,26 +72,9 @@ func (h *lruHeap) pop() lruEntry {
 	last := q[n]
 	q = q[:n]
 	*h = q
-	if n == 0 {
-		return top
+	if n > 0 {
+		q.down(0, last)
 	}
-	i := 0
-	for {
-		c := lruArity*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		end := min(c+lruArity, n)
-		for j := c + 1; j < end; j++ {
-			if q[j].before(&q[m]) {
-				m = j
-			}
-		}
-		q[i] = q[m]
-		i = m
-	}
-	q.up(i, last)
 	return top
 }
 
@@ -116,16 +82,12 @@ func (h *lruHeap) pop() lruEntry {
 func (h lruHeap) down(i int, e lruEntry) {
 	n := len(h)
 	for {
-		c := lruArity*i + 1
-		if c >= n {
+		m := 2*i + 1
+		if m >= n {
 			break
 		}
-		m := c
-		end := min(c+lruArity, n)
-		for j := c + 1; j < end; j++ {
-			if h[j].before(&h[m]) {
-				m = j
-			}
+		if r := m + 1; r < n && h[r].before(&h[m]) {
+			m = r
 		}
 		if !h[m].before(&e) {
 			break
@@ -138,7 +100,7 @@ func (h lruHeap) down(i int, e lruEntry) {
 
 // init restores the heap order of any slice.
 func (h lruHeap) init() {
-	for i := (len(h) - 2) / lruArity; i >= 0 && len(h) > 1; i-- {
+	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.down(i, h[i])
 	}
 }
