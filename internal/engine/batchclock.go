@@ -211,33 +211,48 @@ func (w *Worker) advanceClock(end float64, k int) {
 	}
 }
 
-// The finishing heap, by (at, seq).
+// The finishing heap, by (at, seq): a total order (seq is never reused),
+// so any heap shape hands the finishers out in the same order.
 
-func (b *batchClock) finLess(i, j int) bool {
-	x, y := &b.fin[i], &b.fin[j]
-	if x.at != y.at {
-		return x.at < y.at
+func (e *finEntry) before(o *finEntry) bool {
+	if e.at != o.at {
+		return e.at < o.at
 	}
-	return x.seq < y.seq
+	return e.seq < o.seq
 }
 
 func (b *batchClock) pushFin(e finEntry) {
 	b.fin = append(b.fin, e)
-	for i := len(b.fin) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !b.finLess(i, p) {
-			break
-		}
-		b.fin[i], b.fin[p] = b.fin[p], b.fin[i]
-		i = p
-	}
+	b.upFin(len(b.fin)-1, e)
 }
 
+// upFin places e at hole j, moving later parents down.
+func (b *batchClock) upFin(j int, e finEntry) {
+	q := b.fin
+	for j > 0 {
+		p := (j - 1) / 2
+		if !e.before(&q[p]) {
+			break
+		}
+		q[j] = q[p]
+		j = p
+	}
+	q[j] = e
+}
+
+// removeFin takes entry i out. The last entry refills the hole, and it is
+// as a rule among the latest to finish (sequences join in time order), so
+// the hole is first carried down to a leaf along the earlier children
+// without comparing it, and the last entry then climbs back up as far as it
+// must (Floyd's bottom-up deletion: one compare a level instead of two; the
+// climb may pass i, which a removal from the middle needs).
 func (b *batchClock) removeFin(i int) {
-	n := len(b.fin) - 1
-	b.fin[i] = b.fin[n]
-	b.fin[n] = finEntry{}
-	b.fin = b.fin[:n]
+	q := b.fin
+	n := len(q) - 1
+	e := q[n]
+	q[n] = finEntry{}
+	q = q[:n]
+	b.fin = q
 	if i == n {
 		return
 	}
@@ -247,24 +262,11 @@ func (b *batchClock) removeFin(i int) {
 		if m >= n {
 			break
 		}
-		if r := m + 1; r < n && b.finLess(r, m) {
+		if r := m + 1; r < n && q[r].before(&q[m]) {
 			m = r
 		}
-		if !b.finLess(m, j) {
-			break
-		}
-		b.fin[j], b.fin[m] = b.fin[m], b.fin[j]
+		q[j] = q[m]
 		j = m
 	}
-	if j > i {
-		return
-	}
-	for j > 0 {
-		p := (j - 1) / 2
-		if !b.finLess(j, p) {
-			break
-		}
-		b.fin[j], b.fin[p] = b.fin[p], b.fin[j]
-		j = p
-	}
+	b.upFin(j, e)
 }

@@ -34,6 +34,50 @@ func (x *blockIndex) changed() {
 	x.ver = *x.vers
 }
 
+// watchRoots keeps r.roots current for index i.
+func (r *Router) watchRoots(i int) {
+	if r.roots == nil {
+		return
+	}
+	bit := uint64(1) << uint(i)
+	r.index[i].tree.WatchRoot(func(first uint64, present bool) {
+		if r.roots == nil {
+			return
+		}
+		r.maskOK = false
+		if present {
+			r.roots[first] |= bit
+		} else if m := r.roots[first] &^ bit; m != 0 {
+			r.roots[first] = m
+		} else {
+			delete(r.roots, first)
+		}
+	})
+}
+
+// unwatchRoots clears index i's bit from r.roots (its index is replaced).
+func (r *Router) unwatchRoots(i int) {
+	r.maskOK = false
+	bit := uint64(1) << uint(i)
+	for first, m := range r.roots {
+		if m&bit != 0 {
+			if m &^= bit; m != 0 {
+				r.roots[first] = m
+			} else {
+				delete(r.roots, first)
+			}
+		}
+	}
+}
+
+// rootMask is roots[first], probed once for a run of asks about one prompt.
+func (r *Router) rootMask(first uint64) uint64 {
+	if !r.maskOK || r.maskFirst != first {
+		r.maskFirst, r.mask, r.maskOK = first, r.roots[first], true
+	}
+	return r.mask
+}
+
 // prefix is the number of leading blocks believed present.
 func (x *blockIndex) prefix(blocks []uint64) int {
 	if len(blocks) == 0 {

@@ -38,6 +38,9 @@ func (t *Dispatch) sizeMemos() {
 // overlap is the prefix of blocks that worker i's index holds, from m when
 // it still holds (m may be nil).
 func (r *Router) overlap(m *overlaps, i int, blocks []uint64) int {
+	if r.roots != nil && len(blocks) > 0 && r.rootMask(blocks[0])>>uint(i)&1 == 0 {
+		return 0 // no edge of index i starts with the prompt's first block
+	}
 	x := r.index[i]
 	if m == nil {
 		return x.prefix(blocks)

@@ -24,6 +24,10 @@ func (r *Router) Add(name string) int {
 	}
 	if r.index != nil {
 		r.index = append(r.index, newBlockIndex(r.opts.IndexBlocks, &r.indexVers))
+		if len(r.index) > 64 {
+			r.roots = nil // past the mask's bits: every overlap walks its tree
+		}
+		r.watchRoots(len(r.index) - 1)
 	}
 	return len(r.names) - 1
 }
@@ -46,7 +50,9 @@ func (r *Router) Excluded(w int) bool { return r.excluded != nil && r.excluded[w
 // pinned to it (the worker left the pool; it may come back empty).
 func (r *Router) Reset(w int) {
 	if r.index != nil {
+		r.unwatchRoots(w)
 		r.index[w] = newBlockIndex(r.opts.IndexBlocks, &r.indexVers)
+		r.watchRoots(w)
 	}
 	r.pins.DeleteIf(func(p int) bool { return p == w })
 }

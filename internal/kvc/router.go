@@ -73,6 +73,18 @@ type Router struct {
 	allDown  bool               // every worker not excluded is down: down is ignored
 	// indexVers counts the versions of the indexes (blockIndex.ver).
 	indexVers uint64
+	// roots holds, for each first block of a root edge in any index, the
+	// indexes that have one (bit i: index i), so an overlap with an index
+	// that holds no edge starting with the prompt's first block is 0
+	// without a lookup in that index's tree (with short, unrelated prompts
+	// nearly every overlap is such a miss, one cold map probe an index a
+	// pick). nil past 64 workers: every overlap walks its tree.
+	roots map[uint64]uint64
+	// The last first block looked up in roots and its bits (a pick asks
+	// for every worker's overlap with one prompt: one probe, not one a
+	// worker); maskOK false once roots changed.
+	maskFirst, mask uint64
+	maskOK          bool
 }
 
 // NewRouter makes a router over the named workers.
@@ -87,8 +99,12 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 	}
 	if (policy == PolicyKVAware || policy == PolicyCacheAware) && !opts.NoCache {
 		r.index = make([]*blockIndex, len(names))
+		if len(names) <= 64 {
+			r.roots = make(map[uint64]uint64)
+		}
 		for i := range r.index {
 			r.index[i] = newBlockIndex(opts.IndexBlocks, &r.indexVers)
+			r.watchRoots(i)
 		}
 	}
 	return r

@@ -159,6 +159,9 @@ func (r *Tree) freeNode(i int32) (int64, int32) {
 	r.evictable -= tok
 	r.touch(parent, n.key[0])
 	delete(r.nodes[parent].children, n.key[0])
+	if parent == root && r.rootWatch != nil {
+		r.rootWatch(n.key[0], false)
+	}
 	*n = node{ver: n.ver + 1, gen: n.gen + 1, sver: n.sver + 1}
 	r.free = append(r.free, i)
 	return tok, parent

@@ -6,20 +6,42 @@ import (
 )
 
 // The LRU heap hands entries out in (access, seq) order, after pushes,
-// pops and a re-heapify (compactLRU's init) in any interleaving.
+// pops and a re-heapify (compactLRU's init) in any interleaving, for heaps
+// of a few levels and of many, and with pushes mostly in time order (as
+// releases come) as well as at random.
 func TestLRUHeapOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for trial := 0; trial < 200; trial++ {
+	for trial := 0; trial < 240; trial++ {
 		var h lruHeap
 		var seq uint64
-		for op := 0; op < 200; op++ {
+		ops, spread := 200, 8
+		if trial >= 200 {
+			ops = 5000
+		}
+		if trial%2 == 1 {
+			spread = 1 << 30
+		}
+		for op := 0; op < ops; op++ {
 			switch k := rng.IntN(10); {
 			case k < 6 || len(h) == 0:
 				seq++
-				h.push(lruEntry{access: float64(rng.IntN(8)), seq: seq})
+				a := float64(rng.IntN(8))
+				if spread > 8 {
+					a = float64(seq) + float64(rng.IntN(3)) // mostly rising
+				}
+				h.push(lruEntry{access: a, seq: seq})
 			case k < 9:
-				h.pop()
-			default:
+				want := 0
+				for i := range h {
+					if h[i].before(&h[want]) {
+						want = i
+					}
+				}
+				w := h[want]
+				if e := h.pop(); e != w {
+					t.Fatalf("trial %d: popped (%g, %d), the least was (%g, %d)", trial, e.access, e.seq, w.access, w.seq)
+				}
+			case ops < 1000:
 				rng.Shuffle(len(h), func(i, j int) { h[i], h[j] = h[j], h[i] })
 				h.init()
 			}

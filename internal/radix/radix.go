@@ -43,7 +43,15 @@ type Tree struct {
 	nocut     bool    // LockUncut's match: no tombstone cut
 	slru      lruHeap // released nodes, by release time
 	pathBuf   []int32
+
+	rootWatch func(first uint64, present bool) // WatchRoot
 }
+
+// WatchRoot has fn called whenever the root gains a child edge starting
+// with block first (present) or loses it: an owner of several trees (a
+// router's per-worker indexes) can then tell which of them can match a
+// prompt at all from one table, without a lookup in each tree's root.
+func (r *Tree) WatchRoot(fn func(first uint64, present bool)) { r.rootWatch = fn }
 
 type node struct {
 	parent   int32
@@ -425,6 +433,11 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	p := &r.nodes[parent]
 	if p.children == nil {
 		p.children = make(map[uint64]int32, 2)
+	}
+	if parent == root && r.rootWatch != nil {
+		if _, had := p.children[key[0]]; !had { // a split re-hangs an edge under the same block
+			r.rootWatch(key[0], true)
+		}
 	}
 	p.children[key[0]] = idx
 	return idx
