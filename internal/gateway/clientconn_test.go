@@ -18,6 +18,28 @@ import (
 // connection); anything else gets a 404.
 func scriptedWorker(t *testing.T, pause time.Duration, pieces ...string) string {
 	t.Helper()
+	return generateWorker(t, func(c net.Conn) bool {
+		for i, p := range pieces {
+			if i > 0 {
+				time.Sleep(pause)
+			}
+			if p == "<close>" {
+				return false
+			}
+			io.WriteString(c, p)
+		}
+		return true
+	})
+}
+
+// generateWorker is a stand-in worker on loopback that writes its own raw
+// HTTP: on every connection it reads requests one after another, answers
+// all but /generate with a 404 (the gateway's probes), and hands each
+// /generate's connection to answer, which writes the answer and says
+// whether to keep the connection for the next request. It returns the
+// worker's URL; the listener closes with the test.
+func generateWorker(t *testing.T, answer func(c net.Conn) (keep bool)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,14 +64,8 @@ func scriptedWorker(t *testing.T, pause time.Duration, pieces ...string) string 
 						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
 						continue
 					}
-					for i, p := range pieces {
-						if i > 0 {
-							time.Sleep(pause)
-						}
-						if p == "<close>" {
-							return
-						}
-						io.WriteString(c, p)
+					if !answer(c) {
+						return
 					}
 				}
 			}()

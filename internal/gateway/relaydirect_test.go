@@ -253,47 +253,22 @@ func TestWorkerPoolRetriesStaleConnection(t *testing.T) {
 // loop; the client gets every event once, one terminal, a well-framed
 // chunked body, and both connections are kept for the next request.
 func TestDirectRelayHeadWithFirstEvents(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	chunk := func(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
 	first := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		chunk(sglEvent("a", "null")+sglEvent("b", "null"))
 	rest := chunk(sglEvent("c", `{"type": "length", "length": 3}`)) + chunk("data: [DONE]\n\n") + "0\r\n\r\n"
 	var mu sync.Mutex
 	conns := map[string]bool{} // the connections /generate came on
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					if req.URL.Path != "/generate" { // the gateway's probes, on its ordinary client
-						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-						continue
-					}
-					mu.Lock()
-					conns[c.RemoteAddr().String()] = true
-					mu.Unlock()
-					io.WriteString(c, first) // head and two events: one write
-					time.Sleep(20 * time.Millisecond)
-					io.WriteString(c, rest)
-				}
-			}()
-		}
-	}()
-	gw, _ := directGateway(t, "http://"+ln.Addr().String())
+	worker := generateWorker(t, func(c net.Conn) bool {
+		mu.Lock()
+		conns[c.RemoteAddr().String()] = true
+		mu.Unlock()
+		io.WriteString(c, first) // head and two events: one write
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(c, rest)
+		return true
+	})
+	gw, _ := directGateway(t, worker)
 	taken := directTaken.Load()
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -362,45 +337,20 @@ func TestDirectClientOnlyForPlainWorkers(t *testing.T) {
 // direct client read it all into memory and waited for the head's end):
 // the client gets a 503, and it comes while the worker still sends.
 func TestDirectClientBoundsTheWorkersHead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	worker := generateWorker(t, func(c net.Conn) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n")
+		line := "X-Pad: " + strings.Repeat("a", 64<<10) + "\r\n"
+		for range 4 * maxWorkerHead / len(line) { // four times the cap, then hold on
+			if _, err := io.WriteString(c, line); err != nil {
+				return false
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					if req.URL.Path != "/generate" {
-						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-						continue
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n")
-					line := "X-Pad: " + strings.Repeat("a", 64<<10) + "\r\n"
-					for range 4 * maxWorkerHead / len(line) { // four times the cap, then hold on
-						if _, err := io.WriteString(c, line); err != nil {
-							return
-						}
-					}
-					<-stop
-					return
-				}
-			}()
 		}
-	}()
-	gw, _ := directGateway(t, "http://"+ln.Addr().String())
+		<-stop
+		return false
+	})
+	t.Cleanup(func() { close(stop) })
+	gw, _ := directGateway(t, worker)
 	client := &http.Client{Timeout: 30 * time.Second}
 	resp, err := client.Post(gw+"/generate", "application/json", strings.NewReader(`{"text": "hi", "stream": true}`))
 	if err != nil {
