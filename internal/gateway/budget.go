@@ -112,9 +112,11 @@ type bodyRefusal struct {
 // back when the request ends) or why it refused.
 func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, client string) (body []byte, taken int64, refused *bodyRefusal) {
 	limit, all, cmax := s.cfg.MaxBodyBytes, s.cfg.MaxInflightBytes, s.cfg.MaxClientBytes
-	tooLarge := &bodyRefusal{http.StatusRequestEntityTooLarge, rejectBody, "request body larger than the gateway's limit: at most " + itoa(int(limit)) + " bytes"}
+	tooLarge := func() *bodyRefusal { // built only when it is the answer: two allocations a request fewer
+		return &bodyRefusal{http.StatusRequestEntityTooLarge, rejectBody, "request body larger than the gateway's limit: at most " + itoa(int(limit)) + " bytes"}
+	}
 	if r.ContentLength > limit {
-		return nil, 0, tooLarge
+		return nil, 0, tooLarge()
 	}
 	full := func(which string) *bodyRefusal {
 		msg := "the gateway holds its most request bytes in flight; retry after " + retryAfterS + " s"
@@ -155,7 +157,7 @@ func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, client stri
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
 			s.budget.give(client, taken)
-			return nil, 0, tooLarge
+			return nil, 0, tooLarge()
 		}
 		if err == io.EOF {
 			return buf, taken, nil
