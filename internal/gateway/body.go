@@ -43,7 +43,7 @@ func (s *Server) readGenerate(r *http.Request) (map[string]any, error) {
 
 // readBytes is a request's body, within the size limit.
 func (s *Server) readBytes(r *http.Request) ([]byte, error) {
-	if rb, ok := r.Body.(readBody); ok {
+	if rb, ok := r.Body.(*readBody); ok {
 		// Read by the limits (budget.go): no second copy. Parsed into
 		// its fields: the request need not keep the reader too.
 		r.Body = http.NoBody

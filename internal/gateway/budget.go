@@ -91,13 +91,19 @@ func (b *byteBudget) inFlight() int64 {
 }
 
 // readBody is a request body read whole by the limits, handed to the
-// handler without a copy.
+// handler without a copy (one allocation: its reader is held by value).
 type readBody struct {
-	*bytes.Reader
+	bytes.Reader
 	b []byte
 }
 
-func (readBody) Close() error { return nil }
+func newReadBody(b []byte) *readBody {
+	rb := &readBody{b: b}
+	rb.Reset(b)
+	return rb
+}
+
+func (*readBody) Close() error { return nil }
 
 // bodyRefusal is why a body was not read: the status, the rejection
 // reason (metrics) and the message.
