@@ -43,7 +43,7 @@ func (s *Server) readGenerate(r *http.Request) (map[string]any, error) {
 
 // readBytes is a request's body, within the size limit.
 func (s *Server) readBytes(r *http.Request) ([]byte, error) {
-	if rb, ok := r.Body.(readBody); ok {
+	if rb, ok := r.Body.(*readBody); ok {
 		// Read by the limits (budget.go): no second copy. Parsed into
 		// its fields: the request need not keep the reader too.
 		r.Body = http.NoBody
@@ -180,9 +180,25 @@ func jsonBody(v any) (io.Reader, int64) {
 		}
 		return bytes.NewReader(b), int64(len(b))
 	}
-	head := []byte(`{"input_ids":`)
+	const idsKey = `{"input_ids":`
 	if len(raw) <= splicedIDs {
-		head = append(head, raw...)
+		// One buffer for the whole body (the rest of the keys rarely
+		// pass 256 bytes): the head, the ids, then the other members
+		// encoded in place, their object's '{' turned into the ids' ','.
+		b := make([]byte, 0, len(idsKey)+len(raw)+256)
+		b = append(append(b, idsKey...), raw...)
+		at := len(b)
+		b, ok := appendBody(b, m, "input_ids")
+		if !ok {
+			b, _ = json.Marshal(v)
+			return bytes.NewReader(b), int64(len(b))
+		}
+		if len(b)-at > 2 {
+			b[at] = ','
+		} else {
+			b = append(b[:at], '}')
+		}
+		return bytes.NewReader(b), int64(len(b))
 	}
 	tail, ok := appendBody(make([]byte, 0, 256), m, "input_ids")
 	if !ok {
@@ -194,10 +210,7 @@ func jsonBody(v any) (io.Reader, int64) {
 	} else {
 		tail = tail[1:] // "}"
 	}
-	if len(raw) <= splicedIDs {
-		b := append(head, tail...)
-		return bytes.NewReader(b), int64(len(b))
-	}
+	head := []byte(idsKey)
 	return io.MultiReader(bytes.NewReader(head), bytes.NewReader(raw), bytes.NewReader(tail)), int64(len(head) + len(raw) + len(tail))
 }
 

@@ -100,11 +100,13 @@ func (s *scanner) key() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	var k string
+	k := ""
 	if esc {
-		if json.Unmarshal(s.b[start:s.i], &k) != nil {
+		var u string // its own variable: json.Unmarshal's pointer would move k to the heap on every key
+		if json.Unmarshal(s.b[start:s.i], &u) != nil {
 			return "", false
 		}
+		k = u
 	} else {
 		k = knownKey(s.b[start+1 : s.i-1])
 	}

@@ -232,3 +232,29 @@ func TestKnownKeyIsTheName(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONBodySplicesIDs: a body with the client's raw input_ids is
+// json.Marshal's encoding of it (for compact ids), alone or with other
+// members, short (one buffer) or past splicedIDs (read in pieces).
+func TestJSONBodySplicesIDs(t *testing.T) {
+	long := make([]int, splicedIDs/4)
+	for i := range long {
+		long[i] = 1000 + i
+	}
+	longRaw, _ := json.Marshal(long)
+	for _, raw := range []json.RawMessage{json.RawMessage(`[1,2,3]`), json.RawMessage(`[]`), json.RawMessage(longRaw)} {
+		for _, rest := range []map[string]any{{}, {"rid": "r"}, {"stream": true, "rid": "abc", "sampling_params": map[string]any{"max_new_tokens": json.Number("8")}}} {
+			m := map[string]any{"input_ids": raw}
+			for k, v := range rest {
+				m[k] = v
+			}
+			rd, n := jsonBody(m)
+			var got bytes.Buffer
+			got.ReadFrom(rd)
+			want, _ := json.Marshal(m)
+			if got.String() != string(want) || n != int64(len(want)) {
+				t.Fatalf("ids %d bytes, %d other keys: got %.200s (%d), want %.200s", len(raw), len(rest), got.String(), n, want)
+			}
+		}
+	}
+}

@@ -91,13 +91,19 @@ func (b *byteBudget) inFlight() int64 {
 }
 
 // readBody is a request body read whole by the limits, handed to the
-// handler without a copy.
+// handler without a copy (one allocation: its reader is held by value).
 type readBody struct {
-	*bytes.Reader
+	bytes.Reader
 	b []byte
 }
 
-func (readBody) Close() error { return nil }
+func newReadBody(b []byte) *readBody {
+	rb := &readBody{b: b}
+	rb.Reset(b)
+	return rb
+}
+
+func (*readBody) Close() error { return nil }
 
 // bodyRefusal is why a body was not read: the status, the rejection
 // reason (metrics) and the message.
@@ -112,9 +118,11 @@ type bodyRefusal struct {
 // back when the request ends) or why it refused.
 func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, client string) (body []byte, taken int64, refused *bodyRefusal) {
 	limit, all, cmax := s.cfg.MaxBodyBytes, s.cfg.MaxInflightBytes, s.cfg.MaxClientBytes
-	tooLarge := &bodyRefusal{http.StatusRequestEntityTooLarge, rejectBody, "request body larger than the gateway's limit: at most " + itoa(int(limit)) + " bytes"}
+	tooLarge := func() *bodyRefusal { // built only when it is the answer: two allocations a request fewer
+		return &bodyRefusal{http.StatusRequestEntityTooLarge, rejectBody, "request body larger than the gateway's limit: at most " + itoa(int(limit)) + " bytes"}
+	}
 	if r.ContentLength > limit {
-		return nil, 0, tooLarge
+		return nil, 0, tooLarge()
 	}
 	full := func(which string) *bodyRefusal {
 		msg := "the gateway holds its most request bytes in flight; retry after " + retryAfterS + " s"
@@ -155,7 +163,7 @@ func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, client stri
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
 			s.budget.give(client, taken)
-			return nil, 0, tooLarge
+			return nil, 0, tooLarge()
 		}
 		if err == io.EOF {
 			return buf, taken, nil

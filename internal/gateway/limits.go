@@ -8,7 +8,6 @@ package gateway
 // clients are being refused.
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
@@ -198,7 +197,7 @@ func (s *Server) limited(next http.Handler) http.Handler {
 			if taken >= bigBody {
 				defer s.returnMemory()
 			}
-			r.Body = readBody{Reader: bytes.NewReader(b), b: b}
+			r.Body = newReadBody(b)
 		}
 		next.ServeHTTP(w, r)
 	})

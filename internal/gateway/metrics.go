@@ -263,7 +263,10 @@ func (s *Server) record(w http.ResponseWriter, q *request) *recorder {
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status, r.parsed = status, false
-		r.mode = r.Header().Get("X-PDHybrid-Mode")
+		r.mode = ""
+		if v := r.Header()[hdrMode]; len(v) > 0 {
+			r.mode = v[0]
+		}
 	}
 	r.ResponseWriter.WriteHeader(status)
 }

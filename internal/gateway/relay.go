@@ -21,6 +21,14 @@ import (
 // non-nil void declares void once read (a decoder's abort answer after its
 // prefill leg failed), leaves the client untouched and the request can be
 // retried.
+// The gateway's own answer headers, in the canonical form Header.Set
+// gives them (so the bytes on the wire are as before): set as map keys,
+// not canonicalized anew, an allocation each, on every answer.
+const (
+	hdrMode   = "X-Pdhybrid-Mode"
+	hdrWorker = "X-Pdhybrid-Worker"
+)
+
 func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewrite func(map[string]any), void func() bool) (ok, committed bool) {
 	head := func() {
 		for k, vs := range resp.Header {
@@ -31,8 +39,9 @@ func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewr
 				w.Header().Add(k, v)
 			}
 		}
-		w.Header().Set("X-PDHybrid-Mode", mode)
-		w.Header().Set("X-PDHybrid-Worker", worker)
+		h := w.Header()
+		h[hdrMode] = []string{mode}
+		h[hdrWorker] = []string{worker}
 		w.WriteHeader(resp.StatusCode)
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {

@@ -56,7 +56,7 @@ func BenchmarkGenerateBodySmall(b *testing.B) {
 	b.ReportAllocs()
 	cpuPerOp(b)
 	for b.Loop() {
-		r.Body = readBody{Reader: bytes.NewReader(raw), b: raw}
+		r.Body = newReadBody(raw)
 		q, err := s.parseGenerate(r)
 		if err != nil {
 			b.Fatal(err)

@@ -73,6 +73,7 @@ type workerPool struct {
 	idle    map[string][]*workerConn
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	headerT time.Duration // the worker's first-byte timeout (0: none)
+	targets sync.Map      // worker URL → *postTarget
 }
 
 const (
@@ -136,27 +137,22 @@ func (p *workerPool) closeIdle() {
 // A pooled connection the worker closed while idle (nothing of an answer
 // read) is retried once on a fresh one, as net/http's Transport does.
 func (p *workerPool) post(ctx context.Context, u string, body any) (*http.Response, error) {
-	pu, err := url.Parse(u)
+	t, err := p.target(u)
 	if err != nil {
 		return nil, err
 	}
-	if pu.Scheme != "http" {
-		return nil, fmt.Errorf("direct relay: %s: only http:// workers", u)
-	}
 	for attempt := 0; ; attempt++ {
 		b, n := jsonBody(body)
-		head := "POST " + pu.RequestURI() + " HTTP/1.1\r\nHost: " + pu.Host +
-			"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.FormatInt(n, 10) + "\r\n\r\n"
-		wc := p.get(pu.Host)
+		wc := p.get(t.host)
 		reused := wc != nil
 		if wc == nil {
-			c, err := p.dial(ctx, "tcp", pu.Host)
+			c, err := p.dial(ctx, "tcp", t.host)
 			if err != nil {
 				return nil, err
 			}
-			wc = newWorkerConn(c, pu.Host)
+			wc = newWorkerConn(c, t.host)
 		}
-		resp, started, err := p.roundTrip(ctx, wc, head, b, n)
+		resp, started, err := p.roundTrip(ctx, wc, t.head, b, n)
 		if err == nil {
 			return resp, nil
 		}
@@ -167,8 +163,36 @@ func (p *workerPool) post(ctx context.Context, u string, body any) (*http.Respon
 	}
 }
 
+// postTarget is a worker URL as post sends to it: its host and the
+// request's head up to the body's length.
+type postTarget struct {
+	host string
+	head string // "POST /path HTTP/1.1\r\nHost: …\r\nContent-Type: application/json\r\nContent-Length: "
+}
+
+// target is u's postTarget, parsed once a URL (the gateway posts to a
+// handful): url.Parse and the head's concatenation were allocations on
+// every request.
+func (p *workerPool) target(u string) (*postTarget, error) {
+	if t, ok := p.targets.Load(u); ok {
+		return t.(*postTarget), nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	if pu.Scheme != "http" {
+		return nil, fmt.Errorf("direct relay: %s: only http:// workers", u)
+	}
+	t := &postTarget{host: pu.Host, head: "POST " + pu.RequestURI() + " HTTP/1.1\r\nHost: " + pu.Host +
+		"\r\nContent-Type: application/json\r\nContent-Length: "}
+	p.targets.Store(u, t)
+	return t, nil
+}
+
 // roundTrip writes one request on wc and reads its answer's head; started
 // reports whether any of the answer came (then it must not be retried).
+// head is the request's head up to its body's length (postTarget).
 func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string, body io.Reader, n int64) (resp *http.Response, started bool, err error) {
 	// The client leaving ends the wait (and, until the body is closed or
 	// a relay takes the socket over, any read of the answer); the
@@ -192,8 +216,10 @@ func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string,
 	}()
 	// One write for the head and a body of up to 64 KiB (one segment on
 	// loopback, one wake of the worker); a larger body follows in pieces.
-	msg := make([]byte, 0, len(head)+int(min(n, 64<<10)))
+	msg := make([]byte, 0, len(head)+24+int(min(n, 64<<10)))
 	msg = append(msg, head...)
+	msg = strconv.AppendInt(msg, n, 10)
+	msg = append(msg, "\r\n\r\n"...)
 	if n <= 64<<10 {
 		var err error
 		if msg, err = appendAll(msg, body); err != nil {
@@ -224,7 +250,8 @@ func (p *workerPool) roundTrip(ctx context.Context, wc *workerConn, head string,
 		if !ok {
 			status = line[len("HTTP/1.0 "):]
 		}
-		code, err := strconv.Atoi(strings.SplitN(status, " ", 2)[0])
+		codeText, _, _ := strings.Cut(status, " ")
+		code, err := strconv.Atoi(codeText)
 		if err != nil || code < 100 || code > 999 {
 			return nil, true, fmt.Errorf("worker answered a bad status line %q", line)
 		}
