@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/pdhybrid/pdhybrid/internal/emulator"
@@ -95,4 +96,27 @@ func TestServeKVEventsMovePlacement(t *testing.T) {
 			t.Logf("a turn 2: mode %s on %s", mode, w)
 		})
 	}
+}
+
+// up --kv-events starts the decoders with --kv-events (they advertise
+// the stream) and the gateway with --kv-events (it reads it: its
+// pdhybrid_kv_events_connected gauge is 1 for the decoder). The prefill
+// worker advertises no stream.
+func TestUpKVEvents(t *testing.T) {
+	gw, children, _, _, stderr := startUp(t, "--decode", "1", "--port", "0", "--time-scale", "20", "--kv-events")
+	if len(children) != 2 {
+		t.Fatalf("up named workers %v, want 2\n%s", children, stderr.String())
+	}
+	var decoder string
+	for _, u := range children {
+		info := getBody(t, u+"/server_info")
+		isDecode := strings.Contains(info, `"disaggregation_mode":"decode"`)
+		if offers := strings.Contains(info, `"kv_events"`); offers != isDecode {
+			t.Errorf("%s: advertises kv_events %v, decode %v; want the decoder only", u, offers, isDecode)
+		}
+		if isDecode {
+			decoder = u
+		}
+	}
+	waitMetric(t, gw, `pdhybrid_kv_events_connected{worker="`+decoder+`"} 1`, "pdhybrid_kv_events")
 }
