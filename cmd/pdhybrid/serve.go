@@ -86,6 +86,8 @@ docs/gateway.md says what is built.`,
 	cost.register(fs)
 	var rival rivalFlags
 	rival.register(fs)
+	var kvEvents bool
+	fs.BoolVar(&kvEvents, "kv-events", false, "kvcache-centric: read every decoder's KV event stream (GET /kvc/kv_events, which worker --kv-events publishes; docs/worker-protocol.md) into the residency belief, as the simulator's router hears its decoders' evictions and demotions; off by default: the belief learns them from admission replies only")
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
 	ops.register(fs)
 	disc.register(fs)
@@ -121,7 +123,7 @@ docs/gateway.md says what is built.`,
 		disc.check(ck, mech)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
-		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "reject-window", "residency-belief", "no-residency-probe", "home-holds",
+		for _, n := range append([]string{"direct-max-uncached-tokens", "migration-reject-threshold", "kvc-max-attempts", "admission-gate", "reject-reset", "reject-window", "residency-belief", "no-residency-probe", "kv-events", "home-holds",
 			"backpressure", "backpressure-max-pause-ms", "d-to-p-sync", "d-to-p-delta-tokens"}, kvcV3FlagNames...) {
 			ck.only(n, kvcOnly, "to --mechanism kvcache-centric")
 		}
@@ -140,7 +142,7 @@ docs/gateway.md says what is built.`,
 		if err := ck.err(); err != nil {
 			return err
 		}
-		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe,
+		cfg := gateway.Config{BlockSize: blockSize, Decode: decode, Colo: colo, NoResidencyProbe: noProbe, KVEvents: kvEvents,
 			SessionHeader: sessionHeader, SessionField: sessionField}
 		if tokenizerFile != "" {
 			tk, err := gateway.LoadTokenizer(tokenizerFile)

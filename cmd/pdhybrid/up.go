@@ -26,6 +26,7 @@ type upFlags struct {
 	tauAppend, blockSize        int
 	noProbe, storeShared        bool
 	storeURL                    string // the shared storage pool's service, once started
+	kvEvents                    bool
 	workerArgs, gatewayArgs     []string
 	sessionHeader, sessionField string
 	rival                       rivalFlags
@@ -90,6 +91,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
 	addSessionFlags(fs, &f.sessionHeader, &f.sessionField)
 	fs.BoolVar(&f.storeShared, "hicache-storage-shared", false, "one storage pool for every worker given a storage tier (--worker-arg=--enable-hierarchical-cache --worker-arg=--hicache-storage-backend=mooncake, for every role or ROLE:), as SGLang's L3 is one store for the cluster: up serves the pool's index on loopback and passes its URL to those workers (--hicache-storage-shared-url), each reading it over its own link (docs/engine.md)")
+	fs.BoolVar(&f.kvEvents, "kv-events", false, "kvcache-centric: the decoders publish their session evictions (worker --kv-events) and the gateways read them into their residency belief (serve --kv-events; docs/worker-protocol.md, \"KV events\"); off by default: the belief learns evictions from admission replies only")
 	fs.BoolVar(&f.noProbe, "no-residency-probe", false, "kvcache-centric: gateways do not ask the decoders where a session they have not routed lives")
 	fs.StringVar(&r.trace, "trace", "", "canonical trace `file` to replay through the stack, then stop (default: serve until interrupted)")
 	fs.StringVar(&r.out, "out", "", "with --trace: run `folder` for metrics.jsonl and summary.json")
@@ -118,6 +120,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		ck.only("colo", !pd, "to --mechanism pd-colo")
 		ck.only("direct-max-uncached-tokens", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("no-residency-probe", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		ck.only("kv-events", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.oneOf("kvc-preset", "v2", "v3", "v4")
 		ck.only("kvc-preset", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		f.rival.check(ck, kvc.Mechanism(f.mech).IsRival(), f.mech == "pd-ppd")
@@ -235,6 +238,9 @@ func startStack(ctx context.Context, e *env, cs *children, f *upFlags) (string, 
 			args = append(args, roleArgs(base, f.workerArgs, "decode")...)
 			if f.mech == "kvcache-centric" {
 				args = append(args, "--session-cache")
+				if f.kvEvents {
+					args = append(args, "--kv-events")
+				}
 				if f.v3Workers() {
 					args = append(args, "--prefill-bypass-tokens", strconv.Itoa(v3Bypass), "--prefill-order", v3Order, "--prefill-max-wait", strconv.Itoa(v3MaxWait))
 				}
@@ -359,6 +365,9 @@ func (f *upFlags) serveArgs(pool []string) []string {
 			"--hardware", f.hardware) // the workers' cost model, for v4's stall budget and tier costing
 		if f.noProbe {
 			gwArgs = append(gwArgs, "--no-residency-probe")
+		}
+		if f.kvEvents {
+			gwArgs = append(gwArgs, "--kv-events")
 		}
 		gwArgs = append(gwArgs, f.storageServeArgs()...)
 	}

@@ -36,6 +36,7 @@ type workerFlags struct {
 	lowWatermark, trimStall, trimTok    float64
 	maxWait, tpotSLO                    float64
 	backpressure, bpTransfers           bool
+	kvEvents                            bool
 	bpHighWater                         float64
 	timeScale, startup                  float64
 	bootTimeout, waitTimeout            float64
@@ -107,6 +108,7 @@ Durations in flags are model seconds, as the engine charges them.`,
 	fs.BoolVar(&f.condAgg, "disaggregation-decode-enable-conditional-agg", false, "decode: SGLang's conditional aggregation (draft PR #34773): also prefill a request that carries do_local_prefill: true and no bootstrap room (without it such a request is refused 400)")
 	fs.BoolVar(&f.snapshotSync, "snapshot-sync", false, "prefill: answer the KVC extension's D→P snapshot RPCs /_snapshot/prepare_receive, finalize_ingest, release (docs/worker-protocol.md; stock SGLang answers 404)")
 	fs.BoolVar(&f.sessionCache, "session-cache", false, "decode: be the KVC session-aware decoder (keeps sessions' KV, takes direct appends, answers /session_cache/admit_direct_append)")
+	fs.BoolVar(&f.kvEvents, "kv-events", false, "with --session-cache: publish the decoder's session evictions (and where below HBM each session's KV still is: host, storage or none) as the KVC extension's KV event stream, GET /kvc/kv_events (SSE; docs/worker-protocol.md), which serve --kv-events reads into its residency belief; off by default: 404, as stock SGLang")
 	fs.IntVar(&f.sessionCap, "session-cap", 0, "with --session-cache: most `sessions` resident at once; 0 = no cap")
 	fs.StringVar(&f.trim, "trim", "idle", "with --session-cache: which sessions a trim may evict: `idle` (no request running) or any")
 	fs.StringVar(&f.eviction, "eviction", "session", "with --session-cache: eviction `granularity`: session (a whole session at once), block (LRU nibbles the oldest blocks) or tail (a trim cuts the least recently used session's last blocks, as many as the room needs)")
@@ -195,7 +197,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 	ck.only("prefill-bypass-tokens", f.sessionCache || prefill, "with --session-cache or --role prefill")
 	ck.only("prefill-bypass-ahead", prefill && f.bypass > 0 && f.order == "shortest", "with --role prefill, --prefill-bypass-tokens above 0 and --prefill-order shortest")
 	for _, n := range []string{"session-cap", "trim", "eviction", "tail-trim-max-waiting", "low-watermark", "trim-stall", "trim-stall-per-token", "fault-refuse-admissions",
-		"backpressure", "backpressure-high-water", "backpressure-transfer-queue"} {
+		"backpressure", "backpressure-high-water", "backpressure-transfer-queue", "kv-events"} {
 		ck.only(n, f.sessionCache, "with --session-cache")
 	}
 	ck.only("disaggregation-decode-enable-radix-cache", !f.sessionCache, "without --session-cache (both would own the decoder's KV)")
@@ -250,7 +252,7 @@ func (f *workerFlags) config(ck *checks) (emulator.Config, error) {
 		ServeWhole: f.serveWhole, PriorityEviction: f.priority,
 		DecodeRadix: f.decodeRadix, ConditionalAgg: f.condAgg, SnapshotSync: f.snapshotSync,
 		ShortestFirst: f.order == "shortest", MaxWaitS: f.maxWait, SliceTPOTS: f.tpotSLO / 1000,
-		HiCache: f.hicache.config(),
+		HiCache: f.hicache.config(), KVEvents: f.kvEvents,
 	}
 	if f.storeURL != "" {
 		cfg.HiCache.Storage.Index = emulator.NewStoreClient(f.storeURL)

@@ -75,6 +75,10 @@ type Config struct {
 	// (SGLang --incremental-streaming-output); by default each event
 	// carries everything so far, as SGLang's /generate does.
 	IncrementalStream bool
+	// KVEvents makes a session-aware decode worker publish its evictions
+	// as the KVC extension's KV event stream (GET /kvc/kv_events,
+	// kvevents.go); without it the path answers 404, as on stock SGLang.
+	KVEvents bool
 
 	TimeScale    float64 // model seconds per wall second (default 1)
 	StartupDelay float64 // /health answers 503 this long after Start
@@ -162,6 +166,9 @@ func (c *Config) fill() error {
 	if c.DecodeRadix && c.Session.Enabled {
 		// Two caches of one decoder's KV, each believing it owns the pool.
 		return errors.New("emulator: the decode radix cache and the session cache exclude each other")
+	}
+	if c.KVEvents && !c.Session.Enabled {
+		return errors.New("emulator: KV events need the session cache (a KVC decoder)")
 	}
 	if c.SnapshotSync && c.Role != engine.RolePrefill {
 		return errors.New("emulator: snapshot sync needs the prefill role")

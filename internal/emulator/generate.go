@@ -357,6 +357,7 @@ func (s *Server) end(st *reqState, o *outcome) {
 func (s *Server) event(ev engine.Event) {
 	if ev.Kind == engine.EvSessionEvicted {
 		s.metrics.sessionEvicted(ev.Tokens)
+		s.publishEviction(ev)
 		return
 	}
 	if ev.Req == nil {

@@ -32,6 +32,9 @@ func (s *Server) kvcFeatures() []string {
 	if s.cfg.Session.Enabled {
 		f = append(f, FeatureSessionCache, FeatureSnapshotDump)
 	}
+	if s.kvEvents != nil {
+		f = append(f, FeatureKVEvents)
+	}
 	if s.cfg.SnapshotSync {
 		f = append(f, FeatureSnapshotSink)
 	}
@@ -163,6 +166,9 @@ func (s *Server) handleFlushCache(w http.ResponseWriter, r *http.Request) {
 		s.w, s.d.w = nw, nw
 		s.tails = tailKeys{cap: s.tails.cap}
 		flushed = true
+		if s.kvEvents != nil {
+			s.kvEvents.publish(s.wallSeconds(), KVEvent{Type: KVEventAllBlocksCleared})
+		}
 	})
 	if err != nil {
 		writeHTTPError(w, http.StatusInternalServerError, err.Error())

@@ -65,6 +65,7 @@ type Server struct {
 	tails     tailKeys
 	load      loadWindow
 	kv        kvStats
+	kvEvents  *kvEventLog // the KV event stream (kvevents.go); nil when off
 }
 
 // New builds a worker; Start serves it.
@@ -89,6 +90,9 @@ func New(cfg Config) (*Server, error) {
 		spec := cfg.Profile.Links[cfg.Link]
 		spec.BandwidthBytes /= max(cfg.Faults.SlowTransfer, 1)
 		link = engine.NewLink(spec)
+	}
+	if cfg.KVEvents {
+		s.kvEvents = newKVEventLog()
 	}
 	s.d = newDriver(cfg.Clock, cfg.TimeScale, w, link)
 	s.d.hooks = s
@@ -156,6 +160,9 @@ func (s *Server) Start(addr, bootstrapAddr string) error {
 		s.ready.Store(true)
 	}
 	s.httpSrv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	if s.kvEvents != nil {
+		s.httpSrv.RegisterOnShutdown(s.kvEvents.close) // the streams never end else
+	}
 	go s.httpSrv.Serve(ln)
 	if s.bootLn != nil {
 		s.bootSrv = &http.Server{Handler: s.bootstrapHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -223,6 +230,9 @@ func (s *Server) Kill() {
 
 func (s *Server) stop() {
 	s.closeOnce.Do(func() {
+		if s.kvEvents != nil {
+			s.kvEvents.close()
+		}
 		if s.started.Load() {
 			s.d.stop()
 		}
@@ -255,6 +265,9 @@ func (s *Server) routes() {
 	if s.cfg.Session.Enabled {
 		m.HandleFunc("/session_cache/admit_direct_append", s.handleAdmit)
 		m.HandleFunc("/session_cache/lookup", s.handleLookup)
+	}
+	if s.kvEvents != nil {
+		m.HandleFunc("/kvc/kv_events", s.handleKVEvents)
 	}
 	if s.cfg.Session.Enabled || s.cfg.SnapshotSync {
 		m.HandleFunc("/_snapshot/prepare_receive", s.handlePrepareReceive)

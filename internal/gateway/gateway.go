@@ -93,6 +93,10 @@ type Config struct {
 	// RelayDirect relays streamed /generate answers below net/http, on
 	// the gateway's own event loops (relaydirect.go; off by default).
 	RelayDirect bool
+	// KVEvents reads every decoder's KV event stream into the residency
+	// belief (kvevents.go; off by default: the belief learns evictions
+	// from admission replies only).
+	KVEvents bool
 }
 
 // Server is a running gateway.
@@ -118,6 +122,7 @@ type Server struct {
 	direct     *directRelay // the direct relay, nil when off
 	// sources is the session resolution order, built once (identity.go).
 	sources []sessionSource
+	kvm     *kvEventMetrics // the decoders' eviction reports (kvevents.go); nil when off
 }
 
 // New checks cfg and builds the gateway's handler.
@@ -213,6 +218,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/health_generate", getOnly(s.handleHealthGenerate))
 	s.mux.HandleFunc("/", handleNotFound)
 	s.startOps()
+	s.startKVEvents()
 	if cfg.Health.Interval >= 0 {
 		s.cfg.Health.defaults()
 		s.polling.Add(1)
