@@ -376,9 +376,12 @@ func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 // TestSlidingPoolReleasesWhatNoLockHolds is SGLang's kind of sliding
 // state: a node's sliding part is evictable (released) once no holder
 // needs it, unreferenced nodes included, a lock takes it back, and the
-// pool tombstones the least recently released first. 16-token blocks:
-// a (blocks 1–4) cached at t = 1, b (blocks 11–12) at t = 2; a locked
-// again at t = 3 and passed 2 blocks deep at t = 4.
+// pool takes back the least recently used first. 16-token blocks: a
+// (blocks 1–4) cached at t = 1, b (blocks 11–12) at t = 2; a locked again
+// at t = 3 (its last use now) and passed 2 blocks deep at t = 4. b, used
+// at t = 2, goes first, and whole: an unreferenced leaf (its full part
+// too, 32 tokens); then a's first 2 blocks, an inner node, are
+// tombstoned (32 gone).
 func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
 	r := New(16)
 	r.SetSlidingPool(32)
@@ -408,8 +411,65 @@ func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
 	}
 	r.Unpass(passed)
 	r.Unlock(m.Node, 5)
-	if r.ReleasedTokens() != 32 || r.GoneTokens() != 64 {
-		t.Fatalf("a unlocked: %d released, %d gone; want 32, 64", r.ReleasedTokens(), r.GoneTokens())
+	if r.ReleasedTokens() != 32 || r.GoneTokens() != 32 || r.Tokens() != 64 {
+		t.Fatalf("a unlocked: %d released, %d gone, %d cached; want 32, 32, 64 (b evicted whole)",
+			r.ReleasedTokens(), r.GoneTokens(), r.Tokens())
+	}
+	checkRadix(t, r)
+}
+
+// TestSlidingPoolTakesBackByLastUse is SGLang's SWA LRU order, not the
+// release order: a (blocks 1–4) is locked and inserted at t = 1 and held;
+// b (blocks 11–12) is cached at t = 3, released then; a's holder passes
+// a's first 2 blocks at t = 5, released then but last used at t = 1. The
+// pool takes a's 2 blocks first (used at 1 < 3): an inner node, so a
+// tombstone (32 gone, 96 still cached, b still matched whole); then b, an
+// unreferenced leaf, whole (64 cached); then nothing (a's last 2 blocks
+// are held). The least recently released (b) first would have
+// tombstoned b.
+func TestSlidingPoolTakesBackByLastUse(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	a, b := seq(1, 4), seq(11, 2)
+	ma := r.Lock(a, 16, 1)
+	na, _ := r.Insert(ma.Node, a, ma.Blocks, 16, 1)
+	put(r, b, 16, 3)
+	passed := r.Pass(na, root, 2, 5)
+	if got := r.DropReleased(); got != 32 || r.GoneTokens() != 32 || r.Tokens() != 96 {
+		t.Fatalf("first drop took %d: %d gone, %d cached; want 32, 32, 96", got, r.GoneTokens(), r.Tokens())
+	}
+	if m := r.Match(b, 16); m.Tokens != 32 {
+		t.Fatalf("b matches %d tokens after the first drop, want 32 (a's blocks went first)", m.Tokens)
+	}
+	if got := r.DropReleased(); got != 32 || r.Tokens() != 64 || r.GoneTokens() != 32 {
+		t.Fatalf("second drop took %d: %d cached, %d gone; want 32, 64, 32 (b evicted whole)", got, r.Tokens(), r.GoneTokens())
+	}
+	if got := r.DropReleased(); got != 0 {
+		t.Fatalf("third drop took %d, want 0", got)
+	}
+	r.Unpass(passed)
+	r.Unlock(na, 6)
+	checkRadix(t, r)
+}
+
+// TestSlidingPoolTombstonesNearerTheRootFirst: at one instant SGLang's SWA
+// LRU has a path's nodes nearer the root behind the deeper ones, so they
+// are tombstoned first, and a leaf freed whole takes the tombstoned
+// ancestors it leaves childless with it. e (blocks 31–32) cached, then e2
+// (blocks 31–34) at t = 9: both nodes last used at 9. The first drop
+// tombstones e's node (32 gone, 64 cached), not the leaf; the second
+// frees the leaf (blocks 33–34) whole and then e's tombstone, childless
+// and unreferenced: nothing cached, nothing gone.
+func TestSlidingPoolTombstonesNearerTheRootFirst(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	put(r, seq(31, 2), 16, 8)
+	put(r, seq(31, 4), 16, 9)
+	if got := r.DropReleased(); got != 32 || r.GoneTokens() != 32 || r.Tokens() != 64 {
+		t.Fatalf("first drop took %d: %d gone, %d cached; want 32, 32, 64", got, r.GoneTokens(), r.Tokens())
+	}
+	if got := r.DropReleased(); got != 32 || r.GoneTokens() != 0 || r.Tokens() != 0 {
+		t.Fatalf("second drop took %d: %d gone, %d cached; want 32, 0, 0", got, r.GoneTokens(), r.Tokens())
 	}
 	checkRadix(t, r)
 }
