@@ -221,6 +221,15 @@ func (w *Worker) swaRelease(r *Request) {
 func (w *Worker) SWAUsed() int64     { return w.swaUsed }
 func (w *Worker) SWACapacity() int64 { return w.swaCap }
 
+// SWAWindow is the sliding window of a worker with SGLang's sliding pool
+// (a router's view of its cache needs it, kvc.Options), 0 without one.
+func (w *Worker) SWAWindow() int {
+	if !w.swaOn() {
+		return 0
+	}
+	return w.tm.SlidingWindow
+}
+
 // unadmit undoes what admit took before it found no room for r: the
 // cached prefix's lock and the host tier's, and the prefix counts.
 func (w *Worker) unadmit(now float64, r *Request) {
