@@ -17,7 +17,7 @@ type blockIndex struct {
 	// slidePool is the workers' sliding-window pool in blocks, 0 without
 	// one (Options.SlidingPoolBlocks).
 	slidePool int64
-	clock    float64 // dispatch counter: the router's only notion of recency
+	clock     float64 // dispatch counter: the router's only notion of recency
 	// ver changes with every change of the tree, to a value no index of the
 	// router had before (vers counts them), so a memo of an overlap with
 	// this index (overlaps) knows whether it still holds.
