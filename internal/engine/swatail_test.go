@@ -73,3 +73,49 @@ func TestSGLangSWATailTombstonesWhatItsDecodeFreed(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The sliding pool takes an output tail back in its place in the order,
+// and a prompt with a tail below it is tombstoned, not evicted whole: in
+// SGLang the output is inserted below the prompt, a leaf, and the prompt
+// an inner node. Window 32, 16-token blocks, a 1,000-token pool with 192
+// sliding slots. Session s's turn (64 tokens, blocks 1–4, 3 output
+// tokens) leaves its prompt cached and a 2-token tail (its decode freed
+// nothing: 66 − 64 = 2 held); then a prompt of no session (blocks 11–14)
+// is cached: 64 + 2 + 64 = 130. A 96-token prompt needs 32 + 96 = 128:
+// 258 > 192, so the pool takes back, least recently used first, s's
+// prompt (finished first, nearer the root than its tail): a tombstone,
+// 64 gone (194); then s's tail (192). The other prompt stays cached.
+// Evicting the prompt whole would leave nothing gone; skipping the tail
+// would evict the other prompt.
+func TestSGLangSWATakesTailsBackInOrder(t *testing.T) {
+	cfg := swaConfig(0.192, 1000)
+	cfg.PrefixCache = true
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.SWACapacity() != 192 {
+		t.Fatalf("sliding pool %d, want 192", w.SWACapacity())
+	}
+	w.Submit(0, &Request{ID: 1, Kind: Full, Session: "s", Input: 64, Output: 3, Blocks: idRange(1, 4)})
+	now, _ := drive(w, 0)
+	w.Submit(now, &Request{ID: 2, Kind: Full, Input: 64, Output: 2, Blocks: idRange(11, 4)})
+	now, _ = drive(w, now)
+	if got := w.swaCached(); got != 130 {
+		t.Fatalf("before the third prompt the cache holds %d sliding slots, want 130", got)
+	}
+	w.Submit(now, &Request{ID: 3, Kind: Full, Input: 96, Output: 2, Blocks: idRange(21, 6)})
+	drive(w, now)
+	if got := w.tree.GoneTokens(); got != 64 {
+		t.Errorf("%d tokens tombstoned, want s's prompt's 64", got)
+	}
+	if w.tail(SessionKey{ID: "s"}) != nil {
+		t.Error("s's tail is still kept")
+	}
+	if got := w.tree.Match(idRange(11, 4), 16).Tokens; got != 64 {
+		t.Errorf("the other prompt matches %d tokens, want 64", got)
+	}
+	if err := w.tree.Check(); err != nil {
+		t.Error(err)
+	}
+}
