@@ -254,17 +254,30 @@ func (r *Tree) DropReleased() int64 {
 // returns n's tokens, the sliding part freed.
 func (r *Tree) dropLeaf(n int32) int64 {
 	tok, p := r.freeNode(n)
+	r.dropTombstones(p)
+	return tok
+}
+
+// dropTombstones frees node p and its ancestors while each is an
+// unreferenced tombstone left without children (SGLang keeps no leaf a
+// tombstone: _iteratively_delete_tombstone_leaf, after a leaf's eviction
+// by either pool) and files the first node kept as a leaf if it is one.
+// It returns the tokens freed.
+func (r *Tree) dropTombstones(p int32) int64 {
+	var freed int64
 	for p != root {
 		pn := &r.nodes[p]
 		if !pn.sgone || pn.ref != 0 || len(pn.children) != 0 || pn.stail != 0 {
 			break
 		}
-		_, p = r.freeNode(p)
+		var tok int64
+		tok, p = r.freeNode(p)
+		freed += tok
 	}
-	if p != root {
+	if p != root && r.nodes[p].ref == 0 {
 		r.pushIfLeaf(p)
 	}
-	return tok
+	return freed
 }
 
 func (r *Tree) slideLive(e lruEntry) bool {

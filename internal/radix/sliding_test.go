@@ -533,3 +533,24 @@ func TestSlidingIsOptIn(t *testing.T) {
 		t.Error("SetSliding(0) left the tree without sliding state")
 	}
 }
+
+// TestSlidingPoolEvictionTakesTombstonedParents: when the full pool
+// evicts a leaf, SGLang also frees the tombstoned ancestors it leaves
+// childless (_iteratively_delete_tombstone_leaf): no leaf is a tombstone.
+// a (blocks 1–4) then a2 (1–6) cached at t = 1: the first drop tombstones
+// a's node (nearer the root), 64 gone. Evicting the least recently used
+// leaf (blocks 5–6, 32 tokens) then frees a's tombstone too: 96 freed,
+// nothing cached, nothing gone.
+func TestSlidingPoolEvictionTakesTombstonedParents(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	put(r, seq(1, 4), 16, 1)
+	put(r, seq(1, 6), 16, 1)
+	if got := r.DropReleased(); got != 64 || r.GoneTokens() != 64 {
+		t.Fatalf("drop took %d, %d gone; want 64, 64", got, r.GoneTokens())
+	}
+	if got := r.Evict(1); got != 96 || r.Tokens() != 0 || r.GoneTokens() != 0 {
+		t.Fatalf("evict freed %d: %d cached, %d gone; want 96, 0, 0", got, r.Tokens(), r.GoneTokens())
+	}
+	checkRadix(t, r)
+}
