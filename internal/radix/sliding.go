@@ -274,9 +274,7 @@ func (r *Tree) dropTombstones(p int32) int64 {
 		tok, p = r.freeNode(p)
 		freed += tok
 	}
-	if p != root && r.nodes[p].ref == 0 {
-		r.pushIfLeaf(p)
-	}
+	r.pushIfLeaf(p) // only an unreferenced leaf, not the root
 	return freed
 }
 

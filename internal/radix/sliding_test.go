@@ -554,3 +554,86 @@ func TestSlidingPoolEvictionTakesTombstonedParents(t *testing.T) {
 	}
 	checkRadix(t, r)
 }
+
+// TestBuryTombstonesASpan: Bury makes blocks [from, to) of a path a
+// tombstone, splitting at both bounds. An 8-block path (16-token blocks,
+// a run of 32 tokens): burying blocks 2–4 leaves 0–1 and 5–7 held, 48
+// tokens gone; the whole path still matches (48 tokens after the
+// tombstone), a prompt ending in it matches its first 2 blocks (32). A
+// second Bury of the same span changes nothing, an empty span nothing,
+// and a span past the path's end stops at it: blocks 6–7, 32 more.
+func TestBuryTombstonesASpan(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	p := seq(1, 8)
+	m := r.Lock(p, 16, 1)
+	n, _ := r.Insert(m.Node, p, 0, 16, 1)
+	v := r.Version()
+	r.Bury(n, 2, 5)
+	if r.GoneTokens() != 48 || r.Version() <= v {
+		t.Fatalf("%d gone (want 48), version %d (was %d, want later)", r.GoneTokens(), r.Version(), v)
+	}
+	r.Bury(n, 2, 5)
+	r.Bury(n, 4, 4)
+	if r.GoneTokens() != 48 {
+		t.Fatalf("a second or empty Bury: %d gone, want 48", r.GoneTokens())
+	}
+	// A span ending on a node boundary splits nothing there, and one
+	// inside a node that does not start at the root splits it where the
+	// span is: blocks 0–1 (32 more), then blocks 6 only (16 more).
+	r.Bury(n, 0, 2)
+	if r.GoneTokens() != 80 {
+		t.Fatalf("blocks 0–1 buried: %d gone, want 80", r.GoneTokens())
+	}
+	r.Bury(n, 6, 7)
+	if r.GoneTokens() != 96 {
+		t.Fatalf("block 6 buried: %d gone, want 96", r.GoneTokens())
+	}
+	checkRadix(t, r)
+	r.Unlock(n, 2)
+	if got := r.Match(seq(1, 6), 16).Tokens; got != 0 {
+		t.Fatalf("a prompt of blocks 0–5 matches %d, want 0 (every block before its end is gone but 5)", got)
+	}
+	r = New(16)
+	r.SetSlidingPool(32)
+	m = r.Lock(p, 16, 1)
+	n, _ = r.Insert(m.Node, p, 0, 16, 1)
+	r.Bury(n, 2, 5)
+	r.Unlock(n, 2)
+	if got := r.Match(p, 16).Tokens; got != 128 {
+		t.Fatalf("the whole path matches %d, want 128", got)
+	}
+	if got := r.Match(append(seq(1, 5), 99), 16).Tokens; got != 32 {
+		t.Fatalf("a prompt ending in the tombstone matches %d, want 32", got)
+	}
+	checkRadix(t, r)
+	m = r.Lock(p, 16, 3)
+	r.Bury(m.Node, 6, 100)
+	if r.GoneTokens() != 80 {
+		t.Fatalf("%d gone, want 48 + 32 = 80", r.GoneTokens())
+	}
+	r.Unlock(m.Node, 4)
+	checkRadix(t, r)
+}
+
+// TestTailBelowKeepsALeafInner: a node an owner keeps a tail below is
+// tombstoned by the sliding pool, not freed whole (64 gone, 64 cached);
+// once the tail goes, evicting it frees it; a stale handle changes
+// nothing.
+func TestTailBelowKeepsALeafInner(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	n := put(r, seq(1, 4), 16, 1)
+	h := r.HandleOf(n)
+	r.TailBelow(h, 1)
+	if got := r.DropReleased(); got != 64 || r.GoneTokens() != 64 || r.Tokens() != 64 {
+		t.Fatalf("drop took %d: %d gone, %d cached; want 64, 64, 64", got, r.GoneTokens(), r.Tokens())
+	}
+	r.TailBelow(h, -1)
+	if got := r.Evict(1); got != 64 || r.Tokens() != 0 {
+		t.Fatalf("evict freed %d, %d cached; want 64, 0", got, r.Tokens())
+	}
+	r.TailBelow(h, 1)
+	r.TailBelow(Handle{}, 1)
+	checkRadix(t, r)
+}
