@@ -115,6 +115,9 @@ func TestSGLangSWATakesTailsBackInOrder(t *testing.T) {
 	if got := w.tree.Match(idRange(11, 4), 16).Tokens; got != 64 {
 		t.Errorf("the other prompt matches %d tokens, want 64", got)
 	}
+	if got := w.Stats().EvictedTokens; got != 2 {
+		t.Errorf("%d tokens counted evicted, want the tail's 2 (a tombstone frees no full KV)", got)
+	}
 	if err := w.tree.Check(); err != nil {
 		t.Error(err)
 	}
