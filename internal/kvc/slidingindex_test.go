@@ -15,14 +15,19 @@ import "testing"
 // 4 end on the tombstone, no window of sliding KV before the end, so a's
 // overlap is 0 (SGLang's _match_prefix_helper), and b's 3 win; without
 // the sliding view a's 4 would. s1's next turn, 1–8, still overlaps a by
-// 6: blocks 5–6 after the tombstone are a window.
+// 6: blocks 5–6 after the tombstone are a window. Then a 3-chain of 4
+// (dispatch 4) makes 12 for 6: the least recently used, 5–6, a leaf, is
+// forgotten whole and with it the tombstone 1–4 it leaves childless (8);
+// then the 2-chain (4): 4 blocks kept, two takes. A view needs both
+// figures: a run of 0 keeps none.
 func TestSlidingIndexCutsTheOverlap(t *testing.T) {
 	prompt := append(chain(1, 4), chain(9, 2)...)
 	for _, c := range []struct {
 		run, pool    int
 		worker, over int
 		nextTurnOnA  int
-	}{{2, 6, 1, 3, 6}, {0, 0, 0, 4, 6}} {
+		kept         int64
+	}{{2, 6, 1, 3, 6, 4}, {0, 0, 0, 4, 6, 14}, {0, 6, 0, 4, 6, 14}} {
 		r := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{Alpha: 1, IndexBlocks: 1000,
 			SlidingRunBlocks: c.run, SlidingPoolBlocks: c.pool})
 		r.Dispatched(0, "s1", chain(1, 4))
@@ -34,6 +39,10 @@ func TestSlidingIndexCutsTheOverlap(t *testing.T) {
 		}
 		if got := r.index[0].prefix(chain(1, 8)); got != c.nextTurnOnA {
 			t.Errorf("sliding view %d/%d: s1's next turn overlaps a by %d, want %d", c.run, c.pool, got, c.nextTurnOnA)
+		}
+		r.Dispatched(0, "s5", chain(3, 4))
+		if got := r.index[0].tree.Tokens(); got != c.kept {
+			t.Errorf("sliding view %d/%d: a holds %d blocks after the fourth prompt, want %d", c.run, c.pool, got, c.kept)
 		}
 		if err := r.index[0].tree.Check(); err != nil {
 			t.Error(err)
