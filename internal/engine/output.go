@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/pdhybrid/pdhybrid/internal/radix"
+
 // A finished turn's output enters the cache, as in SGLang, which caches
 // prompt + output when a request finishes. The trace names blocks by hash
 // ids, and the ids covering a turn's output positions appear only in the
@@ -29,6 +31,12 @@ type outputTail struct {
 	// vLLM's sliding layers (windowshare.go): the tokens the turn's window
 	// had left behind at its end, and of them those counted freed here.
 	slideSkip, slideOwn int64
+	// SGLang's sliding pool (swapool.go): the sequence's tokens before
+	// swaFrom had their sliding slots freed by the turn's decode; the
+	// tail's last swaLive tokens still hold theirs; node is the prompt's
+	// last node, which the tail hangs below.
+	swaFrom, swaLive int64
+	node             radix.Handle
 }
 
 // keepOutput moves a finished Full request's output KV into its session's
@@ -51,11 +59,13 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 	w.tails.Put(t.session, t)
 	w.tailOrder = append(w.tailOrder, t)
 	w.windowKeepTail(r, t)
+	w.swaKeepTail(r, t)
 }
 
 func (w *Worker) dropTail(t *outputTail) {
 	t.live = false
 	w.windowDropTail(t)
+	w.swaDropTail(t)
 	if t.pinned {
 		t.pinned = false
 		w.pinnedTail -= t.tokens
@@ -94,8 +104,10 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	if !w.makeRoomFor(now, int64(end-m.Blocks)*int64(bs), r.Session) {
 		return
 	}
+	from := m.Blocks
 	m.Node, _ = w.insertPrompt(r, m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
 	w.windowNameTail(now, m.Node, t)
+	w.swaNameTail(m.Node, max(from, full), t)
 }
 
 // evictOldestTail frees the least recently finished tail and returns its

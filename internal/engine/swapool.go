@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/pdhybrid/pdhybrid/internal/radix"
+
 // SGLang's second KV pool for sliding-window layers (model.SWAPoolRatio):
 // for the architectures it serves from two pools (GPT-OSS, Llama-4, ...)
 // SGLang keeps the full-attention layers' KV in the pool the scheduler
@@ -93,14 +95,94 @@ func (w *Worker) swaCached() int64 {
 	if !w.swaTree() {
 		return 0
 	}
-	return w.tree.Tokens() - w.tree.GoneTokens()
+	return w.tree.Tokens() - w.tree.GoneTokens() + w.swaTailTok
 }
 
-// swaSettle tombstones the cache's least recently used evictable sliding
-// parts while the holds, the cache and extra more tokens pass the pool.
+// swaSettle takes back the cache's least recently used evictable sliding
+// parts while the holds, the cache and extra more tokens pass the pool:
+// an inner node is tombstoned, an unreferenced leaf evicted whole, its
+// full part too (radix.Tree.DropReleased, SGLang's order), and so is an
+// output tail, a leaf in SGLang's tree, in the same order by its finish.
 func (w *Worker) swaSettle(extra int64) {
-	for w.swaTree() && w.swaUsed+w.swaCached()+extra > w.swaCap && w.tree.DropReleased() > 0 {
+	if !w.swaTree() {
+		return
 	}
+	before := w.tree.Tokens()
+	for w.swaUsed+w.swaCached()+extra > w.swaCap {
+		rt, hasNode := w.tree.OldestReleased()
+		tt, hasTail := w.oldestTail()
+		if hasTail && w.swaTailTok > 0 && (!hasNode || tt < rt) {
+			w.stats.EvictedTokens += w.evictOldestTail()
+			continue
+		}
+		if w.tree.DropReleased() == 0 {
+			break
+		}
+	}
+	w.stats.EvictedTokens += before - w.tree.Tokens()
+}
+
+// An output tail's sliding slots. SGLang inserts a finished request's
+// prompt and output into its SWA radix cache (cache_finished_req) with
+// swa_evicted_seqlen, how far its decode had freed the sliding slots
+// behind its window: that part goes in as a tombstone, the rest, about
+// the last window, as a leaf that holds its sliding slots. The decode
+// frees them every window steps (ScheduleBatch.maybe_evict_swa: when
+// decode_batch_idx % window == 1, _evict_swa(req, seqlen − 1)) up to
+// seqlen − 1 − window, page-aligned down, never below what the tree
+// holds of the request (cache_protected_len: its prompt, inserted after
+// its prefill). Here the tail keeps its output outside the tree until the
+// next turn names it (output.go): it holds the slots of its tokens from
+// there (swaLive, in the sliding pool's count: swaCached), and naming it
+// tombstones the named blocks before it (swaNameTail).
+
+// swaEvictedTo is swa_evicted_seqlen for r as it finishes: the tokens
+// from its sequence's start whose sliding slots are no longer held by it
+// or the tree.
+func (w *Worker) swaEvictedTo(r *Request) int64 {
+	b := int64(max(w.cfg.BlockSize, 1))
+	win := int64(w.tm.SlidingWindow)
+	protected := int64(r.Input) / b * b
+	steps := int64(r.generated) - 1 // decode steps: the first token came from the prefill
+	if steps < 2 {
+		return protected
+	}
+	last := (steps-2)/win*win + 1 // the last step with decode_batch_idx % window == 1
+	return max(protected, (int64(r.Input)+last-win)/b*b)
+}
+
+// swaKeepTail gives tail t, kept as r finishes, its sliding slots and
+// hangs it below r's prompt in the tree.
+func (w *Worker) swaKeepTail(r *Request, t *outputTail) {
+	if !w.swaTree() || !r.locked {
+		return
+	}
+	t.swaFrom = w.swaEvictedTo(r)
+	end := int64(t.input) + t.tokens
+	t.swaLive = min(max(end-max(t.swaFrom, int64(t.input)), 0), t.tokens)
+	w.swaTailTok += t.swaLive
+	t.node = w.tree.HandleOf(r.node)
+	w.tree.TailBelow(t.node, 1)
+}
+
+// swaDropTail takes tail t's slots out of the count as it goes.
+func (w *Worker) swaDropTail(t *outputTail) {
+	w.swaTailTok -= t.swaLive
+	t.swaLive = 0
+	w.tree.TailBelow(t.node, -1)
+	t.node = radix.Handle{}
+}
+
+// swaNameTail tombstones, once tail t is named in the cache below node n,
+// the named blocks from block from on whose sliding slots its turn's
+// decode had freed.
+func (w *Worker) swaNameTail(n int32, from int, t *outputTail) {
+	if !w.swaTree() {
+		return
+	}
+	b := int64(max(w.cfg.BlockSize, 1))
+	w.tree.Bury(n, from, int(t.swaFrom/b))
+	w.swaSettle(0)
 }
 
 // swaTake records r's hold as it is admitted or as its prefill advances
@@ -138,6 +220,15 @@ func (w *Worker) swaRelease(r *Request) {
 // (0, 0 without one).
 func (w *Worker) SWAUsed() int64     { return w.swaUsed }
 func (w *Worker) SWACapacity() int64 { return w.swaCap }
+
+// SWAWindow is the sliding window of a worker with SGLang's sliding pool
+// (a router's view of its cache needs it, kvc.Options), 0 without one.
+func (w *Worker) SWAWindow() int {
+	if !w.swaOn() {
+		return 0
+	}
+	return w.tm.SlidingWindow
+}
 
 // unadmit undoes what admit took before it found no room for r: the
 // cached prefix's lock and the host tier's, and the prefix counts.

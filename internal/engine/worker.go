@@ -169,6 +169,7 @@ type Worker struct {
 	// swaCap and swaUsed are SGLang's sliding-window pool and what
 	// running requests hold of it (swapool.go); 0, 0 without one.
 	swaCap, swaUsed int64
+	swaTailTok      int64 // the output tails' sliding slots (swapool.go)
 
 	waiting  queue // prefill admission queue (Full, PrefillOnly)
 	prealloc queue // decode reservation queue (DecodeOnly)

@@ -14,7 +14,10 @@ import "github.com/pdhybrid/pdhybrid/internal/radix"
 type blockIndex struct {
 	tree     *radix.Tree
 	capacity int64
-	clock    float64 // dispatch counter: the router's only notion of recency
+	// slidePool is the workers' sliding-window pool in blocks, 0 without
+	// one (Options.SlidingPoolBlocks).
+	slidePool int64
+	clock     float64 // dispatch counter: the router's only notion of recency
 	// ver changes with every change of the tree, to a value no index of the
 	// router had before (vers counts them), so a memo of an overlap with
 	// this index (overlaps) knows whether it still holds.
@@ -22,8 +25,12 @@ type blockIndex struct {
 	vers *uint64
 }
 
-func newBlockIndex(capacity int, vers *uint64) *blockIndex {
-	x := &blockIndex{tree: radix.New(1), capacity: int64(capacity), vers: vers}
+func newBlockIndex(o Options, vers *uint64) *blockIndex {
+	x := &blockIndex{tree: radix.New(1), capacity: int64(o.IndexBlocks), vers: vers}
+	if o.SlidingRunBlocks > 0 && o.SlidingPoolBlocks > 0 {
+		x.tree.SetSlidingPool(int64(o.SlidingRunBlocks))
+		x.slidePool = int64(o.SlidingPoolBlocks)
+	}
 	x.changed()
 	return x
 }
@@ -107,7 +114,28 @@ func (x *blockIndex) add(blocks []uint64, shared bool) radix.Handle {
 	if over := x.tree.Tokens() - x.capacity; over > 0 {
 		x.tree.Evict(over)
 	}
+	x.settleSliding()
 	return h
+}
+
+// settleSliding keeps the belief's sliding parts within the workers'
+// sliding pool. A worker with one (SGLang's SWA radix cache) tombstones
+// the sliding part of cached prompts, least recently used first, when its
+// sliding pool is short, and then cuts a hit that ends without a window of
+// sliding KV before it (swa_radix_cache.py); a belief without it would
+// count such a hit whole. The router cannot see the worker's pool, but it
+// knows the window, the pool's size and what it sent, in what order: it
+// runs the worker's rule on its own record (radix's sliding pool: its
+// order by last dispatch, a path's nodes nearer the root first, a leaf
+// forgotten whole), so its overlap is cut where the worker's match
+// would be, as far as its record goes. Running requests' windows are not
+// known here: the belief takes back a little more than the worker.
+func (x *blockIndex) settleSliding() {
+	if x.slidePool == 0 {
+		return
+	}
+	for x.tree.Tokens()-x.tree.GoneTokens() > x.slidePool && x.tree.DropReleased() > 0 {
+	}
 }
 
 // forget drops the path h names, up to blocks other prompts share.

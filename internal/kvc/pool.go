@@ -23,7 +23,7 @@ func (r *Router) Add(name string) int {
 		r.down = append(r.down, false)
 	}
 	if r.index != nil {
-		r.index = append(r.index, newBlockIndex(r.opts.IndexBlocks, &r.indexVers))
+		r.index = append(r.index, newBlockIndex(r.opts, &r.indexVers))
 		if len(r.index) > 64 {
 			r.roots = nil // past the mask's bits: every overlap walks its tree
 		}
@@ -51,7 +51,7 @@ func (r *Router) Excluded(w int) bool { return r.excluded != nil && r.excluded[w
 func (r *Router) Reset(w int) {
 	if r.index != nil {
 		r.unwatchRoots(w)
-		r.index[w] = newBlockIndex(r.opts.IndexBlocks, &r.indexVers)
+		r.index[w] = newBlockIndex(r.opts, &r.indexVers)
 		r.watchRoots(w)
 	}
 	r.pins.DeleteIf(func(p int) bool { return p == w })

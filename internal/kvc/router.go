@@ -45,6 +45,13 @@ type Options struct {
 	// IndexBlocks bounds each worker's believed-cached block set (LRU); set it
 	// to the worker's KV pool in blocks.
 	IndexBlocks int
+	// SlidingRunBlocks and SlidingPoolBlocks give the index the workers'
+	// sliding-window pool, when they keep one (SGLang's SWA radix cache
+	// for GPT-OSS and the like): a hit needs that many blocks before its
+	// end whose sliding part is still cached (ceil(window / block)), and
+	// the sliding pool holds that many blocks of the cache (index.go). 0
+	// keeps no sliding state.
+	SlidingRunBlocks, SlidingPoolBlocks int
 	// NoCache says the workers keep no prefix cache (a naive-PD decode worker
 	// receives the whole prompt every time), so the router never believes
 	// they hold a block and kv-aware falls back to stickiness and load.
@@ -103,7 +110,7 @@ func NewRouter(names []string, policy Policy, opts Options) *Router {
 			r.roots = make(map[uint64]uint64)
 		}
 		for i := range r.index {
-			r.index[i] = newBlockIndex(opts.IndexBlocks, &r.indexVers)
+			r.index[i] = newBlockIndex(opts, &r.indexVers)
 			r.watchRoots(i)
 		}
 	}

@@ -78,7 +78,7 @@ func TestKVAwareScore(t *testing.T) {
 
 func TestIndexBounded(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		x := newBlockIndex(100, new(uint64))
+		x := newBlockIndex(Options{IndexBlocks: 100}, new(uint64))
 		for s := uint64(0); s < 10; s++ {
 			x.add(chain(s, 40), shared)
 			if x.tree.Tokens() > 100 {
@@ -97,7 +97,7 @@ func TestIndexBounded(t *testing.T) {
 // An index that does not share a request's blocks copies them: the caller
 // may reuse its buffer at once.
 func TestIndexCopiesUnsharedBlocks(t *testing.T) {
-	x := newBlockIndex(1000, new(uint64))
+	x := newBlockIndex(Options{IndexBlocks: 1000}, new(uint64))
 	buf := chain(1, 40)
 	x.add(buf, false)
 	want := chain(1, 40)

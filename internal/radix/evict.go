@@ -17,7 +17,9 @@ func (r *Tree) Evict(need int64) int64 {
 		}
 		tok, parent := r.freeNode(e.node)
 		freed += tok
-		if parent != root && r.nodes[parent].ref == 0 {
+		if r.spool {
+			freed += r.dropTombstones(parent)
+		} else if parent != root && r.nodes[parent].ref == 0 {
 			r.pushIfLeaf(parent)
 		}
 	}

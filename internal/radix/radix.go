@@ -70,6 +70,7 @@ type node struct {
 	sat   float64 // when its sliding part was released
 	sfree bool    // sliding part released, still cached
 	sgone bool    // sliding part gone: a tombstone
+	stail int32   // output tails an owner keeps below it (TailBelow)
 }
 
 const root = 0
@@ -263,6 +264,7 @@ func (r *Tree) Unlock(n int32, now float64) {
 			nd.access = now
 			r.pushIfLeaf(n)
 			if r.spool {
+				r.slideTouched(n)
 				r.maybeRelease(n, now)
 			}
 		} else if nd.srel == nd.ref {
@@ -404,7 +406,7 @@ func (r *Tree) split(n int32, k int) int32 {
 	up.access = old.access
 	up.srel, up.sfree, up.sgone, up.sat = old.srel, old.sfree, old.sgone, old.sat
 	if up.sfree {
-		r.slru.push(lruEntry{access: up.sat, seq: r.nextSeq(), node: upper, ver: up.sver})
+		r.pushSlide(upper)
 	}
 	up.children = map[uint64]int32{old.key[k]: n}
 	// Re-hang n below upper.

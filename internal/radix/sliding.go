@@ -141,9 +141,38 @@ func (r *Tree) maybeRelease(n int32, now float64) {
 	if nd.ref == 0 {
 		r.sevictTok += nd.tokens
 	}
-	r.slru.push(lruEntry{access: now, seq: r.nextSeq(), node: n, ver: nd.sver})
+	r.pushSlide(n)
+}
+
+// pushSlide files released node n in the order the pool takes released
+// parts back. vLLM's: when it was released (its free queue hands out
+// blocks oldest freed first). SGLang's (SetSlidingPool): its SWA LRU list
+// (swa_radix_cache.py, LRUList), by last use — a match or an insert moves
+// the path to the front, the nodes nearer the root behind the deeper ones
+// (reset_node_and_parents_mru, _insert_helper: "swa will tombstone the
+// node closer to root first") — which is the node's access time here,
+// ties broken by depth: at one instant a path's nodes nearer the root go
+// first. Its depth in blocks fills the sequence's high bits.
+func (r *Tree) pushSlide(n int32) {
+	nd := &r.nodes[n]
+	e := lruEntry{access: nd.sat, seq: r.nextSeq(), node: n, ver: nd.sver}
+	if r.spool {
+		e.access = nd.access
+		e.seq |= uint64(r.PathDepth(n)) << 40
+	}
+	r.slru.push(e)
 	if len(r.slru) > 1024 && len(r.slru) > 4*(len(r.nodes)-len(r.free)) {
 		r.compactSlide()
+	}
+}
+
+// slideTouched re-files a released node whose last use moved (an Unlock
+// that left it unreferenced), in SGLang's order only: a request's end
+// inserts its path again, which moves it to the front of the SWA LRU.
+func (r *Tree) slideTouched(n int32) {
+	if nd := &r.nodes[n]; r.spool && nd.sfree {
+		nd.sver++
+		r.pushSlide(n)
 	}
 }
 
@@ -193,16 +222,24 @@ func (r *Tree) OldestReleased() (t float64, ok bool) {
 	return 0, false
 }
 
-// DropReleased tombstones the node whose sliding part was released
-// longest ago (the pool reused it, oldest freed first, as vLLM's free
-// queue hands out blocks) and returns its tokens; 0 when none is
-// released.
+// DropReleased takes back the sliding part of the released node first in
+// the pool's order (pushSlide) and returns its tokens; 0 when none is
+// released. Under vLLM the node is tombstoned (its blocks reused, oldest
+// freed first). Under SGLang (SetSlidingPool) it is tombstoned if it has
+// children or a holder; an unreferenced leaf goes whole, its full layers'
+// KV too, and so do the tombstoned ancestors that leaves (SGLang's
+// evict() with a sliding need: a leaf in the SWA LRU is freed with its
+// full part and _iteratively_delete_tombstone_leaf follows it up, so no
+// leaf is a tombstone).
 func (r *Tree) DropReleased() int64 {
 	if _, ok := r.OldestReleased(); !ok {
 		return 0
 	}
 	n := r.slru.pop().node
 	nd := &r.nodes[n]
+	if r.spool && nd.ref == 0 && len(nd.children) == 0 && nd.stail == 0 {
+		return r.dropLeaf(n)
+	}
 	nd.sfree, nd.sgone = false, true
 	nd.sver++
 	r.sfreeTok -= nd.tokens
@@ -210,6 +247,35 @@ func (r *Tree) DropReleased() int64 {
 	r.ver++
 	r.touchSubtree(n)
 	return nd.tokens
+}
+
+// dropLeaf frees the unreferenced released leaf n whole and then its
+// ancestors that are unreferenced tombstones left without children; it
+// returns n's tokens, the sliding part freed.
+func (r *Tree) dropLeaf(n int32) int64 {
+	tok, p := r.freeNode(n)
+	r.dropTombstones(p)
+	return tok
+}
+
+// dropTombstones frees node p and its ancestors while each is an
+// unreferenced tombstone left without children (SGLang keeps no leaf a
+// tombstone: _iteratively_delete_tombstone_leaf, after a leaf's eviction
+// by either pool) and files the first node kept as a leaf if it is one.
+// It returns the tokens freed.
+func (r *Tree) dropTombstones(p int32) int64 {
+	var freed int64
+	for p != root {
+		pn := &r.nodes[p]
+		if !pn.sgone || pn.ref != 0 || len(pn.children) != 0 || pn.stail != 0 {
+			break
+		}
+		var tok int64
+		tok, p = r.freeNode(p)
+		freed += tok
+	}
+	r.pushIfLeaf(p) // only an unreferenced leaf, not the root
+	return freed
 }
 
 func (r *Tree) slideLive(e lruEntry) bool {
@@ -362,4 +428,69 @@ func (r *Tree) LockUncut(blocks []uint64, lastTokens int64, now float64) Match {
 	m := r.Match(blocks, lastTokens)
 	r.nocut = false
 	return r.LockMatched(blocks, m, now)
+}
+
+// TailBelow records that an owner keeps d more (or, negative, fewer) output
+// tails below the node h names, outside the tree (the engine's session
+// tails, output.go): in SGLang a finished request's output is inserted
+// below its prompt, so the prompt's last node is an inner node there, and
+// the sliding pool tombstones it rather than evicting it whole. A stale
+// handle changes nothing.
+func (r *Tree) TailBelow(h Handle, d int32) {
+	if h.node <= root || int(h.node) >= len(r.nodes) {
+		return
+	}
+	if n := &r.nodes[h.node]; n.live && n.gen == h.gen {
+		n.stail += d
+	}
+}
+
+// Bury tombstones blocks [from, to) of the path from the root to node n,
+// splitting the nodes the bounds fall inside: KV whose sliding part its
+// request freed before the tree got it (SGLang's insert with
+// swa_evicted_seqlen makes that part of a finished request a tombstone
+// node, swa_radix_cache.py _insert_helper).
+func (r *Tree) Bury(n int32, from, to int) {
+	if r.srun == 0 || n <= root {
+		return
+	}
+	x, end := n, r.PathDepth(n)
+	to = min(to, end)
+	if from >= to {
+		return
+	}
+	for x > root && end-len(r.nodes[x].key) >= to {
+		end -= len(r.nodes[x].key)
+		x = r.nodes[x].parent
+	}
+	if x > root && end > to {
+		x = r.split(x, to-(end-len(r.nodes[x].key)))
+		end = to
+	}
+	for x > root && end > from {
+		start := end - len(r.nodes[x].key)
+		if start < from {
+			r.split(x, from-start) // x keeps [from, end)
+		}
+		r.bury(x)
+		end = start
+		x = r.nodes[x].parent
+	}
+}
+
+// bury makes node n a tombstone.
+func (r *Tree) bury(n int32) {
+	r.unrelease(n)
+	nd := &r.nodes[n]
+	if nd.sgone {
+		return
+	}
+	nd.sgone = true
+	nd.sver++
+	r.sgoneTok += nd.tokens
+	if nd.ref == 0 {
+		r.sevictTok += nd.tokens
+	}
+	r.ver++
+	r.touchSubtree(n)
 }

@@ -376,9 +376,12 @@ func TestSlidingJournalNamesEveryMovedMatch(t *testing.T) {
 // TestSlidingPoolReleasesWhatNoLockHolds is SGLang's kind of sliding
 // state: a node's sliding part is evictable (released) once no holder
 // needs it, unreferenced nodes included, a lock takes it back, and the
-// pool tombstones the least recently released first. 16-token blocks:
-// a (blocks 1–4) cached at t = 1, b (blocks 11–12) at t = 2; a locked
-// again at t = 3 and passed 2 blocks deep at t = 4.
+// pool takes back the least recently used first. 16-token blocks: a
+// (blocks 1–4) cached at t = 1, b (blocks 11–12) at t = 2; a locked again
+// at t = 3 (its last use now) and passed 2 blocks deep at t = 4. b, used
+// at t = 2, goes first, and whole: an unreferenced leaf (its full part
+// too, 32 tokens); then a's first 2 blocks, an inner node, are
+// tombstoned (32 gone).
 func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
 	r := New(16)
 	r.SetSlidingPool(32)
@@ -408,8 +411,65 @@ func TestSlidingPoolReleasesWhatNoLockHolds(t *testing.T) {
 	}
 	r.Unpass(passed)
 	r.Unlock(m.Node, 5)
-	if r.ReleasedTokens() != 32 || r.GoneTokens() != 64 {
-		t.Fatalf("a unlocked: %d released, %d gone; want 32, 64", r.ReleasedTokens(), r.GoneTokens())
+	if r.ReleasedTokens() != 32 || r.GoneTokens() != 32 || r.Tokens() != 64 {
+		t.Fatalf("a unlocked: %d released, %d gone, %d cached; want 32, 32, 64 (b evicted whole)",
+			r.ReleasedTokens(), r.GoneTokens(), r.Tokens())
+	}
+	checkRadix(t, r)
+}
+
+// TestSlidingPoolTakesBackByLastUse is SGLang's SWA LRU order, not the
+// release order: a (blocks 1–4) is locked and inserted at t = 1 and held;
+// b (blocks 11–12) is cached at t = 3, released then; a's holder passes
+// a's first 2 blocks at t = 5, released then but last used at t = 1. The
+// pool takes a's 2 blocks first (used at 1 < 3): an inner node, so a
+// tombstone (32 gone, 96 still cached, b still matched whole); then b, an
+// unreferenced leaf, whole (64 cached); then nothing (a's last 2 blocks
+// are held). The least recently released (b) first would have
+// tombstoned b.
+func TestSlidingPoolTakesBackByLastUse(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	a, b := seq(1, 4), seq(11, 2)
+	ma := r.Lock(a, 16, 1)
+	na, _ := r.Insert(ma.Node, a, ma.Blocks, 16, 1)
+	put(r, b, 16, 3)
+	passed := r.Pass(na, root, 2, 5)
+	if got := r.DropReleased(); got != 32 || r.GoneTokens() != 32 || r.Tokens() != 96 {
+		t.Fatalf("first drop took %d: %d gone, %d cached; want 32, 32, 96", got, r.GoneTokens(), r.Tokens())
+	}
+	if m := r.Match(b, 16); m.Tokens != 32 {
+		t.Fatalf("b matches %d tokens after the first drop, want 32 (a's blocks went first)", m.Tokens)
+	}
+	if got := r.DropReleased(); got != 32 || r.Tokens() != 64 || r.GoneTokens() != 32 {
+		t.Fatalf("second drop took %d: %d cached, %d gone; want 32, 64, 32 (b evicted whole)", got, r.Tokens(), r.GoneTokens())
+	}
+	if got := r.DropReleased(); got != 0 {
+		t.Fatalf("third drop took %d, want 0", got)
+	}
+	r.Unpass(passed)
+	r.Unlock(na, 6)
+	checkRadix(t, r)
+}
+
+// TestSlidingPoolTombstonesNearerTheRootFirst: at one instant SGLang's SWA
+// LRU has a path's nodes nearer the root behind the deeper ones, so they
+// are tombstoned first, and a leaf freed whole takes the tombstoned
+// ancestors it leaves childless with it. e (blocks 31–32) cached, then e2
+// (blocks 31–34) at t = 9: both nodes last used at 9. The first drop
+// tombstones e's node (32 gone, 64 cached), not the leaf; the second
+// frees the leaf (blocks 33–34) whole and then e's tombstone, childless
+// and unreferenced: nothing cached, nothing gone.
+func TestSlidingPoolTombstonesNearerTheRootFirst(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	put(r, seq(31, 2), 16, 8)
+	put(r, seq(31, 4), 16, 9)
+	if got := r.DropReleased(); got != 32 || r.GoneTokens() != 32 || r.Tokens() != 64 {
+		t.Fatalf("first drop took %d: %d gone, %d cached; want 32, 32, 64", got, r.GoneTokens(), r.Tokens())
+	}
+	if got := r.DropReleased(); got != 32 || r.GoneTokens() != 0 || r.Tokens() != 0 {
+		t.Fatalf("second drop took %d: %d gone, %d cached; want 32, 0, 0", got, r.GoneTokens(), r.Tokens())
 	}
 	checkRadix(t, r)
 }
@@ -472,4 +532,108 @@ func TestSlidingIsOptIn(t *testing.T) {
 	if !r.Sliding() {
 		t.Error("SetSliding(0) left the tree without sliding state")
 	}
+}
+
+// TestSlidingPoolEvictionTakesTombstonedParents: when the full pool
+// evicts a leaf, SGLang also frees the tombstoned ancestors it leaves
+// childless (_iteratively_delete_tombstone_leaf): no leaf is a tombstone.
+// a (blocks 1–4) then a2 (1–6) cached at t = 1: the first drop tombstones
+// a's node (nearer the root), 64 gone. Evicting the least recently used
+// leaf (blocks 5–6, 32 tokens) then frees a's tombstone too: 96 freed,
+// nothing cached, nothing gone.
+func TestSlidingPoolEvictionTakesTombstonedParents(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	put(r, seq(1, 4), 16, 1)
+	put(r, seq(1, 6), 16, 1)
+	if got := r.DropReleased(); got != 64 || r.GoneTokens() != 64 {
+		t.Fatalf("drop took %d, %d gone; want 64, 64", got, r.GoneTokens())
+	}
+	if got := r.Evict(1); got != 96 || r.Tokens() != 0 || r.GoneTokens() != 0 {
+		t.Fatalf("evict freed %d: %d cached, %d gone; want 96, 0, 0", got, r.Tokens(), r.GoneTokens())
+	}
+	checkRadix(t, r)
+}
+
+// TestBuryTombstonesASpan: Bury makes blocks [from, to) of a path a
+// tombstone, splitting at both bounds. An 8-block path (16-token blocks,
+// a run of 32 tokens): burying blocks 2–4 leaves 0–1 and 5–7 held, 48
+// tokens gone; the whole path still matches (48 tokens after the
+// tombstone), a prompt ending in it matches its first 2 blocks (32). A
+// second Bury of the same span changes nothing, an empty span nothing,
+// and a span past the path's end stops at it: blocks 6–7, 32 more.
+func TestBuryTombstonesASpan(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	p := seq(1, 8)
+	m := r.Lock(p, 16, 1)
+	n, _ := r.Insert(m.Node, p, 0, 16, 1)
+	v := r.Version()
+	r.Bury(n, 2, 5)
+	if r.GoneTokens() != 48 || r.Version() <= v {
+		t.Fatalf("%d gone (want 48), version %d (was %d, want later)", r.GoneTokens(), r.Version(), v)
+	}
+	r.Bury(n, 2, 5)
+	r.Bury(n, 4, 4)
+	if r.GoneTokens() != 48 {
+		t.Fatalf("a second or empty Bury: %d gone, want 48", r.GoneTokens())
+	}
+	// A span ending on a node boundary splits nothing there, and one
+	// inside a node that does not start at the root splits it where the
+	// span is: blocks 0–1 (32 more), then blocks 6 only (16 more).
+	r.Bury(n, 0, 2)
+	if r.GoneTokens() != 80 {
+		t.Fatalf("blocks 0–1 buried: %d gone, want 80", r.GoneTokens())
+	}
+	r.Bury(n, 6, 7)
+	if r.GoneTokens() != 96 {
+		t.Fatalf("block 6 buried: %d gone, want 96", r.GoneTokens())
+	}
+	checkRadix(t, r)
+	r.Unlock(n, 2)
+	if got := r.Match(seq(1, 6), 16).Tokens; got != 0 {
+		t.Fatalf("a prompt of blocks 0–5 matches %d, want 0 (every block before its end is gone but 5)", got)
+	}
+	r = New(16)
+	r.SetSlidingPool(32)
+	m = r.Lock(p, 16, 1)
+	n, _ = r.Insert(m.Node, p, 0, 16, 1)
+	r.Bury(n, 2, 5)
+	r.Unlock(n, 2)
+	if got := r.Match(p, 16).Tokens; got != 128 {
+		t.Fatalf("the whole path matches %d, want 128", got)
+	}
+	if got := r.Match(append(seq(1, 5), 99), 16).Tokens; got != 32 {
+		t.Fatalf("a prompt ending in the tombstone matches %d, want 32", got)
+	}
+	checkRadix(t, r)
+	m = r.Lock(p, 16, 3)
+	r.Bury(m.Node, 6, 100)
+	if r.GoneTokens() != 80 {
+		t.Fatalf("%d gone, want 48 + 32 = 80", r.GoneTokens())
+	}
+	r.Unlock(m.Node, 4)
+	checkRadix(t, r)
+}
+
+// TestTailBelowKeepsALeafInner: a node an owner keeps a tail below is
+// tombstoned by the sliding pool, not freed whole (64 gone, 64 cached);
+// once the tail goes, evicting it frees it; a stale handle changes
+// nothing.
+func TestTailBelowKeepsALeafInner(t *testing.T) {
+	r := New(16)
+	r.SetSlidingPool(32)
+	n := put(r, seq(1, 4), 16, 1)
+	h := r.HandleOf(n)
+	r.TailBelow(h, 1)
+	if got := r.DropReleased(); got != 64 || r.GoneTokens() != 64 || r.Tokens() != 64 {
+		t.Fatalf("drop took %d: %d gone, %d cached; want 64, 64, 64", got, r.GoneTokens(), r.Tokens())
+	}
+	r.TailBelow(h, -1)
+	if got := r.Evict(1); got != 64 || r.Tokens() != 0 {
+		t.Fatalf("evict freed %d, %d cached; want 64, 0", got, r.Tokens())
+	}
+	r.TailBelow(h, 1)
+	r.TailBelow(Handle{}, 1)
+	checkRadix(t, r)
 }

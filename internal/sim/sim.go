@@ -291,6 +291,7 @@ func (s *Sim) build() error {
 		}
 		pOpts = opts
 		pOpts.IndexBlocks = int(s.workers[s.prefills[0]].Capacity()) / bs
+		slidingView(&pOpts, s.workers[s.prefills[0]], bs)
 		// SGLang's PD decode keeps no prefix cache: it receives the whole
 		// prompt's KV every time. KVC's decoders keep sessions.
 		var sc engine.SessionConfig
@@ -307,6 +308,7 @@ func (s *Sim) build() error {
 		}
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
+		slidingView(&dOpts, s.workers[s.decodes[0]], bs)
 		dOpts.NoCache = c.Mechanism == PDDisaggregation // they keep nothing between requests
 	case PDColo:
 		for i := 0; i < c.Colo; i++ {
@@ -319,6 +321,7 @@ func (s *Sim) build() error {
 		}
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
+		slidingView(&dOpts, s.workers[s.colos[0]], bs)
 	}
 	dc := c.dispatchConfig()
 	dc.BlockSize = bs
@@ -546,4 +549,14 @@ func (s *Sim) result() *Result {
 		res.Workers[w.Name()] = ws
 	}
 	return res
+}
+
+// slidingView gives a router's index the sliding-window pool of workers
+// like w (SGLang's, for models it serves from two pools), in blocks of bs
+// tokens: the index then cuts an overlap as the workers' match would.
+func slidingView(o *kvc.Options, w *engine.Worker, bs int) {
+	if win := w.SWAWindow(); win > 0 {
+		o.SlidingRunBlocks = (win + bs - 1) / bs
+		o.SlidingPoolBlocks = int(w.SWACapacity()) / bs
+	}
 }

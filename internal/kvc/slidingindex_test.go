@@ -1,0 +1,51 @@
+package kvc
+
+import "testing"
+
+// TestSlidingIndexCutsTheOverlap: the router's belief of a worker with a
+// sliding-window pool (SGLang's SWA radix cache) cuts an overlap as the
+// worker's match would, and the cut changes the pick. Blocks as tokens,
+// a window of 2 blocks, a sliding pool of 6. Worker a is sent s1's chain
+// 1–4 (dispatch 1), then its next turn 1–6 (dispatch 2: 1–4 and 5–6 both
+// last used then), then s2's 2-chain of 4 (dispatch 3): 10 blocks of
+// sliding KV for 6, so the pool takes back its least recently used, 1–4
+// (before 5–6, nearer the root at the same dispatch), which has a child:
+// a tombstone (6 held). Worker b is sent chain 1's first 3 blocks. A new
+// session's prompt 1–4 then 9-chain: a's plain match is 4 blocks, but the
+// 4 end on the tombstone, no window of sliding KV before the end, so a's
+// overlap is 0 (SGLang's _match_prefix_helper), and b's 3 win; without
+// the sliding view a's 4 would. s1's next turn, 1–8, still overlaps a by
+// 6: blocks 5–6 after the tombstone are a window. Then a 3-chain of 4
+// (dispatch 4) makes 12 for 6: the least recently used, 5–6, a leaf, is
+// forgotten whole and with it the tombstone 1–4 it leaves childless (8);
+// then the 2-chain (4): 4 blocks kept, two takes. A view needs both
+// figures: a run of 0 keeps none.
+func TestSlidingIndexCutsTheOverlap(t *testing.T) {
+	prompt := append(chain(1, 4), chain(9, 2)...)
+	for _, c := range []struct {
+		run, pool    int
+		worker, over int
+		nextTurnOnA  int
+		kept         int64
+	}{{2, 6, 1, 3, 6, 4}, {0, 0, 0, 4, 6, 14}, {0, 6, 0, 4, 6, 14}} {
+		r := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{Alpha: 1, IndexBlocks: 1000,
+			SlidingRunBlocks: c.run, SlidingPoolBlocks: c.pool})
+		r.Dispatched(0, "s1", chain(1, 4))
+		r.Dispatched(0, "s1", chain(1, 6))
+		r.Dispatched(0, "s2", chain(2, 4))
+		r.Dispatched(1, "s3", chain(1, 3))
+		if d := r.Pick("s4", prompt); d.Worker != c.worker || d.Overlap != c.over {
+			t.Errorf("sliding view %d/%d: pick %+v, want worker %d with overlap %d", c.run, c.pool, d, c.worker, c.over)
+		}
+		if got := r.index[0].prefix(chain(1, 8)); got != c.nextTurnOnA {
+			t.Errorf("sliding view %d/%d: s1's next turn overlaps a by %d, want %d", c.run, c.pool, got, c.nextTurnOnA)
+		}
+		r.Dispatched(0, "s5", chain(3, 4))
+		if got := r.index[0].tree.Tokens(); got != c.kept {
+			t.Errorf("sliding view %d/%d: a holds %d blocks after the fourth prompt, want %d", c.run, c.pool, got, c.kept)
+		}
+		if err := r.index[0].tree.Check(); err != nil {
+			t.Error(err)
+		}
+	}
+}
