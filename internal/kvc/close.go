@@ -45,7 +45,7 @@ func (x *Dispatcher) CloseSessionKey(session SessionKey) {
 // reap drops a closed session's record if nothing but the session reads
 // it any more, and reports whether it did.
 func (x *Dispatcher) reap(s *sessState) bool {
-	if !s.closed || s.pin >= 0 || s.backup >= 0 || s.inflight != 0 || s.onHost || s.onStore {
+	if !s.closed || s.pin >= 0 || s.backup >= 0 || s.inflight != 0 || s.onHost || s.onStore || s.pinHeld() {
 		return false
 	}
 	for _, h := range s.handles {

@@ -101,6 +101,9 @@ type sessState struct {
 	// closed: the session sends nothing more (CloseSession, close.go).
 	closed bool
 	key    SessionKey // how it is filed in Dispatcher.sessions
+	// holds is the pin book's entry of it per decoder (pinbook.go), nil
+	// where it never kept KV.
+	holds []*pinHold
 }
 
 // Dispatcher holds the control plane's state for one deployment.
@@ -118,6 +121,7 @@ type Dispatcher struct {
 	backups  map[int][]SessionKey // per prefill worker: the sessions it keeps a backup of
 	load     v3Load
 	v4       v4State // decode isolation (v4.go)
+	pins     pinBook // what each decoder holds pinned, per session (pinbook.go)
 	noPaths  bool    // SetQuiet: nobody reads a request's path, so none is written
 	// The lifecycle's books (lifecycle.go): dispatches not yet Finished,
 	// and the violations seen.
@@ -189,6 +193,8 @@ type Dispatch struct {
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
 	host                       int      // tier costing: prompt tokens its prefill on the decoder loads back from host
 	prefetch                   int      // tier costing: prompt tokens its prefill on the decoder prefetches from storage
+	pinFoot                    int      // the pin book: its KV counted on its decoder while it runs
+	pinH                       *pinHold // the pin book: its session's hold on its decoder, busy with it
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.

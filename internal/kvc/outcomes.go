@@ -24,6 +24,7 @@ func (t *Dispatch) Accepted() {
 	x := t.x
 	t.accepted, t.stage = true, stAccepted
 	t.v3Accepted()
+	t.pinAccepted()
 	if x.cfg.Mechanism.IsPeer() {
 		x.bindSession(t)
 		x.dActive[t.chosenD] += t.dBlk
@@ -138,11 +139,13 @@ func (t *Dispatch) Finished(ok bool) {
 		t.x.traced("Finished %s", verdict(ok, "ok", "failed"))
 	}
 	x := t.x
+	began := t.stage == stDecoding
 	t.stage = stEnded
 	x.open--
 	t.v3Answered()
 	t.v3FinishedWholeP()
 	t.prefillDone()
+	t.pinFinished(ok, began)
 	t.freeProbe()
 	if t.firstSeen && !ok {
 		// The session's first accepted request failed: nothing of it was
@@ -226,6 +229,7 @@ func (x *Dispatcher) SessionEvictedKey(d int, session SessionKey) {
 	if x.trace != nil { // the arguments are boxed before traced looks
 		x.traced("SessionEvicted d%d %s", d, session.ID)
 	}
+	x.pinFreed(d, x.sess(session)) // the pin book follows every report, whatever the belief
 	if x.cfg.Belief != BeliefTrack {
 		return
 	}

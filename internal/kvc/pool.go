@@ -92,6 +92,7 @@ func (x *Dispatcher) ForgetDecoder(d int) {
 		if d < len(s.handles) {
 			s.handles[d] = radix.Handle{}
 		}
+		x.pinForget(s, d)
 	})
 	x.d.Reset(d)
 }

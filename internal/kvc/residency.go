@@ -53,6 +53,7 @@ func (x *Dispatcher) ForgetSessionKey(session SessionKey) {
 	}
 	x.unpin(session)
 	x.setOnP(s, 0) // no longer hosted whole on a prefill worker (v3)
+	x.pinForget(s, -1)
 	x.sessions.Delete(session)
 	x.d.ForgetKey(session)
 	if x.p != nil {

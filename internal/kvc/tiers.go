@@ -37,6 +37,7 @@ func (x *Dispatcher) SessionDemoted(d int, session string) {
 // SessionDemotedKey is SessionDemoted of a session the caller numbers.
 func (x *Dispatcher) SessionDemotedKey(d int, session SessionKey) {
 	s := x.sess(session)
+	x.pinFreed(d, s) // HBM freed it, whatever holds it below (pinbook.go)
 	if s == nil || x.cfg.Belief != BeliefTrack {
 		return
 	}
@@ -68,6 +69,7 @@ func (x *Dispatcher) SessionStored(d int, session string) {
 // SessionStoredKey is SessionStored of a session the caller numbers.
 func (x *Dispatcher) SessionStoredKey(d int, session SessionKey) {
 	s := x.sess(session)
+	x.pinFreed(d, s) // HBM freed it, whatever holds it below (pinbook.go)
 	if s == nil || x.cfg.Belief != BeliefTrack {
 		return
 	}

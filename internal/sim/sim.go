@@ -519,7 +519,15 @@ func (s *Sim) drain() {
 	}
 	clear(s.pending)
 	s.pending = s.pending[:0]
+	if afterDrain != nil {
+		afterDrain(s)
+	}
 }
+
+// afterDrain, when set (tests), sees the run after every drain: every
+// outcome of the instant handled, the workers and the control plane at
+// rest.
+var afterDrain func(*Sim)
 
 func (s *Sim) result() *Result {
 	res := &Result{Workers: map[string]WorkerStats{}, Replay: s.replay.stats}

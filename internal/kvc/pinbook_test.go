@@ -1,0 +1,166 @@
+package kvc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestPinBookNeverNegative plays random outcomes at KVC dispatchers — seeds,
+// direct appends, plain PD, refusals, failures before and after the
+// prefill, evictions, demotions, storage reports, closes, forgets, a
+// decoder removed, both beliefs — and holds the pin book to its invariants
+// after every call (no count or sum below zero, each idle list what its
+// holds add up to); once every request has ended and every decoder has
+// reported evicting every session, the book is empty.
+func TestPinBookNeverNegative(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 25))
+		cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1},
+			TauReject: 2, TauAppend: 8192, MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16}
+		if seed%3 == 0 {
+			cfg.Belief = BeliefNeverShrink
+		}
+		if seed%2 == 0 {
+			cfg.V3 = V3Config{DBudgetTokens: 4000, ColdRoute: true, LocalFallback: true, TypedRejects: true, WholeOnP: true, ColdOnP: true}
+		}
+		x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1", "d2"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+		const sessions = 10
+		key := func(s int) SessionKey { return SessionKey{ID: fmt.Sprint("s", s), Num: int64(s + 1)} }
+		turn := make([]int, sessions)
+		chains := make([][]uint64, sessions)
+		var open []*Dispatch
+		for i := 0; i < 500; i++ {
+			s := rng.IntN(sessions)
+			k := key(s)
+			switch op := rng.IntN(16); {
+			case op < 7:
+				turn[s]++
+				for n := rng.IntN(8) + 1; n > 0; n-- {
+					chains[s] = append(chains[s], uint64(s)<<32|uint64(len(chains[s])+1))
+				}
+				r := Request{Session: k.ID, SessionNum: k.Num, Turn: turn[s], Blocks: append([]uint64(nil), chains[s]...),
+					Input: len(chains[s]) * 16, Output: rng.IntN(3)}
+				d := x.Begin(float64(i), r)
+				for n := 0; d.Action().Kind == ActAdmit && n < 10; n++ {
+					if rng.IntN(4) == 0 {
+						d.Reply(AdmitReply{Reason: "no-space"})
+					} else {
+						d.Reply(AdmitReply{CanAdmit: true, Direct: rng.IntN(2) == 0, Reason: "session-not-resident", CachedTokens: rng.IntN(r.Input)})
+					}
+				}
+				if !d.Action().Kind.starts() {
+					d.Finished(false)
+				} else if rng.IntN(6) == 0 {
+					d.Refused("worker-refused")
+					d.Finished(false)
+				} else {
+					d.Accepted()
+					open = append(open, d)
+				}
+			case op < 8 && len(open) > 0:
+				if d := open[rng.IntN(len(open))]; d.Stage() == "accepted" {
+					d.PrefillDone()
+				}
+			case op < 11 && len(open) > 0:
+				j := rng.IntN(len(open))
+				open[j].Finished(rng.IntN(4) != 0)
+				open = append(open[:j], open[j+1:]...)
+			case op < 12:
+				x.SessionEvictedKey(rng.IntN(3), k)
+			case op < 13:
+				x.SessionDemotedKey(rng.IntN(3), k)
+			case op < 14:
+				x.SessionStoredKey(rng.IntN(3), k)
+			case op < 15:
+				x.CloseSessionKey(k)
+			default:
+				if rng.IntN(8) == 0 {
+					x.ForgetDecoder(rng.IntN(3))
+				} else {
+					x.ForgetSessionKey(k)
+				}
+			}
+			if !x.PinBookOK() {
+				t.Fatalf("seed %d, call %d: the pin book breaks its invariants", seed, i)
+			}
+		}
+		for _, d := range open {
+			d.Finished(true)
+		}
+		for d := 0; d < 3; d++ {
+			for s := 0; s < sessions; s++ {
+				x.SessionEvictedKey(d, key(s))
+			}
+		}
+		for d := 0; d < 3; d++ {
+			if n, tok := x.PinnedIdle(d); n != 0 || tok != 0 || x.pins.busyTok[d] != 0 || x.pins.pinned[d] != 0 {
+				t.Fatalf("seed %d: d%d still booked: %d idle sessions, %d tokens, busy %d, pinned %d", seed, d, n, tok, x.pins.busyTok[d], x.pins.pinned[d])
+			}
+		}
+	}
+}
+
+// TestPinBookByHand follows one decoder's book through a few outcomes, each
+// figure by hand: a pool of 64 blocks of 16 tokens = 1,024 tokens.
+func TestPinBookByHand(t *testing.T) {
+	cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
+		MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16}
+	x := NewDispatcher(cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+	start := func(id string, input, output int) *Dispatch {
+		d := x.Begin(0, Request{Session: id, Turn: 1, Input: input, Output: output, Blocks: []uint64{uint64(len(id))<<32 | uint64(input)}})
+		d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+		d.Accepted()
+		return d
+	}
+	a := start("a", 300, 20)
+	if n, tok := x.PinnedIdle(0); n != 0 || tok != 0 || x.pins.busyTok[0] != 320 {
+		t.Fatalf("a running: idle %d sessions %d tokens, busy %d; want 0, 0, 320", n, tok, x.pins.busyTok[0])
+	}
+	a.Finished(true)
+	b := start("bb", 400, 0) // a decoder generates at least one token: 401
+	b.Finished(true)
+	if n, tok := x.PinnedIdle(0); n != 2 || tok != 721 || x.pins.busyTok[0] != 0 {
+		t.Fatalf("a and bb idle: %d sessions %d tokens, busy %d; want 2, 721, 0", n, tok, x.pins.busyTok[0])
+	}
+	// Room left: 1,024 − 721 = 303. 200 more fit; 400 push out a (the
+	// least recently used), 320 tokens; 800 push out both.
+	for _, c := range []struct{ need, tok, n int }{{200, 0, 0}, {400, 320, 1}, {800, 721, 2}, {2000, 721, 2}} {
+		if tok, n := x.pushedOut(0, c.need, nil); tok != c.tok || n != c.n {
+			t.Errorf("need %d: pushes out %d tokens in %d sessions, want %d in %d", c.need, tok, n, c.tok, c.n)
+		}
+	}
+	// a's own next turn does not push a out: bb goes.
+	if tok, n := x.pushedOut(0, 400, x.sess(SessionKey{ID: "a"})); tok != 401 || n != 1 {
+		t.Errorf("a's turn needing 400: pushes out %d tokens in %d sessions, want bb's 401 in 1", tok, n)
+	}
+	// a's next turn runs: a leaves the idle list while it does.
+	a2 := x.Begin(1, Request{Session: "a", Turn: 2, Input: 350, Output: 10, Blocks: []uint64{1<<32 | 300, 9}})
+	a2.Reply(AdmitReply{CanAdmit: true, Direct: true, CachedTokens: 320})
+	a2.Accepted()
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 401 || x.pins.busyTok[0] != 360 {
+		t.Fatalf("a2 running: idle %d sessions %d tokens, busy %d; want 1, 401, 360", n, tok, x.pins.busyTok[0])
+	}
+	x.SessionEvicted(0, "bb")
+	a2.Finished(true)
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 360 {
+		t.Fatalf("bb evicted, a2 ended: %d sessions %d tokens; want 1, 360", n, tok)
+	}
+	// A failure after the prefill began loses the session's pin (the
+	// decoder unpinned it on admission); before, the pin stays.
+	a3 := x.Begin(2, Request{Session: "a", Turn: 3, Input: 380, Output: 10, Blocks: []uint64{1<<32 | 300, 9, 10}})
+	a3.Reply(AdmitReply{CanAdmit: true, Direct: true, CachedTokens: 360})
+	a3.Accepted()
+	a3.Finished(false)
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 360 {
+		t.Fatalf("a3 failed waiting: %d sessions %d tokens; want a still pinned, 1, 360", n, tok)
+	}
+	a4 := x.Begin(3, Request{Session: "a", Turn: 3, Input: 380, Output: 10, Blocks: []uint64{1<<32 | 300, 9, 10}})
+	a4.Reply(AdmitReply{CanAdmit: true, Direct: true, CachedTokens: 360})
+	a4.Accepted()
+	a4.PrefillDone()
+	a4.Finished(false)
+	if n, tok := x.PinnedIdle(0); n != 0 || tok != 0 || x.pins.pinned[0] != 0 {
+		t.Fatalf("a4 failed decoding: %d sessions %d tokens, %d pinned; want none", n, tok, x.pins.pinned[0])
+	}
+}
