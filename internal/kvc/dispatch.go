@@ -72,6 +72,11 @@ type AdmitReply struct {
 	Tier          string
 	HostTokens    int
 	StorageTokens int
+	// StorageQueueS is how long the shared storage pool's aggregate link is
+	// booked past the answer by prefetches before this one (0 for a pool
+	// of the decoder's own or of unlimited bandwidth): tier costing adds it
+	// to the prefetch (TierCost.PrefetchDoneS).
+	StorageQueueS float64
 }
 
 type sessState struct {
@@ -189,6 +194,7 @@ type Dispatch struct {
 	dOv, pOv                   overlaps // the prompt's overlaps with the decoders' and prefill workers' indexes
 	host                       int      // tier costing: prompt tokens its prefill on the decoder loads back from host
 	prefetch                   int      // tier costing: prompt tokens its prefill on the decoder prefetches from storage
+	stQueueS, stAheadS         float64  // tier costing: the shared pool's queue and d's queue when the prefetch was priced (tiered)
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
