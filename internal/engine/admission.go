@@ -62,6 +62,10 @@ type AdmitReply struct {
 	Tier          string
 	HostTokens    int
 	StorageTokens int
+	// StorageQueueS is how long a shared storage pool's aggregate link is
+	// booked past now by the prefetches before (storageQueueS), when the
+	// answer names storage tokens: the router adds it to their prefetch.
+	StorageQueueS float64
 	PauseMs       float64 // recommended_pause_ms: a backpressure hint, 0 when none
 	Trimmed       int     // sessions evicted to make room
 	TrimmedTok    int64
@@ -138,7 +142,7 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 	if s != nil {
 		rep.Reason = ReasonWasEvicted
 	}
-	w.seedFromHost(s, q, cached, &rep)
+	w.seedFromHost(now, s, q, cached, &rep)
 	return rep
 }
 
@@ -150,10 +154,11 @@ func (w *Worker) AdmitSession(now float64, q AdmitQuery) AdmitReply {
 // storage_tokens of cached_tokens, tier host or storage). A shared storage
 // pool's match counts for a session this worker never held. A seed
 // through P is not changed by it: P's KV crosses the link whole.
-func (w *Worker) seedFromHost(s *dSession, q AdmitQuery, cached int, rep *AdmitReply) {
+func (w *Worker) seedFromHost(now float64, s *dSession, q AdmitQuery, cached int, rep *AdmitReply) {
 	host, st := w.hostBeyond(s, q, cached), w.storageBeyond(s, q, cached, true)
 	if tier := lowestTier(host, st); tier != TierNone {
 		rep.CachedTokens, rep.HostTokens, rep.StorageTokens, rep.Tier = cached+host+st, host, st, tier
+		rep.StorageQueueS = w.storageQueueS(now, st)
 	}
 }
 

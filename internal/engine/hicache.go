@@ -390,6 +390,9 @@ func (w *Worker) hiMatch(now float64, r *Request, cached int) int {
 	}
 	if h.store != nil {
 		w.stPrefetch(now, r, cached) // what storage holds beyond, into host first
+		if r.isParked() {
+			return 0
+		}
 	}
 	hm := h.tree.Match(r.Blocks, w.lastBlockTokens(r.Input, len(r.Blocks)))
 	load := min(int(hm.Tokens), r.Input-1) - cached
@@ -481,6 +484,7 @@ func (w *Worker) admitFromHost(now float64, s *dSession, q AdmitQuery, cached in
 	rep.Trimmed, rep.TrimmedTok = trial.Trimmed, trial.TrimmedTok
 	rep.CanAdmit, rep.Mode, rep.Reason = true, AdmitDirect, ""
 	rep.CachedTokens, rep.HostTokens, rep.StorageTokens, rep.Tier = cached+host+st, host, st, tier
+	rep.StorageQueueS = w.storageQueueS(now, st)
 	return true
 }
 

@@ -164,6 +164,9 @@ type requestExtra struct {
 	// prefetchDoneAt is when a prefetch booked on a shared pool's
 	// aggregate link has all arrived (storageTier.reserve); 0 otherwise.
 	prefetchDoneAt float64
+	// parkedUntil is when the prefetch of a request set aside for it is
+	// done (storagepark.go); 0 while it is not parked.
+	parkedUntil float64
 }
 
 // more is r's requestExtra, allocated on first use: for writes only

@@ -9,6 +9,9 @@ import (
 // step at once; a worker in a multi-step decode run cuts the run at the end
 // of the step in progress, so the new work is considered at that boundary.
 func (w *Worker) wake(now float64) {
+	if w.parkWait {
+		w.busy, w.parkWait = false, false // an idle wait for a prefetch (storagepark.go)
+	}
 	if !w.busy {
 		// Plan at the owner's next Advance, not now: requests that arrive
 		// at this same instant then share the first step, as they would in
@@ -26,6 +29,9 @@ func (w *Worker) wake(now float64) {
 		// (the stall still holds the new plan back: stallUntil).
 		w.busy = false
 		w.planNext(now)
+		if len(w.parked) > 0 {
+			w.parkTimer(now)
+		}
 		return
 	}
 	j := w.stepsWithin(elapsed)
@@ -84,7 +90,7 @@ func (w *Worker) Advance(now float64) {
 	}
 	end := w.stepEnd
 	w.stats.BusyS += end - w.stepStart
-	w.busy = false
+	w.busy, w.parkWait = false, false
 	p := &w.plan
 	if k := p.decodeK; k > 0 && w.bat.on {
 		w.stats.DecodeSteps += int64(k)
@@ -155,6 +161,9 @@ func (w *Worker) Advance(now float64) {
 	w.windowAdvance(end)
 	w.grantReservations(end)
 	w.planNext(end)
+	if len(w.parked) > 0 {
+		w.parkTimer(end)
+	}
 }
 
 // generate credits k new tokens to r; each takes one KV slot.
@@ -231,6 +240,9 @@ func (w *Worker) finish(now float64, r *Request) {
 // default scheduler), else a decode run up to the next finish.
 func (w *Worker) planNext(now float64) {
 	w.join(now)
+	if len(w.parked) > 0 {
+		w.unpark(now)
+	}
 
 	p := &w.plan
 	p.chunks = p.chunks[:0]
@@ -258,6 +270,9 @@ func (w *Worker) planNext(now float64) {
 		r := w.nextWaiting(now)
 		w.schedWork++
 		if !w.admit(now, r) {
+			if r.isParked() {
+				continue // its prefetch is not done: the next one (storagepark.go)
+			}
 			w.blocked = true
 			w.countKVWait(r)
 			break
@@ -410,6 +425,10 @@ func (w *Worker) admit(now float64, r *Request) bool {
 	// What the host tier holds past HBM's match is loaded back (hicache.go):
 	// cached for the prefill, but it takes room in the pool like computed KV.
 	r.loaded = w.hiMatch(now, r, cached)
+	if r.isParked() {
+		w.unadmit(now, r) // it waits for its prefetch (storagepark.go)
+		return false
+	}
 	r.CachedTokens = cached + r.loaded
 	out := int64(w.outputOf(r))
 	if w.vllm() {
@@ -502,7 +521,9 @@ func (w *Worker) bypassHeap(now float64, fullOnly bool) {
 		o.remove(r)
 		w.schedWork++
 		if (fullOnly && r.Kind != Full) || len(r.Blocks) == 0 || !w.admit(now, r) {
-			aside = append(aside, r)
+			if !r.isParked() {
+				aside = append(aside, r)
+			}
 			continue
 		}
 		w.take(r)

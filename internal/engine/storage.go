@@ -159,6 +159,22 @@ func (st *storageTier) reserve(start float64, bytes int64) float64 {
 	return max(own, sh.freeAt+st.link.SetupS)
 }
 
+// storageQueueS is how long the shared pool's aggregate link is booked
+// past now by the prefetches reserved on it so far, for an answer naming
+// st storage tokens: what a prefetch booked now would wait for before its
+// own bytes (reserve). 0 with no storage tokens, a pool of the worker's
+// own, or one of unlimited bandwidth.
+func (w *Worker) storageQueueS(now float64, st int) float64 {
+	if st <= 0 {
+		return 0
+	}
+	sh := w.host.store.shared
+	if sh == nil || sh.aggBW <= 0 {
+		return 0
+	}
+	return max(sh.freeAt-now, 0)
+}
+
 // arrivedTokens is how many of a prefetch's total tokens have arrived by
 // end, pages in order from start + the link's setup: at the worker's link
 // rate, or, booked on a shared pool's aggregate link (booked), evenly
@@ -304,6 +320,10 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 		end = max(now, doneAt)
 	case PrefetchTimeout:
 		end = max(now, min(doneAt, r.SubmittedAt+st.baseS+st.perKiS*float64(total)/1024))
+	}
+	if end > now {
+		w.stPark(now, r, end) // it waits in the queue, not in a step (storagepark.go)
+		return
 	}
 	bs := w.cfg.BlockSize
 	nb, lastTok := smBlocks, smTokens-int64(smBlocks-1)*int64(bs)

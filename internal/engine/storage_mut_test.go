@@ -127,8 +127,9 @@ func TestMutStorageWriteRoom(t *testing.T) {
 // stPrefetch's threshold, its last-token cap and the pages it waits for.
 // Storage alone holds a's first 128 blocks (2,048 tokens); HBM's cached
 // tokens (the cached argument) and host hold none of them unless given.
-// A prompt admitted the instant it arrives under wait_complete waits for
-// the whole prefetch: 100 µs + tokens × 98,304 B / 37.5 GB/s.
+// A prompt tried the instant it arrives under wait_complete waits in the
+// queue for the whole prefetch, 100 µs + tokens × 98,304 B / 37.5 GB/s,
+// then is admitted with no wait left in its step.
 func TestMutStoragePrefetchAmount(t *testing.T) {
 	a := chain(1, 129)
 	wait := func(tokens float64) float64 { return 100e-6 + tokens*98304/37.5e9 }
@@ -163,6 +164,17 @@ func TestMutStoragePrefetchAmount(t *testing.T) {
 			w.stWrite(0, a[:128], 16)
 			r := &Request{ID: 1, Kind: Full, Session: "a", Blocks: tc.blocks, Input: tc.input, Output: 1, SubmittedAt: 1}
 			w.stPrefetch(1, r, tc.cached)
+			if r.isParked() != (tc.waitS > 0) {
+				t.Fatalf("parked %v, want %v: it waits in the queue for its prefetch", r.isParked(), tc.waitS > 0)
+			}
+			if r.isParked() {
+				at := r.rare.parkedUntil
+				if math.Abs(at-1-tc.waitS) > 1e-12 {
+					t.Fatalf("parked until %v, want 1 + %v", at, tc.waitS)
+				}
+				w.unpark(at)
+				w.stPrefetch(at, r, tc.cached) // admitted when it is done: no wait left
+			}
 			if w.stats.StoragePrefetches != tc.prefetches || w.stats.StoragePrefetchedTokens != tc.prefetched {
 				t.Fatalf("%d prefetches of %d tokens, want %d of %d",
 					w.stats.StoragePrefetches, w.stats.StoragePrefetchedTokens, tc.prefetches, tc.prefetched)
@@ -170,7 +182,7 @@ func TestMutStoragePrefetchAmount(t *testing.T) {
 			if got := w.HostPrefixMatch(tc.blocks, tc.input); got != tc.host {
 				t.Fatalf("host holds %d tokens of the prompt, want %d", got, tc.host)
 			}
-			if got := r.prefetchWait(); math.Abs(got-tc.waitS) > 1e-12 || math.Abs(w.stats.StorageWaitS-tc.waitS) > 1e-12 {
+			if got := r.prefetchWait(); got != 0 || math.Abs(w.stats.StorageWaitS-tc.waitS) > 1e-12 {
 				t.Fatalf("waited %v s (stats %v), want %v", got, w.stats.StorageWaitS, tc.waitS)
 			}
 			checkHost(t, w)

@@ -187,6 +187,11 @@ type Worker struct {
 	stepEnd   float64
 	plan      stepPlan
 	blocked   bool // the queue head could not be admitted at the last plan
+	// parked are requests waiting for their storage prefetch outside the
+	// queue; parkWait: the step in progress is an idle wait for the first
+	// of them (storagepark.go).
+	parked   []*Request
+	parkWait bool
 
 	// Output tails (output.go): finished turns' output KV awaiting the
 	// session's next turn, in finish order for eviction.
@@ -312,7 +317,7 @@ func (w *Worker) Stats() Stats { return w.stats }
 func (w *Worker) Running() int { return w.admitted }
 
 // Queued is the number of requests waiting for admission or reservation.
-func (w *Worker) Queued() int { return w.waiting.len() + w.prealloc.len() }
+func (w *Worker) Queued() int { return w.waiting.len() + w.prealloc.len() + len(w.parked) }
 
 // Transferring is the DecodeOnly requests whose KV is reserved here and
 // still on its way (SGLang's decode transfer queue).
@@ -456,6 +461,9 @@ func (w *Worker) Abort(now float64, r *Request) {
 	case StageWaiting:
 		w.dequeue(r)
 		w.prealloc.remove(r)
+		if r.isParked() {
+			w.unparkAborted(r)
+		}
 	case StageHeld:
 		// prefillDone already stopped counting it as running
 	case StageReserved:

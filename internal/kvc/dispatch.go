@@ -72,6 +72,11 @@ type AdmitReply struct {
 	Tier          string
 	HostTokens    int
 	StorageTokens int
+	// StorageQueueS is how long the shared storage pool's aggregate link is
+	// booked past the answer by prefetches before this one (0 for a pool
+	// of the decoder's own or of unlimited bandwidth): tier costing adds it
+	// to the prefetch (TierCost.PrefetchDoneS).
+	StorageQueueS float64
 }
 
 type sessState struct {
@@ -195,6 +200,7 @@ type Dispatch struct {
 	prefetch                   int      // tier costing: prompt tokens its prefill on the decoder prefetches from storage
 	pinFoot                    int      // the pin book: its KV counted on its decoder while it runs
 	pinH                       *pinHold // the pin book: its session's hold on its decoder, busy with it
+	stQueueS, stAheadS         float64  // tier costing: the shared pool's queue and d's queue when the prefetch was priced (tiered)
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.

@@ -34,6 +34,18 @@ type TierCost struct {
 	// store), so a session only storage holds is tied to no decoder
 	// (SessionStored).
 	StorageShared bool
+	// StoragePoolBandwidth is that shared pool's aggregate bandwidth in
+	// bytes/s (--hicache-storage-shared-bandwidth; 0 unlimited): a prefetch
+	// waits for those booked on it before, which a storage answer says
+	// (AdmitReply.StorageQueueS).
+	StoragePoolBandwidth float64
+	// ShortestFirst and BypassTokens are how the decoders order their
+	// queues (engine.Config.ShortestFirst, SessionConfig.BypassTokens): a
+	// prompt admitted shortest first, or one the bypass takes past a long
+	// chunked prefill, is not behind the decoder's queued prefill, so its
+	// prefetch is not priced as overlapping that queue (overlapS).
+	ShortestFirst bool
+	BypassTokens  int
 }
 
 // On reports whether tier costing is configured.
@@ -48,10 +60,8 @@ func (c TierCost) LoadS(tokens int) float64 {
 }
 
 // PrefetchS is the storage link's time for tokens of KV: the prefetch
-// storage→host a storage answer waits for before its load-back. It costs
-// the whole prefetch, as the engine's wait_complete policy charges it from
-// the request's arrival; the time the request queues meanwhile (which the
-// engine overlaps) is not subtracted, nor best_effort's shorter wait.
+// storage→host a storage answer waits for before its load-back, over the
+// decoder's own link alone (PrefetchDoneS adds a shared pool's queue).
 func (c TierCost) PrefetchS(tokens int) float64 {
 	if tokens <= 0 || c.StorageBandwidth <= 0 {
 		return 0
@@ -59,19 +69,84 @@ func (c TierCost) PrefetchS(tokens int) float64 {
 	return c.StorageSetupS + float64(int64(tokens)*c.KVBytesPerToken)/c.StorageBandwidth
 }
 
-// PrefillWithTiersS is PrefillWithLoadS for a prefill of n new tokens after
-// p cached ones of which host are loaded back from host and storage
-// prefetched from storage first: the engine's step waits for the prefetch,
-// then loads host + storage beside the first chunk. Under best_effort the
-// storage tokens are computed instead (StorageBestEffort).
+// StorageQuote is a storage answer's prefetch as tier costing prices it:
+// the storage tokens, the seconds the shared pool's aggregate link is
+// booked ahead of it (AdmitReply.StorageQueueS) and the seconds the request
+// is expected to wait in the decoder's queue before it is admitted (its
+// prefetch runs meanwhile, from its arrival, as the engine runs it).
+type StorageQuote struct {
+	Tokens             int
+	PoolQueueS, AheadS float64
+}
+
+// PrefetchDoneS is when, from the request's arrival, the last of tokens
+// of KV has arrived from storage: over the decoder's own link, or, with a
+// shared pool of known aggregate bandwidth, after the prefetches booked on
+// it before (poolQueueS) and its own bytes at that bandwidth when that is
+// later (the engine's storageTier.reserve, first booked first served).
+func (c TierCost) PrefetchDoneS(tokens int, poolQueueS float64) float64 {
+	own := c.PrefetchS(tokens)
+	if own == 0 || c.StoragePoolBandwidth <= 0 {
+		return own
+	}
+	return max(own, max(poolQueueS, 0)+float64(int64(tokens)*c.KVBytesPerToken)/c.StoragePoolBandwidth+c.StorageSetupS)
+}
+
+// StoragePrefetch is what q's prefetch adds to the decoder's prefill step:
+// waitS, how long the step waits for pages beyond the request's expected
+// queue (under wait_complete the rest of the prefetch, done − ahead, 0 when
+// it arrives while the request queues), and arrived, the storage tokens
+// that are loaded rather than computed: all of them, or under best_effort
+// (which waits for nothing) those that arrive while the request queues,
+// pages evenly from the link's setup to the prefetch's end (the engine's
+// arrivedTokens); the rest are computed.
+func (c TierCost) StoragePrefetch(q StorageQuote) (waitS float64, arrived int) {
+	if q.Tokens <= 0 {
+		return 0, 0
+	}
+	done := c.PrefetchDoneS(q.Tokens, q.PoolQueueS)
+	if !c.StorageBestEffort {
+		return max(done-max(q.AheadS, 0), 0), q.Tokens
+	}
+	since, span := q.AheadS-c.StorageSetupS, done-c.StorageSetupS
+	switch {
+	case since <= 0 || span <= 0:
+		return 0, 0
+	case since >= span:
+		return 0, q.Tokens
+	}
+	return 0, int(float64(q.Tokens) * since / span)
+}
+
+// QuoteS is a prefill of n new tokens after p cached ones of which host
+// are loaded back from host and q.Tokens prefetched from storage first,
+// in two parts: waitS, what the request waits for its pages past its
+// expected queue, in the queue (the engine, as SGLang's scheduler, leaves
+// a prefetching request waiting and runs others: engine/storagepark.go),
+// and stepS, the prefill itself, which loads host + the arrived storage
+// tokens beside its first chunk and computes the storage tokens that did
+// not arrive (StoragePrefetch). Only stepS stalls the decode batch.
+func (c TierCost) QuoteS(s StallCost, n, p, host int, q StorageQuote) (waitS, stepS float64) {
+	if q.Tokens <= 0 {
+		return 0, c.PrefillWithLoadS(s, n, p, host)
+	}
+	wait, got := c.StoragePrefetch(q)
+	miss := q.Tokens - got
+	return wait, c.PrefillWithLoadS(s, n+miss, p-miss, host+got)
+}
+
+// PrefillWithQuoteS is QuoteS's two parts together: from the request's
+// expected admission to its prefill's end.
+func (c TierCost) PrefillWithQuoteS(s StallCost, n, p, host int, q StorageQuote) float64 {
+	wait, step := c.QuoteS(s, n, p, host, q)
+	return wait + step
+}
+
+// PrefillWithTiersS is PrefillWithQuoteS for a request admitted the moment
+// it arrives on an unqueued pool: the step waits for the whole prefetch,
+// or under best_effort computes every storage token.
 func (c TierCost) PrefillWithTiersS(s StallCost, n, p, host, storage int) float64 {
-	if storage <= 0 {
-		return c.PrefillWithLoadS(s, n, p, host)
-	}
-	if c.StorageBestEffort {
-		return c.PrefillWithLoadS(s, n+storage, p-storage, host)
-	}
-	return c.PrefetchS(storage) + c.PrefillWithLoadS(s, n, p, host+storage)
+	return c.PrefillWithQuoteS(s, n, p, host, StorageQuote{Tokens: storage})
 }
 
 // TransferS is the P→D link's time for tokens of KV.
@@ -117,8 +192,9 @@ func (t *Dispatch) v3TierCosts(d, p int, rep AdmitReply) tierChoice {
 	tc, sc := x.cfg.V3.Tiers, x.iso().Cost
 	x.ensureLoad()
 	n := max(t.r.Input-rep.CachedTokens, 1)
-	stall := tc.PrefillWithTiersS(sc, n, rep.CachedTokens, rep.HostTokens, tc.pricedStorage(rep))
-	ch := tierChoice{loadS: sc.PrefillS(x.load.d[d], 0) + stall, fits: true}
+	queued := sc.PrefillS(x.load.d[d], 0)
+	wait, stall := tc.QuoteS(sc, n, rep.CachedTokens, rep.HostTokens, tc.quote(rep, tc.overlapS(queued, n)))
+	ch := tierChoice{loadS: queued + wait + stall, fits: true}
 	pu := t.pUncached(p)
 	ch.reseedS = sc.PrefillS(x.load.p[p], 0) + sc.PrefillS(pu, t.r.Input-pu) + tc.TransferS(t.r.Input)
 	if x.v4On() && x.v4Decoding(false, d) && stall > x.v4Level(x.v4Bucket(false, d), t.now) && !t.v4PBusy() {
@@ -149,7 +225,7 @@ func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 			x.p.names[p], ch.reseedS, verdict(through, "through P", "load back"))
 	}
 	if !through {
-		t.host, t.prefetch = rep.HostTokens, x.cfg.V3.Tiers.pricedStorage(rep)
+		t.tiered(d, rep, x.cfg.V3.Tiers.pricedStorage(rep))
 		return false
 	}
 	t.decide(ActSeed, p, d, ModeHostReseed)
@@ -158,9 +234,49 @@ func (t *Dispatch) v3TierPlace(d int, rep AdmitReply) bool {
 
 // loadStallS is the stall of a prefill of n tokens after p cached ones on
 // the decoder that loads t.host of them back from host and t.prefetch
-// from storage (PrefillWithTiersS).
+// from storage, as quoted when the placement was chosen (tiered): the
+// step, not the prefetch it waited for in the queue (QuoteS).
 func (t *Dispatch) loadStallS(n, p int) float64 {
-	return t.x.cfg.V3.Tiers.PrefillWithTiersS(t.x.iso().Cost, n, p, t.host, t.prefetch)
+	_, step := t.x.cfg.V3.Tiers.QuoteS(t.x.iso().Cost, n, p, t.host,
+		StorageQuote{Tokens: t.prefetch, PoolQueueS: t.stQueueS, AheadS: t.stAheadS})
+	return step
+}
+
+// tiered records the tiers a prefill on decoder d reads from, as answered
+// in rep: host tokens to load back and storage tokens to prefetch, with
+// the shared pool's queue the answer named and the prefill queued on d
+// now (the time the prefetch runs before admission).
+func (t *Dispatch) tiered(d int, rep AdmitReply, storage int) {
+	t.host, t.prefetch, t.stQueueS, t.stAheadS = rep.HostTokens, storage, 0, 0
+	if storage > 0 {
+		x := t.x
+		x.ensureLoad()
+		n := max(t.r.Input-rep.CachedTokens, 1)
+		t.stQueueS, t.stAheadS = rep.StorageQueueS, x.cfg.V3.Tiers.overlapS(x.iso().Cost.PrefillS(x.load.d[d], 0), n)
+	}
+}
+
+// overlapS is how long a prefetch is priced to run while its request of
+// n uncached tokens queues on a decoder with queued seconds of prefill
+// ahead: all of it in arrival order; none when the decoder admits it
+// sooner (shortest first, or past a long chunked prefill by the bypass),
+// where it waits for the step in progress only, which the router does not
+// know: priced as admitted at once (nothing arrives under best_effort, the
+// whole prefetch is waited for under wait_complete).
+func (c TierCost) overlapS(queued float64, n int) float64 {
+	if c.ShortestFirst || n <= c.BypassTokens {
+		return 0
+	}
+	return queued
+}
+
+// untiered forgets what tiered recorded (the placement went elsewhere).
+func (t *Dispatch) untiered() { t.host, t.prefetch, t.stQueueS, t.stAheadS = 0, 0, 0, 0 }
+
+// quote is rep's storage part as priced (pricedStorage) for a request
+// expected to wait ahead seconds before admission.
+func (c TierCost) quote(rep AdmitReply, ahead float64) StorageQuote {
+	return StorageQuote{Tokens: c.pricedStorage(rep), PoolQueueS: rep.StorageQueueS, AheadS: ahead}
 }
 
 // lowerTier reports whether a direct answer loads its prefix from a tier

@@ -21,7 +21,8 @@ func onStorage(t *testing.T, x *Dispatcher, s string) *Dispatch {
 // link with 1 ms setup the prefetch is 0.001 + 0.2 = 0.201 s, the stall
 // 0.4012 s: under the 0.414 s reseed through P, so the storage hit is
 // loaded back and v4 (12 ms over 2 ms steps: a 1 s bucket) draws the
-// whole 0.4012 s. Over 25 GB/s the prefetch is 0.401 s, the stall 0.6012
+// load-back's 0.2002 s step: the prefetch waits in the queue, not in a step
+// (engine/storagepark.go). Over 25 GB/s the prefetch is 0.401 s, the stall 0.6012
 // s: the reseed through P is cheaper and runs. With no storage link known
 // the answer is not costed: direct, as the engine answered. Under
 // best_effort a request admitted at once has received nothing: the
@@ -66,8 +67,8 @@ func TestTierCostStorageByHand(t *testing.T) {
 		}
 		before, _ := x.V4Stall()
 		d.Accepted()
-		if drawn, _ := x.V4Stall(); math.Abs(drawn-before-0.4012) > 1e-9 {
-			t.Fatalf("v4 drew %v s for the prefetch and load-back, want 0.4012", drawn-before)
+		if drawn, _ := x.V4Stall(); math.Abs(drawn-before-0.2002) > 1e-9 {
+			t.Fatalf("v4 drew %v s for the load-back, want its 0.2002 s step (the prefetch waits in the queue)", drawn-before)
 		}
 	})
 	t.Run("slow storage link: reseeded", func(t *testing.T) {

@@ -310,9 +310,9 @@ func (t *Dispatch) v3LocalSeed(d int, rep AdmitReply) bool {
 	// A seed answer names what d's host tier holds of the prompt (counted
 	// in CachedTokens): a prefill there loads it back, so only the rest is
 	// computed, and v4's stall is the load-back's (tiercost.go).
-	t.host, t.prefetch = rep.HostTokens, rep.StorageTokens
+	t.tiered(d, rep, rep.StorageTokens)
 	if !x.localOnD(d) || !t.v3Local(d, p, max(t.r.Input-rep.CachedTokens, 1)) {
-		t.host, t.prefetch = 0, 0
+		t.untiered()
 		return false
 	}
 	mode := ModeLocalReseed

@@ -82,7 +82,7 @@ func (s *Sim) admit(r *req) {
 		s.logAdmission(w, r, rep)
 	}
 	r.x.Reply(kvc.AdmitReply{CanAdmit: rep.CanAdmit, Direct: rep.Mode == engine.AdmitDirect, Reason: rep.Reason, PauseMs: rep.PauseMs, CachedTokens: rep.CachedTokens,
-		Tier: rep.Tier, HostTokens: rep.HostTokens, StorageTokens: rep.StorageTokens})
+		Tier: rep.Tier, HostTokens: rep.HostTokens, StorageTokens: rep.StorageTokens, StorageQueueS: rep.StorageQueueS})
 	s.execute(r)
 }
 

@@ -20,7 +20,14 @@ func (c *Config) withTiers(v kvc.V3Config) kvc.V3Config {
 			tc.StorageBandwidth, tc.StorageSetupS = l.BandwidthBytes, l.SetupS
 			tc.StorageBestEffort = c.HiCache.StoragePrefetchPolicy == "" || c.HiCache.StoragePrefetchPolicy == "best_effort"
 			tc.StorageShared = c.HiCache.StorageShared
+			if tc.StorageShared {
+				tc.StoragePoolBandwidth = c.HiCache.StorageSharedBandwidth
+			}
 		}
+	}
+	if c.Mechanism == KVCacheCentric {
+		// The decoders' queue order (sim.go, sessionConfig).
+		tc.ShortestFirst, tc.BypassTokens = c.KVC.V3.PrefillOrder == "shortest", c.KVC.V3.PrefillBypassTokens
 	}
 	v.Tiers = tc
 	return v
