@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+)
 
 // swa_evicted_seqlen by hand, window 32, 16-token blocks, a 100-token
 // prompt (96 of it whole blocks, what the tree holds of the request).
@@ -120,5 +124,86 @@ func TestSGLangSWATakesTailsBackInOrder(t *testing.T) {
 	}
 	if err := w.tree.Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSWATailsPropertyWithSessions runs multi-turn sessions (each turn's
+// prompt its previous prompt, its output and new tokens) through SGLang
+// workers with sliding pools from 1 % to all of the pool, checking after
+// every step that the tree's counts hold, that the tails' sliding count is
+// the sum over the live tails, and that the holds stay within the pool;
+// every request ends, and nothing is held when idle.
+func TestSWATailsPropertyWithSessions(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, ratio := range []float64{0.01, 0.05, 0.3, 1} {
+		cfg := swaConfig(ratio, 20000)
+		cfg.PrefixCache, cfg.ChunkTokens = true, 512
+		w, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type sess struct {
+			input int
+			turn  int
+		}
+		ss := make([]sess, 6)
+		now, n, done := 0.0, 0, 0
+		check := func() {
+			var live int64
+			for _, tl := range w.tailOrder[w.tailHead:] {
+				if tl != nil && tl.live {
+					live += tl.swaLive
+				}
+			}
+			if live != w.swaTailTok || w.swaTailTok < 0 {
+				t.Fatalf("ratio %v at %v: tails hold %d sliding slots, counted %d", ratio, now, live, w.swaTailTok)
+			}
+			if w.SWAUsed() > w.SWACapacity() || w.SWAUsed() < 0 {
+				t.Fatalf("ratio %v at %v: %d sliding tokens held of %d", ratio, now, w.SWAUsed(), w.SWACapacity())
+			}
+			if err := w.tree.Check(); err != nil {
+				t.Fatalf("ratio %v at %v: %v", ratio, now, err)
+			}
+		}
+		for i := 0; i < 60; i++ {
+			k := rng.Intn(len(ss))
+			s := &ss[k]
+			out := 1 + rng.Intn(80)
+			if s.turn == 0 {
+				s.input = 16 + rng.Intn(600)
+			}
+			blocks := make([]uint64, (s.input+15)/16)
+			for j := range blocks {
+				blocks[j] = uint64(k*100000 + j + 1)
+			}
+			w.Submit(now, &Request{ID: int64(i), Kind: Full, Session: fmt.Sprint("s", k), Input: s.input, Output: out, Blocks: blocks})
+			n++
+			s.turn++
+			s.input += out + 1 + rng.Intn(100)
+			for step := 0; step < 4; step++ {
+				next, ok := w.NextTime()
+				if !ok {
+					break
+				}
+				now = next
+				w.Advance(now)
+				for _, ev := range w.TakeEvents() {
+					if ev.Kind == EvFinished {
+						done++
+					}
+				}
+				check()
+			}
+		}
+		_, evs := drive(w, now)
+		for _, ev := range evs {
+			if ev.Kind == EvFinished {
+				done++
+			}
+		}
+		check()
+		if done != n || w.SWAUsed() != 0 {
+			t.Errorf("ratio %v: %d of %d finished, %d sliding tokens held when idle", ratio, done, n, w.SWAUsed())
+		}
 	}
 }
