@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync"
 )
@@ -31,15 +32,21 @@ const (
 
 func relay(w http.ResponseWriter, resp *http.Response, mode, worker string, rewrite func(map[string]any), void func() bool) (ok, committed bool) {
 	head := func() {
+		h := w.Header()
 		for k, vs := range resp.Header {
-			if k == "Content-Length" && rewrite != nil {
+			if k == "Content-Length" && rewrite != nil || len(vs) == 0 {
 				continue
 			}
-			for _, v := range vs {
-				w.Header().Add(k, v)
+			// As Header.Add of each value, without a slice allocated
+			// per header: the worker's values are shared, capped so that
+			// a later Add copies them.
+			ck := textproto.CanonicalMIMEHeaderKey(k)
+			if old, ok := h[ck]; ok {
+				h[ck] = append(old, vs...)
+			} else {
+				h[ck] = vs[:len(vs):len(vs)]
 			}
 		}
-		h := w.Header()
 		h[hdrMode] = []string{mode}
 		h[hdrWorker] = []string{worker}
 		w.WriteHeader(resp.StatusCode)

@@ -148,3 +148,29 @@ func TestAnthropicKeepAlivePings(t *testing.T) {
 		t.Fatalf("events %v: want keep-alive pings before the content and a message_stop", names)
 	}
 }
+
+// TestRelayCopiesHeadersAsAdd: relay's copy of a worker's headers is
+// Header.Add's of each value — values appended to a header the gateway set
+// already, every value kept, and the client's copy not the worker's slice
+// (an Add to it leaves the worker's header as it was).
+func TestRelayCopiesHeadersAsAdd(t *testing.T) {
+	wh := http.Header{"Content-Type": {"application/json"}, "Vary": {"a", "b"}, "X-Worker": append(make([]string, 0, 4), "w")}
+	resp := &http.Response{StatusCode: http.StatusOK, Header: wh, Body: io.NopCloser(strings.NewReader(`{"text": "x"}`))}
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Vary", "gateway")
+	if ok, _ := relay(rec, resp, "colo", "http://w", nil, nil); !ok {
+		t.Fatal("relay failed")
+	}
+	h := rec.Result().Header
+	if got := h.Values("Vary"); strings.Join(got, ",") != "gateway,a,b" {
+		t.Fatalf("Vary %q, want gateway,a,b", got)
+	}
+	if h.Get("X-Worker") != "w" || h.Get("Content-Type") != "application/json" || h.Get("X-PDHybrid-Mode") != "colo" || h.Get("X-PDHybrid-Worker") != "http://w" {
+		t.Fatalf("headers %v", h)
+	}
+	rec.Header().Add("X-Worker", "more")
+	wh.Add("X-Worker", "other")
+	if got := rec.Header().Values("X-Worker"); strings.Join(got, ",") != "w,more" {
+		t.Fatalf("the client's header shares the worker's values: %q", got)
+	}
+}
