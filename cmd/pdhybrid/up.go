@@ -27,6 +27,7 @@ type upFlags struct {
 	noProbe, storeShared        bool
 	storeURL                    string // the shared storage pool's service, once started
 	kvEvents                    bool
+	storeGBps                   float64 // the shared pool's aggregate bandwidth; 0 unlimited
 	workerArgs, gatewayArgs     []string
 	sessionHeader, sessionField string
 	rival                       rivalFlags
@@ -91,6 +92,7 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 	fs.StringArrayVar(&f.gatewayArgs, "gateway-arg", nil, "a `flag` passed to every 'pdhybrid serve' (repeat), e.g. --gateway-arg=--migration-reject-threshold=1")
 	addSessionFlags(fs, &f.sessionHeader, &f.sessionField)
 	fs.BoolVar(&f.storeShared, "hicache-storage-shared", false, "one storage pool for every worker given a storage tier (--worker-arg=--enable-hierarchical-cache --worker-arg=--hicache-storage-backend=mooncake, for every role or ROLE:), as SGLang's L3 is one store for the cluster: up serves the pool's index on loopback and passes its URL to those workers (--hicache-storage-shared-url), each reading it over its own link (docs/engine.md)")
+	fs.Float64Var(&f.storeGBps, "hicache-storage-shared-bandwidth", 0, "with --hicache-storage-shared: the shared pool's aggregate bandwidth in `GB/s` (10^9 bytes per model second), which every worker's prefetches share, first booked first served at the pool's service, each also limited by its own link, as in the simulator (docs/engine.md); 0 = unlimited")
 	fs.BoolVar(&f.kvEvents, "kv-events", false, "kvcache-centric: the decoders publish their session evictions (worker --kv-events) and the gateways read them into their residency belief (serve --kv-events; docs/worker-protocol.md, \"KV events\"); off by default: the belief learns evictions from admission replies only")
 	fs.BoolVar(&f.noProbe, "no-residency-probe", false, "kvcache-centric: gateways do not ask the decoders where a session they have not routed lives")
 	fs.StringVar(&r.trace, "trace", "", "canonical trace `file` to replay through the stack, then stop (default: serve until interrupted)")
@@ -121,6 +123,8 @@ Anthropic SDK at URL. Sessions are resolved as 'pdhybrid serve --help' says.`,
 		ck.only("direct-max-uncached-tokens", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("no-residency-probe", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		ck.only("kv-events", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
+		ck.num("hicache-storage-shared-bandwidth", sharedBWRange)
+		ck.only("hicache-storage-shared-bandwidth", f.storeShared, "with --hicache-storage-shared")
 		ck.oneOf("kvc-preset", "v2", "v3", "v4")
 		ck.only("kvc-preset", f.mech == "kvcache-centric", "to --mechanism kvcache-centric")
 		f.rival.check(ck, kvc.Mechanism(f.mech).IsRival(), f.mech == "pd-ppd")
@@ -301,10 +305,16 @@ func startStore(e *env, f *upFlags) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("--hicache-storage-shared: %w", err)
 	}
-	srv := &http.Server{Handler: emulator.NewStoreServer(), ReadHeaderTimeout: 10 * time.Second}
+	store := emulator.NewStoreServer()
+	store.BandwidthBytes = f.storeGBps * 1e9
+	srv := &http.Server{Handler: store, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	f.storeURL = "http://" + ln.Addr().String()
-	fmt.Fprintf(e.stdout, "storage url=%s shared by the workers with a storage tier\n", f.storeURL)
+	bw := "unlimited"
+	if f.storeGBps > 0 {
+		bw = strconv.FormatFloat(f.storeGBps, 'g', -1, 64) + "GB/s"
+	}
+	fmt.Fprintf(e.stdout, "storage url=%s shared by the workers with a storage tier bandwidth=%s\n", f.storeURL, bw)
 	return func() { srv.Close() }, nil
 }
 

@@ -154,6 +154,11 @@ func (s *Server) Start(addr, bootstrapAddr string) error {
 		s.url = "http://" + hostPort(ln.Addr())
 	}
 	go s.d.run()
+	if c, ok := s.cfg.HiCache.Storage.Index.(*StoreClient); ok {
+		// Bookings on a shared pool's aggregate link carry this worker's
+		// clock (store.go).
+		s.d.do(func(float64) { c.SetClock(s.d.start, s.cfg.TimeScale) })
+	}
 	if d := s.cfg.StartupDelay; d > 0 {
 		s.d.do(func(now float64) { s.d.after(now+d, func(float64) { s.ready.Store(true) }) })
 	} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -23,8 +24,13 @@ import (
 // blocks the pool holds, its LRU and capacity), not KV bytes: the engine
 // charges a prefetch's time over each worker's own storage link as it
 // does in the simulator. The workers' clocks are their own, so the
-// service orders its LRU by the order calls reach it, not by their times;
-// the pool's aggregate bandwidth (a simulator knob) is not modelled here.
+// service orders its LRU by the order calls reach it, not by their times.
+// The pool's aggregate bandwidth (StoreServer.BandwidthBytes, up
+// --hicache-storage-shared-bandwidth) is booked here, first booked first
+// served as the simulator's shared pool books it: each booking carries the
+// worker's model time and the wall instant of its model time 0, so the
+// service puts every worker's prefetches on one timeline without reading
+// a clock itself.
 
 // storeReq and storeRep are the service's JSON bodies.
 type storeReq struct {
@@ -32,6 +38,14 @@ type storeReq struct {
 	Capacity  int64    `json:"capacity,omitempty"`
 	Blocks    []uint64 `json:"blocks,omitempty"`
 	Last      int64    `json:"last,omitempty"`
+	// A booking (/storage/book): a prefetch of Bytes that began at Start,
+	// in the seconds of a worker whose model time 0 was the wall instant
+	// EpochNS (Unix nanoseconds) and whose model runs Scale seconds a
+	// wall second.
+	Start   float64 `json:"start,omitempty"`
+	Bytes   int64   `json:"bytes,omitempty"`
+	EpochNS int64   `json:"epoch_ns,omitempty"`
+	Scale   float64 `json:"scale,omitempty"`
 }
 
 type storeRep struct {
@@ -42,19 +56,35 @@ type storeRep struct {
 	Evicted  int64  `json:"evicted,omitempty"`
 	OK       bool   `json:"ok,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Free (/storage/book): when the aggregate link has carried the
+	// prefetch, in the booking worker's seconds; Booked false when the
+	// pool's bandwidth is unlimited.
+	Free   float64 `json:"free,omitempty"`
+	Booked bool    `json:"booked,omitempty"`
 }
 
 // StoreServer is the shared pool's index as a loopback HTTP service:
-// POST /storage/{open,match,write,touch,tokens}. The first worker to open
+// POST /storage/{open,match,write,touch,tokens,book}. The first worker to open
 // it sizes it.
 type StoreServer struct {
-	mu  sync.Mutex
-	idx engine.StorageIndex
-	bs  int
-	seq float64 // the LRU's clock: one tick per call
+	// BandwidthBytes is the pool's aggregate bandwidth in bytes per model
+	// second, which every worker's prefetches share (/storage/book); 0,
+	// the default, is unlimited. Set it before serving.
+	BandwidthBytes float64
+	mu             sync.Mutex
+	idx            engine.StorageIndex
+	bs             int
+	seq            float64 // the LRU's clock: one tick per call
+	// The aggregate link's bookings, in wall seconds since baseNS (the
+	// first booking worker's model time 0): freeAt is when it has carried
+	// every prefetch booked so far.
+	baseNS int64
+	based  bool
+	freeAt float64
 }
 
-// NewStoreServer is an empty pool's service.
+// NewStoreServer is an empty pool's service of unlimited aggregate
+// bandwidth.
 func NewStoreServer() *StoreServer { return &StoreServer{} }
 
 func (s *StoreServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +122,9 @@ func (s *StoreServer) do(path string, q storeReq) (storeRep, int) {
 	if s.idx == nil {
 		return storeRep{Error: "storage pool not opened"}, http.StatusConflict
 	}
+	if path == "/storage/book" {
+		return s.book(q)
+	}
 	if path != "/storage/tokens" {
 		if len(q.Blocks) == 0 {
 			return storeRep{Error: "no blocks"}, http.StatusBadRequest
@@ -117,6 +150,29 @@ func (s *StoreServer) do(path string, q storeReq) (storeRep, int) {
 	return storeRep{Error: "no such route " + path}, http.StatusNotFound
 }
 
+// book puts a prefetch on the aggregate link (held lock): it starts when
+// the link has carried every prefetch booked before it, or when it began,
+// whichever is later, and takes bytes ÷ bandwidth, as the simulator's
+// shared pool books it (engine storageTier.reserve); the answer is in the
+// booking worker's seconds. Model seconds become wall ones through the
+// worker's epoch and scale, so workers started at different instants
+// share one timeline.
+func (s *StoreServer) book(q storeReq) (storeRep, int) {
+	if !(q.Start >= 0) || q.Bytes < 0 || !(q.Scale > 0) || q.EpochNS <= 0 {
+		return storeRep{Error: fmt.Sprintf("book: start %v, bytes %d, scale %v, epoch_ns %d; want start ≥ 0, bytes ≥ 0, scale > 0 and epoch_ns > 0", q.Start, q.Bytes, q.Scale, q.EpochNS)}, http.StatusBadRequest
+	}
+	if s.BandwidthBytes <= 0 {
+		return storeRep{OK: true}, http.StatusOK
+	}
+	if !s.based {
+		s.baseNS, s.based = q.EpochNS, true
+	}
+	offset := float64(q.EpochNS-s.baseNS) / 1e9 // the worker's model time 0 on the service's timeline
+	start := offset + q.Start/q.Scale
+	s.freeAt = max(start, s.freeAt) + float64(q.Bytes)/s.BandwidthBytes/q.Scale
+	return storeRep{Free: (s.freeAt - offset) * q.Scale, Booked: true, OK: true}, http.StatusOK
+}
+
 // StoreClient is a worker's engine.StorageIndex over a StoreServer at a
 // base URL. A call that fails (the service down, a bad answer) answers as
 // an empty pool would — nothing matched, the write skipped — and is
@@ -125,11 +181,38 @@ type StoreClient struct {
 	url      string
 	hc       *http.Client
 	failures atomic.Int64
+	// The worker's clock, for bookings (SetClock): its model time 0 in
+	// Unix nanoseconds and its time scale; no bookings before it is set.
+	epochNS atomic.Int64
+	scale   atomic.Uint64 // math.Float64bits
 }
 
 // NewStoreClient reaches the service at base (http://127.0.0.1:PORT).
 func NewStoreClient(base string) *StoreClient {
 	return &StoreClient{url: base, hc: &http.Client{Timeout: 5 * time.Second}}
+}
+
+// SetClock gives the client its worker's clock: the wall instant of model
+// time 0 and the model seconds per wall second. The emulator sets it when
+// the worker's driver starts; until then the client books nothing.
+func (c *StoreClient) SetClock(epoch time.Time, scale float64) {
+	c.scale.Store(math.Float64bits(scale))
+	c.epochNS.Store(epoch.UnixNano())
+}
+
+// Book is engine.StorageBooker: the prefetch booked at the service, on
+// the pool's aggregate link. A failed call books nothing (the worker's own
+// link alone limits the prefetch) and is counted.
+func (c *StoreClient) Book(start float64, bytes int64) (float64, bool) {
+	epoch := c.epochNS.Load()
+	if epoch == 0 {
+		return 0, false
+	}
+	rep, err := c.call("/storage/book", storeReq{Start: start, Bytes: bytes, EpochNS: epoch, Scale: math.Float64frombits(c.scale.Load())})
+	if err != nil || !rep.Booked {
+		return 0, false
+	}
+	return rep.Free, true
 }
 
 // Failures is the calls that got no answer.

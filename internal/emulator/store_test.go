@@ -97,8 +97,11 @@ func FuzzStoreServer(f *testing.F) {
 	f.Add("/storage/touch", []byte(`{"blocks":[1],"last":-1}`))
 	f.Add("/storage/tokens", []byte(`{}`))
 	f.Add("/storage/nope", []byte(`[`))
+	f.Add("/storage/book", []byte(`{"start":1,"bytes":1000,"epoch_ns":1,"scale":1}`))
+	f.Add("/storage/book", []byte(`{"start":-1,"bytes":1000,"epoch_ns":1,"scale":0}`))
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		s := NewStoreServer()
+		s.BandwidthBytes = 1e9
 		open := httptest.NewRequest(http.MethodPost, "/storage/open", bytes.NewReader([]byte(`{"block_size":4,"capacity":40}`)))
 		s.ServeHTTP(httptest.NewRecorder(), open)
 		for range 2 { // twice: a write, then the same path again

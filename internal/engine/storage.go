@@ -99,7 +99,8 @@ type StorageConfig struct {
 	Pool *StoragePool
 	// Index, when set, is a pool kept outside this process that several
 	// worker processes share (StorageIndex: the emulator's store service);
-	// it replaces Pool. Its aggregate bandwidth is not modelled.
+	// it replaces Pool. Its aggregate bandwidth is the service's to book
+	// (StorageBooker), when it has one.
 	Index StorageIndex
 }
 
@@ -305,9 +306,11 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	// order; an earlier attempt's pages are on host already (base).
 	from := min(x.prefetchFrom, base)
 	total := min(int(smTokens), r.Input-1) - from
-	if first && st.shared != nil && st.shared.aggBW > 0 {
+	if first {
 		// Booked once, on the pool's aggregate link, at the first attempt.
-		x.prefetchDoneAt = st.reserve(r.SubmittedAt, int64(total)*bpt)
+		if at, ok := st.book(r.SubmittedAt, int64(total)*bpt); ok {
+			x.prefetchDoneAt = at
+		}
 	}
 	booked := x.prefetchDoneAt > 0
 	doneAt := r.SubmittedAt + st.link.TransferS(int64(total)*bpt)

@@ -76,3 +76,32 @@ func (x *localIndex) Touch(now float64, blocks []uint64, last int64) {
 }
 
 func (x *localIndex) Tokens() int64 { return x.tree.Tokens() }
+
+// StorageBooker is a StorageIndex kept outside this process that also
+// books prefetches on the pool's aggregate link (a store's NICs or disks,
+// which every worker's prefetches share; StoragePool.BandwidthBytes in
+// one process). Time is the caller's: start and the answer are in the
+// seconds of the worker that books.
+type StorageBooker interface {
+	// Book books a prefetch of bytes that began at start and returns when
+	// the aggregate link has carried it, first booked first served; false
+	// when the pool's aggregate bandwidth is unlimited or the service did
+	// not answer (the worker's own link alone limits the prefetch).
+	Book(start float64, bytes int64) (free float64, ok bool)
+}
+
+// book books a prefetch of bytes that began at start on the pool's
+// aggregate link, in this process (reserve) or at the pool's service
+// (StorageBooker), and returns when both links have carried it; false
+// when no aggregate link limits it.
+func (st *storageTier) book(start float64, bytes int64) (float64, bool) {
+	if st.shared != nil && st.shared.aggBW > 0 {
+		return st.reserve(start, bytes), true
+	}
+	if b, ok := st.idx.(StorageBooker); ok && st.remote {
+		if free, ok := b.Book(start, bytes); ok {
+			return max(start+st.link.TransferS(bytes), free+st.link.SetupS), true
+		}
+	}
+	return 0, false
+}

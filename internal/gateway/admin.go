@@ -376,6 +376,7 @@ func (s *Server) addWorker(wk *workerInfo, in workerChange) (int, string, *worke
 	case roleDecode:
 		wk.idx = s.disp.AddDecoder(in.URL)
 		s.cfg.Decode = append(s.cfg.Decode, in.URL)
+		s.streamKVEvents(wk.idx, in.URL) // with --kv-events (kvevents.go)
 	default:
 		wk.idx = s.disp.AddDecoder(in.URL)
 		s.cfg.Colo = append(s.cfg.Colo, in.URL)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pdhybrid/pdhybrid/internal/kvc"
 )
 
 // Eviction reports from the decoders (Config.KVEvents; serve --kv-events).
@@ -145,21 +147,31 @@ func newKVEventMetrics(reg *prometheus.Registry) *kvEventMetrics {
 // startKVEvents reads every decoder's stream until Close (with
 // Config.KVEvents on a mechanism with decoders).
 func (s *Server) startKVEvents() {
-	if !s.cfg.KVEvents || len(s.cfg.Decode) == 0 {
+	if !s.cfg.KVEvents || s.cfg.Dispatch.Mechanism == kvc.MechColo {
 		return
 	}
 	s.kvm = newKVEventMetrics(s.met.reg)
 	for i, u := range s.cfg.Decode {
-		s.kvm.connected.WithLabelValues(u)
-		for _, r := range []string{kvDropGap, kvDropGarbled} {
-			s.kvm.dropped.WithLabelValues(u, r)
-		}
-		s.polling.Add(1)
-		go func() {
-			defer s.polling.Done()
-			s.kvEventsLoop(i, u)
-		}()
+		s.streamKVEvents(i, u)
 	}
+}
+
+// streamKVEvents starts reading decoder d's stream at base, with
+// Config.KVEvents (a decoder the pool gains at run time too, through the
+// admin API or discovery); a no-op without.
+func (s *Server) streamKVEvents(d int, base string) {
+	if s.kvm == nil {
+		return
+	}
+	s.kvm.connected.WithLabelValues(base)
+	for _, r := range []string{kvDropGap, kvDropGarbled} {
+		s.kvm.dropped.WithLabelValues(base, r)
+	}
+	s.polling.Add(1)
+	go func() {
+		defer s.polling.Done()
+		s.kvEventsLoop(d, base)
+	}()
 }
 
 // kvEventsLoop keeps decoder d's stream open, reconnecting with backoff

@@ -269,3 +269,21 @@ func series(c prometheus.Collector) int {
 	close(ch)
 	return len(ch)
 }
+
+// A decoder the pool gains through the admin API is streamed too: its
+// reports reach the belief under its own index.
+func TestKVEventsAddedDecoder(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""})
+	f := &fakeStream{scripts: []string{sse(`{"seq":1,"ts":1,"events":[{"type":"SessionEvicted","session_id":"a","tier":"none"}]}`)}, done: make(chan struct{})}
+	d := httptest.NewServer(f)
+	t.Cleanup(d.Close)
+	t.Cleanup(func() { close(f.done) })
+	g.cfg.AdminToken = token
+	gw := serveGateway(g)
+	t.Cleanup(gw.Close)
+	if st, b := admin(t, http.MethodPost, gw.URL+"/admin/workers/add", token, map[string]any{"url": d.URL, "role": "decode"}, nil); st != http.StatusCreated {
+		t.Fatalf("add: %d %s", st, b)
+	}
+	waitFor(t, func() bool { return metricOf(g.kvm.received.WithLabelValues(d.URL, kvEvSessionEvicted)) == 1 }, "the added decoder's report")
+}
