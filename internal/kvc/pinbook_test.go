@@ -164,3 +164,53 @@ func TestPinBookByHand(t *testing.T) {
 		t.Fatalf("a4 failed decoding: %d sessions %d tokens, %d pinned; want none", n, tok, x.pins.pinned[0])
 	}
 }
+
+// TestColdTrimWeightByHand: cold routing with ColdTrimWeight, by hand.
+// Pools of 64 blocks of 16 tokens = 1,024 tokens. Session a (592 + 8 =
+// 600 tokens) ends on one decoder, dA, session b (292 + 8 = 300) on the
+// other, dB; dB has 50 prefill tokens queued. A new session c of 590 + 10
+// tokens needs 600: dA has 424 free, so c there pushes a out (600
+// tokens); dB has 724 and pushes nothing. Cold routing's costs are the
+// queue plus the uncached prompt: dA 0 + 590 = 590, dB 50 + 590 = 640,
+// so without the weight c goes to dA. At weight 1 dA costs 590 + 600 =
+// 1,190 and c goes to dB; at 0.05, 590 + 30 = 620 < 640, dA still. With a
+// hosted whole on a prefill worker since, its copy on dA is stale and
+// costs nothing: dA again at weight 1.
+func TestColdTrimWeightByHand(t *testing.T) {
+	pick := func(w float64, staleA bool) (chosen, dA int) {
+		cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
+			MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16,
+			V3: V3Config{ColdRoute: true, ColdTrimWeight: w}}
+		x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+		run := func(id string, input, output int) int {
+			d := x.Begin(0, Request{Session: id, Turn: 1, Input: input, Output: output, Blocks: []uint64{uint64(id[0])}})
+			d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+			d.Accepted()
+			d.PrefillDone()
+			d.Finished(true)
+			return d.Decoder()
+		}
+		dA = run("a", 592, 8)
+		if dB := run("b", 292, 8); dB == dA {
+			t.Fatalf("a and b both on d%d", dA)
+		}
+		dB := 1 - dA
+		x.ensureLoad()
+		x.load.d[dB] = 50
+		if staleA {
+			x.session(SessionKey{ID: "a"}).onP = 1
+		}
+		c := x.Begin(1, Request{Session: "c", Turn: 1, Input: 590, Output: 10, Blocks: []uint64{'c'}})
+		return c.Action().D, dA
+	}
+	for _, c := range []struct {
+		w      float64
+		stale  bool
+		wantDA bool
+	}{{0, false, true}, {0.05, false, true}, {1, false, false}, {1, true, true}} {
+		got, dA := pick(c.w, c.stale)
+		if (got == dA) != c.wantDA {
+			t.Errorf("weight %v, a stale %t: c asked d%d (dA = d%d), want dA %t", c.w, c.stale, got, dA, c.wantDA)
+		}
+	}
+}
