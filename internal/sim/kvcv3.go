@@ -86,6 +86,8 @@ type KVCv3 struct {
 	IsolationLongPrefillS float64 `json:"isolation_long_prefill_s,omitempty"`
 	// IsolationStayClassTokens: with TPOTSLOMs, kvc.DecodeIsolation.StayClassTokens.
 	IsolationStayClassTokens int `json:"isolation_stay_class_tokens,omitempty"`
+	// IsolationHomeReseed: with TPOTSLOMs, kvc.DecodeIsolation.HomeReseed.
+	IsolationHomeReseed bool `json:"isolation_home_reseed,omitempty"`
 	// ColdTrimWeight: with ColdRoute, kvc.V3Config.ColdTrimWeight.
 	ColdTrimWeight float64 `json:"cold_route_trim_weight,omitempty"`
 }
@@ -149,7 +151,7 @@ func (v *KVCv3) config(rtt, xfer float64, cost kvc.StallCost) kvc.V3Config {
 	if !v.CountTransfer {
 		xfer = 0
 	}
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS, StayClassTokens: v.IsolationStayClassTokens}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, ColdTrimWeight: v.ColdTrimWeight, Inline: v.Inline, RTTS: rtt,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS, StayClassTokens: v.IsolationStayClassTokens, HomeReseed: v.IsolationHomeReseed}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, ColdTrimWeight: v.ColdTrimWeight, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
 		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
 }
