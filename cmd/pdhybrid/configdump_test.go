@@ -139,6 +139,8 @@ func TestEveryFlagReachesTheRunFiles(t *testing.T) {
 		"isolation-sooner-ratio":           append(kvcFlags, "--kvc-preset", "v4", "--isolation-sooner-ratio", "3"),
 		"isolation-long-prefill":           append(kvcFlags, "--kvc-preset", "v4", "--isolation-long-prefill", "5"),
 		"isolation-stay-class-tokens":      append(kvcFlags, "--kvc-preset", "v4", "--isolation-stay-class-tokens", "4096"),
+		"cold-route-trim-weight":           append(kvcFlags, "--kvc-preset", "v4", "--cold-route-trim-weight", "0.5"),
+		"isolation-home-reseed":            append(kvcFlags, "--kvc-preset", "v4", "--isolation-home-reseed"),
 		"conditional-strategy":             with(cond, "--conditional-strategy", "isl_or_load"),
 		"conditional-eff-isl-threshold":    with(cond, "--conditional-eff-isl-threshold", "4096"),
 		"conditional-eff-isl-ratio":        with(cond, "--conditional-eff-isl-ratio", "0.6"),

@@ -36,6 +36,8 @@ type kvcV3Flags struct {
 	soonerRatio       float64 // with ttftSLO: how much sooner D must be for the budget to yield when both miss
 	longPrefill       float64 // with ttftSLO: P's own prefill in seconds past which the budget yields when both miss
 	stayClass         int     // with tpotSLO: the size class of P's queue a hosted turn's stay reads
+	coldTrim          float64 // with coldRoute: the weight of the sessions a cold placement pushes out (sim only)
+	homeReseed        bool    // with tpotSLO: a held large append reseeded back to its decoder when the others would trim (sim only)
 }
 
 // The v3 preset's values, chosen from the sweep in docs/kvc-v3.md.
@@ -101,7 +103,7 @@ const (
 	v4PBypass = 2048
 )
 
-var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "p-prefill-bypass-tokens", "p-prefill-bypass-ahead", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill", "isolation-stay-class-tokens"}
+var kvcV3FlagNames = []string{"kvc-preset", "d-prefill-budget", "local-prefill-margin", "cold-route", "inline-admission", "local-fallback", "typed-rejects", "whole-on-p", "cold-on-p", "p-hosts-sessions", "balance-starts", "p-host-queue-tokens", "balance-half-life", "cold-route-inflight-tokens", "count-transfer", "prefill-bypass-tokens", "p-prefill-bypass-tokens", "p-prefill-bypass-ahead", "prefill-order", "prefill-max-wait", "tpot-slo-ms", "isolation-max-p-wait", "isolation-ttft-slo-ms", "isolation-sooner-ratio", "isolation-long-prefill", "isolation-stay-class-tokens", "cold-route-trim-weight", "isolation-home-reseed"}
 
 // register adds every v3 flag (sim, bench, sweep).
 func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
@@ -112,6 +114,8 @@ func (v *kvcV3Flags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&v.pBypassAhead, "p-prefill-bypass-ahead", false, "kvcache-centric (v3/v4), with --p-prefill-bypass-tokens: those requests run in a prefill step of their own before the long prompt's next chunk instead of in it, never two such steps in a row; only the turns of sessions it serves whole, the prompts it prefills for decoders ride in the chunk (off by default and in the v3 preset, on in the v4 preset; docs/kvc-v4.md)")
 	fs.StringVar(&v.order, "prefill-order", "fcfs", "kvcache-centric (v3): how the prefill workers and decoders admit their waiting requests: `fcfs` (arrival order, SGLang's) or shortest (fewest uncached prompt tokens first, so a short prompt does not wait behind every larger one; see --prefill-max-wait) (the v3 preset: shortest; live: the workers' --prefill-order)")
 	fs.Float64Var(&v.maxWait, "prefill-max-wait", 0, "kvcache-centric (v3), with --prefill-order shortest: a request waiting longer than this many `seconds`, in [0, 86400], goes first, in arrival order, which bounds what shortest-first costs the largest prompts; 0 = no bound (default 0; the v3 preset: 30)")
+	fs.Float64Var(&v.coldTrim, "cold-route-trim-weight", 0, "kvcache-centric (v3/v4), with --cold-route: each token of the sessions a cold placement would push out of a decoder's KV pool, by the router's book of what each decoder holds pinned (the least recently used idle sessions, whole, until the room holds the prompt and its output), adds this many tokens to that decoder's cold-routing cost, a `factor` in [0, 1000]; the book needs the decoders' eviction reports, so the simulator only (default 0: off, also in the v3 and v4 presets; docs/kvc-v4.md)")
+	fs.BoolVar(&v.homeReseed, "isolation-home-reseed", false, "kvcache-centric, with --tpot-slo-ms: an append over --direct-max-uncached-tokens that the stall budget holds off its session's decoder is reseeded through the prefill worker back to that decoder, instead of to the next decoder Algorithm 1 names, when by the router's book of what each decoder holds pinned every other decoder would push a session out of its KV pool to take it; the book needs the decoders' eviction reports, so the simulator only (off by default, also in the v4 preset; docs/kvc-v4.md)")
 	fs.BoolVar(&v.inline, "inline-admission", false, "kvcache-centric (v3): the first admission check rides on the request to the decoder, with no round trip before it; a refusal or seed answer pays --admission-rtt before the next step (off in v2, on in the v3 preset)")
 }
 
@@ -243,6 +247,9 @@ func (v *kvcV3Flags) checkV4(ck *checks) {
 // their own).
 func (v *kvcV3Flags) checkSim(ck *checks) {
 	ck.num("prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
+	ck.num("cold-route-trim-weight", between(0, 1000).is("a factor").orZero("off"))
+	ck.only("cold-route-trim-weight", v.coldRoute, "with --cold-route")
+	ck.only("isolation-home-reseed", v.tpotSLO > 0, "with --tpot-slo-ms above 0")
 	ck.num("p-prefill-bypass-tokens", between(0, 1<<24).is("a number of tokens"))
 	ck.only("p-prefill-bypass-ahead", v.pBypass > 0, "with --p-prefill-bypass-tokens above 0")
 	ck.oneOf("prefill-order", "fcfs", "shortest")
@@ -265,5 +272,5 @@ func (v *kvcV3Flags) config() sim.KVCv3 {
 	return sim.KVCv3{Preset: v.preset, DBudgetTokens: v.budget, MarginTokens: v.margin, ColdRoute: v.coldRoute, ColdInflightTokens: v.coldInflight, CountTransfer: v.countTransfer, Inline: v.inline, PrefillBypassTokens: v.bypass, PPrefillBypassTokens: v.pBypass, PPrefillBypassAhead: v.pBypassAhead,
 		PrefillOrder: v.order, PrefillMaxWaitS: v.maxWait,
 		LocalFallback: v.fallback, TypedRejects: v.typed, WholeOnP: v.wholeP, ColdOnP: v.coldP, PHosts: v.pHosts,
-		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio, IsolationLongPrefillS: v.longPrefill, IsolationStayClassTokens: v.stayClass}
+		BalanceStarts: v.balanceStarts, PHostQueueTokens: v.pHostQueue, BalanceHalfLifeS: v.balanceHalfLife, TPOTSLOMs: v.tpotSLO, IsolationMaxPWaitS: v.maxPWait, IsolationTTFTSLOMs: v.ttftSLO, IsolationSoonerRatio: v.soonerRatio, IsolationLongPrefillS: v.longPrefill, IsolationStayClassTokens: v.stayClass, ColdTrimWeight: v.coldTrim, IsolationHomeReseed: v.homeReseed}
 }

@@ -468,6 +468,9 @@ func (t *Dispatch) reject(d int, rep AdmitReply, detail string) {
 	switch rep.Reason {
 	case "real-large-append":
 		t.setWhy("real-large-append")
+		if t.v4HomeReseed(d) {
+			return
+		}
 	case "session-not-resident":
 		t.notResident()
 	case "session-cap":

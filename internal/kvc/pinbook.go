@@ -57,6 +57,14 @@ type pinHold struct {
 // request of it there (what an idle trim may evict).
 func (h *pinHold) idle() bool { return h.pinned && h.busy == 0 }
 
+// stale reports whether h's copy is one its session left: the session is
+// pinned on another decoder or hosted whole on a prefill worker since, so
+// its next turn goes there and the copy here serves nothing. (A session
+// pinned nowhere may still find this copy through the router's index.)
+func (h *pinHold) stale() bool {
+	return h.s.pin >= 0 && h.s.pin != h.d || h.s.onP > 0
+}
+
 // pinList is one decoder's idle pinned sessions, least recently used first.
 type pinList struct {
 	head, tail *pinHold
@@ -271,8 +279,9 @@ func (x *Dispatcher) PinBookOK() bool {
 // pinned sessions and the requests in flight there, and the least recently
 // used idle sessions other than the request's own go, oldest first, until
 // the room holds need. It returns the sizes of the sessions that go, in
-// tokens (the reseeds their next turns would need), and how many; pool 0
-// (unknown) pushes nothing.
+// tokens (the reseeds their next turns would need), and how many; a copy
+// its session left (stale) makes room and costs nothing. Pool 0 (unknown)
+// pushes nothing.
 func (x *Dispatcher) pushedOut(d, need int, self *sessState) (tokens, n int) {
 	pool := x.poolTokens()
 	if pool <= 0 || d >= len(x.pins.idle) {
@@ -285,6 +294,9 @@ func (x *Dispatcher) pushedOut(d, need int, self *sessState) (tokens, n int) {
 			continue
 		}
 		room += h.tokens
+		if h.stale() {
+			continue // its session's live copy is elsewhere: nothing to reseed
+		}
 		tokens += h.tokens
 		n++
 	}

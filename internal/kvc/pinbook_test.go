@@ -164,3 +164,101 @@ func TestPinBookByHand(t *testing.T) {
 		t.Fatalf("a4 failed decoding: %d sessions %d tokens, %d pinned; want none", n, tok, x.pins.pinned[0])
 	}
 }
+
+// TestColdTrimWeightByHand: cold routing with ColdTrimWeight, by hand.
+// Pools of 64 blocks of 16 tokens = 1,024 tokens. Session a (592 + 8 =
+// 600 tokens) ends on one decoder, dA, session b (292 + 8 = 300) on the
+// other, dB; dB has 50 prefill tokens queued. A new session c of 590 + 10
+// tokens needs 600: dA has 424 free, so c there pushes a out (600
+// tokens); dB has 724 and pushes nothing. Cold routing's costs are the
+// queue plus the uncached prompt: dA 0 + 590 = 590, dB 50 + 590 = 640,
+// so without the weight c goes to dA. At weight 1 dA costs 590 + 600 =
+// 1,190 and c goes to dB; at 0.05, 590 + 30 = 620 < 640, dA still. With a
+// hosted whole on a prefill worker since, its copy on dA is stale and
+// costs nothing: dA again at weight 1.
+func TestColdTrimWeightByHand(t *testing.T) {
+	pick := func(w float64, staleA bool) (chosen, dA int) {
+		cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
+			MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16,
+			V3: V3Config{ColdRoute: true, ColdTrimWeight: w}}
+		x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+		run := func(id string, input, output int) int {
+			d := x.Begin(0, Request{Session: id, Turn: 1, Input: input, Output: output, Blocks: []uint64{uint64(id[0])}})
+			d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+			d.Accepted()
+			d.PrefillDone()
+			d.Finished(true)
+			return d.Decoder()
+		}
+		dA = run("a", 592, 8)
+		if dB := run("b", 292, 8); dB == dA {
+			t.Fatalf("a and b both on d%d", dA)
+		}
+		dB := 1 - dA
+		x.ensureLoad()
+		x.load.d[dB] = 50
+		if staleA {
+			x.session(SessionKey{ID: "a"}).onP = 1
+		}
+		c := x.Begin(1, Request{Session: "c", Turn: 1, Input: 590, Output: 10, Blocks: []uint64{'c'}})
+		return c.Action().D, dA
+	}
+	for _, c := range []struct {
+		w      float64
+		stale  bool
+		wantDA bool
+	}{{0, false, true}, {0.05, false, true}, {1, false, false}, {1, true, true}} {
+		got, dA := pick(c.w, c.stale)
+		if (got == dA) != c.wantDA {
+			t.Errorf("weight %v, a stale %t: c asked d%d (dA = d%d), want dA %t", c.w, c.stale, got, dA, c.wantDA)
+		}
+	}
+}
+
+// TestV4HomeReseedByHand: 1P2D, pools of 1,024 tokens (64 blocks of 16),
+// v3's local prefill off so that every append over τ_append is refused
+// and goes on. Session a (592 + 8 = 600 tokens) ends on dA, session b on
+// the other decoder, dB. a's next turn, 800 + 8 = 808 tokens, is refused
+// by dA as a real large append. With b of 692 + 8 = 700 tokens, dB has 324
+// free and would push b out for it: the turn is reseeded through p0 back
+// to dA. With b of 92 + 8 = 100, dB has 924 free and takes it without a
+// trim: the next decoder is asked, as with the home reseed off.
+func TestV4HomeReseedByHand(t *testing.T) {
+	play := func(home bool, bInput int) (Action, int) {
+		cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 3, TauAppend: 100,
+			MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16,
+			V3: V3Config{Isolation: DecodeIsolation{TPOTSLOS: 0.012, HomeReseed: home}}}
+		x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+		run := func(id string, input int) int {
+			d := x.Begin(0, Request{Session: id, Turn: 1, Input: input, Output: 8, Blocks: []uint64{uint64(id[0])}})
+			d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+			d.Accepted()
+			d.PrefillDone()
+			d.Finished(true)
+			return d.Decoder()
+		}
+		dA := run("a", 592)
+		if run("b", bInput) == dA {
+			t.Fatalf("a and b both on d%d", dA)
+		}
+		a2 := x.Begin(1, Request{Session: "a", Turn: 2, Input: 800, Output: 8, Blocks: []uint64{'a', 2}})
+		if a := a2.Action(); a.Kind != ActAdmit || a.D != dA {
+			t.Fatalf("a's turn 2 first asks %+v, want its decoder d%d", a, dA)
+		}
+		a2.Reply(AdmitReply{Reason: "real-large-append", CachedTokens: 592})
+		return a2.Action(), dA
+	}
+	for _, c := range []struct {
+		home     bool
+		bInput   int
+		wantSeed bool
+	}{{true, 692, true}, {true, 92, false}, {false, 692, false}} {
+		a, dA := play(c.home, c.bInput)
+		if seed := a.Kind == ActSeed && a.D == dA && a.P == 0; seed != c.wantSeed {
+			t.Errorf("home %t, b of %d tokens: next action %+v (dA = d%d), want a reseed back to dA %t", c.home, c.bInput, a, dA, c.wantSeed)
+		}
+		if !c.wantSeed && (a.Kind != ActAdmit || a.D != 1-dA) {
+			t.Errorf("home %t, b of %d tokens: next action %+v, want the other decoder asked", c.home, c.bInput, a)
+		}
+	}
+}

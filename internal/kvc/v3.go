@@ -53,6 +53,14 @@ type V3Config struct {
 	// only). Without it, prompts that share a prefix pull every new
 	// session to the decoder that holds it.
 	ColdInflightTokens int
+	// ColdTrimWeight: with ColdRoute, each token of the sessions a cold
+	// placement would push out of a decoder's pool by the pin book
+	// (pinbook.go: the least recently used idle sessions, whole, until the
+	// room holds the prompt and its output) adds this many tokens to that
+	// decoder's cold-routing cost: their next turns are reseeds of all of
+	// it (0 = off). It needs every decoder's eviction reports: without
+	// them the book never frees a session and over-counts.
+	ColdTrimWeight float64
 	// Inline: the first admission attempt rides on the request (no round
 	// trip first); RTTS is the round trip a refusal or seed answer costs.
 	Inline bool
@@ -219,7 +227,8 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 	first := t.pickD(t.r.key(), allowed).Worker
 	best, bestCost := first, 0
 	cost := func(d int) int {
-		return x.load.d[d] + x.load.pend[d] + max(t.r.Input-t.overlapOn(d)*bs, 0) + x.cfg.V3.ColdInflightTokens*x.d.Inflight(d)
+		uncached := max(t.r.Input-t.overlapOn(d)*bs, 0)
+		return x.load.d[d] + x.load.pend[d] + uncached + x.cfg.V3.ColdInflightTokens*x.d.Inflight(d) + t.coldTrimCost(d, uncached)
 	}
 	if first >= 0 {
 		bestCost = cost(first)
@@ -238,6 +247,18 @@ func (t *Dispatch) v3ColdPick(allowed func(int) bool) int {
 		x.load.pend[best] += t.pend
 	}
 	return best
+}
+
+// coldTrimCost is ColdTrimWeight times the sessions' tokens a cold
+// placement of uncached new prompt tokens and the output would push out of
+// decoder d's pool (pushedOut), 0 when the weight is off.
+func (t *Dispatch) coldTrimCost(d, uncached int) int {
+	w := t.x.cfg.V3.ColdTrimWeight
+	if w <= 0 {
+		return 0
+	}
+	tok, _ := t.x.pushedOut(d, uncached+max(t.r.Output, 1), t.x.sess(t.r.key()))
+	return int(w * float64(tok))
 }
 
 // v3Answered takes a cold-routed request's pending tokens off its decoder

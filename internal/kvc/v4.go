@@ -92,6 +92,11 @@ type DecodeIsolation struct {
 	// queue of the requests there that needed at most as many, not P's
 	// whole queue (0 = the whole queue: v3's rule; v4stay.go).
 	StayClassTokens int
+	// HomeReseed: a large append held off its session's decoder is
+	// reseeded through P back to that decoder when every other decoder
+	// would push a session out of its pool for it, by the pin book
+	// (v4home.go; off: Algorithm 1's next decoder).
+	HomeReseed bool
 }
 
 // On reports whether decode isolation is configured.

@@ -86,6 +86,10 @@ type KVCv3 struct {
 	IsolationLongPrefillS float64 `json:"isolation_long_prefill_s,omitempty"`
 	// IsolationStayClassTokens: with TPOTSLOMs, kvc.DecodeIsolation.StayClassTokens.
 	IsolationStayClassTokens int `json:"isolation_stay_class_tokens,omitempty"`
+	// IsolationHomeReseed: with TPOTSLOMs, kvc.DecodeIsolation.HomeReseed.
+	IsolationHomeReseed bool `json:"isolation_home_reseed,omitempty"`
+	// ColdTrimWeight: with ColdRoute, kvc.V3Config.ColdTrimWeight.
+	ColdTrimWeight float64 `json:"cold_route_trim_weight,omitempty"`
 }
 
 func (v *KVCv3) validate() error {
@@ -131,6 +135,9 @@ func (v *KVCv3) validate() error {
 	if v.PHostQueueTokens < 0 || v.PHostQueueTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC p_host_queue_tokens %d, expected tokens in [0, 16777216]", v.PHostQueueTokens)
 	}
+	if !(v.ColdTrimWeight >= 0 && v.ColdTrimWeight <= 1000) {
+		return fmt.Errorf("sim: KVC cold_route_trim_weight %v, expected a factor in [0, 1000] (0 = off)", v.ColdTrimWeight)
+	}
 	if v.ColdInflightTokens < 0 || v.ColdInflightTokens > 1<<24 {
 		return fmt.Errorf("sim: KVC cold_route_inflight_tokens %d, expected tokens in [0, 16777216]", v.ColdInflightTokens)
 	}
@@ -144,7 +151,7 @@ func (v *KVCv3) config(rtt, xfer float64, cost kvc.StallCost) kvc.V3Config {
 	if !v.CountTransfer {
 		xfer = 0
 	}
-	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS, StayClassTokens: v.IsolationStayClassTokens}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, Inline: v.Inline, RTTS: rtt,
+	return kvc.V3Config{Isolation: kvc.DecodeIsolation{TPOTSLOS: v.TPOTSLOMs / 1000, Cost: cost, MaxPWaitS: v.IsolationMaxPWaitS, TTFTSLOS: v.IsolationTTFTSLOMs / 1000, SoonerRatio: v.IsolationSoonerRatio, LongPrefillS: v.IsolationLongPrefillS, StayClassTokens: v.IsolationStayClassTokens, HomeReseed: v.IsolationHomeReseed}, TransferTokens: xfer, DBudgetTokens: v.DBudgetTokens, Margin: v.MarginTokens, ColdRoute: v.ColdRoute, ColdInflightTokens: v.ColdInflightTokens, ColdTrimWeight: v.ColdTrimWeight, Inline: v.Inline, RTTS: rtt,
 		LocalFallback: v.LocalFallback, TypedRejects: v.TypedRejects, WholeOnP: v.WholeOnP, ColdOnP: v.ColdOnP, PHosts: v.PHosts,
 		BalanceStarts: v.BalanceStarts, PHostQueueTokens: v.PHostQueueTokens, BalanceHalfLifeS: v.BalanceHalfLifeS}
 }
