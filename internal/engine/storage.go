@@ -21,10 +21,10 @@ package engine
 // their prefetches share), or one kept outside the process for several
 // worker processes (StorageIndex); each worker reads over its own link
 // (the storage link, model.Profile.StorageLink: bandwidth and setup).
-// Writes are asynchronous and cost no scheduler time. The wait is charged to the
-// prefill step that admits the request (SGLang instead leaves the request
-// in the queue and schedules others meanwhile; the model's step waits, as
-// a host load's step does, which is pessimistic for the batch beside it).
+// Writes are asynchronous and cost no scheduler time. The wait is spent in
+// the queue: as SGLang's scheduler skips a request whose prefetch is not
+// done and admits the others, the request is set aside until its pages are
+// in (storagepark.go), and its prefill step waits for nothing.
 
 import (
 	"fmt"
@@ -281,8 +281,10 @@ func (w *Worker) stWrite(now float64, blocks []uint64, last int64) {
 // stPrefetch is the storage half of an admission's match: what storage
 // holds of r's prompt beyond both HBM's cached tokens and the host tier's
 // match is prefetched into the host tier, as much of it as the policy lets
-// arrive, and r waits for it (r.prefetchWait, charged by hiStepS). The
-// prefetch began when r entered the queue.
+// arrive. A request that would wait for it is set aside until then
+// instead (stPark: admission fails for now, the queue goes on); one tried
+// again then waits for nothing. The prefetch began when r entered the
+// queue.
 func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	r.setPrefetchWait(0)
 	st := w.host.store

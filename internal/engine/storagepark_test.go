@@ -91,8 +91,10 @@ func TestStoragePrefetchWaitsInTheQueue(t *testing.T) {
 		if ra.Stage != StageDone || ra.AdmittedAt < ready-1e-12 || ra.AdmittedAt > ready+step {
 			t.Fatalf("a admitted at %v; want within a decode step (%v s) after its pages are in at %v", ra.AdmittedAt, step, ready)
 		}
-		if rb.Stage != StageDone || rb.Generated() != 200 {
-			t.Fatalf("b in stage %d with %d tokens", rb.Stage, rb.Generated())
+		// b's 200 tokens (about 0.8 s of decode steps) end after a's
+		// admission: the cut run ends later than it began.
+		if rb.Stage != StageDone || rb.Generated() != 200 || rb.FinishedAt <= ra.AdmittedAt {
+			t.Fatalf("b in stage %d with %d tokens, finished at %v, a admitted at %v", rb.Stage, rb.Generated(), rb.FinishedAt, ra.AdmittedAt)
 		}
 	})
 }

@@ -156,3 +156,40 @@ func TestStorageQuoteQueueOrder(t *testing.T) {
 		}
 	}
 }
+
+// v4 draws a best_effort load-back's step with the storage tokens that
+// arrive while the request queues loaded and the rest computed (tiered
+// keeps the queue the placement was priced at). tierWorld at a 13 ms TPOT
+// SLO (a bucket of (13 − 2) ms × 100 = 1.1 s), 10,100 tokens queued on d0 (0.101 s) and 100,000 on
+// P (1 s: the reseed costs 1.414 s): half the 100,000 storage tokens
+// arrive, the step is 0.5297184 s (TestStorageQuoteByHand) and is drawn.
+// When the decoders' bypass takes the 1,000-token append past that queue
+// nothing is priced as arrived: 101,000 tokens computed, 1.01 s drawn.
+// Without a storage link known nothing is priced as arrived either.
+func TestStorageBestEffortDrawsWhatArrives(t *testing.T) {
+	rep := AdmitReply{CanAdmit: true, Direct: true, Tier: TierStorage, CachedTokens: 100_000, StorageTokens: 100_000}
+	for _, c := range []struct {
+		bypass int
+		drawn  float64
+	}{{0, 0.5297184}, {1000, 1.01}} {
+		x := tierWorld(50e9, 0.013)
+		tc := &x.cfg.V3.Tiers
+		tc.StorageBandwidth, tc.StorageSetupS, tc.StorageBestEffort, tc.BypassTokens = 50e9, 0.001, true, c.bypass
+		d := secondTurnOnD0(t, x, "s", func() {
+			x.ensureLoad()
+			x.load.d[0], x.load.p[0] = 10_100, 100_000
+		}, rep)
+		if d.Action().Kind != ActDirect {
+			t.Fatalf("bypass %d: got %v %q, want the load-back; path %v", c.bypass, d.Action().Kind, d.Mode(), d.Path())
+		}
+		before, _ := x.V4Stall()
+		d.Accepted()
+		if drawn, _ := x.V4Stall(); math.Abs(drawn-before-c.drawn) > 1e-9 {
+			t.Fatalf("bypass %d: v4 drew %v s, want %v", c.bypass, drawn-before, c.drawn)
+		}
+	}
+	nolink := TierCost{KVBytesPerToken: 100_000, StorageBestEffort: true}
+	if w, got := nolink.StoragePrefetch(StorageQuote{Tokens: 100_000, AheadS: 1}); w != 0 || got != 0 {
+		t.Fatalf("no storage link: %v s, %d tokens arrived; want none", w, got)
+	}
+}
