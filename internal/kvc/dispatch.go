@@ -136,6 +136,10 @@ type Dispatcher struct {
 	trace        func(string) // SetTrace (belief.go)
 	lcErr        error
 	lcViolations int
+	// Ended dispatches handed back for reuse (Recycle), and whether they
+	// are poisoned instead (PoisonRecycled).
+	spare  []*Dispatch
+	poison bool
 }
 
 // NewDispatcher makes the control plane over the named prefill and decode
@@ -201,11 +205,23 @@ type Dispatch struct {
 	pinFoot                    int      // the pin book: its KV counted on its decoder while it runs
 	pinH                       *pinHold // the pin book: its session's hold on its decoder, busy with it
 	stQueueS, stAheadS         float64  // tier costing: the shared pool's queue and d's queue when the prefetch was priced (tiered)
+
+	// memo is the one array sizeMemos gave dOv and pOv, kept when the
+	// dispatch is recycled (Recycle) for the next request's memos.
+	memo []uint64
 }
 
 // Begin starts a request's dispatch at now; Action says what to do first.
 func (x *Dispatcher) Begin(now float64, r Request) *Dispatch {
-	t := &Dispatch{x: x, r: r, chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	var t *Dispatch
+	if n := len(x.spare); n > 0 { // a recycled one (Recycle), emptied
+		t = x.spare[n-1]
+		x.spare[n-1] = nil
+		x.spare = x.spare[:n-1]
+		*t = Dispatch{x: x, r: r, chosenD: -1, chosenP: -1, now: now, lastD: -1, memo: t.memo}
+	} else {
+		t = &Dispatch{x: x, r: r, chosenD: -1, chosenP: -1, now: now, lastD: -1}
+	}
 	if n := len(x.d.names); n <= len(t.triedOf) {
 		t.tried = t.triedOf[:n] // no allocation of its own for a pool of up to 8
 	} else {

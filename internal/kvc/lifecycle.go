@@ -32,11 +32,49 @@ const (
 	stAccepted              // the workers took it; its prefill runs
 	stDecoding              // PrefillDone: its prefill is over (KV landed, or first token)
 	stEnded                 // Finished: nothing more
+	stRecycled              // handed back (Recycle) and poisoned (PoisonRecycled)
 )
 
 func (s stage) String() string {
-	return [...]string{"deciding", "accepted", "decoding", "ended"}[s]
+	return [...]string{"deciding", "accepted", "decoding", "ended", "recycled"}[s]
 }
+
+// Recycle hands back a dispatch whose request has ended (Finished) and
+// that its executor will never use again, for a later Begin to fill: an
+// executor that knows when its last reference to a dispatch ends (the
+// simulator, sim/recycle.go) saves an allocation a request, and the
+// array of its overlap memos. The dispatcher itself keeps no reference to
+// a dispatch; the paths a sink was given (Path) are not reused, and the
+// dispatches kept for reuse follow the open ones (spareSlack). Recycling
+// one not yet Finished is a lifecycle violation, and it is not recycled.
+// Under PoisonRecycled the dispatch is poisoned instead and never reused.
+func (x *Dispatcher) Recycle(t *Dispatch) {
+	if !t.expect("Recycle", t.stage == stEnded) {
+		return
+	}
+	if x.poison {
+		*t = Dispatch{stage: stRecycled, chosenD: -1 << 40, chosenP: -1 << 40, act: Action{Kind: actRecycled, P: -1 << 40, D: -1 << 40}}
+		return
+	}
+	x.spare = append(x.spare, t)
+	for len(x.spare) > x.open+spareSlack { // fewer requests open now: let the extra go
+		x.spare[len(x.spare)-1] = nil
+		x.spare = x.spare[:len(x.spare)-1]
+	}
+}
+
+// spareSlack is how many more recycled dispatches than open ones the
+// dispatcher keeps for reuse: enough for the swings of a run that keeps
+// up, while a backlog that drains lets its dispatches go.
+const spareSlack = 1024
+
+// PoisonRecycled makes Recycle poison what it is given (tests): every
+// outcome fed to a poisoned dispatch panics, and so does any use of its
+// dispatcher, its action's workers or its decoder.
+func (x *Dispatcher) PoisonRecycled() { x.poison = true }
+
+// actRecycled is a poisoned dispatch's action: no executor knows it.
+const actRecycled ActionKind = 0xee
 
 // starts reports whether an action starts the request on workers (the
 // actions Accepted and Refused answer).
@@ -83,6 +121,9 @@ func (x *Dispatcher) Open() int { return x.open }
 func (t *Dispatch) expect(outcome string, ok bool) bool {
 	if ok {
 		return true
+	}
+	if t.stage == stRecycled {
+		panic("kvc: " + outcome + " on a dispatch after its Recycle")
 	}
 	x := t.x
 	err := fmt.Errorf("%w: %s in stage %s (action %d, session %q turn %d)", ErrLifecycle, outcome, t.stage, t.act.Kind, t.r.Session, t.r.Turn)

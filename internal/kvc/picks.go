@@ -31,8 +31,15 @@ func (t *Dispatch) sizeMemos() {
 	if nd == 0 || np == 0 || t.dOv.vals != nil || t.pOv.vals != nil {
 		return
 	}
-	buf := make([]uint64, nd+np)
-	t.dOv.vals, t.pOv.vals = buf[:nd:nd], buf[nd:]
+	buf := t.memo
+	if cap(buf) >= nd+np { // a recycled dispatch's (Recycle): as new once zeroed
+		buf = buf[:nd+np]
+		clear(buf)
+	} else {
+		buf = make([]uint64, nd+np)
+		t.memo = buf
+	}
+	t.dOv.vals, t.pOv.vals = buf[:nd:nd], buf[nd:nd+np:nd+np]
 }
 
 // overlap is the prefix of blocks that worker i's index holds, from m when

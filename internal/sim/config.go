@@ -124,6 +124,10 @@ type Config struct {
 	// editDispatch edits the dispatcher's configuration before it is
 	// built: the conformance suite runs a row's own (tests only).
 	editDispatch func(*kvc.DispatchConfig)
+	// recycle is what becomes of a finished request's record and dispatch
+	// (recycle.go): reused for a later request (the default), poisoned and
+	// checked instead (tests), or left to the collector (tests).
+	recycle recycleMode
 }
 
 // DefaultMaxBacklog bounds the requests a run holds at once: `pdhybrid sim

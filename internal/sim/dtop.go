@@ -246,7 +246,7 @@ func (s *Sim) syncBeforeReseed(r *req, p int) {
 	}
 	r.syncWait = true
 	s.startSync(&syncOp{session: r.t.SessionID, p: p, d: last, blocks: blocks, tokens: tokens, done: func(bool) {
-		r.syncWait = false
+		r.alive().syncWait = false
 		if r.dReady && !r.dead {
 			s.submitPrefill(r)
 		}

@@ -22,11 +22,21 @@ type event struct {
 	t    float64
 	seq  uint64
 	kind uint8
-	idx  int32  // worker or link index
-	ver  uint32 // for evWorker/evLink: schedule version; stale ones are skipped
+	idx  int32 // worker or link index
+	// For evWorker/evLink: the schedule version; for an event of a
+	// request (pushFor): the request's life, req.gen. Stale ones are skipped.
+	ver  uint32
 	req  *req
 	xfer *engine.Transfer // evXferTimeout
 }
+
+// current reports whether e's request is still the one e was queued for:
+// false once the record was recycled for a later request (recycle.go).
+// Only the events that do nothing for an ended request ask (a timeout, an
+// admission reply, a pause's end, a transfer's timeout); the others cannot
+// outlive their request (a release comes before the request is sent; a
+// transfer landing after a trim stall holds the record, req.xferLive).
+func (e *event) current() bool { return e.req.gen == e.ver }
 
 // eventHeap is a binary min-heap of events by (time, sequence), typed so
 // that a push or pop does not box the event (container/heap would allocate

@@ -24,13 +24,14 @@ func (s *Sim) dispatch(r *req) {
 // admission RPC (a modelled round trip, then evAdmit), or a request started
 // on its workers.
 func (s *Sim) execute(r *req) {
+	r.alive()
 	for {
 		a := r.x.Action()
 		if a.Delay > 0 && !r.delayed {
 			// Backpressure: the router holds the request for the pause the
 			// decoder recommended (capped), then acts.
 			r.delayed = true
-			s.push(event{t: s.now + a.Delay, kind: evExecute, req: r})
+			s.pushFor(r, event{t: s.now + a.Delay, kind: evExecute})
 			return
 		}
 		r.delayed = false
@@ -43,7 +44,7 @@ func (s *Sim) execute(r *req) {
 			if a.Inline {
 				rtt = 0 // v3: the check rides on the request; a refusal pays it after
 			}
-			s.push(event{t: s.now + rtt, kind: evAdmit, req: r})
+			s.pushFor(r, event{t: s.now + rtt, kind: evAdmit})
 			return
 		case kvc.ActColo, kvc.ActDirect, kvc.ActLocal:
 			if s.startWhole(r, a) {
@@ -69,7 +70,7 @@ func (s *Sim) execute(r *req) {
 // admit answers r's admission RPC from the decoder's own bookkeeping
 // (Algorithm 2) and feeds the reply to the dispatcher.
 func (s *Sim) admit(r *req) {
-	if r.ended {
+	if r.alive().ended {
 		return
 	}
 	a := r.x.Action()
@@ -144,8 +145,8 @@ func (s *Sim) startWhole(r *req, a kvc.Action) bool {
 	}
 	r.p, r.d = -1, pool[a.D]
 	r.startAt = s.now
-	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, SessionNum: r.sess.num, KeepSession: keep, Tag: r}
+	r.de.Renew(engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
+		Session: r.t.SessionID, SessionNum: r.sess.num, KeepSession: keep, Tag: r})
 	s.onWorker(r, r.d)
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
@@ -181,8 +182,13 @@ func (s *Sim) startPD(r *req, a kvc.Action) bool {
 	r.p, r.d = s.prefills[a.P], s.decodes[a.D]
 	r.startAt = s.now
 	seed := a.Kind == kvc.ActSeed
-	r.pe = &engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Tag: r}
-	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r}
+	pe := engine.Request{ID: r.t.ChatID, Kind: engine.PrefillOnly, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Tag: r}
+	if r.pe == nil {
+		r.pe = &pe
+	} else {
+		r.pe.Renew(pe) // a recycled record's, or an earlier attempt's that no worker took
+	}
+	r.de.Renew(engine.Request{ID: r.t.ChatID, Kind: engine.DecodeOnly, Input: r.t.InputLength, Output: r.t.OutputLength, Tag: r})
 	if seed {
 		r.de.Blocks, r.de.Session, r.de.SessionNum, r.de.KeepSession = r.t.HashIDs, r.t.SessionID, r.sess.num, true
 		r.pe.Session, r.pe.SessionNum, r.pe.KeepSession = r.t.SessionID, r.sess.num, true // a capacity-backup P keeps it
@@ -248,7 +254,7 @@ func (s *Sim) noteBinding(r *req, w int) {
 
 // handle reacts to one worker event.
 func (s *Sim) handle(ev engine.Event) {
-	r := ev.Req.Tag.(*req)
+	r := ev.Req.Tag.(*req).alive()
 	if r.dead {
 		return // its legs were aborted; nothing late matters
 	}

@@ -67,7 +67,8 @@ func randTrace(rng *rand.Rand, n int) []trace.Request {
 // checks the invariants: every request is recorded exactly once, completed
 // ones have a sane TTFT, ITL counts exactly the completed requests' gaps, no
 // KVC decoder holds more sessions than its cap, and at the end every
-// worker, router counter and replay counter is back to empty.
+// worker, router counter and replay counter is back to empty; every other
+// run in the poison mode of recycle.go.
 func TestSimProperty(t *testing.T) {
 	p := profile(t)
 	statuses := map[metrics.Status]int{}
@@ -159,6 +160,9 @@ func TestSimProperty(t *testing.T) {
 			cfg.Mechanism, cfg.Colo = PDColo, 1+rng.IntN(4)
 			cfg.ColoMemFraction = frac
 		}
+		// Every other run poisons the records it would recycle (recycle.go):
+		// a use after a request's end panics.
+		cfg.recycle = []recycleMode{recycleOn, recyclePoison}[seed%2]
 		sink := &memSink{}
 		s, err := newSim(cfg, &SliceSource{H: trace.Header{Version: 1, BlockSize: 64}, Reqs: reqs}, sink, nil)
 		if err != nil {

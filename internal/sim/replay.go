@@ -118,9 +118,13 @@ type req struct {
 	x        *kvc.Dispatch // the control plane's decisions for it
 	startAt  float64       // its final action started (after admission RPCs)
 	sentKV   int           // prompt tokens whose KV P has started sending
-	xferLive int           // transfers of r's chunks still on the link
-	xferEnd  float64
-	firstAt  float64 // first token out (D's join in PD)
+	xferLive int32         // transfers of r's chunks still on the link
+	// gen is the record's life: bumped each time it is recycled for
+	// another request (recycle.go), and written into the events queued for
+	// it, so that an event of an earlier life is known stale.
+	gen     uint32
+	xferEnd float64
+	firstAt float64 // first token out (D's join in PD)
 
 	ended    bool
 	dead     bool // timed out or failed: ignore late engine events
@@ -168,7 +172,8 @@ func (s *Sim) ingest() error {
 		s.now = s.nextAt
 	}
 	s.forgetIdle()
-	r := &req{t: newReqTrace(&s.next), p: -1, d: -1}
+	r := s.newReq()
+	r.t = newReqTrace(&s.next)
 	sess := s.sessionAt(s.nextSlot, r.t.SessionID)
 	s.sessionBusy(sess)
 	r.t.HashIDs, r.shared = s.adoptChain(sess, r.t.HashIDs, s.nextLast)
@@ -192,6 +197,7 @@ func (s *Sim) ingest() error {
 		s.schedRelease(r, max(s.now, sess.lastEnd+s.think(r)))
 	default:
 		if parent, ok := s.inflight.Get(r.t.ParentChatID); ok && parent != r {
+			parent.alive()
 			parent.waiters = append(parent.waiters, r)
 		} else {
 			s.stats.OrphanTurns++
@@ -272,12 +278,13 @@ func (s *Sim) schedRelease(r *req, at float64) {
 		s.release(r)
 		return
 	}
-	s.push(event{t: at, kind: evRelease, req: r})
+	s.pushFor(r, event{t: at, kind: evRelease})
 }
 
 // release hands r to the client: it is sent now, or queued behind the
 // concurrency limit.
 func (s *Sim) release(r *req) {
+	r.alive()
 	r.released = s.now
 	if s.cfg.Concurrency > 0 && (s.active >= s.cfg.Concurrency || s.gateHead < len(s.gate)) {
 		s.stats.GateWaits++
@@ -292,7 +299,7 @@ func (s *Sim) send(r *req) {
 	s.active++
 	s.stats.MaxInflight = max(s.stats.MaxInflight, s.active)
 	if s.cfg.TimeoutS > 0 {
-		s.push(event{t: s.now + s.cfg.TimeoutS, kind: evTimeout, req: r})
+		s.pushFor(r, event{t: s.now + s.cfg.TimeoutS, kind: evTimeout})
 	}
 	if why := tooLong(r.t.InputLength, r.t.OutputLength, s.cfg.MaxInputLen); why != "" {
 		s.fail(r, metrics.StatusFailed, why)
@@ -318,7 +325,7 @@ func tooLong(input, output, max int) string {
 }
 
 func (s *Sim) timeout(r *req) {
-	if r.ended {
+	if r.alive().ended {
 		return
 	}
 	s.abortLegs(r)
@@ -352,7 +359,8 @@ func (s *Sim) end(r *req) {
 	for _, w := range r.waiters {
 		s.schedRelease(w, max(w.readyAt(s), s.now+s.think(w)))
 	}
-	r.waiters = nil
+	clear(r.waiters)
+	r.waiters = r.waiters[:0]
 	if r.sess.closing && r.sess.live == 0 && !r.sess.gone {
 		s.closeSession(r.sess)
 	}
@@ -360,6 +368,7 @@ func (s *Sim) end(r *req) {
 	if s.progress != nil && s.finished%2048 == 0 {
 		s.progress(s.finished, s.now)
 	}
+	s.retired = append(s.retired, r) // recycled once the drain is over (recycle.go)
 }
 
 // fail ends r with a status other than completed and its cause.

@@ -117,8 +117,9 @@ type Sim struct {
 	forgetHead int
 
 	replay
-	nextWarn  int      // backlog at which to warn next (overload.go)
-	warnings  []string // what warn said, for the summary
+	nextWarn int      // backlog at which to warn next (overload.go)
+	warnings []string // what warn said, for the summary
+	recycler
 	collector *metrics.Collector
 	gaps      *metrics.GapHistogram // every worker's inter-token gaps
 	finished  int
@@ -341,6 +342,9 @@ func (s *Sim) build() error {
 	if s.quiet {
 		s.disp.SetQuiet() // the paths go only to the sink
 	}
+	if c.recycle == recyclePoison {
+		s.disp.PoisonRecycled()
+	}
 	s.wsched = make([]schedule, len(s.workers))
 	s.lsched = make([]schedule, len(s.links))
 	return nil
@@ -350,6 +354,15 @@ func (s *Sim) push(e event) {
 	s.seq++
 	e.seq = s.seq
 	s.events.push(e)
+}
+
+// pushFor queues e for request r, marked with r's life (req.gen): an
+// event that outlives the request (its timeout, an admission reply or a
+// backpressure pause after a timeout, a landed transfer's timeout) finds
+// the record recycled for a later request and is skipped (event.current).
+func (s *Sim) pushFor(r *req, e event) {
+	e.req, e.ver = r, r.gen
+	s.push(e)
 }
 
 // resched puts worker i's next step on the queue if it moved.
@@ -438,17 +451,23 @@ func (s *Sim) loop(ctx context.Context) error {
 		case evRelease:
 			s.release(e.req)
 		case evTimeout:
-			s.timeout(e.req)
+			if e.current() {
+				s.timeout(e.req)
+			}
 		case evSample:
 			s.sampleWorkers()
 		case evAdmit:
-			s.admit(e.req)
+			if e.current() {
+				s.admit(e.req)
+			}
 		case evExecute:
-			if !e.req.ended {
+			if e.current() && !e.req.ended {
 				s.execute(e.req)
 			}
 		case evXferTimeout:
-			s.transferTimeout(e.req, e.xfer)
+			if e.current() {
+				s.transferTimeout(e.req, e.xfer)
+			}
 		case evLand:
 			s.landTransfer(e.xfer.Tag.(*kvXfer))
 		case evSync:
@@ -519,6 +538,7 @@ func (s *Sim) drain() {
 	}
 	clear(s.pending)
 	s.pending = s.pending[:0]
+	s.recycleRetired()
 	if afterDrain != nil {
 		afterDrain(s)
 	}

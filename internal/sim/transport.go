@@ -26,7 +26,7 @@ const (
 // watchTransfer arms the timeout of a transfer just started.
 func (s *Sim) watchTransfer(r *req, x *engine.Transfer) {
 	if s.cfg.TransferTimeoutS > 0 {
-		s.push(event{t: s.now + s.cfg.TransferTimeoutS, kind: evXferTimeout, req: r, xfer: x})
+		s.pushFor(r, event{t: s.now + s.cfg.TransferTimeoutS, kind: evXferTimeout, xfer: x})
 	}
 }
 
@@ -75,11 +75,11 @@ type kvXfer struct {
 // stall is over (the seed's trims blocked mooncake's completion handling,
 // F6), and the transfer's timeout keeps running until then.
 func (s *Sim) landTransfer(t *kvXfer) {
-	r := t.r
+	r := t.r.alive()
 	if !r.dead && r.d >= 0 {
 		if until := s.workers[r.d].StalledUntil(); until > s.now {
 			x := &engine.Transfer{Tag: t}
-			s.push(event{t: until, kind: evLand, req: r, xfer: x})
+			s.pushFor(r, event{t: until, kind: evLand, xfer: x})
 			return
 		}
 	}

@@ -12,8 +12,8 @@ import (
 func (s *Sim) startWholeP(r *req, a kvc.Action) bool {
 	r.p, r.d = -1, s.prefills[a.P]
 	r.startAt = s.now
-	r.de = engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
-		Session: r.t.SessionID, SessionNum: r.sess.num, Tag: r}
+	r.de.Renew(engine.Request{ID: r.t.ChatID, Kind: engine.Full, Blocks: r.t.HashIDs, SharedBlocks: r.shared, Input: r.t.InputLength, Output: r.t.OutputLength,
+		Session: r.t.SessionID, SessionNum: r.sess.num, Tag: r})
 	s.onWorker(r, r.d)
 	if err := s.workers[r.d].Submit(s.now, &r.de); err != nil {
 		r.x.Refused(reason(err, s.workers[r.d].Name()))
