@@ -90,6 +90,21 @@ func (l *kvEventLog) publish(ts float64, evs ...KVEvent) {
 	l.wake = make(chan struct{})
 }
 
+// from is where a stream that asked for the batches after seq after
+// starts: after itself, or — a new consumer (−1), or one that read a
+// stream of an earlier start of this worker (after ≥ next) — the last
+// batch published, so it reads from the next one on. The handler resolves
+// it before the stream opens: a batch published between the opening and
+// the first read is the consumer's, not skipped.
+func (l *kvEventLog) from(after int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if after < 0 || after >= l.next {
+		return l.next - 1
+	}
+	return after
+}
+
 // since is the batches after seq after (all that are kept, when after
 // is older than the ring) and a channel closed when another is published;
 // after −1 (a new consumer) is none, from the next one on. closed reports
@@ -165,6 +180,7 @@ func (s *Server) handleKVEvents(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
+	after = s.kvEvents.from(after)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
