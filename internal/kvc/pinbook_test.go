@@ -141,6 +141,12 @@ func TestPinBookByHand(t *testing.T) {
 	if n, tok := x.PinnedIdle(0); n != 1 || tok != 401 || x.pins.busyTok[0] != 360 {
 		t.Fatalf("a2 running: idle %d sessions %d tokens, busy %d; want 1, 401, 360", n, tok, x.pins.busyTok[0])
 	}
+	// Room with a2 in flight: 1,024 − 401 idle − 360 busy = 263 tokens.
+	for _, c := range []struct{ need, tok int }{{263, 0}, {264, 401}} {
+		if tok, _ := x.pushedOut(0, c.need, nil); tok != c.tok {
+			t.Errorf("a2 running, need %d: pushes out %d tokens, want %d", c.need, tok, c.tok)
+		}
+	}
 	x.SessionEvicted(0, "bb")
 	a2.Finished(true)
 	if n, tok := x.PinnedIdle(0); n != 1 || tok != 360 {
@@ -162,6 +168,44 @@ func TestPinBookByHand(t *testing.T) {
 	a4.Finished(false)
 	if n, tok := x.PinnedIdle(0); n != 0 || tok != 0 || x.pins.pinned[0] != 0 {
 		t.Fatalf("a4 failed decoding: %d sessions %d tokens, %d pinned; want none", n, tok, x.pins.pinned[0])
+	}
+	// A report that comes while a request of the session runs (the decoder
+	// ended it, pinned and trimmed it before the ending came): that ending
+	// pins nothing, the next one does.
+	c1 := start("c", 100, 4)
+	x.SessionEvicted(0, "c")
+	c1.Finished(true)
+	if n, _ := x.PinnedIdle(0); n != 0 {
+		t.Fatalf("c reported evicted while running: %d idle sessions, want 0", n)
+	}
+	c2 := x.Begin(4, Request{Session: "c", Turn: 2, Input: 120, Output: 4, Blocks: []uint64{'c' << 32, 2}})
+	c2.Reply(AdmitReply{CanAdmit: true, Direct: true})
+	c2.Accepted()
+	c2.Finished(true)
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 124 {
+		t.Fatalf("c's next turn ended: %d idle sessions %d tokens, want 1, 124", n, tok)
+	}
+	// A report of an idle session leaves its next request free to pin it.
+	x.SessionEvicted(0, "c")
+	c3 := x.Begin(5, Request{Session: "c", Turn: 3, Input: 130, Output: 4, Blocks: []uint64{'c' << 32, 3}})
+	c3.Reply(AdmitReply{CanAdmit: true, Direct: true})
+	c3.Accepted()
+	c3.Finished(true)
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 134 {
+		t.Fatalf("c evicted idle, then its turn 3 ended: %d idle sessions %d tokens, want 1, 134", n, tok)
+	}
+	if n, tok := x.PinnedIdle(1); n != 0 || tok != 0 {
+		t.Fatalf("decoder 1 of a pool of one: %d, %d", n, tok)
+	}
+	// With no pool size given the router's index takes its default bound
+	// (2^20 blocks, 16M tokens here): 5,000 tokens push nothing out.
+	y := NewDispatcher(cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+	d := y.Begin(0, Request{Session: "a", Turn: 1, Input: 300, Output: 20, Blocks: []uint64{7}})
+	d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+	d.Accepted()
+	d.Finished(true)
+	if tok, n := y.pushedOut(0, 5000, nil); tok != 0 || n != 0 {
+		t.Fatalf("pool unknown: pushes out %d tokens in %d sessions, want none", tok, n)
 	}
 }
 
@@ -252,7 +296,10 @@ func TestV4HomeReseedByHand(t *testing.T) {
 		home     bool
 		bInput   int
 		wantSeed bool
-	}{{true, 692, true}, {true, 92, false}, {false, 692, false}} {
+	}{{true, 692, true}, {true, 92, false}, {false, 692, false},
+		// b of 212 + 8 = 220 tokens leaves 804 free: the turn's 800 + 8 do
+		// not fit, its prompt alone would.
+		{true, 212, true}} {
 		a, dA := play(c.home, c.bInput)
 		if seed := a.Kind == ActSeed && a.D == dA && a.P == 0; seed != c.wantSeed {
 			t.Errorf("home %t, b of %d tokens: next action %+v (dA = d%d), want a reseed back to dA %t", c.home, c.bInput, a, dA, c.wantSeed)
