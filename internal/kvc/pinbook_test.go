@@ -309,3 +309,40 @@ func TestV4HomeReseedByHand(t *testing.T) {
 		}
 	}
 }
+
+// TestPinBookStaleCopyOnTwoDecoders: session a ends on d1 (600 tokens),
+// then its next turn runs on d0 (d1 avoided), so a's copy on d1 is one its
+// session left: on d1 it makes room and costs nothing (a request needing
+// all of d1's 1,024 tokens pushes out nothing that costs a reseed). Forgetting
+// d0 drops a's hold there only; d1 still holds the copy until it reports it.
+func TestPinBookStaleCopyOnTwoDecoders(t *testing.T) {
+	cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
+		MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16}
+	x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+	run := func(turn, input int, avoid int) int {
+		d := x.Begin(float64(turn), Request{Session: "a", Turn: turn, Input: input, Output: 8, Blocks: []uint64{1, uint64(turn)}, Avoid: []int{avoid}})
+		d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+		d.Accepted()
+		d.Finished(true)
+		return d.Decoder()
+	}
+	if d := run(1, 592, 0); d != 1 {
+		t.Fatalf("turn 1 on d%d, want d1", d)
+	}
+	if d := run(2, 292, 1); d != 0 {
+		t.Fatalf("turn 2 on d%d, want d0", d)
+	}
+	if tok, n := x.pushedOut(1, 1024, nil); tok != 0 || n != 0 {
+		t.Errorf("d1 with a's stale copy: pushes out %d tokens in %d sessions, want none", tok, n)
+	}
+	if tok, n := x.pushedOut(0, 1024, nil); tok != 300 || n != 1 {
+		t.Errorf("d0 with a's live copy: pushes out %d tokens in %d sessions, want 300 in 1", tok, n)
+	}
+	x.ForgetDecoder(0)
+	if n0, _ := x.PinnedIdle(0); n0 != 0 {
+		t.Errorf("d0 forgotten: %d idle sessions there, want 0", n0)
+	}
+	if n1, tok := x.PinnedIdle(1); n1 != 1 || tok != 600 {
+		t.Errorf("d0 forgotten: d1 holds %d sessions %d tokens, want 1, 600", n1, tok)
+	}
+}
