@@ -280,8 +280,9 @@ func (x *Dispatcher) PinBookOK() bool {
 // used idle sessions other than the request's own go, oldest first, until
 // the room holds need. It returns the sizes of the sessions that go, in
 // tokens (the reseeds their next turns would need), and how many; a copy
-// its session left (stale) makes room and costs nothing. Pool 0 (unknown)
-// pushes nothing.
+// its session left (stale) makes room and is in neither: it costs nothing. Pool 0 pushes
+// nothing (the router's index always has a bound, its default 2^20
+// blocks, so it is never 0 in practice).
 func (x *Dispatcher) pushedOut(d, need int, self *sessState) (tokens, n int) {
 	pool := x.poolTokens()
 	if pool <= 0 || d >= len(x.pins.idle) {

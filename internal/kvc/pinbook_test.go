@@ -141,6 +141,12 @@ func TestPinBookByHand(t *testing.T) {
 	if n, tok := x.PinnedIdle(0); n != 1 || tok != 401 || x.pins.busyTok[0] != 360 {
 		t.Fatalf("a2 running: idle %d sessions %d tokens, busy %d; want 1, 401, 360", n, tok, x.pins.busyTok[0])
 	}
+	// Room with a2 in flight: 1,024 − 401 idle − 360 busy = 263 tokens.
+	for _, c := range []struct{ need, tok int }{{263, 0}, {264, 401}} {
+		if tok, _ := x.pushedOut(0, c.need, nil); tok != c.tok {
+			t.Errorf("a2 running, need %d: pushes out %d tokens, want %d", c.need, tok, c.tok)
+		}
+	}
 	x.SessionEvicted(0, "bb")
 	a2.Finished(true)
 	if n, tok := x.PinnedIdle(0); n != 1 || tok != 360 {
@@ -162,6 +168,44 @@ func TestPinBookByHand(t *testing.T) {
 	a4.Finished(false)
 	if n, tok := x.PinnedIdle(0); n != 0 || tok != 0 || x.pins.pinned[0] != 0 {
 		t.Fatalf("a4 failed decoding: %d sessions %d tokens, %d pinned; want none", n, tok, x.pins.pinned[0])
+	}
+	// A report that comes while a request of the session runs (the decoder
+	// ended it, pinned and trimmed it before the ending came): that ending
+	// pins nothing, the next one does.
+	c1 := start("c", 100, 4)
+	x.SessionEvicted(0, "c")
+	c1.Finished(true)
+	if n, _ := x.PinnedIdle(0); n != 0 {
+		t.Fatalf("c reported evicted while running: %d idle sessions, want 0", n)
+	}
+	c2 := x.Begin(4, Request{Session: "c", Turn: 2, Input: 120, Output: 4, Blocks: []uint64{'c' << 32, 2}})
+	c2.Reply(AdmitReply{CanAdmit: true, Direct: true})
+	c2.Accepted()
+	c2.Finished(true)
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 124 {
+		t.Fatalf("c's next turn ended: %d idle sessions %d tokens, want 1, 124", n, tok)
+	}
+	// A report of an idle session leaves its next request free to pin it.
+	x.SessionEvicted(0, "c")
+	c3 := x.Begin(5, Request{Session: "c", Turn: 3, Input: 130, Output: 4, Blocks: []uint64{'c' << 32, 3}})
+	c3.Reply(AdmitReply{CanAdmit: true, Direct: true})
+	c3.Accepted()
+	c3.Finished(true)
+	if n, tok := x.PinnedIdle(0); n != 1 || tok != 134 {
+		t.Fatalf("c evicted idle, then its turn 3 ended: %d idle sessions %d tokens, want 1, 134", n, tok)
+	}
+	if n, tok := x.PinnedIdle(1); n != 0 || tok != 0 {
+		t.Fatalf("decoder 1 of a pool of one: %d, %d", n, tok)
+	}
+	// With no pool size given the router's index takes its default bound
+	// (2^20 blocks, 16M tokens here): 5,000 tokens push nothing out.
+	y := NewDispatcher(cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+	d := y.Begin(0, Request{Session: "a", Turn: 1, Input: 300, Output: 20, Blocks: []uint64{7}})
+	d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+	d.Accepted()
+	d.Finished(true)
+	if tok, n := y.pushedOut(0, 5000, nil); tok != 0 || n != 0 {
+		t.Fatalf("pool unknown: pushes out %d tokens in %d sessions, want none", tok, n)
 	}
 }
 
@@ -252,7 +296,10 @@ func TestV4HomeReseedByHand(t *testing.T) {
 		home     bool
 		bInput   int
 		wantSeed bool
-	}{{true, 692, true}, {true, 92, false}, {false, 692, false}} {
+	}{{true, 692, true}, {true, 92, false}, {false, 692, false},
+		// b of 212 + 8 = 220 tokens leaves 804 free: the turn's 800 + 8 do
+		// not fit, its prompt alone would.
+		{true, 212, true}} {
 		a, dA := play(c.home, c.bInput)
 		if seed := a.Kind == ActSeed && a.D == dA && a.P == 0; seed != c.wantSeed {
 			t.Errorf("home %t, b of %d tokens: next action %+v (dA = d%d), want a reseed back to dA %t", c.home, c.bInput, a, dA, c.wantSeed)
@@ -260,5 +307,42 @@ func TestV4HomeReseedByHand(t *testing.T) {
 		if !c.wantSeed && (a.Kind != ActAdmit || a.D != 1-dA) {
 			t.Errorf("home %t, b of %d tokens: next action %+v, want the other decoder asked", c.home, c.bInput, a)
 		}
+	}
+}
+
+// TestPinBookStaleCopyOnTwoDecoders: session a ends on d1 (600 tokens),
+// then its next turn runs on d0 (d1 avoided), so a's copy on d1 is one its
+// session left: on d1 it makes room and costs nothing (a request needing
+// all of d1's 1,024 tokens pushes out nothing that costs a reseed). Forgetting
+// d0 drops a's hold there only; d1 still holds the copy until it reports it.
+func TestPinBookStaleCopyOnTwoDecoders(t *testing.T) {
+	cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
+		MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16}
+	x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+	run := func(turn, input int, avoid int) int {
+		d := x.Begin(float64(turn), Request{Session: "a", Turn: turn, Input: input, Output: 8, Blocks: []uint64{1, uint64(turn)}, Avoid: []int{avoid}})
+		d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+		d.Accepted()
+		d.Finished(true)
+		return d.Decoder()
+	}
+	if d := run(1, 592, 0); d != 1 {
+		t.Fatalf("turn 1 on d%d, want d1", d)
+	}
+	if d := run(2, 292, 1); d != 0 {
+		t.Fatalf("turn 2 on d%d, want d0", d)
+	}
+	if tok, n := x.pushedOut(1, 1024, nil); tok != 0 || n != 0 {
+		t.Errorf("d1 with a's stale copy: pushes out %d tokens in %d sessions, want none", tok, n)
+	}
+	if tok, n := x.pushedOut(0, 1024, nil); tok != 300 || n != 1 {
+		t.Errorf("d0 with a's live copy: pushes out %d tokens in %d sessions, want 300 in 1", tok, n)
+	}
+	x.ForgetDecoder(0)
+	if n0, _ := x.PinnedIdle(0); n0 != 0 {
+		t.Errorf("d0 forgotten: %d idle sessions there, want 0", n0)
+	}
+	if n1, tok := x.PinnedIdle(1); n1 != 1 || tok != 600 {
+		t.Errorf("d0 forgotten: d1 holds %d sessions %d tokens, want 1, 600", n1, tok)
 	}
 }
