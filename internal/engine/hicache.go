@@ -429,11 +429,9 @@ func (w *Worker) hiUnlock(now float64, r *Request) {
 // last layer's compute, cannot overlap).
 func (w *Worker) hiStepS(c float64) float64 {
 	var tokens int64
-	var wait float64 // a storage prefetch the step waits for (storage.go)
 	for _, ch := range w.plan.chunks {
 		if ch.req.loadPending {
 			tokens += int64(ch.req.loaded)
-			wait = max(wait, ch.req.prefetchWait())
 		}
 	}
 	if tokens == 0 {
@@ -444,7 +442,7 @@ func (w *Worker) hiStepS(c float64) float64 {
 	w.stats.HostLoads++
 	w.stats.HostLoadedTokens += tokens
 	w.stats.HostLoadS += load
-	return wait + max(c+load/layers, load+c/layers)
+	return max(c+load/layers, load+c/layers)
 }
 
 // hiLoaded marks the loads of the step that just ended as done.
@@ -452,7 +450,6 @@ func (w *Worker) hiLoaded(now float64) {
 	for _, ch := range w.plan.chunks {
 		if r := ch.req; r.loadPending {
 			r.loadPending = false
-			r.setPrefetchWait(0)
 			w.hiUnlock(now, r)
 		}
 	}

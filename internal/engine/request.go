@@ -155,10 +155,9 @@ type requestExtra struct {
 	windowFreed  int64 // pool tokens its sliding layers freed behind the window (windowfree.go)
 	windowPassed int32 // the last prefix-cache node its window has passed (windowshare.go)
 	windowOwn    int64 // freed tokens past its path in the prefix cache, its alone
-	// A storage prefetch (storage.go) this request's first step waits for,
-	// and where in the prompt its prefetch began (at its first admission
-	// attempt; a retried admission finds part of it on host already).
-	prefetchWait  float64
+	// Where in the prompt a storage prefetch (storage.go) began (at its
+	// first admission attempt; a retried admission finds part of it on
+	// host already).
 	prefetchFrom  int
 	prefetchBegun bool
 	// prefetchDoneAt is when a prefetch booked on a shared pool's
@@ -199,24 +198,11 @@ func (r *Request) windowOwn() int64 {
 	return r.rare.windowOwn
 }
 
-func (r *Request) prefetchWait() float64 {
-	if r.rare == nil {
-		return 0
-	}
-	return r.rare.prefetchWait
-}
-
-// setWindowFreed and setPrefetchWait write v, allocating r.rare only for
-// a non-zero v: most writes are resets of requests that never had one.
+// setWindowFreed writes v, allocating r.rare only for a non-zero v: most
+// writes are resets of requests that never had one.
 func (r *Request) setWindowFreed(v int64) {
 	if v != 0 || r.rare != nil {
 		r.more().windowFreed = v
-	}
-}
-
-func (r *Request) setPrefetchWait(v float64) {
-	if v != 0 || r.rare != nil {
-		r.more().prefetchWait = v
 	}
 }
 

@@ -286,7 +286,6 @@ func (w *Worker) stWrite(now float64, blocks []uint64, last int64) {
 // again then waits for nothing. The prefetch began when r entered the
 // queue.
 func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
-	r.setPrefetchWait(0)
 	st := w.host.store
 	if st == nil {
 		return
@@ -347,10 +346,8 @@ func (w *Worker) stPrefetch(now float64, r *Request, cached int) {
 	if w.stats.HostWriteSkips != before {
 		return // the host pool could not take it: computed instead
 	}
-	r.setPrefetchWait(end - now)
 	w.stats.StoragePrefetches++
 	w.stats.StoragePrefetchedTokens += int64((nb-1)*bs) + lastTok - int64(base)
-	w.stats.StorageWaitS += r.prefetchWait()
 }
 
 // storageBeyond is the prompt tokens of a session this worker held (as
