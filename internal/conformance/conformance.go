@@ -91,6 +91,7 @@ func Run(ctx context.Context, base, role string, opt Options) ([]Result, error) 
 		r.decodeModes()
 		r.sessionCache()
 		r.snapshotDump()
+		r.kvEvents()
 	case RolePrefill:
 		r.snapshotIngest()
 	}

@@ -43,9 +43,10 @@ func statuses(rs map[string]Result, st Status) []string {
 }
 
 var (
-	session = func(c *emulator.Config) { c.Session = engine.SessionConfig{Enabled: true} }
-	radix   = func(c *emulator.Config) { emulatortest.Stock(c); c.DecodeRadix = true }
-	condAgg = func(c *emulator.Config) { emulatortest.Stock(c); c.ConditionalAgg, c.DecodeRadix = true, true }
+	session  = func(c *emulator.Config) { c.Session = engine.SessionConfig{Enabled: true} }
+	radix    = func(c *emulator.Config) { emulatortest.Stock(c); c.DecodeRadix = true }
+	condAgg  = func(c *emulator.Config) { emulatortest.Stock(c); c.ConditionalAgg, c.DecodeRadix = true, true }
+	kvEvents = func(c *emulator.Config) { c.Session, c.KVEvents = engine.SessionConfig{Enabled: true}, true }
 )
 
 // TestEmulatedWorkersConform: every emulated mode passes what it offers;
@@ -59,10 +60,11 @@ func TestEmulatedWorkersConform(t *testing.T) {
 	}{
 		{"stock prefill", engine.RolePrefill, emulatortest.Stock, []string{"extension.snapshot-ingest.advertised"}},
 		{"extended prefill", engine.RolePrefill, nil, nil},
-		{"stock decode", engine.RoleDecode, emulatortest.Stock, []string{"upstream.conditional-agg", "extension.session-cache.advertised", "extension.snapshot-dump.advertised"}},
-		{"decode radix", engine.RoleDecode, radix, []string{"upstream.conditional-agg", "extension.session-cache.advertised", "extension.snapshot-dump.advertised"}},
-		{"conditional agg", engine.RoleDecode, condAgg, []string{"extension.session-cache.advertised", "extension.snapshot-dump.advertised"}},
-		{"extended decode", engine.RoleDecode, session, []string{"upstream.conditional-agg"}},
+		{"stock decode", engine.RoleDecode, emulatortest.Stock, []string{"upstream.conditional-agg", "extension.session-cache.advertised", "extension.snapshot-dump.advertised", "extension.kv-events.advertised"}},
+		{"decode radix", engine.RoleDecode, radix, []string{"upstream.conditional-agg", "extension.session-cache.advertised", "extension.snapshot-dump.advertised", "extension.kv-events.advertised"}},
+		{"conditional agg", engine.RoleDecode, condAgg, []string{"extension.session-cache.advertised", "extension.snapshot-dump.advertised", "extension.kv-events.advertised"}},
+		{"extended decode", engine.RoleDecode, session, []string{"upstream.conditional-agg", "extension.kv-events.advertised"}},
+		{"extended decode, KV events", engine.RoleDecode, kvEvents, []string{"upstream.conditional-agg"}},
 		{"colocated", engine.RoleColocated, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,6 +168,13 @@ func TestRuleBreakersFail(t *testing.T) {
 					return rec.Code, rec.Body.String()
 				}
 				return rewrite(rec, func(v map[string]any) { v["ok"] = true; delete(v, "reason") })
+			}},
+		{"KV events advertised but absent", RoleDecode, "/server_info", "extension.kv-events.advertised", "answers 404",
+			engine.RoleDecode, session, func(rec *httptest.ResponseRecorder, r *http.Request, b []byte) (int, string) {
+				return rewrite(rec, func(v map[string]any) {
+					kp := v["kvc_protocol"].(map[string]any)
+					kp["features"] = append(kp["features"].([]any), "kv_events")
+				})
 			}},
 		{"server_info with the wrong role", RolePrefill, "/server_info", "stock.server-info", `want "prefill"`,
 			engine.RolePrefill, nil, func(rec *httptest.ResponseRecorder, r *http.Request, b []byte) (int, string) {

@@ -188,13 +188,17 @@ func (s *Server) kvEventsLoop(d int, base string) {
 	}()
 	r := &kvEventReader{s: s, d: d, worker: base}
 	wait := kvEventBackoff
+	last := "" // the last error logged: a decoder that keeps refusing is logged once
 	for {
 		read, reason, err := r.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		s.kvm.errs.WithLabelValues(base, reason).Inc()
-		s.log.Warn("kv events", "worker", base, "error", err.Error(), "retry_in", wait.String())
+		if msg := err.Error(); read || msg != last {
+			s.log.Warn("kv events", "worker", base, "error", msg, "retry_in", wait.String())
+			last = msg
+		}
 		if read {
 			wait = kvEventBackoff
 		}
