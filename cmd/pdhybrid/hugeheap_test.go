@@ -125,3 +125,26 @@ func hugeFlagged(start, end uintptr) (bool, error) {
 	}
 	return false, sc.Err()
 }
+
+// The simulator's commands, and only they, prepare the heap before the
+// command tree is built.
+func TestSimulatesNamesTheSimulatorsCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"sim", "--trace", "x"}, true},
+		{[]string{"bench"}, true},
+		{[]string{"sweep", "--help"}, true},
+		{[]string{"trace", "convert"}, false},
+		{[]string{"serve"}, false},
+		{[]string{"--version"}, false},
+		{[]string{"simulate"}, false},
+		{[]string{"help", "sim"}, false},
+	} {
+		if got := simulates(tc.args); got != tc.want {
+			t.Errorf("simulates(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}

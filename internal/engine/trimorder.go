@@ -8,6 +8,111 @@ package engine
 // O(log sessions); an entry goes stale when its session is used again or
 // unpinned (its stamp moves), and stale entries are skipped or compacted
 // away.
+//
+// Nearly every entry is filed at the worker's current time (a session's
+// request starts or ends now), so the entries arrive in order: they go to
+// a queue, oldest first (an entry that ties in time with the last few and
+// has a smaller id slides in among them), and only an entry older than
+// those (a repin at an old last use) goes to the heap. The oldest entry is the older of the queue's head and the
+// heap's top: the same entries come out in the same order as from one
+// heap, and a trim pops from the queue's head in O(1), where a heap pop
+// sifted through log n cache lines (2.6 % of a 100K v3 1P7D run).
+
+// trimOrder is the pinned sessions' entries: a queue in order and a heap
+// of those that came out of order.
+type trimOrder struct {
+	run  []trimEntry // in (lastUse, id) order from run[head]
+	head int
+	heap trimHeap
+}
+
+func (o *trimOrder) len() int { return len(o.run) - o.head + len(o.heap) }
+
+// trimSlide is how far back from the queue's tail an entry may be placed
+// (sessions ending in one step share a time and go by id): further back,
+// it goes to the heap.
+const trimSlide = 8
+
+// push files e in the queue when it is not older than the entry trimSlide
+// places from its tail, else in the heap.
+func (o *trimOrder) push(e trimEntry) {
+	n := len(o.run)
+	j := n
+	for j > o.head && n-j < trimSlide && e.before(&o.run[j-1]) {
+		j--
+	}
+	if j > o.head && e.before(&o.run[j-1]) {
+		o.heap.push(e)
+		return
+	}
+	if o.head > 0 && o.head >= n/2 && n == cap(o.run) {
+		// Room at the front: move the queue down rather than grow it.
+		k := copy(o.run, o.run[o.head:])
+		clear(o.run[k:n])
+		j -= o.head
+		o.run, o.head = o.run[:k], 0
+		n = k
+	}
+	o.run = append(o.run, e)
+	copy(o.run[j+1:], o.run[j:n])
+	o.run[j] = e
+}
+
+// top is the oldest entry; the order must not be empty.
+func (o *trimOrder) top() *trimEntry {
+	if o.head == len(o.run) || len(o.heap) > 0 && o.heap[0].before(&o.run[o.head]) {
+		return &o.heap[0]
+	}
+	return &o.run[o.head]
+}
+
+// pop takes the oldest entry out; the order must not be empty.
+func (o *trimOrder) pop() trimEntry {
+	if o.head == len(o.run) || len(o.heap) > 0 && o.heap[0].before(&o.run[o.head]) {
+		return o.heap.pop()
+	}
+	e := o.run[o.head]
+	o.run[o.head] = trimEntry{}
+	if o.head++; o.head == len(o.run) {
+		o.run, o.head = o.run[:0], 0
+	}
+	return e
+}
+
+// putBack returns entries a trim looked at and passed over, as pop gave
+// them (oldest first): each is no newer than anything left, so they go
+// back to the queue's front while it has room there.
+func (o *trimOrder) putBack(aside []trimEntry) {
+	for i := len(aside) - 1; i >= 0; i-- {
+		if o.head > 0 {
+			o.head--
+			o.run[o.head] = aside[i]
+		} else {
+			o.heap.push(aside[i])
+		}
+	}
+}
+
+// compact drops the stale entries, keeping the queue's order.
+func (o *trimOrder) compact() {
+	kept := o.run[:0]
+	for _, e := range o.run[o.head:] {
+		if e.live() {
+			kept = append(kept, e)
+		}
+	}
+	clear(o.run[len(kept):])
+	o.run, o.head = kept, 0
+	h := o.heap[:0]
+	for _, e := range o.heap {
+		if e.live() {
+			h = append(h, e)
+		}
+	}
+	clear(o.heap[len(h):])
+	o.heap = h
+	o.heap.init()
+}
 
 type trimEntry struct {
 	lastUse float64
@@ -34,17 +139,9 @@ func (w *Worker) sessionMoved(s *dSession) {
 		return
 	}
 	w.trimOrder.push(trimEntry{lastUse: s.lastUse, s: s, stamp: s.trimStamp})
-	if len(w.trimOrder) > 64 && len(w.trimOrder) > 4*w.nPinned {
-		w.schedWork += uint64(len(w.trimOrder))
-		kept := w.trimOrder[:0]
-		for _, e := range w.trimOrder {
-			if e.live() {
-				kept = append(kept, e)
-			}
-		}
-		clear(w.trimOrder[len(kept):])
-		w.trimOrder = kept
-		w.trimOrder.init()
+	if n := w.trimOrder.len(); n > 64 && n > 4*w.nPinned {
+		w.schedWork += uint64(n)
+		w.trimOrder.compact()
 	}
 }
 
@@ -68,9 +165,9 @@ func (w *Worker) oldestPinned(except string) *dSession {
 		window = TrimHostWindow
 	}
 	seen := 0
-	for len(*h) > 0 && seen < window {
+	for h.len() > 0 && seen < window {
 		w.schedWork++
-		e := (*h)[0]
+		e := h.top()
 		if !e.live() {
 			h.pop()
 			continue
@@ -89,9 +186,7 @@ func (w *Worker) oldestPinned(except string) *dSession {
 		}
 		aside = append(aside, h.pop())
 	}
-	for _, e := range aside {
-		h.push(e)
-	}
+	h.putBack(aside)
 	clear(aside)
 	w.trimAside = aside[:0]
 	return victim

@@ -16,6 +16,15 @@ func popAll(h *trimHeap) []float64 {
 	return out
 }
 
+// popOrder empties o, returning the sessions' last uses in pop order.
+func popOrder(o *trimOrder) []float64 {
+	var out []float64
+	for o.len() > 0 {
+		out = append(out, o.pop().lastUse)
+	}
+	return out
+}
+
 func ascending(xs []float64) bool {
 	for i := 1; i < len(xs); i++ {
 		if xs[i] < xs[i-1] {
@@ -83,17 +92,17 @@ func TestMutTrimOrderCompaction(t *testing.T) {
 			ss[0].lastUse++
 			w.sessionMoved(ss[0])
 		}
-		if len(w.trimOrder) != tc.limit {
-			t.Fatalf("%d pinned: %d entries, want %d (not compacted yet)", tc.pinned, len(w.trimOrder), tc.limit)
+		if w.trimOrder.len() != tc.limit {
+			t.Fatalf("%d pinned: %d entries, want %d (not compacted yet)", tc.pinned, w.trimOrder.len(), tc.limit)
 		}
 		work := w.schedWork
 		ss[0].lastUse++
 		w.sessionMoved(ss[0])
-		if len(w.trimOrder) != tc.pinned || w.schedWork-work != uint64(tc.limit+1) {
+		if w.trimOrder.len() != tc.pinned || w.schedWork-work != uint64(tc.limit+1) {
 			t.Fatalf("%d pinned, entry %d: %d entries (work +%d), want the %d live (work +%d)",
-				tc.pinned, tc.limit+1, len(w.trimOrder), w.schedWork-work, tc.pinned, tc.limit+1)
+				tc.pinned, tc.limit+1, w.trimOrder.len(), w.schedWork-work, tc.pinned, tc.limit+1)
 		}
-		got := popAll(&w.trimOrder)
+		got := popOrder(&w.trimOrder)
 		if !ascending(got) {
 			t.Fatalf("%d pinned: compacted order pops %v, not least recently used first", tc.pinned, got)
 		}
@@ -120,8 +129,8 @@ func TestMutOldestPinned(t *testing.T) {
 		if v := w.oldestPinned(""); v == nil || v.id != tc.want || w.schedWork-work != tc.work {
 			t.Fatalf("trim %v: victim %v after %d looks, want %s after %d", tc.trim, v, w.schedWork-work, tc.want, tc.work)
 		}
-		if len(w.trimOrder) != 3 {
-			t.Fatalf("trim %v: %d entries after the look, want all 3 back", tc.trim, len(w.trimOrder))
+		if w.trimOrder.len() != 3 {
+			t.Fatalf("trim %v: %d entries after the look, want all 3 back", tc.trim, w.trimOrder.len())
 		}
 	}
 	// s00 used again at 10: its first entry goes stale and is dropped by
@@ -131,8 +140,8 @@ func TestMutOldestPinned(t *testing.T) {
 	ss[0].lastUse = 10
 	w.sessionMoved(ss[0])
 	work := w.schedWork
-	if v := w.oldestPinned(""); v != ss[1] || w.schedWork-work != 2 || len(w.trimOrder) != 3 {
-		t.Fatalf("victim %v after %d looks, %d entries; want s01 after 2, 3 entries", v, w.schedWork-work, len(w.trimOrder))
+	if v := w.oldestPinned(""); v != ss[1] || w.schedWork-work != 2 || w.trimOrder.len() != 3 {
+		t.Fatalf("victim %v after %d looks, %d entries; want s01 after 2, 3 entries", v, w.schedWork-work, w.trimOrder.len())
 	}
 	if v := w.oldestPinned("s01"); v != ss[2] {
 		t.Fatalf("victim but s01: %v, want s02", v)
@@ -177,8 +186,8 @@ func TestMutTrimHostWindow(t *testing.T) {
 		if v := w.oldestPinned(""); v == nil || v.id != fmt.Sprintf("s%d", tc.want) {
 			t.Fatalf("s%d on host: victim %v, want s%d", tc.onHost, v, tc.want)
 		}
-		if len(w.trimOrder) != 9 {
-			t.Fatalf("%d trim entries after the look, want all 9 back", len(w.trimOrder))
+		if w.trimOrder.len() != 9 {
+			t.Fatalf("%d trim entries after the look, want all 9 back", w.trimOrder.len())
 		}
 	}
 }

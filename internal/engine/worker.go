@@ -203,7 +203,7 @@ type Worker struct {
 
 	dsess      idtable.Keyed[*dSession] // session.go
 	nPinned    int                      // session.go: the pinned ones among dsess
-	trimOrder  trimHeap                 // trimorder.go: pinned sessions, least recently used first
+	trimOrder  trimOrder                // trimorder.go: pinned sessions, least recently used first
 	trimAside  []trimEntry              // trimorder.go: reused by each trim
 	schedWork  uint64                   // order.go: Work's count outside the order and the tree
 	order      waitOrder                // order.go: uncached counts and shortest-first order
