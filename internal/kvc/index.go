@@ -17,7 +17,10 @@ type blockIndex struct {
 	// slidePool is the workers' sliding-window pool in blocks, 0 without
 	// one (Options.SlidingPoolBlocks).
 	slidePool int64
-	clock     float64 // dispatch counter: the router's only notion of recency
+	// tails: the workers keep each turn's output below its prompt
+	// (Options.SlidingTails), so a prompt's end is marked as holding one.
+	tails bool
+	clock float64 // dispatch counter: the router's only notion of recency
 	// ver changes with every change of the tree, to a value no index of the
 	// router had before (vers counts them), so a memo of an overlap with
 	// this index (overlaps) knows whether it still holds.
@@ -30,6 +33,10 @@ func newBlockIndex(o Options, vers *uint64) *blockIndex {
 	if o.SlidingRunBlocks > 0 && o.SlidingPoolBlocks > 0 {
 		x.tree.SetSlidingPool(int64(o.SlidingRunBlocks))
 		x.slidePool = int64(o.SlidingPoolBlocks)
+		if o.SlidingTails {
+			x.tails = true
+			x.tree.SetTailsHoldWindow()
+		}
 	}
 	x.changed()
 	return x
@@ -103,12 +110,18 @@ func (x *blockIndex) add(blocks []uint64, shared bool) radix.Handle {
 	}
 	x.clock++
 	x.changed()
-	m := x.tree.Lock(blocks, 1, x.clock)
+	m := x.tree.Match(blocks, 1)
+	var tail radix.Handle
+	if x.tails {
+		tail = x.tree.TailInto(blocks, m)
+	}
+	m = x.tree.LockMatched(blocks, m, x.clock)
 	insert := x.tree.Insert
 	if shared {
 		insert = x.tree.InsertShared
 	}
 	n, _ := insert(m.Node, blocks, m.Blocks, 1, x.clock)
+	x.moveTail(tail, n)
 	x.tree.Unlock(n, x.clock)
 	h := x.tree.HandleOf(n)
 	if over := x.tree.Tokens() - x.capacity; over > 0 {
@@ -135,6 +148,28 @@ func (x *blockIndex) settleSliding() {
 		return
 	}
 	for x.tree.Tokens()-x.tree.GoneTokens() > x.slidePool && x.tree.DropReleased() > 0 {
+	}
+}
+
+// moveTail marks the end of a prompt just sent, node n, as holding the
+// turn's output below it, and clears the mark tail, of the previous
+// prompt the new one continues (radix.Tree.TailInto): a worker that keeps
+// outputs names the previous turn's output in its cache as the next turn
+// arrives, so the previous prompt's end is an inner node there, like any
+// other, and the new prompt's end holds the new tail. One mark a node is
+// enough for what it is read for (radix.Tree.SetTailsHoldWindow: a
+// tombstone there does not cut a match that runs on past it, and the node
+// is tombstoned rather than forgotten whole).
+func (x *blockIndex) moveTail(tail radix.Handle, n int32) {
+	if !x.tails {
+		return
+	}
+	h := x.tree.HandleOf(n)
+	if tail != h {
+		x.tree.TailBelow(tail, -1)
+	}
+	if x.tree.TailsBelow(n) == 0 {
+		x.tree.TailBelow(h, 1)
 	}
 }
 

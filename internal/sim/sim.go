@@ -291,7 +291,7 @@ func (s *Sim) build() error {
 		}
 		pOpts = opts
 		pOpts.IndexBlocks = int(s.workers[s.prefills[0]].Capacity()) / bs
-		slidingView(&pOpts, s.workers[s.prefills[0]], bs)
+		slidingView(&pOpts, s.workers[s.prefills[0]], bs, false)
 		// SGLang's PD decode keeps no prefix cache: it receives the whole
 		// prompt's KV every time. KVC's decoders keep sessions.
 		var sc engine.SessionConfig
@@ -308,7 +308,7 @@ func (s *Sim) build() error {
 		}
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
-		slidingView(&dOpts, s.workers[s.decodes[0]], bs)
+		slidingView(&dOpts, s.workers[s.decodes[0]], bs, true)
 		dOpts.NoCache = c.Mechanism == PDDisaggregation // they keep nothing between requests
 	case PDColo:
 		for i := 0; i < c.Colo; i++ {
@@ -321,7 +321,7 @@ func (s *Sim) build() error {
 		}
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
-		slidingView(&dOpts, s.workers[s.colos[0]], bs)
+		slidingView(&dOpts, s.workers[s.colos[0]], bs, true)
 	}
 	dc := c.dispatchConfig()
 	dc.BlockSize = bs
@@ -562,9 +562,12 @@ func (s *Sim) result() *Result {
 // slidingView gives a router's index the sliding-window pool of workers
 // like w (SGLang's, for models it serves from two pools), in blocks of bs
 // tokens: the index then cuts an overlap as the workers' match would.
-func slidingView(o *kvc.Options, w *engine.Worker, bs int) {
+// tails says the workers keep each turn's output below its prompt (the
+// colocated workers and KVC's decoders; a prefill worker keeps prompts).
+func slidingView(o *kvc.Options, w *engine.Worker, bs int, tails bool) {
 	if win := w.SWAWindow(); win > 0 {
 		o.SlidingRunBlocks = (win + bs - 1) / bs
 		o.SlidingPoolBlocks = int(w.SWACapacity()) / bs
+		o.SlidingTails = tails
 	}
 }
