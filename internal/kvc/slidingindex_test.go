@@ -101,3 +101,59 @@ func TestSlidingIndexTailCarriesTheNextTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingIndexVLLMReusedBlocksCutTheOverlap: the router's belief of a
+// vLLM worker (one block pool for every layer, a sliding layer's blocks
+// behind the window freed and cached until reused) cuts an overlap where
+// the worker's find_longest_cache_hit would, and keeps what the worker
+// keeps. Blocks as tokens, one of two layers sliding, a hit needing 2
+// blocks before its end untombstoned, a pool of 11. Worker a is sent s1's
+// 1–6: its request leaves 1–4 behind the window (released: 2 pool blocks
+// free), then s2's 2-chain of 6 (its 1–4 released too): 12 blocks, of which
+// the 8 released are 4 of the pool, hold 8, leaving 3 of room for those 4,
+// so the pool reuses the oldest released, s1's 1–4 (a tombstone, its full
+// part kept; room 3 for 2 now). Worker b holds 1–3 of another session. A
+// new session's prompt 1–4 then 9-chain: a's plain match is 4 blocks,
+// ending on the tombstone with no 2 blocks before it, so a's overlap is 0
+// and b's 3 win; 1–5 overlaps a by 0 too (one block after the tombstone).
+// s1's next turn, 1–6 then 7, overlaps a by 6 (5–6 after the tombstone)
+// and stays there. Without the view the record counts every layer of
+// every block: 12 for 11, s1's 1–6 forgotten whole, and s1's next turn
+// goes to b.
+func TestSlidingIndexVLLMReusedBlocksCutTheOverlap(t *testing.T) {
+	prompt := append(chain(1, 4), chain(9, 2)...)
+	next := append(chain(1, 6), chain(7, 1)...)
+	for _, c := range []struct {
+		sliding            int
+		gone, kept         int64
+		nextWorker, nextOv int
+	}{{1, 4, 12, 0, 6}, {0, 0, 6, 1, 3}} {
+		r := NewRouter([]string{"a", "b"}, PolicyKVAware, Options{Alpha: 1, IndexBlocks: 11,
+			SlidingRunBlocks: 2, SlidingLayers: c.sliding, Layers: 2})
+		r.Dispatched(0, "s1", chain(1, 6))
+		r.Dispatched(0, "s2", chain(2, 6))
+		r.Dispatched(1, "s3", chain(1, 3))
+		a := r.index[0]
+		if got := a.tree.GoneTokens(); got != c.gone {
+			t.Errorf("vLLM view %d: a's record has %d blocks tombstoned, want %d", c.sliding, got, c.gone)
+		}
+		if got := a.tree.Tokens(); got != c.kept {
+			t.Errorf("vLLM view %d: a's record keeps %d blocks, want %d", c.sliding, got, c.kept)
+		}
+		if d := r.Pick("s4", prompt); d.Worker != 1 || d.Overlap != 3 {
+			t.Errorf("vLLM view %d: pick %+v, want b with overlap 3", c.sliding, d)
+		}
+		if got := a.prefix(prompt); got != 0 {
+			t.Errorf("vLLM view %d: the new prompt overlaps a by %d, want 0", c.sliding, got)
+		}
+		if got := a.prefix(chain(1, 5)); got != 0 {
+			t.Errorf("vLLM view %d: 1–5 overlaps a by %d, want 0", c.sliding, got)
+		}
+		if d := r.Pick("s1", next); d.Worker != c.nextWorker || d.Overlap != c.nextOv {
+			t.Errorf("vLLM view %d: s1's next turn picks %+v, want worker %d with overlap %d", c.sliding, d, c.nextWorker, c.nextOv)
+		}
+		if err := a.tree.Check(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -47,6 +47,10 @@ func (r *Tree) SetSlidingPool(run int64) {
 	r.spool = true
 }
 
+// SlidingRun is the untombstoned tokens a match needs before its end (0
+// without sliding state).
+func (r *Tree) SlidingRun() int64 { return r.srun }
+
 // Sliding reports whether the tree keeps sliding state.
 func (r *Tree) Sliding() bool { return r.srun > 0 }
 
