@@ -86,6 +86,8 @@ docs/gateway.md says what is built.`,
 	cost.register(fs)
 	var rival rivalFlags
 	rival.register(fs)
+	var slide slideFlags
+	slide.register(fs)
 	var kvEvents bool
 	fs.BoolVar(&kvEvents, "kv-events", false, "kvcache-centric: read every decoder's KV event stream (GET /kvc/kv_events, which worker --kv-events publishes; docs/worker-protocol.md) into the residency belief, as the simulator's router hears its decoders' evictions and demotions; off by default: the belief learns them from admission replies only")
 	fs.BoolVar(&noProbe, "no-residency-probe", false, "kvcache-centric: do not ask the decoders which holds a session this gateway has not routed (needed for replicas behind one load balancer; docs/gateway.md)")
@@ -120,6 +122,7 @@ docs/gateway.md says what is built.`,
 		ck.num("d-to-p-delta-tokens", between(1, 1<<30).is("a number of tokens"))
 		ck.only("d-to-p-delta-tokens", dToP == "active", "with --d-to-p-sync active")
 		ops.check(ck)
+		slide.check(ck, ops.modelConfig)
 		disc.check(ck, mech)
 		ck.num("drain-timeout", between(0, 86400).is("a number of seconds"))
 		kvcOnly := mech == "kvcache-centric"
@@ -172,6 +175,9 @@ docs/gateway.md says what is built.`,
 			NoBackpressure: !backpressure, MaxPauseS: maxPauseMs / 1000, HomeHolds: homeHolds}
 		if maxPauseMs == 0 {
 			cfg.Dispatch.MaxPauseS = -1 // kvc: a cap of 0
+		}
+		if err := slide.view(&cfg.Dispatch.Options, ops.modelConfig, blockSize); err != nil {
+			return err
 		}
 		if isRival {
 			sc, _, err := cost.costs()

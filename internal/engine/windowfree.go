@@ -180,3 +180,14 @@ func (w *Worker) windowRelease(now float64, r *Request) {
 		w.makeRoomFor(now, 0, "")
 	}
 }
+
+// FreedWindow is, for a worker that frees sliding layers' blocks behind
+// the window (vLLM), the window in tokens and the model's sliding layers
+// of its layers, for a router's view of its cache (kvc.Options); zeros
+// otherwise.
+func (w *Worker) FreedWindow() (window, slidingLayers, layers int) {
+	if !w.windowFrees() {
+		return 0, 0, 0
+	}
+	return w.tm.SlidingWindow, w.mdl.SlidingLayers, w.mdl.Layers
+}

@@ -187,6 +187,11 @@ func New(cfg Config) (*Server, error) {
 		opts.IndexBlocks = 1 << 20
 	}
 	dOpts := opts
+	// A sliding view (serve's --max-total-tokens) sizes the decoders'
+	// pools and counts the outputs they keep; prefill workers keep prompts
+	// in pools of their own: no view there.
+	opts.SlidingRunBlocks, opts.SlidingPoolBlocks, opts.SlidingTails = 0, 0, false
+	opts.SlidingLayers, opts.Layers = 0, 0
 	dOpts.NoCache = cfg.Dispatch.Mechanism == kvc.MechPD // naive PD decoders keep nothing
 	s := &Server{cfg: cfg, start: time.Now(), mux: http.NewServeMux(), turns: map[string]int{}}
 	if direct {

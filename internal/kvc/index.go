@@ -17,7 +17,13 @@ type blockIndex struct {
 	// slidePool is the workers' sliding-window pool in blocks, 0 without
 	// one (Options.SlidingPoolBlocks).
 	slidePool int64
-	clock     float64 // dispatch counter: the router's only notion of recency
+	// tails: the workers keep each turn's output below its prompt
+	// (Options.SlidingTails), so a prompt's end is marked as holding one.
+	tails bool
+	// slideL of layers are sliding layers whose blocks behind the window
+	// a vLLM worker frees (Options.SlidingLayers); 0 for none.
+	slideL, layers int64
+	clock          float64 // dispatch counter: the router's only notion of recency
 	// ver changes with every change of the tree, to a value no index of the
 	// router had before (vers counts them), so a memo of an overlap with
 	// this index (overlaps) knows whether it still holds.
@@ -27,9 +33,18 @@ type blockIndex struct {
 
 func newBlockIndex(o Options, vers *uint64) *blockIndex {
 	x := &blockIndex{tree: radix.New(1), capacity: int64(o.IndexBlocks), vers: vers}
-	if o.SlidingRunBlocks > 0 && o.SlidingPoolBlocks > 0 {
+	switch {
+	case o.SlidingRunBlocks <= 0:
+	case o.SlidingPoolBlocks > 0:
 		x.tree.SetSlidingPool(int64(o.SlidingRunBlocks))
 		x.slidePool = int64(o.SlidingPoolBlocks)
+	case o.SlidingLayers > 0 && o.Layers >= o.SlidingLayers:
+		x.tree.SetSliding(int64(o.SlidingRunBlocks))
+		x.slideL, x.layers = int64(o.SlidingLayers), int64(o.Layers)
+	}
+	if o.SlidingTails && x.tree.Sliding() {
+		x.tails = true
+		x.tree.SetTailsHoldWindow()
 	}
 	x.changed()
 	return x
@@ -103,16 +118,26 @@ func (x *blockIndex) add(blocks []uint64, shared bool) radix.Handle {
 	}
 	x.clock++
 	x.changed()
-	m := x.tree.Lock(blocks, 1, x.clock)
+	m := x.tree.Match(blocks, 1)
+	var tail radix.Handle
+	if x.tails {
+		tail = x.tree.TailInto(blocks, m)
+	}
+	m = x.tree.LockMatched(blocks, m, x.clock)
 	insert := x.tree.Insert
 	if shared {
 		insert = x.tree.InsertShared
 	}
 	n, _ := insert(m.Node, blocks, m.Blocks, 1, x.clock)
+	x.moveTail(tail, n)
+	x.passWindow(n)
 	x.tree.Unlock(n, x.clock)
 	h := x.tree.HandleOf(n)
-	if over := x.tree.Tokens() - x.capacity; over > 0 {
-		x.tree.Evict(over)
+	x.settleFreed()
+	for over := x.held() - x.capacity; over > 0; over = x.held() - x.capacity {
+		if x.tree.Evict(over) == 0 {
+			break
+		}
 	}
 	x.settleSliding()
 	return h
@@ -135,6 +160,81 @@ func (x *blockIndex) settleSliding() {
 		return
 	}
 	for x.tree.Tokens()-x.tree.GoneTokens() > x.slidePool && x.tree.DropReleased() > 0 {
+	}
+}
+
+// A vLLM worker (Options.SlidingLayers) keeps one block pool for every
+// layer and frees a sliding layer's blocks behind a request's window while
+// it runs, to the free queue, where they keep their hash until an
+// allocation reuses them, oldest freed first; a reused block's node is a
+// tombstone, and a hit needs cdiv(window − 1, block) blocks before its end
+// untombstoned (find_longest_cache_hit). The router's record runs the
+// same rule: a prompt sent releases its sliding part behind the window
+// (passWindow), which is room in the pool (held); the pool reuses the
+// released parts, the oldest released first, while what it holds passes
+// the room left without them (settleFreed, the engine's windowSettle), and
+// only then forgets whole prompts, least recently sent first. Running
+// requests' outputs and own blocks are not known here, so the record finds
+// more room than the worker and tombstones later.
+
+// passWindow releases, for a vLLM worker, the sliding part of the path to
+// node n (the prompt just sent, locked) behind its window: the prompt's
+// request passes it as its prefill runs (radix.Tree.Pass, which also takes
+// back as held the released blocks inside the window, as vLLM's hit
+// touches them).
+func (x *blockIndex) passWindow(n int32) {
+	if x.slideL == 0 {
+		return
+	}
+	if d := x.tree.PathDepth(n) - int(x.tree.SlidingRun()); d > 0 {
+		x.tree.Unpass(x.tree.Pass(n, 0, d, x.clock))
+	} else {
+		x.tree.Pass(n, 0, 0, x.clock)
+	}
+}
+
+// freedOf is the pool blocks that tok sliding tokens are.
+func (x *blockIndex) freedOf(tok int64) int64 { return tok * x.slideL / x.layers }
+
+// held is the pool blocks the record is believed to hold: every layer's
+// blocks of every node, less the sliding part of those released or
+// tombstoned (vLLM).
+func (x *blockIndex) held() int64 {
+	if x.slideL == 0 {
+		return x.tree.Tokens()
+	}
+	return x.tree.Tokens() - x.freedOf(x.tree.ReleasedTokens()+x.tree.GoneTokens())
+}
+
+// settleFreed tombstones released sliding parts, the oldest released
+// first, while the room left without them is short of them.
+func (x *blockIndex) settleFreed() {
+	if x.slideL == 0 {
+		return
+	}
+	for x.capacity-x.held() < x.freedOf(x.tree.ReleasedTokens()) && x.tree.DropReleased() > 0 {
+	}
+}
+
+// moveTail marks the end of a prompt just sent, node n, as holding the
+// turn's output below it, and clears the mark tail, of the previous
+// prompt the new one continues (radix.Tree.TailInto): a worker that keeps
+// outputs names the previous turn's output in its cache as the next turn
+// arrives, so the previous prompt's end is an inner node there, like any
+// other, and the new prompt's end holds the new tail. One mark a node is
+// enough for what it is read for (radix.Tree.SetTailsHoldWindow: a
+// tombstone there does not cut a match that runs on past it, and the node
+// is tombstoned rather than forgotten whole).
+func (x *blockIndex) moveTail(tail radix.Handle, n int32) {
+	if !x.tails {
+		return
+	}
+	h := x.tree.HandleOf(n)
+	if tail != h {
+		x.tree.TailBelow(tail, -1)
+	}
+	if x.tree.TailsBelow(n) == 0 {
+		x.tree.TailBelow(h, 1)
 	}
 }
 

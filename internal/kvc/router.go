@@ -52,6 +52,17 @@ type Options struct {
 	// the sliding pool holds that many blocks of the cache (index.go). 0
 	// keeps no sliding state.
 	SlidingRunBlocks, SlidingPoolBlocks int
+	// SlidingLayers of Layers give the index a vLLM worker's rule
+	// instead, with SlidingRunBlocks as cdiv(window − 1, block) and no
+	// sliding pool: one block pool for every layer, the sliding layers'
+	// blocks behind a prompt's window freed and kept cached until the
+	// pool reuses them (index.go, settleFreed).
+	SlidingLayers, Layers int
+	// SlidingTails says the workers keep each turn's output below its
+	// prompt in their cache (colocated workers and KVC's decoders, not
+	// prefill workers): the index then counts a next turn's hit as the
+	// worker's match does, through the output's last window (index.go).
+	SlidingTails bool
 	// NoCache says the workers keep no prefix cache (a naive-PD decode worker
 	// receives the whole prompt every time), so the router never believes
 	// they hold a block and kv-aware falls back to stickiness and load.

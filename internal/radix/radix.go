@@ -41,6 +41,7 @@ type Tree struct {
 	sevictTok int64   // tokens of unreferenced nodes released or tombstoned
 	spool     bool    // the sliding layers have a pool of their own (SetSlidingPool)
 	nocut     bool    // LockUncut's match: no tombstone cut
+	tailRun   bool    // a tail below a node holds a window (SetTailsHoldWindow)
 	slru      lruHeap // released nodes, by release time
 	pathBuf   []int32
 

@@ -47,6 +47,10 @@ func (r *Tree) SetSlidingPool(run int64) {
 	r.spool = true
 }
 
+// SlidingRun is the untombstoned tokens a match needs before its end (0
+// without sliding state).
+func (r *Tree) SlidingRun() int64 { return r.srun }
+
 // Sliding reports whether the tree keeps sliding state.
 func (r *Tree) Sliding() bool { return r.srun > 0 }
 
@@ -362,11 +366,60 @@ func (r *Tree) slideLimit(blocks []uint64, m Match) Match {
 		prev = cur
 		step(child, m.Blocks-cur.Blocks, m.Tokens-cur.Tokens)
 	}
-	if infinite || run >= r.srun {
+	if infinite || run >= r.srun || r.runsIntoTail(blocks, m) {
 		return m
 	}
 	best.raw, best.rawDepth = m.Node, m.depth
 	return best
+}
+
+// SetTailsHoldWindow is for a tree that records prompts only, as a
+// router's belief of a worker's cache does (kvc's index), of workers that
+// keep each turn's output below its prompt (TailBelow marks the prompt's
+// end). Such a worker's next-turn match runs on into the output, whose
+// last window or two still hold their sliding KV (SGLang inserts a
+// finished request with swa_evicted_seqlen: only the part its decode
+// freed is a tombstone), so a tombstone on the prompt does not cut it. The
+// tree cannot see the output; with this set, a match whose blocks run on
+// past the end of a node with a tail below it is not cut there. A tree
+// that files the outputs itself (the engine's) names them before it
+// matches and leaves this off.
+func (r *Tree) SetTailsHoldWindow() { r.tailRun = true }
+
+// runsIntoTail reports whether blocks run on past the tail its plain
+// match m reaches (TailInto), with SetTailsHoldWindow.
+func (r *Tree) runsIntoTail(blocks []uint64, m Match) bool {
+	return r.tailRun && len(blocks) > m.Blocks && r.TailInto(blocks, m).node > root
+}
+
+// TailInto names the node with a tail below it (TailBelow) that the plain
+// match m of blocks reaches: the node m ends at, or the child m runs into
+// up to its last block — a prompt's last block, partly filled when it
+// was sent, takes a new id as the output fills it, so the next turn's
+// blocks part from the tail's prompt one block before its end (the
+// engine names a tail below the prompt's last whole block, output.go). A
+// zero Handle when there is none.
+func (r *Tree) TailInto(blocks []uint64, m Match) Handle {
+	n := m.Node
+	if int(m.depth) < m.Blocks {
+		c := r.nodes[n].children[blocks[m.depth]]
+		if m.Blocks != int(m.depth)+len(r.nodes[c].key)-1 {
+			return Handle{}
+		}
+		n = c
+	}
+	if n <= root || r.nodes[n].stail == 0 {
+		return Handle{}
+	}
+	return r.HandleOf(n)
+}
+
+// TailsBelow is the tails TailBelow recorded below node n.
+func (r *Tree) TailsBelow(n int32) int32 {
+	if n <= root || int(n) >= len(r.nodes) {
+		return 0
+	}
+	return r.nodes[n].stail
 }
 
 // slideGrow keeps the sliding counters when node n's tokens change by d.

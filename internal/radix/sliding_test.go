@@ -637,3 +637,60 @@ func TestTailBelowKeepsALeafInner(t *testing.T) {
 	r.TailBelow(Handle{}, 1)
 	checkRadix(t, r)
 }
+
+// TestTailsHoldWindowLetsANextTurnThrough: in a tree that records prompts
+// only (SetTailsHoldWindow), a tombstoned prompt end with a tail below it
+// does not cut a match whose blocks run on past it, or stop one block short
+// of its end (the prompt's partly filled last block took a new id); a
+// match that ends on it, or parts from it two blocks short, is cut as
+// before, and a tree without the setting cuts them all. Blocks as tokens,
+// a run of 2.
+func TestTailsHoldWindowLetsANextTurnThrough(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		r := New(1)
+		r.SetSlidingPool(2)
+		if on {
+			r.SetTailsHoldWindow()
+		}
+		n := put(r, seq(1, 4), 1, 1)
+		r.TailBelow(r.HandleOf(n), 1)
+		if got := r.DropReleased(); got != 4 || r.GoneTokens() != 4 {
+			t.Fatalf("drop took %d, %d gone; want 4, 4", got, r.GoneTokens())
+		}
+		for _, c := range []struct {
+			blocks  []uint64
+			through int
+			named   bool // TailInto names the node (the match reaches it)
+		}{
+			{seq(1, 6), 4, true},
+			{append(seq(1, 3), 99, 100), 3, true},
+			{append(seq(1, 2), 99, 100), 0, false},
+			{seq(1, 4), 0, true},
+			{seq(1, 3), 0, true},
+		} {
+			want := c.through
+			if !on {
+				want = 0
+			}
+			m := r.Match(c.blocks, 1)
+			if m.Blocks != want {
+				t.Errorf("tails hold a window %v: %v matches %d, want %d", on, c.blocks, m.Blocks, want)
+			}
+			if got := r.TailInto(c.blocks, r.matchUncut(c.blocks)) == r.HandleOf(n); got != c.named {
+				t.Errorf("tails %v: TailInto(%v) names the tail node: %v", on, c.blocks, got)
+			}
+		}
+		r.TailBelow(r.HandleOf(n), -1)
+		if got := r.Match(seq(1, 6), 1).Blocks; got != 0 {
+			t.Errorf("tails %v: with the tail gone a next turn matches %d, want 0", on, got)
+		}
+		checkRadix(t, r)
+	}
+}
+
+// matchUncut is the plain match, whatever tombstones it crosses.
+func (r *Tree) matchUncut(blocks []uint64) Match {
+	r.nocut = true
+	defer func() { r.nocut = false }()
+	return r.Match(blocks, 1)
+}

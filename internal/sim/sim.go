@@ -292,7 +292,7 @@ func (s *Sim) build() error {
 		}
 		pOpts = opts
 		pOpts.IndexBlocks = int(s.workers[s.prefills[0]].Capacity()) / bs
-		slidingView(&pOpts, s.workers[s.prefills[0]], bs)
+		slidingView(&pOpts, s.workers[s.prefills[0]], bs, false, false)
 		// SGLang's PD decode keeps no prefix cache: it receives the whole
 		// prompt's KV every time. KVC's decoders keep sessions.
 		var sc engine.SessionConfig
@@ -309,7 +309,7 @@ func (s *Sim) build() error {
 		}
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.decodes[0]].Capacity()) / bs
-		slidingView(&dOpts, s.workers[s.decodes[0]], bs)
+		slidingView(&dOpts, s.workers[s.decodes[0]], bs, true, c.Mechanism == KVCacheCentric)
 		dOpts.NoCache = c.Mechanism == PDDisaggregation // they keep nothing between requests
 	case PDColo:
 		for i := 0; i < c.Colo; i++ {
@@ -322,7 +322,7 @@ func (s *Sim) build() error {
 		}
 		dOpts = opts
 		dOpts.IndexBlocks = int(s.workers[s.colos[0]].Capacity()) / bs
-		slidingView(&dOpts, s.workers[s.colos[0]], bs)
+		slidingView(&dOpts, s.workers[s.colos[0]], bs, true, false)
 	}
 	dc := c.dispatchConfig()
 	dc.BlockSize = bs
@@ -580,11 +580,25 @@ func (s *Sim) result() *Result {
 }
 
 // slidingView gives a router's index the sliding-window pool of workers
-// like w (SGLang's, for models it serves from two pools), in blocks of bs
-// tokens: the index then cuts an overlap as the workers' match would.
-func slidingView(o *kvc.Options, w *engine.Worker, bs int) {
+// like w (SGLang's, for models it serves from two pools, or vLLM's rule
+// for sliding layers' freed blocks), in blocks of bs tokens: the index
+// then cuts an overlap as the workers' match would.
+// tails says the workers keep each turn's output below its prompt (the
+// colocated workers and KVC's decoders; a prefill worker keeps prompts).
+// pins says they pin sessions (KVC's decoders, session.go): on a vLLM
+// worker a pinned session's path keeps its sliding blocks, which a
+// router's record cannot tell from the rest, so it gets no vLLM view
+// (measured worse with one: docs/fidelity.md).
+func slidingView(o *kvc.Options, w *engine.Worker, bs int, tails, pins bool) {
+	if win, sl, layers := w.FreedWindow(); win > 0 && !pins {
+		// vLLM's: a hit needs cdiv(window − 1, block) blocks.
+		o.SlidingRunBlocks = (win - 1 + bs - 1) / bs
+		o.SlidingLayers, o.Layers = sl, layers
+		o.SlidingTails = tails
+	}
 	if win := w.SWAWindow(); win > 0 {
 		o.SlidingRunBlocks = (win + bs - 1) / bs
 		o.SlidingPoolBlocks = int(w.SWACapacity()) / bs
+		o.SlidingTails = tails
 	}
 }
