@@ -131,7 +131,7 @@ func TestRecyclingChangesNoResult(t *testing.T) {
 // TestRecycledRecordsAreReused checks that the default mode reuses
 // records: a run allocates as many as it ever held at once (the most
 // requests ingested and not ended, MaxBacklog), not one a request; the
-// poison mode reuses none.
+// poison mode and the off mode reuse none.
 func TestRecycledRecordsAreReused(t *testing.T) {
 	p := profile(t)
 	for _, cfg := range []Config{
@@ -139,7 +139,7 @@ func TestRecycledRecordsAreReused(t *testing.T) {
 		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 7, Profile: p},
 		{Name: "kvc-v3-1p7d", Mechanism: KVCacheCentric, Prefill: 1, Decode: 7, Profile: p, KVC: KVC{V3: kvcV3Preset}},
 	} {
-		for _, mode := range []recycleMode{recycleOn, recyclePoison} {
+		for _, mode := range []recycleMode{recycleOn, recyclePoison, recycleOff} {
 			cfg.recycle, cfg.MaxBacklog = mode, -1
 			s, err := newSim(cfg, shortStreamAt(t, 3000, 50), nil, nil)
 			if err != nil {
@@ -149,8 +149,8 @@ func TestRecycledRecordsAreReused(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
-			case mode == recyclePoison && s.made != 3000:
-				t.Errorf("%s poisoned: %d records made for 3000 requests, want one each", cfg.Name, s.made)
+			case mode != recycleOn && s.made != 3000:
+				t.Errorf("%s, mode %d: %d records made for 3000 requests, want one each", cfg.Name, mode, s.made)
 			case mode == recycleOn && (s.made != s.stats.MaxBacklog || s.made > 300 || len(s.spare) != s.made):
 				t.Errorf("%s: %d records made for 3000 requests, %d spare at the end; want as many as the most held at once (%d), under 300",
 					cfg.Name, s.made, len(s.spare), s.stats.MaxBacklog)
