@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/pdhybrid/pdhybrid/internal/engine"
 	"github.com/pdhybrid/pdhybrid/internal/kvc"
@@ -131,7 +132,7 @@ func TestRecyclingChangesNoResult(t *testing.T) {
 // TestRecycledRecordsAreReused checks that the default mode reuses
 // records: a run allocates as many as it ever held at once (the most
 // requests ingested and not ended, MaxBacklog), not one a request; the
-// poison mode reuses none.
+// poison mode and the off mode reuse none.
 func TestRecycledRecordsAreReused(t *testing.T) {
 	p := profile(t)
 	for _, cfg := range []Config{
@@ -139,7 +140,7 @@ func TestRecycledRecordsAreReused(t *testing.T) {
 		{Name: "pd", Mechanism: PDDisaggregation, Prefill: 1, Decode: 7, Profile: p},
 		{Name: "kvc-v3-1p7d", Mechanism: KVCacheCentric, Prefill: 1, Decode: 7, Profile: p, KVC: KVC{V3: kvcV3Preset}},
 	} {
-		for _, mode := range []recycleMode{recycleOn, recyclePoison} {
+		for _, mode := range []recycleMode{recycleOn, recyclePoison, recycleOff} {
 			cfg.recycle, cfg.MaxBacklog = mode, -1
 			s, err := newSim(cfg, shortStreamAt(t, 3000, 50), nil, nil)
 			if err != nil {
@@ -149,8 +150,8 @@ func TestRecycledRecordsAreReused(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
-			case mode == recyclePoison && s.made != 3000:
-				t.Errorf("%s poisoned: %d records made for 3000 requests, want one each", cfg.Name, s.made)
+			case mode != recycleOn && s.made != 3000:
+				t.Errorf("%s, mode %d: %d records made for 3000 requests, want one each", cfg.Name, mode, s.made)
 			case mode == recycleOn && (s.made != s.stats.MaxBacklog || s.made > 300 || len(s.spare) != s.made):
 				t.Errorf("%s: %d records made for 3000 requests, %d spare at the end; want as many as the most held at once (%d), under 300",
 					cfg.Name, s.made, len(s.spare), s.stats.MaxBacklog)
@@ -201,4 +202,65 @@ func TestPoisonedRecordPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPanic("poison of a record its worker still queues", func() { s.poison(held) })
+}
+
+// TestResetEmptiesEveryField fills every field of a record (through
+// reflection, so a field added later is filled too), resets it, and wants
+// each one as a new record has it, but the kept prefill-side Request, the
+// waiting turns' array (emptied), the life (one on) and the decoder side
+// (renewed).
+func TestResetEmptiesEveryField(t *testing.T) {
+	r := &req{}
+	v := reflect.ValueOf(r).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if v.Type().Field(i).Name == "de" {
+			continue
+		}
+		fill(t, reflect.NewAt(v.Field(i).Type(), unsafe.Pointer(v.Field(i).UnsafeAddr())).Elem())
+	}
+	r.de.Renew(engine.Request{ID: 9, Input: 5, Tag: r})
+	pe, gen := r.pe, r.gen
+	wantDe := r.de
+	wantDe.Renew(engine.Request{})
+	r.waiters = append(r.waiters[:0], r) // as end leaves it: cleared, not yet cut
+	clear(r.waiters)
+	r.reset()
+	want := req{p: -1, d: -1, pe: pe, de: wantDe, waiters: r.waiters, gen: gen + 1}
+	if len(r.waiters) != 0 || cap(r.waiters) == 0 {
+		t.Errorf("waiters len %d cap %d: want emptied, its array kept", len(r.waiters), cap(r.waiters))
+	}
+	got, wv := reflect.ValueOf(r).Elem(), reflect.ValueOf(&want).Elem()
+	for i := 0; i < got.NumField(); i++ {
+		a := reflect.NewAt(got.Field(i).Type(), unsafe.Pointer(got.Field(i).UnsafeAddr())).Elem().Interface()
+		b := reflect.NewAt(wv.Field(i).Type(), unsafe.Pointer(wv.Field(i).UnsafeAddr())).Elem().Interface()
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("field %s after reset: %v, want %v", got.Type().Field(i).Name, a, b)
+		}
+	}
+}
+
+// fill sets v to a value other than its zero.
+func fill(t *testing.T, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Float64:
+		v.SetFloat(7)
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			fill(t, reflect.NewAt(v.Field(i).Type(), unsafe.Pointer(v.Field(i).UnsafeAddr())).Elem())
+		}
+	default:
+		t.Fatalf("fill: no value for a %s", v.Kind())
+	}
 }
