@@ -129,10 +129,15 @@ func (x *Dispatcher) hold(s *sessState, d int) *pinHold {
 // (a decoder generates at least one token).
 func (t *Dispatch) pinFootprint() int { return t.r.Input + max(t.r.Output, 1) }
 
-// pinAccepted books an accepted request's KV on its decoder.
+// KeepPinBook keeps the pin book when nothing reads it: for tests that
+// check it against the engine. Call it before the first request.
+func (x *Dispatcher) KeepPinBook() { x.pinsOn = true }
+
+// pinAccepted books an accepted request's KV on its decoder. Only it opens
+// a session's holds, so with the book off the other entries find nothing.
 func (t *Dispatch) pinAccepted() {
 	x := t.x
-	if x.cfg.Mechanism != MechKVC || t.chosenD < 0 {
+	if !x.pinsOn || x.cfg.Mechanism != MechKVC || t.chosenD < 0 {
 		return
 	}
 	switch t.kind {

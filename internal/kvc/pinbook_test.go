@@ -25,6 +25,7 @@ func TestPinBookNeverNegative(t *testing.T) {
 			cfg.V3 = V3Config{DBudgetTokens: 4000, ColdRoute: true, LocalFallback: true, TypedRejects: true, WholeOnP: true, ColdOnP: true}
 		}
 		x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1", "d2"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+		x.KeepPinBook()
 		const sessions = 10
 		key := func(s int) SessionKey { return SessionKey{ID: fmt.Sprint("s", s), Num: int64(s + 1)} }
 		turn := make([]int, sessions)
@@ -107,6 +108,7 @@ func TestPinBookByHand(t *testing.T) {
 	cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
 		MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16}
 	x := NewDispatcher(cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+	x.KeepPinBook()
 	start := func(id string, input, output int) *Dispatch {
 		d := x.Begin(0, Request{Session: id, Turn: 1, Input: input, Output: output, Blocks: []uint64{uint64(len(id))<<32 | uint64(input)}})
 		d.Reply(AdmitReply{CanAdmit: true, Direct: true})
@@ -200,6 +202,7 @@ func TestPinBookByHand(t *testing.T) {
 	// With no pool size given the router's index takes its default bound
 	// (2^20 blocks, 16M tokens here): 5,000 tokens push nothing out.
 	y := NewDispatcher(cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1})
+	y.KeepPinBook()
 	d := y.Begin(0, Request{Session: "a", Turn: 1, Input: 300, Output: 20, Blocks: []uint64{7}})
 	d.Reply(AdmitReply{CanAdmit: true, Direct: true})
 	d.Accepted()
@@ -319,6 +322,7 @@ func TestPinBookStaleCopyOnTwoDecoders(t *testing.T) {
 	cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
 		MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16}
 	x := NewDispatcher(cfg, []string{"p0"}, []string{"d0", "d1"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+	x.KeepPinBook()
 	run := func(turn, input int, avoid int) int {
 		d := x.Begin(float64(turn), Request{Session: "a", Turn: turn, Input: input, Output: 8, Blocks: []uint64{1, uint64(turn)}, Avoid: []int{avoid}})
 		d.Reply(AdmitReply{CanAdmit: true, Direct: true})
@@ -344,5 +348,29 @@ func TestPinBookStaleCopyOnTwoDecoders(t *testing.T) {
 	}
 	if n1, tok := x.PinnedIdle(1); n1 != 1 || tok != 600 {
 		t.Errorf("d0 forgotten: d1 holds %d sessions %d tokens, want 1, 600", n1, tok)
+	}
+}
+
+// TestPinBookOffUnlessRead: without a reader of the book (ColdTrimWeight,
+// HomeReseed) or KeepPinBook, a finished direct append of 300 + 20 tokens
+// books nothing, so a KVC run pays nothing for the book; with
+// ColdTrimWeight set it books the 320 tokens.
+func TestPinBookOffUnlessRead(t *testing.T) {
+	for _, w := range []float64{0, 0.5} {
+		cfg := DispatchConfig{Mechanism: MechKVC, Policy: PolicyKVAware, Options: Options{Alpha: 1}, TauReject: 2, TauAppend: 8192,
+			MaxRetries: -1, SeedMinTurn: 1, Gate: GateWorker, Reset: ResetDirect, Belief: BeliefTrack, BlockSize: 16,
+			V3: V3Config{ColdRoute: true, ColdTrimWeight: w}}
+		x := NewDispatcher(cfg, []string{"p0"}, []string{"d0"}, Options{Alpha: 1}, Options{Alpha: 1, IndexBlocks: 64})
+		d := x.Begin(0, Request{Session: "a", Turn: 1, Input: 300, Output: 20, Blocks: []uint64{1}})
+		d.Reply(AdmitReply{CanAdmit: true, Direct: true})
+		d.Accepted()
+		d.Finished(true)
+		want := 0
+		if w > 0 {
+			want = 320
+		}
+		if _, tok := x.PinnedIdle(0); tok != want {
+			t.Errorf("ColdTrimWeight %v: the book holds %d tokens, want %d", w, tok, want)
+		}
 	}
 }

@@ -41,6 +41,7 @@ func TestPinBookMatchesTheEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.disp.KeepPinBook()
 		check := func(s *Sim) {
 			if !s.disp.PinBookOK() {
 				t.Fatalf("seed %d at %.6f s: the pin book breaks its invariants", seed, s.now)
