@@ -284,19 +284,28 @@ func (r *kvEventReader) batch(data []byte) {
 		r.bad++
 		return
 	}
+	reset := false
 	switch {
 	case r.last > 0 && b.Seq > r.last+1:
 		m.dropped.WithLabelValues(r.worker, kvDropGap).Add(float64(b.Seq - r.last - 1))
 		s.log.Warn("kv events", "worker", r.worker, "gap_after", r.last, "next", b.Seq)
 	case r.last > 0 && b.Seq <= r.last:
 		m.errs.WithLabelValues(r.worker, kvErrReset).Inc()
-		s.log.Warn("kv events", "worker", r.worker, "reset_after", r.last, "next", b.Seq)
+		s.log.Warn("kv events", "worker", r.worker, "reset_after", r.last, "next", b.Seq, "belief", "cleared")
+		reset = true
 	}
 	r.last = b.Seq
 	m.lag.WithLabelValues(r.worker).Observe(max(0, float64(time.Now().UnixNano())/1e9-b.TS))
 	s.locked(func() {
 		if s.decoderRemoved(r.d) {
 			return
+		}
+		if reset {
+			// A restarted worker starts with an empty cache: what the
+			// belief holds of this decoder is of its earlier start, so it
+			// goes as a flush's does; the admission replies since the
+			// restart teach it again.
+			s.disp.ForgetDecoder(r.d)
 		}
 		for _, e := range b.Events {
 			typ := e.Type

@@ -287,3 +287,32 @@ func TestKVEventsAddedDecoder(t *testing.T) {
 	}
 	waitFor(t, func() bool { return metricOf(g.kvm.received.WithLabelValues(d.URL, kvEvSessionEvicted)) == 1 }, "the added decoder's report")
 }
+
+// A worker's restart (its sequence back to 1) clears the gateway's belief
+// about that decoder, as a flush does: the restarted worker's cache is
+// empty. a's pin on d0 goes; b's on d1 stays; the reset is counted.
+func TestKVEventsResetForgetsDecoder(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""}, []string{""})
+	g.locked(func() {
+		g.disp.Resident("a", 0, []uint64{1, 2}, 128)
+		g.disp.Resident("b", 1, []uint64{3, 4}, 128)
+	})
+	d0 := g.cfg.Decode[0]
+	r := &kvEventReader{s: g, d: 0, worker: d0, last: 7}
+	r.batch([]byte(`{"seq":1,"ts":1,"events":[{"type":"SessionEvicted","session_id":"z","tier":"none"}]}`))
+	var a, b bool
+	g.locked(func() { a, b = g.disp.Pinned("a"), g.disp.Pinned("b") })
+	if a || !b {
+		t.Fatalf("after d0's restart a pinned %v (want false), b pinned %v (want true)", a, b)
+	}
+	if n := metricOf(g.kvm.errs.WithLabelValues(d0, kvErrReset)); n != 1 {
+		t.Fatalf("resets counted %v, want 1", n)
+	}
+	if r.last != 1 {
+		t.Fatalf("last seq %d after the reset, want 1", r.last)
+	}
+	if !strings.Contains(log.String(), "reset_after") {
+		t.Fatalf("the log does not name the reset:\n%s", log.String())
+	}
+}
