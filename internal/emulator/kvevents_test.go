@@ -116,10 +116,20 @@ func TestKVEventsStreamEvictions(t *testing.T) {
 			t.Fatalf("tiers %v: after a seq the worker never reached, %+v; want seq 2, AllBlocksCleared", tiers, r)
 		}
 		stop()
+		// An admission reply names the last batch published before it
+		// (revision 1.3), so the gateway can tell a report it supersedes.
+		st, body := post(t, d.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "S", "input_ids": ids(1, 100), "max_new_tokens": 8})
+		var rep AdmitResponse
+		if st != http.StatusOK || json.Unmarshal(body, &rep) != nil || rep.KVEventsSeq != 2 {
+			t.Fatalf("tiers %v: admission after seq 2: %d %s, want kv_events_seq 2", tiers, st, body)
+		}
 	}
 	off := start(t, Config{Role: engine.RoleDecode, TimeScale: 20, Session: engine.SessionConfig{Enabled: true, Eviction: engine.EvictSession}})
 	if st, _ := get(t, off.URL()+"/kvc/kv_events"); st != http.StatusNotFound {
 		t.Fatalf("without --kv-events: HTTP %d, want 404", st)
+	}
+	if st, b := post(t, off.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "S", "input_ids": ids(1, 100), "max_new_tokens": 8}); st != http.StatusOK || strings.Contains(string(b), "kv_events_seq") {
+		t.Fatalf("without --kv-events the admission reply is %d %s, want no kv_events_seq", st, b)
 	}
 	_, body := get(t, off.URL()+"/server_info")
 	if strings.Contains(string(body), FeatureKVEvents) {
