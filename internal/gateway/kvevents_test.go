@@ -316,3 +316,60 @@ func TestKVEventsResetForgetsDecoder(t *testing.T) {
 		t.Fatalf("the log does not name the reset:\n%s", log.String())
 	}
 }
+
+// Reports are ordered against admission replies per session and decoder
+// by the reply's kv_events_seq (revision 1.3): a is re-seeded on d0 by an
+// admission that answered at seq 5 while the stream had read only seq 3;
+// a's eviction in batch 4 (published before the answer) arrives late and
+// is not applied — a stays pinned, counted superseded — while its
+// eviction in batch 6 (after the answer) is. An admission the stream has
+// already passed keeps nothing; d1's entries are d1's own.
+func TestKVEventsOrderedAgainstAdmission(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""}, []string{""})
+	d0 := g.cfg.Decode[0]
+	evict := func(seq int) []byte {
+		return []byte(fmt.Sprintf(`{"seq":%d,"ts":1,"events":[{"type":"SessionEvicted","session_id":"a","tier":"none"}]}`, seq))
+	}
+	pinned := func() (p bool) { g.locked(func() { p = g.disp.Pinned("a") }); return }
+	r := &kvEventReader{s: g, d: 0, worker: d0}
+	for seq := 1; seq <= 3; seq++ {
+		r.batch([]byte(fmt.Sprintf(`{"seq":%d,"ts":1,"events":[]}`, seq)))
+	}
+	g.locked(func() { g.disp.Resident("a", 0, []uint64{1, 2}, 128) })
+	g.kvAdmitted(0, "a", 5)
+	g.kvAdmitted(1, "a", 9) // another decoder's reply orders only its reports
+	r.batch(evict(4))
+	if !pinned() {
+		t.Fatal("a report older than a's admission reply forgot the re-seeded session")
+	}
+	if n := metricOf(g.kvm.dropped.WithLabelValues(d0, kvDropSuperseded)); n != 1 {
+		t.Fatalf("superseded %v, want 1", n)
+	}
+	r.batch([]byte(`{"seq":5,"ts":1,"events":[]}`))
+	r.batch(evict(6))
+	if pinned() {
+		t.Fatal("a report newer than a's admission reply was not applied")
+	}
+	g.locked(func() {
+		if n := len(g.kvOrder.admitted[0]); n != 0 {
+			t.Errorf("d0 keeps %d entries after its stream passed them, want 0", n)
+		}
+		if g.kvOrder.admitted[1]["a"] != 9 {
+			t.Errorf("d1's entry %v, want 9", g.kvOrder.admitted[1])
+		}
+	})
+	g.kvAdmitted(0, "a", 6) // the stream already read seq 6
+	g.locked(func() {
+		if _, ok := g.kvOrder.admitted[0]["a"]; ok {
+			t.Error("an admission the stream has passed is kept")
+		}
+	})
+	g.kvAdmitted(0, "", 9)
+	g.kvAdmitted(0, "b", 0)
+	g.locked(func() {
+		if n := len(g.kvOrder.admitted[0]); n != 0 {
+			t.Errorf("a reply without a session or seq kept %d entries", n)
+		}
+	})
+}
