@@ -20,6 +20,9 @@ import (
 // one.
 func TestParseKVEventBatch(t *testing.T) {
 	good := `{"seq":3,"ts":1.5,"events":[{"type":"SessionEvicted","session_id":"a","tier":"host","tokens":640},{"type":"AllBlocksCleared"},{"type":"BlockStored","block_hashes":[1]}]}`
+	if b, err := parseKVEventBatch([]byte(`{"seq":1,"ts":0,"events":[]}`)); err != nil || b.TS != 0 {
+		t.Fatalf("ts 0 (the epoch): %+v, %v; want accepted", b, err)
+	}
 	b, err := parseKVEventBatch([]byte(good))
 	if err != nil || b.Seq != 3 || b.TS != 1.5 || len(b.Events) != 3 || b.Events[0].SessionID != "a" || b.Events[0].Tier != "host" || b.Events[0].Tokens != 640 {
 		t.Fatalf("good batch: %+v, %v", b, err)
@@ -343,10 +346,23 @@ func TestKVEventsOrderedAgainstAdmission(t *testing.T) {
 	if !pinned() {
 		t.Fatal("a report older than a's admission reply forgot the re-seeded session")
 	}
-	if n := metricOf(g.kvm.dropped.WithLabelValues(d0, kvDropSuperseded)); n != 1 {
-		t.Fatalf("superseded %v, want 1", n)
+	g.locked(func() {
+		if g.kvOrder.admitted[0]["a"] != 5 {
+			t.Errorf("after batch 4 d0 keeps %v, want a at 5", g.kvOrder.admitted[0])
+		}
+	})
+	r.batch(evict(5)) // the answer's own seq: before it too
+	if !pinned() {
+		t.Fatal("a report in the batch the admission reply named forgot the session")
 	}
-	r.batch([]byte(`{"seq":5,"ts":1,"events":[]}`))
+	if n := metricOf(g.kvm.dropped.WithLabelValues(d0, kvDropSuperseded)); n != 2 {
+		t.Fatalf("superseded %v, want 2", n)
+	}
+	g.locked(func() {
+		if n := len(g.kvOrder.admitted[0]); n != 0 {
+			t.Errorf("d0 keeps %d entries once its stream read seq 5, want 0", n)
+		}
+	})
 	r.batch(evict(6))
 	if pinned() {
 		t.Fatal("a report newer than a's admission reply was not applied")
@@ -372,4 +388,26 @@ func TestKVEventsOrderedAgainstAdmission(t *testing.T) {
 			t.Errorf("a reply without a session or seq kept %d entries", n)
 		}
 	})
+}
+
+// The sequence's edges: a first batch at any seq loses nothing, the next
+// seq loses nothing, one skipped is one lost, and a seq equal to the last
+// is a restart (the new start's batch, not a duplicate: a stream never
+// sends one batch twice).
+func TestKVEventsSequenceEdges(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""})
+	d0 := g.cfg.Decode[0]
+	r := &kvEventReader{s: g, d: 0, worker: d0}
+	empty := func(seq int) []byte { return []byte(fmt.Sprintf(`{"seq":%d,"ts":1,"events":[]}`, seq)) }
+	for _, c := range []struct {
+		seq         int
+		gap, resets float64
+	}{{5, 0, 0}, {6, 0, 0}, {8, 1, 0}, {8, 1, 1}, {9, 1, 1}} {
+		r.batch(empty(c.seq))
+		gap, resets := metricOf(g.kvm.dropped.WithLabelValues(d0, kvDropGap)), metricOf(g.kvm.errs.WithLabelValues(d0, kvErrReset))
+		if gap != c.gap || resets != c.resets {
+			t.Fatalf("after seq %d: gap %v, resets %v; want %v, %v", c.seq, gap, resets, c.gap, c.resets)
+		}
+	}
 }
