@@ -409,5 +409,8 @@ func TestKVEventsSequenceEdges(t *testing.T) {
 		if gap != c.gap || resets != c.resets {
 			t.Fatalf("after seq %d: gap %v, resets %v; want %v, %v", c.seq, gap, resets, c.gap, c.resets)
 		}
+		if c.seq == 6 && strings.Contains(log.String(), "gap_after") {
+			t.Fatalf("seq 5 then 6 is logged as a gap:\n%s", log.String())
+		}
 	}
 }
