@@ -123,6 +123,17 @@ func (l *kvEventLog) since(after int64) (out [][]byte, next int64, wake <-chan s
 	return out, l.next - 1, l.wake, l.closed
 }
 
+// lastSeq is the last batch's seq, 0 when none was published or the
+// stream is off (nil): what an admission reply names as kv_events_seq.
+func (l *kvEventLog) lastSeq() int64 {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
 // close ends every stream (the worker shuts down).
 func (l *kvEventLog) close() {
 	l.mu.Lock()

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +51,8 @@ func kvStream(t *testing.T, base, query string) (<-chan KVEventBatch, func()) {
 				id = l[4:]
 			case strings.HasPrefix(l, "data: "):
 				var b KVEventBatch
-				if json.Unmarshal([]byte(l[6:]), &b) != nil || id == "" {
-					return
+				if json.Unmarshal([]byte(l[6:]), &b) != nil || id != strconv.FormatInt(b.Seq, 10) {
+					return // garbled, or an id that is not the batch's seq: the stream "ends"
 				}
 				out <- b
 			}
@@ -96,7 +98,7 @@ func TestKVEventsStreamEvictions(t *testing.T) {
 		seed(t, p, d, "S", ids(1, 3000), 8)
 		seed(t, p, d, "B", ids(2, 4000), 8)
 		b := nextBatch(t, events)
-		if b.Seq != 1 || len(b.Events) != 1 || b.TS <= 0 {
+		if b.Seq != 1 || len(b.Events) != 1 || math.Abs(b.TS-float64(time.Now().Unix())) > 3600 {
 			t.Fatalf("tiers %v: first batch %+v, want seq 1 with one event and a wall time", tiers, b)
 		}
 		if e := b.Events[0]; e.Type != KVEventSessionEvicted || e.SessionID != "S" || e.Tier != want || e.Tokens < 3000 {
@@ -116,10 +118,26 @@ func TestKVEventsStreamEvictions(t *testing.T) {
 			t.Fatalf("tiers %v: after a seq the worker never reached, %+v; want seq 2, AllBlocksCleared", tiers, r)
 		}
 		stop()
+		// A replay of two batches in one read: each with its own id, in order.
+		both, stop := kvStream(t, d.URL(), "?after=0")
+		if r1, r2 := nextBatch(t, both), nextBatch(t, both); r1.Seq != 1 || r2.Seq != 2 {
+			t.Fatalf("tiers %v: replay after 0 gave seq %d, %d; want 1, 2", tiers, r1.Seq, r2.Seq)
+		}
+		stop()
+		// An admission reply names the last batch published before it
+		// (revision 1.3), so the gateway can tell a report it supersedes.
+		st, body := post(t, d.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "S", "input_ids": ids(1, 100), "max_new_tokens": 8})
+		var rep AdmitResponse
+		if st != http.StatusOK || json.Unmarshal(body, &rep) != nil || rep.KVEventsSeq != 2 {
+			t.Fatalf("tiers %v: admission after seq 2: %d %s, want kv_events_seq 2", tiers, st, body)
+		}
 	}
 	off := start(t, Config{Role: engine.RoleDecode, TimeScale: 20, Session: engine.SessionConfig{Enabled: true, Eviction: engine.EvictSession}})
 	if st, _ := get(t, off.URL()+"/kvc/kv_events"); st != http.StatusNotFound {
 		t.Fatalf("without --kv-events: HTTP %d, want 404", st)
+	}
+	if st, b := post(t, off.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "S", "input_ids": ids(1, 100), "max_new_tokens": 8}); st != http.StatusOK || strings.Contains(string(b), "kv_events_seq") {
+		t.Fatalf("without --kv-events the admission reply is %d %s, want no kv_events_seq", st, b)
 	}
 	_, body := get(t, off.URL()+"/server_info")
 	if strings.Contains(string(body), FeatureKVEvents) {
@@ -154,5 +172,31 @@ func TestKVEventLogRing(t *testing.T) {
 	}
 	if _, err := New(Config{Role: engine.RoleDecode, Profile: testProfile(t), KVEvents: true}); err == nil {
 		t.Fatal("KV events without the session cache were accepted")
+	}
+}
+
+// Where a stream starts, by hand: after a seq the worker published, from
+// the next; a new consumer (−1), or one naming the next seq or beyond (a
+// stream of an earlier start), from the next batch published — the last
+// one's seq, resolved before the stream opens.
+func TestKVEventLogFrom(t *testing.T) {
+	l := newKVEventLog()
+	if l.lastSeq() != 0 || (*kvEventLog)(nil).lastSeq() != 0 {
+		t.Fatal("an empty or absent log has a last seq")
+	}
+	l.publish(1)
+	l.publish(1)
+	for _, c := range []struct{ after, want int64 }{{-1, 2}, {0, 0}, {1, 1}, {2, 2}, {3, 2}, {99, 2}} {
+		if got := l.from(c.after); got != c.want {
+			t.Errorf("from(%d) = %d, want %d", c.after, got, c.want)
+		}
+	}
+	for _, after := range []int64{-1, 3, 99} {
+		if out, last, _, _ := l.since(after); len(out) != 0 || last != 2 {
+			t.Errorf("since(%d): %d batches, last %d; want none, 2", after, len(out), last)
+		}
+	}
+	if l.lastSeq() != 2 {
+		t.Errorf("last seq %d, want 2", l.lastSeq())
 	}
 }

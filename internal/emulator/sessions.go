@@ -251,6 +251,11 @@ type AdmitResponse struct {
 	Tier          string `json:"tier"`
 	HostTokens    int    `json:"host_tokens"`
 	StorageTokens int    `json:"storage_tokens,omitempty"`
+	// KVEventsSeq is the last KV event batch this worker had published
+	// when it answered (kv_events, revision 1.3; left out when none): a
+	// report of the session in a batch at or below it is older than this
+	// answer, so the gateway does not let it undo the answer.
+	KVEventsSeq int64 `json:"kv_events_seq,omitempty"`
 }
 
 // ReasonFaultInjected is the refusal of the refuse-admissions fault.
@@ -266,14 +271,18 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rep engine.AdmitReply
-	if !s.d.do(func(now float64) { rep = s.w.AdmitSession(now, q) }) {
+	var seq int64
+	if !s.d.do(func(now float64) {
+		rep = s.w.AdmitSession(now, q)
+		seq = s.kvEvents.lastSeq() // on the driver, after the admission's own evictions
+	}) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
 	}
 	writeJSON(w, http.StatusOK, AdmitResponse{
 		CanAdmit: rep.CanAdmit, Mode: rep.Mode.String(), Reason: rep.Reason, CachedTokens: rep.CachedTokens,
 		RecommendedPauseMs: int(math.Round(rep.PauseMs)), TrimmedSessions: rep.Trimmed, TrimmedTokens: rep.TrimmedTok,
-		Tier: rep.Tier, HostTokens: rep.HostTokens, StorageTokens: rep.StorageTokens,
+		Tier: rep.Tier, HostTokens: rep.HostTokens, StorageTokens: rep.StorageTokens, KVEventsSeq: seq,
 	})
 }
 

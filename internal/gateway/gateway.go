@@ -123,6 +123,7 @@ type Server struct {
 	// sources is the session resolution order, built once (identity.go).
 	sources []sessionSource
 	kvm     *kvEventMetrics // the decoders' eviction reports (kvevents.go); nil when off
+	kvOrder kvEventOrder    // reports against admission replies, per decoder (kvevents.go; under mu)
 }
 
 // New checks cfg and builds the gateway's handler.

@@ -366,12 +366,14 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 		Tier     string  `json:"tier"`
 		Host     int     `json:"host_tokens"`
 		Storage  int     `json:"storage_tokens"`
+		KVSeq    int64   `json:"kv_events_seq"`
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
 	defer cancel()
 	status, err := s.postJSON(actx, base+"/session_cache/admit_direct_append", body, &out)
 	switch {
 	case err == nil && status == http.StatusOK:
+		s.kvAdmitted(a.D, q.session, out.KVSeq) // kvevents.go
 		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached,
 			Tier: out.Tier, HostTokens: out.Host, StorageTokens: out.Storage}
 	case err == nil && status == http.StatusNotFound:

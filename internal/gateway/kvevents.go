@@ -120,10 +120,13 @@ type kvEventMetrics struct {
 const (
 	kvDropGap     = "gap"     // batches the sequence skipped: the worker's ring no longer held them
 	kvDropGarbled = "garbled" // a batch that did not parse
-	kvErrConnect  = "connect" // no stream: the worker did not answer
-	kvErrStatus   = "status"  // an answer other than 200 (404: the worker does not offer the stream)
-	kvErrRead     = "read"    // the stream broke or a line passed kvEventMaxLine
-	kvErrReset    = "reset"   // the sequence started again: the worker restarted
+	// kvDropSuperseded is an event, not a batch: a SessionEvicted in a
+	// batch at or below the seq the session's later admission reply named.
+	kvDropSuperseded = "superseded"
+	kvErrConnect     = "connect" // no stream: the worker did not answer
+	kvErrStatus      = "status"  // an answer other than 200 (404: the worker does not offer the stream)
+	kvErrRead        = "read"    // the stream broke or a line passed kvEventMaxLine
+	kvErrReset       = "reset"   // the sequence started again: the worker restarted
 )
 
 func newKVEventMetrics(reg *prometheus.Registry) *kvEventMetrics {
@@ -131,7 +134,7 @@ func newKVEventMetrics(reg *prometheus.Registry) *kvEventMetrics {
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdhybrid_kv_events_received_total",
 			Help: "Eviction reports read from the decoders' KV event streams (serve --kv-events) and applied to the residency belief, by decoder and event type (SessionEvicted, AllBlocksCleared, other: skipped)."}, []string{"worker", "type"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdhybrid_kv_events_dropped_total",
-			Help: "Eviction report batches lost, by decoder and reason: gap (sequence numbers skipped, the worker no longer kept them), garbled (a batch that did not parse). What they said is learnt from admission replies, as without reports."}, []string{"worker", "reason"}),
+			Help: "Eviction report batches lost, by decoder and reason: gap (sequence numbers skipped, the worker no longer kept them), garbled (a batch that did not parse). What they said is learnt from admission replies, as without reports. Reason superseded counts events, not batches: a session's eviction older than that session's later admission reply (its kv_events_seq), not applied."}, []string{"worker", "reason"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdhybrid_kv_events_stream_errors_total",
 			Help: "KV event streams that failed, by decoder and reason: connect, status (not 200; 404: not offered), read (broken, or a line over 1 MiB), reset (the worker's sequence started again). Each is retried with backoff."}, []string{"worker", "reason"}),
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pdhybrid_kv_events_lag_seconds",
@@ -164,7 +167,7 @@ func (s *Server) streamKVEvents(d int, base string) {
 		return
 	}
 	s.kvm.connected.WithLabelValues(base)
-	for _, r := range []string{kvDropGap, kvDropGarbled} {
+	for _, r := range []string{kvDropGap, kvDropGarbled, kvDropSuperseded} {
 		s.kvm.dropped.WithLabelValues(base, r)
 	}
 	s.polling.Add(1)
@@ -284,13 +287,15 @@ func (r *kvEventReader) batch(data []byte) {
 		r.bad++
 		return
 	}
+	reset := false
 	switch {
 	case r.last > 0 && b.Seq > r.last+1:
 		m.dropped.WithLabelValues(r.worker, kvDropGap).Add(float64(b.Seq - r.last - 1))
 		s.log.Warn("kv events", "worker", r.worker, "gap_after", r.last, "next", b.Seq)
 	case r.last > 0 && b.Seq <= r.last:
 		m.errs.WithLabelValues(r.worker, kvErrReset).Inc()
-		s.log.Warn("kv events", "worker", r.worker, "reset_after", r.last, "next", b.Seq)
+		s.log.Warn("kv events", "worker", r.worker, "reset_after", r.last, "next", b.Seq, "belief", "cleared")
+		reset = true
 	}
 	r.last = b.Seq
 	m.lag.WithLabelValues(r.worker).Observe(max(0, float64(time.Now().UnixNano())/1e9-b.TS))
@@ -298,10 +303,23 @@ func (r *kvEventReader) batch(data []byte) {
 		if s.decoderRemoved(r.d) {
 			return
 		}
+		if reset {
+			// A restarted worker starts with an empty cache: what the
+			// belief holds of this decoder is of its earlier start, so it
+			// goes as a flush's does; the admission replies since the
+			// restart teach it again.
+			s.disp.ForgetDecoder(r.d)
+			s.kvOrder.forget(r.d)
+		}
+		defer s.kvOrder.advance(r.d, b.Seq)
 		for _, e := range b.Events {
 			typ := e.Type
 			switch e.Type {
 			case kvEvSessionEvicted:
+				if s.kvOrder.superseded(r.d, e.SessionID, b.Seq) {
+					m.dropped.WithLabelValues(r.worker, kvDropSuperseded).Inc()
+					continue
+				}
 				switch e.Tier {
 				case "host":
 					s.disp.SessionDemoted(r.d, e.SessionID)
@@ -329,4 +347,80 @@ func (s *Server) decoderRemoved(d int) bool {
 		}
 	}
 	return false
+}
+
+// kvEventOrder orders a decoder's reports against its admission replies,
+// exactly where the worker names its stream position in them: an
+// admission reply's kv_events_seq is the last batch the worker had
+// published when it answered (revision 1.3), so a report of that session
+// in a batch at or below it happened before the answer, which already
+// says what the decoder holds of the session — the report must not undo
+// it (it would forget a session the decoder was just re-seeded with). A
+// report in a later batch happened after and is applied. Held lock.
+type kvEventOrder struct {
+	read map[int]int64 // per decoder, the last batch applied
+	// admitted is, per decoder, the seq a session's last admission reply
+	// named, kept only while the stream is behind it: once the stream has
+	// applied that batch no older report can come.
+	admitted map[int]map[string]int64
+}
+
+// kvAdmittedMax bounds one decoder's entries (a stream that is down
+// while admissions go on): past it a reply is not kept, and its session's
+// late reports are applied, as before revision 1.3.
+const kvAdmittedMax = 1 << 16
+
+// kvAdmitted keeps an admission reply's kv_events_seq (0: the worker sent
+// none, or had published nothing) with reports on.
+func (s *Server) kvAdmitted(d int, session string, seq int64) {
+	if s.kvm == nil || session == "" || seq <= 0 {
+		return
+	}
+	s.locked(func() { s.kvOrder.admit(d, session, seq) })
+}
+
+func (o *kvEventOrder) admit(d int, session string, seq int64) {
+	if seq <= o.read[d] {
+		// The stream has applied every batch the answer follows.
+		delete(o.admitted[d], session)
+		return
+	}
+	if o.admitted == nil {
+		o.admitted = map[int]map[string]int64{}
+	}
+	m := o.admitted[d]
+	if m == nil {
+		m = map[string]int64{}
+		o.admitted[d] = m
+	}
+	if _, ok := m[session]; ok || len(m) < kvAdmittedMax {
+		m[session] = seq
+	}
+}
+
+// superseded reports whether a report of session in batch seq is older
+// than the session's last admission reply from decoder d.
+func (o *kvEventOrder) superseded(d int, session string, seq int64) bool {
+	a, ok := o.admitted[d][session]
+	return ok && seq <= a
+}
+
+// advance notes batch seq applied and drops the entries it passed.
+func (o *kvEventOrder) advance(d int, seq int64) {
+	if o.read == nil {
+		o.read = map[int]int64{}
+	}
+	o.read[d] = seq
+	for sess, a := range o.admitted[d] {
+		if a <= seq {
+			delete(o.admitted[d], sess)
+		}
+	}
+}
+
+// forget drops decoder d's entries (its worker restarted: its sequence
+// started again).
+func (o *kvEventOrder) forget(d int) {
+	delete(o.admitted, d)
+	delete(o.read, d)
 }

@@ -20,6 +20,9 @@ import (
 // one.
 func TestParseKVEventBatch(t *testing.T) {
 	good := `{"seq":3,"ts":1.5,"events":[{"type":"SessionEvicted","session_id":"a","tier":"host","tokens":640},{"type":"AllBlocksCleared"},{"type":"BlockStored","block_hashes":[1]}]}`
+	if b, err := parseKVEventBatch([]byte(`{"seq":1,"ts":0,"events":[]}`)); err != nil || b.TS != 0 {
+		t.Fatalf("ts 0 (the epoch): %+v, %v; want accepted", b, err)
+	}
 	b, err := parseKVEventBatch([]byte(good))
 	if err != nil || b.Seq != 3 || b.TS != 1.5 || len(b.Events) != 3 || b.Events[0].SessionID != "a" || b.Events[0].Tier != "host" || b.Events[0].Tokens != 640 {
 		t.Fatalf("good batch: %+v, %v", b, err)
@@ -286,4 +289,128 @@ func TestKVEventsAddedDecoder(t *testing.T) {
 		t.Fatalf("add: %d %s", st, b)
 	}
 	waitFor(t, func() bool { return metricOf(g.kvm.received.WithLabelValues(d.URL, kvEvSessionEvicted)) == 1 }, "the added decoder's report")
+}
+
+// A worker's restart (its sequence back to 1) clears the gateway's belief
+// about that decoder, as a flush does: the restarted worker's cache is
+// empty. a's pin on d0 goes; b's on d1 stays; the reset is counted.
+func TestKVEventsResetForgetsDecoder(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""}, []string{""})
+	g.locked(func() {
+		g.disp.Resident("a", 0, []uint64{1, 2}, 128)
+		g.disp.Resident("b", 1, []uint64{3, 4}, 128)
+	})
+	d0 := g.cfg.Decode[0]
+	r := &kvEventReader{s: g, d: 0, worker: d0, last: 7}
+	r.batch([]byte(`{"seq":1,"ts":1,"events":[{"type":"SessionEvicted","session_id":"z","tier":"none"}]}`))
+	var a, b bool
+	g.locked(func() { a, b = g.disp.Pinned("a"), g.disp.Pinned("b") })
+	if a || !b {
+		t.Fatalf("after d0's restart a pinned %v (want false), b pinned %v (want true)", a, b)
+	}
+	if n := metricOf(g.kvm.errs.WithLabelValues(d0, kvErrReset)); n != 1 {
+		t.Fatalf("resets counted %v, want 1", n)
+	}
+	if r.last != 1 {
+		t.Fatalf("last seq %d after the reset, want 1", r.last)
+	}
+	if !strings.Contains(log.String(), "reset_after") {
+		t.Fatalf("the log does not name the reset:\n%s", log.String())
+	}
+}
+
+// Reports are ordered against admission replies per session and decoder
+// by the reply's kv_events_seq (revision 1.3): a is re-seeded on d0 by an
+// admission that answered at seq 5 while the stream had read only seq 3;
+// a's eviction in batch 4 (published before the answer) arrives late and
+// is not applied — a stays pinned, counted superseded — while its
+// eviction in batch 6 (after the answer) is. An admission the stream has
+// already passed keeps nothing; d1's entries are d1's own.
+func TestKVEventsOrderedAgainstAdmission(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""}, []string{""})
+	d0 := g.cfg.Decode[0]
+	evict := func(seq int) []byte {
+		return []byte(fmt.Sprintf(`{"seq":%d,"ts":1,"events":[{"type":"SessionEvicted","session_id":"a","tier":"none"}]}`, seq))
+	}
+	pinned := func() (p bool) { g.locked(func() { p = g.disp.Pinned("a") }); return }
+	r := &kvEventReader{s: g, d: 0, worker: d0}
+	for seq := 1; seq <= 3; seq++ {
+		r.batch([]byte(fmt.Sprintf(`{"seq":%d,"ts":1,"events":[]}`, seq)))
+	}
+	g.locked(func() { g.disp.Resident("a", 0, []uint64{1, 2}, 128) })
+	g.kvAdmitted(0, "a", 5)
+	g.kvAdmitted(1, "a", 9) // another decoder's reply orders only its reports
+	r.batch(evict(4))
+	if !pinned() {
+		t.Fatal("a report older than a's admission reply forgot the re-seeded session")
+	}
+	g.locked(func() {
+		if g.kvOrder.admitted[0]["a"] != 5 {
+			t.Errorf("after batch 4 d0 keeps %v, want a at 5", g.kvOrder.admitted[0])
+		}
+	})
+	r.batch(evict(5)) // the answer's own seq: before it too
+	if !pinned() {
+		t.Fatal("a report in the batch the admission reply named forgot the session")
+	}
+	if n := metricOf(g.kvm.dropped.WithLabelValues(d0, kvDropSuperseded)); n != 2 {
+		t.Fatalf("superseded %v, want 2", n)
+	}
+	g.locked(func() {
+		if n := len(g.kvOrder.admitted[0]); n != 0 {
+			t.Errorf("d0 keeps %d entries once its stream read seq 5, want 0", n)
+		}
+	})
+	r.batch(evict(6))
+	if pinned() {
+		t.Fatal("a report newer than a's admission reply was not applied")
+	}
+	g.locked(func() {
+		if n := len(g.kvOrder.admitted[0]); n != 0 {
+			t.Errorf("d0 keeps %d entries after its stream passed them, want 0", n)
+		}
+		if g.kvOrder.admitted[1]["a"] != 9 {
+			t.Errorf("d1's entry %v, want 9", g.kvOrder.admitted[1])
+		}
+	})
+	g.kvAdmitted(0, "a", 6) // the stream already read seq 6
+	g.locked(func() {
+		if _, ok := g.kvOrder.admitted[0]["a"]; ok {
+			t.Error("an admission the stream has passed is kept")
+		}
+	})
+	g.kvAdmitted(0, "", 9)
+	g.kvAdmitted(0, "b", 0)
+	g.locked(func() {
+		if n := len(g.kvOrder.admitted[0]); n != 0 {
+			t.Errorf("a reply without a session or seq kept %d entries", n)
+		}
+	})
+}
+
+// The sequence's edges: a first batch at any seq loses nothing, the next
+// seq loses nothing, one skipped is one lost, and a seq equal to the last
+// is a restart (the new start's batch, not a duplicate: a stream never
+// sends one batch twice).
+func TestKVEventsSequenceEdges(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""})
+	d0 := g.cfg.Decode[0]
+	r := &kvEventReader{s: g, d: 0, worker: d0}
+	empty := func(seq int) []byte { return []byte(fmt.Sprintf(`{"seq":%d,"ts":1,"events":[]}`, seq)) }
+	for _, c := range []struct {
+		seq         int
+		gap, resets float64
+	}{{5, 0, 0}, {6, 0, 0}, {8, 1, 0}, {8, 1, 1}, {9, 1, 1}} {
+		r.batch(empty(c.seq))
+		gap, resets := metricOf(g.kvm.dropped.WithLabelValues(d0, kvDropGap)), metricOf(g.kvm.errs.WithLabelValues(d0, kvErrReset))
+		if gap != c.gap || resets != c.resets {
+			t.Fatalf("after seq %d: gap %v, resets %v; want %v, %v", c.seq, gap, resets, c.gap, c.resets)
+		}
+		if c.seq == 6 && strings.Contains(log.String(), "gap_after") {
+			t.Fatalf("seq 5 then 6 is logged as a gap:\n%s", log.String())
+		}
+	}
 }
