@@ -238,15 +238,8 @@ func New(cfg Config) (*Server, error) {
 		s.polling.Add(1)
 		go func() {
 			defer s.polling.Done()
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := s.untilStop()
 			defer cancel()
-			go func() {
-				select {
-				case <-s.stop:
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
 			s.Discover(ctx)
 		}()
 	}
@@ -347,3 +340,18 @@ func hostOf(u string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// untilStop is a context that ends when the server stops (Close) or when
+// cancel is called, whichever comes first: for the background loops that
+// make requests of their own.
+func (s *Server) untilStop() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

@@ -180,15 +180,8 @@ func (s *Server) streamKVEvents(d int, base string) {
 // kvEventsLoop keeps decoder d's stream open, reconnecting with backoff
 // and asking for what it missed (after the last sequence number read).
 func (s *Server) kvEventsLoop(d int, base string) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilStop()
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	r := &kvEventReader{s: s, d: d, worker: base}
 	wait := kvEventBackoff
 	last := "" // the last error logged: a decoder that keeps refusing is logged once
