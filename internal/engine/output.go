@@ -58,6 +58,7 @@ func (w *Worker) keepOutput(now float64, r *Request) {
 	t := &outputTail{session: r.sessKey(), lastWhole: r.lastWhole, input: r.Input, tokens: tokens, at: now, live: true}
 	w.tails.Put(t.session, t)
 	w.tailOrder = append(w.tailOrder, t)
+	w.compactTailOrder()
 	w.windowKeepTail(r, t)
 	w.swaKeepTail(r, t)
 }
@@ -108,6 +109,32 @@ func (w *Worker) nameOutput(now float64, r *Request) {
 	m.Node, _ = w.insertPrompt(r, m.Node, r.Blocks[:end], m.Blocks, int64(bs), now)
 	w.windowNameTail(now, m.Node, t)
 	w.swaNameTail(m.Node, max(from, full), t)
+}
+
+// compactTailOrder drops the dropped tails from the tail order once they
+// outnumber the live ones. A tail dropped by its session's next turn or by
+// a trim stays in the order until the head passes it, and the head moves
+// only when the LRU evicts a tail: on a decoder that pins its sessions
+// and trims them instead, it never does, and the order kept every tail the
+// worker ever made, with its session id and radix handle (100 MB after a
+// million one-turn sessions on KVC v3 1P7D). Only dropped tails go, which
+// are never live again and which both walks below skip, so the live
+// tails keep their order and the walks their outcome. The order then
+// holds at most twice the live tails plus 1,024, and a pass over it is
+// paid for by as many appends: amortised O(1).
+func (w *Worker) compactTailOrder() {
+	n := len(w.tailOrder) - w.tailHead
+	if n <= 2*w.tails.Len()+1024 {
+		return
+	}
+	kept := w.tailOrder[:0]
+	for _, t := range w.tailOrder[w.tailHead:] {
+		if t.live {
+			kept = append(kept, t)
+		}
+	}
+	clear(w.tailOrder[len(kept):])
+	w.tailOrder, w.tailHead = kept, 0
 }
 
 // evictOldestTail frees the least recently finished tail and returns its
