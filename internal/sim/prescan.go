@@ -47,7 +47,7 @@ func ScanSessionEnds(src Source) (*SessionLasts, error) {
 			return hashSessionBytes(sess), chat, len(sess) > 0, err
 		}
 	}
-	last := map[uint64]int32{}
+	var last lastTable
 	var chats chatSet
 	n := 0
 	for {
@@ -61,13 +61,11 @@ func ScanSessionEnds(src Source) (*SessionLasts, error) {
 		if !chats.add(chat) || !hasSession || n == math.MaxInt32 {
 			return nil, nil
 		}
-		last[h] = int32(n)
+		last.put(h, int32(n))
 		n++
 	}
 	l := &SessionLasts{bits: make([]uint64, (n+63)/64), n: n}
-	for _, i := range last {
-		l.bits[i/64] |= 1 << (i % 64)
-	}
+	last.each(func(i int32) { l.bits[i/64] |= 1 << (i % 64) })
 	return l, nil
 }
 
