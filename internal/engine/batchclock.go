@@ -176,22 +176,24 @@ func (w *Worker) advanceClock(end float64, k int) {
 		// over the pointers finds them without reading a sequence, and the
 		// stretches between them move down by copy (the stretch before the
 		// first stays where it is).
+		// Each finisher is looked for from the one before: one compare a
+		// pointer passed (the pass was the run's largest own cost).
 		d := w.decoding
-		out, from, j := 0, 0, 0
-		for i, r := range d {
-			if j < len(ends) && r == ends[j] {
-				if out != from {
-					copy(d[out:], d[from:i])
-				}
-				out += i - from
-				from, j = i+1, j+1
-				if j == len(ends) {
-					break
-				}
+		out, from := 0, 0
+		for _, e := range ends {
+			rest := d[from:]
+			k := 0
+			for k < len(rest) && rest[k] != e {
+				k++
 			}
-		}
-		if j != len(ends) {
-			panic(fmt.Sprintf("engine %s: a finishing sequence is not in the decode batch", w.cfg.Name))
+			if k == len(rest) {
+				panic(fmt.Sprintf("engine %s: a finishing sequence is not in the decode batch", w.cfg.Name))
+			}
+			if out != from {
+				copy(d[out:], rest[:k])
+			}
+			out += k
+			from += k + 1
 		}
 		if out != from {
 			copy(d[out:], d[from:])
