@@ -88,8 +88,14 @@ func (t *Table[V]) at(id int64) (int, bool) {
 
 // Get returns id's value and whether id is held.
 func (t *Table[V]) Get(id int64) (V, bool) {
-	if i, ok := t.at(id); ok && (t.has(i) || i >= t.lo) {
-		return t.dense[i], t.has(i)
+	if i, ok := t.at(id); ok {
+		if t.has(i) {
+			return t.dense[i], true
+		}
+		if i >= t.lo {
+			var zero V // not held, and not in the map (below): its slot is not read
+			return zero, false
+		}
 	}
 	if !t.mayHold(id) {
 		var zero V
