@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -79,19 +80,35 @@ func TestHeapWithForgettingFollowsLiveSessions(t *testing.T) {
 // so what grows after is what requests leave behind, not caches filling.
 func heapPerRequest(t *testing.T, bound int, what string, open bool, edit func(*Config)) {
 	t.Helper()
-	const n = 4000 // requests
+	heapPerRequestOf(t, 4000, bound, what, open, edit, "dp8-mixed", "kvc-v3-1p7d")
+}
+
+// TestHeapOfOneTurnSessionsOnPinningDecoders: past a thousand sessions a
+// decoder, KVC v3's decoders, which pin their sessions and free KV by
+// trims, sheds the output tails its trims dropped from its LRU order
+// (engine's compactTailOrder); before, the order kept every tail the
+// decoder made (100 MB at 1M requests), and a finished one-turn request
+// left 363 bytes here between 12,000 and 24,000 requests (244 with it).
+func TestHeapOfOneTurnSessionsOnPinningDecoders(t *testing.T) {
+	heapPerRequestOf(t, 12000, 300, ", sessions closed", false, nil, "kvc-v3-1p7d")
+}
+
+// heapPerRequestOf is heapPerRequest for the named configurations and n
+// (then 2n) requests.
+func heapPerRequestOf(t *testing.T, n, bound int, what string, open bool, edit func(*Config), names ...string) {
+	t.Helper()
 	p := *profile(t)
 	per := p.Model.KVBytesPerToken()
 	p.Hardware.MemFraction = float64(p.Model.WeightBytes+p.Hardware.WorkspaceBytes+50_000*per) / float64(p.Hardware.HBMBytes)
 	for _, cfg := range scaleConfigs(&p) {
-		if cfg.Name != "dp8-mixed" && cfg.Name != "kvc-v3-1p7d" {
+		if !slices.Contains(names, cfg.Name) {
 			continue
 		}
 		if edit != nil {
 			edit(&cfg)
 		}
 		small, large := heapAfter(t, cfg, n, open), heapAfter(t, cfg, 2*n, open)
-		per := (float64(large) - float64(small)) / n
+		per := (float64(large) - float64(small)) / float64(n)
 		t.Logf("%s%s: live heap %.1f MB after %d requests, %.1f MB after %d: %.0f bytes per request", cfg.Name, what, float64(small)/1e6, n, float64(large)/1e6, 2*n, per)
 		if per > float64(bound) {
 			t.Errorf("%s%s: each finished request leaves %.0f bytes in the live heap, want ≤ %d", cfg.Name, what, per, bound)
