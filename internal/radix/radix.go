@@ -5,7 +5,6 @@ package radix
 
 import (
 	"fmt"
-	"unsafe"
 )
 
 // Tree is a prefix cache over block hashes: a radix tree whose compressed
@@ -380,39 +379,22 @@ func (r *Tree) growPartial(n int32, isEnd bool, lastTokens int64) int64 {
 }
 
 // CommonPrefix is the number of leading blocks a and b share. Session
-// prompts share thousands of blocks with what a tree holds, and most
-// lookups match an edge whole, so it compares in strides that shrink as
-// they fail: 1,024 blocks at a time, then 64 (a comparison of one run of
-// memory, which the runtime does with vector instructions in one call),
-// then the rest, first as one run and only when that differs one by one.
-// A fifth of a KV-aware simulation's time once went to a one-by-one loop
-// alone; the 64-block stride alone called the runtime once per 512 bytes.
+// prompts share thousands of blocks with what a tree holds, so it compares
+// 64 blocks at a time first (an array comparison, which the runtime does
+// with vector instructions), then the rest one by one: a fifth of a
+// KV-aware simulation's time went to the one-by-one loop alone.
 func CommonPrefix(a, b []uint64) int {
 	n := min(len(a), len(b))
 	a, b = a[:n], b[:n]
-	k := 0
-	const long = 1024
-	for k+long <= n && sameWords(a[k:k+long], b[k:k+long]) {
-		k += long
-	}
 	const run = 64
+	k := 0
 	for k+run <= n && *(*[run]uint64)(a[k : k+run]) == *(*[run]uint64)(b[k : k+run]) {
 		k += run
-	}
-	if k < n && sameWords(a[k:], b[k:]) {
-		return n
 	}
 	for k < n && a[k] == b[k] {
 		k++
 	}
 	return k
-}
-
-// sameWords is whether a and b, of one length, hold the same blocks: one
-// comparison of their memory.
-func sameWords(a, b []uint64) bool {
-	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(a))), len(a)*8) ==
-		unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b)*8)
 }
 
 // split cuts node n's edge after k blocks, returning the new upper node.

@@ -246,8 +246,8 @@ func TestDemote(t *testing.T) {
 	}
 }
 
-// CommonPrefix against the plain loop on every split point of runs longer
-// and shorter than its 64- and 1,024-block strides.
+// commonPrefix against the plain loop on every split point of runs longer
+// and shorter than its 64-block stride.
 func TestCommonPrefix(t *testing.T) {
 	plain := func(a, b []uint64) int {
 		k := 0
@@ -256,15 +256,12 @@ func TestCommonPrefix(t *testing.T) {
 		}
 		return k
 	}
-	for _, n := range []int{0, 1, 63, 64, 65, 130, 200, 1023, 1024, 1025, 2200} {
+	for _, n := range []int{0, 1, 63, 64, 65, 130, 200} {
 		a := make([]uint64, n)
 		for i := range a {
 			a[i] = uint64(i)*2654435761 + 7
 		}
 		for cut := 0; cut <= n; cut++ {
-			if n > 200 && cut%61 != 0 && cut < n-70 && cut%1024 > 70 {
-				continue // long runs: the strides' edges and a sample between
-			}
 			for _, m := range []int{cut, n, n + 70} {
 				b := make([]uint64, m)
 				copy(b, a)
