@@ -12,7 +12,7 @@ func (r *Tree) Evict(need int64) int64 {
 	for freed < need && len(r.lru) > 0 {
 		e := r.lru.pop()
 		n := &r.nodes[e.node]
-		if !n.live || n.ver != e.ver || n.ref != 0 || len(n.children) != 0 {
+		if !n.live || n.ver != e.ver || n.ref != 0 || n.kid != 0 {
 			continue // stale entry
 		}
 		tok, parent := r.freeNode(e.node)
@@ -84,7 +84,7 @@ func (r *Tree) EvictPath(n int32) int64 {
 	var freed int64
 	for n != root {
 		nd := &r.nodes[n]
-		if !nd.live || nd.ref != 0 || len(nd.children) != 0 {
+		if !nd.live || nd.ref != 0 || nd.kid != 0 {
 			break
 		}
 		tok, parent := r.freeNode(n)
@@ -126,7 +126,7 @@ func (r *Tree) EvictHandle(h Handle) int64 {
 func (r *Tree) Demote(n int32, age float64) {
 	for first := true; n > root; n = r.nodes[n].parent {
 		nd := &r.nodes[n]
-		if nd.ref != 0 || len(nd.children) > 1 || (first && len(nd.children) > 0) {
+		if nd.ref != 0 || r.manyKids(n) || (first && r.hasKids(n)) {
 			return
 		}
 		nd.access -= age
@@ -142,7 +142,7 @@ func (r *Tree) OldestAccess() (t float64, ok bool) {
 	for len(r.lru) > 0 {
 		e := r.lru[0]
 		n := &r.nodes[e.node]
-		if n.live && n.ver == e.ver && n.ref == 0 && len(n.children) == 0 {
+		if n.live && n.ver == e.ver && n.ref == 0 && n.kid == 0 {
 			return e.access, true
 		}
 		r.lru.pop() // stale
@@ -160,9 +160,10 @@ func (r *Tree) freeNode(i int32) (int64, int32) {
 	r.ver++
 	r.evictable -= tok
 	r.touch(parent, n.key[0])
-	delete(r.nodes[parent].children, n.key[0])
+	first := n.key[0]
+	r.unlink(i)
 	if parent == root && r.rootWatch != nil {
-		r.rootWatch(n.key[0], false)
+		r.rootWatch(first, false)
 	}
 	*n = node{ver: n.ver + 1, gen: n.gen + 1, sver: n.sver + 1}
 	r.free = append(r.free, i)

@@ -5,7 +5,7 @@ package radix
 
 func (r *Tree) pushIfLeaf(n int32) {
 	nd := &r.nodes[n]
-	if n == root || nd.ref != 0 || len(nd.children) != 0 {
+	if n == root || nd.ref != 0 || nd.kid != 0 {
 		return
 	}
 	nd.ver++
@@ -22,7 +22,7 @@ func (r *Tree) compactLRU() {
 	kept := r.lru[:0]
 	for _, e := range r.lru {
 		n := &r.nodes[e.node]
-		if n.live && n.ver == e.ver && n.ref == 0 && len(n.children) == 0 {
+		if n.live && n.ver == e.ver && n.ref == 0 && n.kid == 0 {
 			kept = append(kept, e)
 		}
 	}

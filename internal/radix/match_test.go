@@ -137,7 +137,7 @@ func TestCheckReportsDrift(t *testing.T) {
 	}{
 		{"node with no tokens", func(r *Tree, n int32) { r.nodes[n].tokens = 0; r.tokens -= 16; r.evictable -= 16 }, "holds 0 tokens"},
 		{"negative references", func(r *Tree, n int32) { r.nodes[n].ref = -1; r.evictable -= 16 }, "-1 references"},
-		{"unlinked node", func(r *Tree, n int32) { delete(r.nodes[r.nodes[n].parent].children, r.nodes[n].key[0]) }, "not linked"},
+		{"unlinked node", func(r *Tree, n int32) { r.edges.del(r.nodes[n].parent, r.nodes[n].key[0]) }, "not linked"},
 		{"token counter", func(r *Tree, n int32) { r.tokens++ }, "counters say"},
 		{"evictable counter", func(r *Tree, n int32) { r.evictable-- }, "counters say"},
 	} {

@@ -23,6 +23,7 @@ type Tree struct {
 	blockSize int64
 	nodes     []node
 	free      []int32
+	edges     edgeTable // every child link (edges.go)
 	lru       lruHeap
 	seq       uint64
 
@@ -55,16 +56,18 @@ type Tree struct {
 func (r *Tree) WatchRoot(fn func(first uint64, present bool)) { r.rootWatch = fn }
 
 type node struct {
-	parent   int32
-	key      []uint64         // the edge's blocks
-	tokens   int64            // tokens on the edge
-	partial  int64            // tokens of the edge's last block if it is partial, else 0
-	children map[uint64]int32 // by first block of the child's edge
-	ref      int32
-	access   float64 // last time a request used this node
-	ver      uint32  // bumped whenever the node's LRU standing changes
-	gen      uint32  // bumped whenever the slot is freed, so a Handle can tell
-	live     bool
+	parent  int32
+	key     []uint64 // the edge's blocks
+	tokens  int64    // tokens on the edge
+	partial int64    // tokens of the edge's last block if it is partial, else 0
+	kid     int32    // first of its children (edges.go), 0 for none
+	next    int32    // its parent's next child, 0 for none
+	prev    int32    // its parent's previous child, 0 when it is the first
+	ref     int32
+	access  float64 // last time a request used this node
+	ver     uint32  // bumped whenever the node's LRU standing changes
+	gen     uint32  // bumped whenever the slot is freed, so a Handle can tell
+	live    bool
 
 	srel  int32   // holders that have passed the node (sliding.go)
 	sver  uint32  // bumped whenever its released standing changes
@@ -153,7 +156,7 @@ func (r *Tree) match(blocks []uint64, lastTokens int64, skip int) Match {
 	cur := int32(root)
 	i := 0
 	for i < len(blocks) {
-		child, ok := r.nodes[cur].children[blocks[i]]
+		child, ok := r.child(cur, blocks[i])
 		if !ok {
 			break
 		}
@@ -212,7 +215,7 @@ func (r *Tree) LockMatched(blocks []uint64, m Match, now float64) Match {
 	cur := int32(root)
 	i := 0
 	for i < m.Blocks {
-		child := r.nodes[cur].children[blocks[i]]
+		child, _ := r.child(cur, blocks[i])
 		n := &r.nodes[child]
 		remain := m.Blocks - i
 		if remain < len(n.key) {
@@ -304,7 +307,7 @@ func (r *Tree) insert(at int32, blocks []uint64, from int, lastTokens int64, now
 		adopted += r.growPartial(at, i == len(blocks), lastTokens)
 	}
 	for i < len(blocks) {
-		child, ok := r.nodes[cur].children[blocks[i]]
+		child, ok := r.child(cur, blocks[i])
 		if !ok {
 			key := blocks[i:len(blocks):len(blocks)] // full slice: no append reaches past it
 			if !share {
@@ -409,13 +412,13 @@ func (r *Tree) split(n int32, k int) int32 {
 	if up.sfree {
 		r.pushSlide(upper)
 	}
-	up.children = map[uint64]int32{old.key[k]: n}
-	// Re-hang n below upper.
-	r.nodes[old.parent].children[old.key[0]] = upper
+	// newNode filed upper in n's place below their parent; n hangs below
+	// upper now.
 	lo := &r.nodes[n]
 	lo.parent = upper
 	lo.key = old.key[k:]
 	lo.tokens = old.tokens - up.tokens
+	r.link(n)
 	return upper
 }
 
@@ -433,16 +436,11 @@ func (r *Tree) newNode(parent int32, key []uint64) int32 {
 	nd := &r.nodes[idx]
 	nd.parent, nd.key, nd.live = parent, key, true
 	r.touch(parent, key[0])
-	p := &r.nodes[parent]
-	if p.children == nil {
-		p.children = make(map[uint64]int32, 2)
+	// A split files its upper node in the place of the node it cuts, under
+	// the same block: the root's watcher hears of new blocks only.
+	if replaced := r.link(idx); parent == root && replaced == 0 && r.rootWatch != nil {
+		r.rootWatch(key[0], true)
 	}
-	if parent == root && r.rootWatch != nil {
-		if _, had := p.children[key[0]]; !had { // a split re-hangs an edge under the same block
-			r.rootWatch(key[0], true)
-		}
-	}
-	p.children[key[0]] = idx
 	return idx
 }
 
@@ -469,6 +467,7 @@ func (r *Tree) PathBlocks(n int32) ([]uint64, int64) {
 // drift; property tests call it after every operation.
 func (r *Tree) Check() error {
 	var tokens, evictable, sfree, sgone, sevict int64
+	linked := 0
 	for i := 1; i < len(r.nodes); i++ {
 		n := &r.nodes[i]
 		if !n.live {
@@ -493,9 +492,16 @@ func (r *Tree) Check() error {
 		if n.ref == 0 {
 			evictable += n.tokens
 		}
-		if r.nodes[n.parent].children[n.key[0]] != int32(i) {
+		if c, _ := r.child(n.parent, n.key[0]); c != int32(i) {
 			return fmt.Errorf("radix: node %d is not linked from its parent", i)
 		}
+		if err := r.checkList(int32(i)); err != nil {
+			return err
+		}
+		linked++
+	}
+	if linked != r.edges.n {
+		return fmt.Errorf("radix: %d child links filed for %d nodes", r.edges.n, linked)
 	}
 	if tokens != r.tokens || evictable != r.evictable {
 		return fmt.Errorf("radix: counters say %d tokens (%d evictable), nodes hold %d (%d)", r.tokens, r.evictable, tokens, evictable)

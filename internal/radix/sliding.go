@@ -241,7 +241,7 @@ func (r *Tree) DropReleased() int64 {
 	}
 	n := r.slru.pop().node
 	nd := &r.nodes[n]
-	if r.spool && nd.ref == 0 && len(nd.children) == 0 && nd.stail == 0 {
+	if r.spool && nd.ref == 0 && nd.kid == 0 && nd.stail == 0 {
 		return r.dropLeaf(n)
 	}
 	nd.sfree, nd.sgone = false, true
@@ -271,7 +271,7 @@ func (r *Tree) dropTombstones(p int32) int64 {
 	var freed int64
 	for p != root {
 		pn := &r.nodes[p]
-		if !pn.sgone || pn.ref != 0 || len(pn.children) != 0 || pn.stail != 0 {
+		if !pn.sgone || pn.ref != 0 || pn.kid != 0 || pn.stail != 0 {
 			break
 		}
 		var tok int64
@@ -316,12 +316,13 @@ func (r *Tree) touchSubtree(n int32) {
 		nd := &r.nodes[x]
 		r.touch(nd.parent, nd.key[0])
 		keys = keys[:0]
-		for k := range nd.children {
-			keys = append(keys, k)
+		for c := nd.kid; c != 0; c = r.nodes[c].next {
+			keys = append(keys, r.nodes[c].key[0])
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			stack = append(stack, nd.children[k])
+			c, _ := r.child(x, k)
+			stack = append(stack, c)
 		}
 	}
 }
@@ -362,7 +363,7 @@ func (r *Tree) slideLimit(blocks []uint64, m Match) Match {
 	}
 	if m.Blocks > cur.Blocks {
 		// The match runs on partly into a child edge.
-		child := r.nodes[m.Node].children[blocks[m.depth]]
+		child, _ := r.child(m.Node, blocks[m.depth])
 		prev = cur
 		step(child, m.Blocks-cur.Blocks, m.Tokens-cur.Tokens)
 	}
@@ -402,7 +403,7 @@ func (r *Tree) runsIntoTail(blocks []uint64, m Match) bool {
 func (r *Tree) TailInto(blocks []uint64, m Match) Handle {
 	n := m.Node
 	if int(m.depth) < m.Blocks {
-		c := r.nodes[n].children[blocks[m.depth]]
+		c, _ := r.child(n, blocks[m.depth])
 		if m.Blocks != int(m.depth)+len(r.nodes[c].key)-1 {
 			return Handle{}
 		}
