@@ -56,15 +56,12 @@ func storageQueueS(raw json.RawMessage) (float64, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, nil
 	}
-	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
-		return 0, fmt.Errorf("%s: %.40s is not a number (want milliseconds ≥ 0)", fieldStorageQueue, raw)
-	}
+	// raw is valid JSON (the reply parsed), so ParseFloat reads exactly
+	// its numbers: a string, bool, array or object fails, and NaN or Inf,
+	// which ParseFloat would take, cannot be JSON.
 	ms, err := strconv.ParseFloat(string(raw), 64)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%s: %.40s: not a finite number (want milliseconds ≥ 0)", fieldStorageQueue, raw)
-	case ms < 0 || math.IsNaN(ms) || math.IsInf(ms, 0):
-		return 0, fmt.Errorf("%s: %v is below 0 (want milliseconds ≥ 0)", fieldStorageQueue, ms)
+	if err != nil || !(ms >= 0) || math.IsInf(ms, 0) {
+		return 0, fmt.Errorf("%s: %.40s, want a finite number of milliseconds ≥ 0", fieldStorageQueue, raw)
 	}
 	return ms / 1000, nil
 }

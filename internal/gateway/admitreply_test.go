@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -85,4 +87,33 @@ func FuzzAdmitReply(f *testing.F) {
 			t.Fatalf("%q: %v s from %v ms", body, q, ms)
 		}
 	})
+}
+
+// A decoder's bad field is counted every time and logged at its first and
+// every 100th after (so_far 1, 101, 201), per decoder and field: another
+// decoder's first is logged too.
+func TestBadFieldLogSampled(t *testing.T) {
+	var log syncBuffer
+	g, _ := kvGateway(t, &log, []string{""})
+	for range 201 {
+		g.noteBadField("d0", fieldStorageQueue, errors.New("bad"))
+	}
+	g.noteBadField("d1", fieldStorageQueue, errors.New("bad"))
+	if n := metricOf(g.badFields.total.WithLabelValues("d0", fieldStorageQueue)); n != 201 {
+		t.Fatalf("d0's bad fields counted %v, want 201", n)
+	}
+	var got []string
+	for _, l := range strings.Split(log.String(), "\n") {
+		var e struct {
+			Worker string `json:"worker"`
+			Field  string `json:"field"`
+			SoFar  int64  `json:"so_far"`
+		}
+		if json.Unmarshal([]byte(l), &e) == nil && e.Field == fieldStorageQueue {
+			got = append(got, fmt.Sprint(e.Worker, ":", e.SoFar))
+		}
+	}
+	if want := "[d0:1 d0:101 d0:201 d1:1]"; fmt.Sprint(got) != want {
+		t.Fatalf("logged %v, want %s:\n%s", got, want, log.String())
+	}
 }
