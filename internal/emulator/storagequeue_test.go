@@ -65,14 +65,19 @@ func TestAdmitReplyNamesThePoolsQueue(t *testing.T) {
 			if has := strings.Contains(string(b), `"storage_queue_ms"`); has != (c.wantMs > 0) {
 				t.Fatalf("aggregate %g B/s, asked at %g s: %s; storage_queue_ms on the wire %v, want %v", bw, c.at, b, has, c.wantMs > 0)
 			}
+			// A prompt the pool does not hold names no storage tokens,
+			// and so no queue, however booked the pool is.
+			if st, b := post(t, d.URL()+"/session_cache/admit_direct_append", map[string]any{"session_id": "x", "input_ids": ids(5, 1344), "max_new_tokens": 4}); st != 200 || strings.Contains(string(b), "storage") {
+				t.Fatalf("aggregate %g B/s, asked at %g s for a prompt the pool lacks: %d %s; want no storage tokens and no queue", bw, c.at, st, b)
+			}
 		}
 	}
 }
 
 // The service's queue answer books nothing, is in the asking worker's
 // seconds on the shared timeline (a worker whose model time 0 came 2 ms
-// after the booker's asks at its 1 ms: the booker's 3 ms), and refuses
-// what it cannot place.
+// after the booker's asks at its 1 ms: the booker's 3 ms; workers of other
+// time scales), and refuses what it cannot place.
 func TestStoreServiceQueue(t *testing.T) {
 	store := NewStoreServer()
 	store.BandwidthBytes = 1e9
@@ -100,6 +105,17 @@ func TestStoreServiceQueue(t *testing.T) {
 		if q := at(storeReq{Start: 0.001, EpochNS: later, Scale: 1}); math.Abs(q-0.007) > 1e-12 {
 			t.Fatalf("asked at the booker's 3 ms: queue %v s, want 0.007", q)
 		}
+	}
+	// Time scales: a booker running 20 model seconds a wall second books
+	// 1 GB of model time at 1 GB/s, busy 1 model s = 0.05 wall s past its
+	// start; a worker of scale 2 whose model time 0 is that start asks at
+	// its 0.02 s (0.01 wall s): booked 0.04 wall s = 0.08 of its seconds.
+	scaled := NewStoreServer()
+	scaled.BandwidthBytes = 1e9
+	scaled.do("/storage/open", storeReq{BlockSize: 16, Capacity: 100})
+	scaled.do("/storage/book", storeReq{Start: 0, Bytes: 1e9, EpochNS: epoch.UnixNano(), Scale: 20})
+	if rep, _ := scaled.do("/storage/queue", storeReq{Start: 0.02, EpochNS: epoch.UnixNano(), Scale: 2}); math.Abs(rep.Free-0.08) > 1e-12 {
+		t.Fatalf("time scales 20 and 2: queue %v s, want 0.08", rep.Free)
 	}
 	if q := at(storeReq{Start: 0.5, EpochNS: epoch.UnixNano(), Scale: 1}); q != 0 {
 		t.Fatalf("asked past the bookings: %v s, want 0", q)
