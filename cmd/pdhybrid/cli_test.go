@@ -176,6 +176,8 @@ func TestBadValueClasses(t *testing.T) {
 		{"--hicache-storage-setup-ms", []string{"serve", "--hicache-storage-setup-ms", "1"}},                           // without a bandwidth
 		{"--hicache-storage-prefetch-policy", []string{"serve", "--hicache-storage-prefetch-policy", "wait_complete"}}, // without a link
 		{"--hicache-storage-bandwidth", []string{"serve", "--mechanism", "pd-disaggregation", "--hicache-storage-bandwidth", "10"}},
+		{"--hicache-storage-shared-bandwidth", []string{"serve", "--hicache-storage-shared-bandwidth", "10"}}, // without a storage link
+		{"--hicache-storage-shared-bandwidth", []string{"serve", "--hicache-storage-backend", "mooncake", "--hicache-storage-shared-bandwidth", "-1"}},
 		// flags that do not apply to the mode chosen
 		{"--hicache-ratio", []string{"sim", "--hicache-ratio", "3"}},
 		{"--hicache-storage-backend", []string{"sim", "--hicache-storage-backend", "mooncake"}},

@@ -24,10 +24,15 @@ type serveCostFlags struct {
 	// tier costing prices: a backend preset, or an explicit link.
 	storage, prefetch    string
 	storageGBps, setupMs float64
+	// poolGBps is the decoders' shared storage pool's aggregate bandwidth
+	// (their up --hicache-storage-shared-bandwidth), with which a storage
+	// answer's storage_queue_ms is priced.
+	poolGBps float64
 }
 
 var serveCostFlagNames = []string{"profile-model", "hardware", "profile", "chunk-tokens", "link",
-	"hicache-storage-backend", "hicache-storage-prefetch-policy", "hicache-storage-bandwidth", "hicache-storage-setup-ms"}
+	"hicache-storage-backend", "hicache-storage-prefetch-policy", "hicache-storage-bandwidth", "hicache-storage-setup-ms",
+	"hicache-storage-shared-bandwidth"}
 
 var (
 	storageBWRange    = above(0).upTo(1e6).is("a bandwidth in GB/s").orZero("the backend's")
@@ -43,6 +48,7 @@ func (f *serveCostFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.storage, "hicache-storage-backend", "", "kvcache-centric: the decoders' storage KV tier (SGLang HiCache L3; pdhybrid worker's --hicache-storage-backend), whose link tier costing prices a decoder's storage answer with (a prefetch storage→host, then the load-back, against a reseed through P): `mooncake` (37.5 GB/s, 100 µs setup) or hf3fs (6.25 GB/s, 1 ms), the profile's storage link where it names one; unset (and no --hicache-storage-bandwidth): storage answers are not costed, their tokens count as cached")
 	fs.StringVar(&f.prefetch, "hicache-storage-prefetch-policy", "best_effort", "kvcache-centric, with a storage link: the decoders' `policy` (pdhybrid worker's --hicache-storage-prefetch-policy): best_effort (a turn admitted at once has received nothing: its storage tokens are costed as computed), wait_complete or timeout (costed as a whole prefetch)")
 	fs.Float64Var(&f.storageGBps, "hicache-storage-bandwidth", 0, "kvcache-centric: the decoders' storage link bandwidth in `GB/s` (10^9 bytes/s), replacing --hicache-storage-backend's, or naming a storage link without one; 0 = the backend's")
+	fs.Float64Var(&f.poolGBps, "hicache-storage-shared-bandwidth", 0, "kvcache-centric, with a storage link: the decoders' shared storage pool's aggregate bandwidth in `GB/s` (10^9 bytes/s; up --hicache-storage-shared-bandwidth), which tier costing prices a storage answer's prefetch with, after the time the pool is booked ahead (the answer's storage_queue_ms, worker contract 1.4), as in the simulator; 0 = unlimited, the queue not priced")
 	fs.Float64Var(&f.setupMs, "hicache-storage-setup-ms", 0, "kvcache-centric, with --hicache-storage-bandwidth: the storage link's setup latency in `milliseconds` ≥ 0 (replacing the backend's); 0 = the backend's, or none without one")
 }
 
@@ -56,6 +62,8 @@ func (f *serveCostFlags) check(ck *checks) {
 	ck.num("hicache-storage-setup-ms", storageSetupRange)
 	ck.only("hicache-storage-setup-ms", f.storageGBps > 0, "with --hicache-storage-bandwidth")
 	ck.only("hicache-storage-prefetch-policy", f.storage != "" || f.storageGBps > 0, "with --hicache-storage-backend or --hicache-storage-bandwidth")
+	ck.num("hicache-storage-shared-bandwidth", sharedBWRange)
+	ck.only("hicache-storage-shared-bandwidth", f.storage != "" || f.storageGBps > 0, "with --hicache-storage-backend or --hicache-storage-bandwidth")
 	if ck.set("profile") {
 		ck.only("profile-model", false, "without --profile (the profile names its model)")
 		ck.only("hardware", false, "without --profile (the profile names its hardware)")
@@ -112,5 +120,6 @@ func (f *serveCostFlags) storageLink(p *model.Profile, tc *kvc.TierCost) error {
 	}
 	tc.StorageBandwidth, tc.StorageSetupS = l.BandwidthBytes, l.SetupS
 	tc.StorageBestEffort = f.prefetch == "" || f.prefetch == "best_effort"
+	tc.StoragePoolBandwidth = f.poolGBps * 1e9
 	return nil
 }

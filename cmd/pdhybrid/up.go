@@ -321,7 +321,8 @@ func startStore(e *env, f *upFlags) (func(), error) {
 // storageServeArgs give a KVC gateway the decoders' storage link, so that
 // tier costing prices their storage answers: the backend and prefetch
 // policy the decoders' --worker-arg flags name (the last of each wins, as
-// on a command line); none without a storage tier.
+// on a command line), and a shared pool's aggregate bandwidth; none
+// without a storage tier.
 func (f *upFlags) storageServeArgs() []string {
 	var out []string
 	args := roleArgs(nil, f.workerArgs, "decode")
@@ -335,6 +336,11 @@ func (f *upFlags) storageServeArgs() []string {
 		if v != "" && hasStorageArg(args) {
 			out = append(out, n, v)
 		}
+	}
+	if f.storeShared && f.storeGBps > 0 && len(out) > 0 {
+		// The pool's aggregate bandwidth, so that the gateway prices the
+		// time the decoders' answers say it is booked ahead.
+		out = append(out, "--hicache-storage-shared-bandwidth", strconv.FormatFloat(f.storeGBps, 'g', -1, 64))
 	}
 	return out
 }

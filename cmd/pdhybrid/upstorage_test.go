@@ -85,8 +85,35 @@ func TestUpStorageServeArgs(t *testing.T) {
 	if !strings.HasSuffix(got, "--hicache-storage-backend mooncake --hicache-storage-prefetch-policy wait_complete --hicache-storage-bandwidth=10") {
 		t.Errorf("gateway args %q: want the decoders' backend (mooncake, the last given) and policy, then the --gateway-arg", got)
 	}
-	f.workerArgs, f.gatewayArgs = []string{"prefill:--hicache-storage-backend=mooncake"}, nil
+	f.gatewayArgs, f.storeShared, f.storeGBps = nil, true, 12.5
+	if got := strings.Join(f.serveArgs(nil), " "); !strings.HasSuffix(got, "--hicache-storage-prefetch-policy wait_complete --hicache-storage-shared-bandwidth 12.5") {
+		t.Errorf("gateway args %q: want the shared pool's aggregate bandwidth after the decoders' link", got)
+	}
+	f.storeGBps = 0
+	if got := strings.Join(f.serveArgs(nil), " "); strings.Contains(got, "shared-bandwidth") {
+		t.Errorf("gateway args %q: an unlimited pool, want no pool bandwidth", got)
+	}
+	f.workerArgs, f.gatewayArgs, f.storeGBps = []string{"prefill:--hicache-storage-backend=mooncake"}, nil, 12.5
 	if got := strings.Join(f.serveArgs(nil), " "); strings.Contains(got, "storage") {
 		t.Errorf("gateway args %q: no decoder has a storage tier, want no storage link", got)
+	}
+}
+
+// serve --hicache-storage-shared-bandwidth is the tier cost's pool
+// bandwidth, with which a storage answer's storage_queue_ms is priced;
+// without it the queue is not priced.
+func TestServeSharedPoolBandwidth(t *testing.T) {
+	f := serveCostFlags{model: "qwen3-30b-a3b", hardware: "h200-141g", link: "rdma-400g", storage: "mooncake", prefetch: "wait_complete"}
+	for _, c := range []struct {
+		gbps, want float64
+	}{{0, 0}, {12.5, 12.5e9}} {
+		f.poolGBps = c.gbps
+		_, tc, err := f.costs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.StoragePoolBandwidth != c.want || tc.StorageBandwidth != 37.5e9 {
+			t.Errorf("--hicache-storage-shared-bandwidth %v: pool %v B/s, storage link %v B/s; want %v and Mooncake's 37.5e9", c.gbps, tc.StoragePoolBandwidth, tc.StorageBandwidth, c.want)
+		}
 	}
 }

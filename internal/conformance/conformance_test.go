@@ -151,6 +151,20 @@ func TestRuleBreakersFail(t *testing.T) {
 				}
 				return rewrite(rec, func(v map[string]any) { v["mode"] = "direct" })
 			}},
+		{"storage_queue_ms not a number", RoleDecode, "/session_cache/admit_direct_append", "extension.admission.schema", `storage_queue_ms "12", want a number ≥ 0`,
+			engine.RoleDecode, session, func(rec *httptest.ResponseRecorder, r *http.Request, b []byte) (int, string) {
+				if rec.Code != 200 {
+					return rec.Code, rec.Body.String()
+				}
+				return rewrite(rec, func(v map[string]any) { v["storage_queue_ms"] = "12" })
+			}},
+		{"storage_queue_ms below 0", RoleDecode, "/session_cache/admit_direct_append", "extension.admission.schema", "storage_queue_ms -1, want a number ≥ 0",
+			engine.RoleDecode, session, func(rec *httptest.ResponseRecorder, r *http.Request, b []byte) (int, string) {
+				if rec.Code != 200 {
+					return rec.Code, rec.Body.String()
+				}
+				return rewrite(rec, func(v map[string]any) { v["storage_queue_ms"] = -1 })
+			}},
 		{"fresh session admitted direct", RoleDecode, "/session_cache/admit_direct_append", "extension.admission.fresh-session-not-direct", "never saw",
 			engine.RoleDecode, session, func(rec *httptest.ResponseRecorder, r *http.Request, b []byte) (int, string) {
 				if rec.Code != 200 {

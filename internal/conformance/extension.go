@@ -67,6 +67,13 @@ func admissionProblem(p reply) string {
 	if p.v["can_admit"] == true && p.v["mode"] == "none" {
 		return `can_admit true with mode "none"`
 	}
+	if q, in := p.v["storage_queue_ms"]; in {
+		// Revision 1.4, optional: left out when nothing is booked. The
+		// gateway reads a bad one as absent; a conformant worker sends none.
+		if v, ok := q.(float64); !ok || v < 0 {
+			return "storage_queue_ms " + jsonText(q) + ", want a number ≥ 0 (milliseconds), or the field left out"
+		}
+	}
 	return ""
 }
 

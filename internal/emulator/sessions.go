@@ -256,6 +256,12 @@ type AdmitResponse struct {
 	// report of the session in a batch at or below it is older than this
 	// answer, so the gateway does not let it undo the answer.
 	KVEventsSeq int64 `json:"kv_events_seq,omitempty"`
+	// StorageQueueMs is how long the shared storage pool's aggregate link
+	// is booked past the answer by the prefetches before (revision 1.4),
+	// with storage_tokens: the figure the simulator's engine puts in
+	// AdmitReply.StorageQueueS, in milliseconds. Left out when the pool is
+	// the worker's own, its bandwidth unlimited, or nothing is booked.
+	StorageQueueMs float64 `json:"storage_queue_ms,omitempty"`
 }
 
 // ReasonFaultInjected is the refusal of the refuse-admissions fault.
@@ -272,8 +278,9 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	}
 	var rep engine.AdmitReply
 	var seq int64
+	var at float64
 	if !s.d.do(func(now float64) {
-		rep = s.w.AdmitSession(now, q)
+		rep, at = s.w.AdmitSession(now, q), now
 		seq = s.kvEvents.lastSeq() // on the driver, after the admission's own evictions
 	}) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "the server is shutting down")
@@ -283,7 +290,26 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		CanAdmit: rep.CanAdmit, Mode: rep.Mode.String(), Reason: rep.Reason, CachedTokens: rep.CachedTokens,
 		RecommendedPauseMs: int(math.Round(rep.PauseMs)), TrimmedSessions: rep.Trimmed, TrimmedTokens: rep.TrimmedTok,
 		Tier: rep.Tier, HostTokens: rep.HostTokens, StorageTokens: rep.StorageTokens, KVEventsSeq: seq,
+		StorageQueueMs: s.storageQueueS(at, rep) * 1000,
 	})
+}
+
+// storageQueueS is how long the shared storage pool's aggregate link is
+// booked past the answer at now, for an answer naming storage tokens: the
+// engine's own figure for a pool in this process, else the pool service's
+// (emulated workers reach a shared pool through it, store.go, and it
+// keeps the bookings). Asked after the driver's turn, so the driver does
+// not wait on the service; the instant is the answer's.
+func (s *Server) storageQueueS(now float64, rep engine.AdmitReply) float64 {
+	if rep.StorageTokens <= 0 || rep.StorageQueueS > 0 {
+		return rep.StorageQueueS
+	}
+	c, ok := s.cfg.HiCache.Storage.Index.(*StoreClient)
+	if !ok {
+		return 0
+	}
+	q, _ := c.Queue(now)
+	return q
 }
 
 // sessionQuery reads the body of a KVC session-cache RPC (admission or

@@ -64,7 +64,7 @@ type storeRep struct {
 }
 
 // StoreServer is the shared pool's index as a loopback HTTP service:
-// POST /storage/{open,match,write,touch,tokens,book}. The first worker to open
+// POST /storage/{open,match,write,touch,tokens,book,queue}. The first worker to open
 // it sizes it.
 type StoreServer struct {
 	// BandwidthBytes is the pool's aggregate bandwidth in bytes per model
@@ -125,6 +125,9 @@ func (s *StoreServer) do(path string, q storeReq) (storeRep, int) {
 	if path == "/storage/book" {
 		return s.book(q)
 	}
+	if path == "/storage/queue" {
+		return s.queue(q)
+	}
 	if path != "/storage/tokens" {
 		if len(q.Blocks) == 0 {
 			return storeRep{Error: "no blocks"}, http.StatusBadRequest
@@ -173,6 +176,25 @@ func (s *StoreServer) book(q storeReq) (storeRep, int) {
 	return storeRep{Free: (s.freeAt - offset) * q.Scale, Booked: true, OK: true}, http.StatusOK
 }
 
+// queue is how long the aggregate link is booked past a worker's instant
+// q.Start (held lock; /storage/queue): the admission reply's
+// storage_queue_ms, which the simulator's engine answers from its shared
+// pool (engine Worker.storageQueueS), in the asking worker's seconds. It
+// books nothing. Booked false when the pool's bandwidth is unlimited.
+func (s *StoreServer) queue(q storeReq) (storeRep, int) {
+	if !(q.Start >= 0) || !(q.Scale > 0) || q.EpochNS <= 0 {
+		return storeRep{Error: fmt.Sprintf("queue: start %v, scale %v, epoch_ns %d; want start ≥ 0, scale > 0 and epoch_ns > 0", q.Start, q.Scale, q.EpochNS)}, http.StatusBadRequest
+	}
+	if s.BandwidthBytes <= 0 {
+		return storeRep{OK: true}, http.StatusOK
+	}
+	if !s.based {
+		return storeRep{Booked: true, OK: true}, http.StatusOK // nothing booked yet
+	}
+	at := float64(q.EpochNS-s.baseNS)/1e9 + q.Start/q.Scale
+	return storeRep{Free: max(s.freeAt-at, 0) * q.Scale, Booked: true, OK: true}, http.StatusOK
+}
+
 // StoreClient is a worker's engine.StorageIndex over a StoreServer at a
 // base URL. A call that fails (the service down, a bad answer) answers as
 // an empty pool would — nothing matched, the write skipped — and is
@@ -209,6 +231,23 @@ func (c *StoreClient) Book(start float64, bytes int64) (float64, bool) {
 		return 0, false
 	}
 	rep, err := c.call("/storage/book", storeReq{Start: start, Bytes: bytes, EpochNS: epoch, Scale: math.Float64frombits(c.scale.Load())})
+	if err != nil || !rep.Booked {
+		return 0, false
+	}
+	return rep.Free, true
+}
+
+// Queue is how long the pool's aggregate link is booked past now (the
+// worker's model seconds): the time a prefetch asked now would wait
+// behind those booked before it (StoreServer.queue). False when the pool's
+// bandwidth is unlimited, the worker's clock is not set or the call
+// failed (counted).
+func (c *StoreClient) Queue(now float64) (float64, bool) {
+	epoch := c.epochNS.Load()
+	if epoch == 0 {
+		return 0, false
+	}
+	rep, err := c.call("/storage/queue", storeReq{Start: now, EpochNS: epoch, Scale: math.Float64frombits(c.scale.Load())})
 	if err != nil || !rep.Booked {
 		return 0, false
 	}

@@ -99,6 +99,8 @@ func FuzzStoreServer(f *testing.F) {
 	f.Add("/storage/nope", []byte(`[`))
 	f.Add("/storage/book", []byte(`{"start":1,"bytes":1000,"epoch_ns":1,"scale":1}`))
 	f.Add("/storage/book", []byte(`{"start":-1,"bytes":1000,"epoch_ns":1,"scale":0}`))
+	f.Add("/storage/queue", []byte(`{"start":1,"epoch_ns":1,"scale":1}`))
+	f.Add("/storage/queue", []byte(`{"start":1,"epoch_ns":0,"scale":-1}`))
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		s := NewStoreServer()
 		s.BandwidthBytes = 1e9

@@ -79,6 +79,7 @@ func (s *Server) startOps() {
 		s.workers = append(s.workers, &workerInfo{Role: roleColo, URL: u, idx: i})
 	}
 	s.met = newMetrics(s)
+	s.badFields = newBadFields(s.met.reg)
 	s.mux.Handle("/metrics", s.met.handler())
 	s.mux.HandleFunc("/admin/", s.handleAdmin)
 	s.stop = make(chan struct{})

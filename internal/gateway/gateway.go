@@ -124,6 +124,9 @@ type Server struct {
 	sources []sessionSource
 	kvm     *kvEventMetrics // the decoders' eviction reports (kvevents.go); nil when off
 	kvOrder kvEventOrder    // reports against admission replies, per decoder (kvevents.go; under mu)
+	// badFields counts admission replies' optional fields read as absent
+	// (admitreply.go).
+	badFields *badFields
 }
 
 // New checks cfg and builds the gateway's handler.

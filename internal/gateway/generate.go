@@ -357,25 +357,18 @@ func (s *Server) admit(ctx context.Context, base string, q *request, a kvc.Actio
 	} else {
 		body["text"] = q.text
 	}
-	var out struct {
-		CanAdmit bool    `json:"can_admit"`
-		Mode     string  `json:"mode"`
-		Reason   string  `json:"reason"`
-		PauseMs  float64 `json:"recommended_pause_ms"`
-		Cached   int     `json:"cached_tokens"`
-		Tier     string  `json:"tier"`
-		Host     int     `json:"host_tokens"`
-		Storage  int     `json:"storage_tokens"`
-		KVSeq    int64   `json:"kv_events_seq"`
-	}
+	var out admitWire // admitreply.go
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
 	defer cancel()
 	status, err := s.postJSON(actx, base+"/session_cache/admit_direct_append", body, &out)
 	switch {
 	case err == nil && status == http.StatusOK:
 		s.kvAdmitted(a.D, q.session, out.KVSeq) // kvevents.go
-		return kvc.AdmitReply{CanAdmit: out.CanAdmit, Direct: out.Mode == "direct_append", Reason: out.Reason, PauseMs: out.PauseMs, CachedTokens: out.Cached,
-			Tier: out.Tier, HostTokens: out.Host, StorageTokens: out.Storage}
+		rep, bad := out.reply()
+		if bad != nil {
+			s.noteBadField(base, fieldStorageQueue, bad)
+		}
+		return rep
 	case err == nil && status == http.StatusNotFound:
 		// Stock SGLang: no such path. The belief is corrected and the
 		// router answers for the decoder.
